@@ -1,0 +1,153 @@
+"""``ai-scientist`` command line.
+
+Each subcommand is a thin adapter: it parses arguments and hands over to the
+module that owns the work (imported lazily so ``--help`` stays fast). Errors a
+user can fix exit 2 with one clear message and no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_USAGE = 2
+EXIT_NO_WORKING_EXPERIMENT = 3
+EXIT_INTERRUPTED = 130
+
+# subcommand -> "module:function"; each function takes the parsed Namespace and returns an exit code
+HANDLERS = {
+    "run": "ai_scientist.commands:cmd_run",
+    "resume": "ai_scientist.commands:cmd_resume",
+    "replay": "ai_scientist.commands:cmd_replay",
+    "logs": "ai_scientist.inspect:cmd_logs",
+    "view": "ai_scientist.reporting.viewer:cmd_view",
+    "doctor": "ai_scientist.doctor:cmd_doctor",
+    "exec": "ai_scientist.execution.cli:cmd_exec",
+}
+
+
+class UsageError(Exception):
+    """Raised by handlers for problems the user must fix (exit 2)."""
+
+
+def _config_args(p: argparse.ArgumentParser, positional: bool = False) -> None:
+    if positional:
+        p.add_argument("config", nargs="?", default=None, help="bfts_config.yaml (default: built-in defaults)")
+    else:
+        p.add_argument("--config", default=None, help="bfts_config.yaml")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY.PATH=VALUE",
+        help="override one config key (repeatable), e.g. --set agent.num_workers=2",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ai-scientist",
+        description="Grow a tree of sandboxed experiments from a research idea; every LLM call logged.",
+    )
+    parser.add_argument("--version", action="version", version="%(prog)s 0.1.0")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("run", help="start a research run from an idea and a config")
+    _config_args(p, positional=True)
+    p.add_argument("--idea", required=True, help="idea file (markdown or AI-Scientist-v2 JSON)")
+    p.add_argument("--resources", default=None, help="resources file (YAML or JSON)")
+    p.add_argument("--out", default="experiments", help="output root (default: experiments/)")
+    p.add_argument("--name", default=None, help="run name (default: timestamp + idea name)")
+    p.add_argument(
+        "--from-phase",
+        default=None,
+        choices=["plots", "writeup", "review"],
+        help="with --run-dir: re-run this reporting phase and the ones after it on an existing run",
+    )
+    p.add_argument("--run-dir", default=None, help="existing run directory (with --from-phase)")
+    p.add_argument("--stop-after", default=None, choices=["setup", "search"], help=argparse.SUPPRESS)
+
+    p = sub.add_parser("resume", help="continue an interrupted run without redoing completed work")
+    p.add_argument("run_dir")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE")
+
+    p = sub.add_parser("replay", help="re-run a recorded run from its prompt logs, with no LLM")
+    p.add_argument("run_dir")
+    p.add_argument("--out", default=None, help="where the replayed run goes (default: beside the original)")
+
+    p = sub.add_parser("logs", help="inspect a run's tree, prompts, memory and cost from its logs")
+    p.add_argument("run_dir")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    lsub = p.add_subparsers(dest="logs_command", metavar="WHAT")
+    lsub.required = True
+    lsub.add_parser("nodes", help="the tree: stage, status, metric")
+    for name, hlp in (
+        ("inspect", "last 500 chars of a node's state"),
+        ("inspect-full", "a node's full state"),
+        ("path", "root to node, each operation and whether it appended or replaced"),
+        ("memory", "core / recall / archival memory as the node saw it"),
+    ):
+        q = lsub.add_parser(name, help=hlp)
+        q.add_argument("node")
+    q = lsub.add_parser("show-prompt", help="print exactly what was sent for one call")
+    q.add_argument("node")
+    q.add_argument("--call", type=int, default=None, help="call number K (default: the last)")
+    q.add_argument("--layer", default=None, help="only this layer")
+    q = lsub.add_parser("diff", help="layer-by-layer difference between two nodes' prompts")
+    q.add_argument("node_a")
+    q.add_argument("node_b")
+    lsub.add_parser("cost", help="tokens and USD by role, phase and node")
+    for q in lsub.choices.values():
+        q.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("view", help="write a self-contained offline HTML view of the run's tree")
+    p.add_argument("run_dir")
+    p.add_argument("--html", default=None, help="output file (default: RUN_DIR/tree.html)")
+
+    p = sub.add_parser("doctor", help="what this machine offers: LLM, sandboxes, LaTeX, GPU, disk")
+    _config_args(p)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("exec", help="run one command in a sandbox backend")
+    p.add_argument("--backend", default=None, help="auto | subprocess | bwrap | docker | apptainer")
+    p.add_argument("--workspace", default=None, help="workspace directory (default: a temporary one)")
+    p.add_argument("--timeout", type=float, default=None, help="seconds (default: exec.timeout)")
+    p.add_argument("--network", action="store_true", help="allow network access")
+    _config_args(p)
+    p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
+    return parser
+
+
+def _resolve(command: str):
+    module, _, func = HANDLERS[command].partition(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from .config import ConfigError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        handler = _resolve(args.command)
+        return int(handler(args) or 0)
+    except (ConfigError, UsageError) as exc:
+        print(f"ai-scientist {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,356 @@
+"""Typed, strict schema of ``bfts_config.yaml``.
+
+Every key is declared here with its type, range and default; unknown keys are
+errors. ``load_config`` turns any problem (unreadable file, bad YAML, unknown
+key, wrong type, out-of-range value, bad ``--set``) into a :class:`ConfigError`
+whose message names the dotted key path, so the CLI can exit 2 without a
+traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+
+class ConfigError(Exception):
+    """A configuration problem a user must fix (CLI exit code 2)."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+# ---------------------------------------------------------------- agent ----
+
+
+class RoleConfig(_Strict):
+    """Model settings for one LLM role; ``model: null`` means ``llm.model``."""
+
+    model: str | None = None
+    temperature: float = Field(0.7, ge=0.0, le=2.0)
+    max_tokens: int = Field(2048, ge=16, le=200_000)
+
+
+class StagesConfig(_Strict):
+    stage1_max_iters: int = Field(6, ge=1)
+    stage2_max_iters: int = Field(3, ge=0)
+    stage3_max_iters: int = Field(3, ge=0)
+    stage4_max_iters: int = Field(3, ge=0)
+
+
+class SearchKnobs(_Strict):
+    num_drafts: int = Field(2, ge=1)
+    debug_prob: float = Field(0.5, ge=0.0, le=1.0)
+    max_debug_depth: int = Field(3, ge=0)
+
+
+class MultiSeedConfig(_Strict):
+    num_seeds: int = Field(2, ge=1, le=100)
+
+
+class AgentConfig(_Strict):
+    num_workers: int = Field(1, ge=1, le=64)
+    seed: int = 0
+    debug_reuses_parent_plan: bool = True
+    llm_tie_break: bool = False
+    stages: StagesConfig = StagesConfig()
+    search: SearchKnobs = SearchKnobs()
+    multi_seed_eval: MultiSeedConfig = MultiSeedConfig()
+    code: RoleConfig = RoleConfig(temperature=0.7, max_tokens=4096)
+    feedback: RoleConfig = RoleConfig(temperature=0.2)
+    vlm_feedback: RoleConfig = RoleConfig(temperature=0.2)
+    summary: RoleConfig = RoleConfig(temperature=0.2)
+    select_node: RoleConfig = RoleConfig(temperature=0.2)
+    plotting: RoleConfig = RoleConfig(temperature=0.3, max_tokens=4096)
+    writeup: RoleConfig = RoleConfig(temperature=0.5, max_tokens=4096)
+    citation: RoleConfig = RoleConfig(temperature=0.2)
+    review: RoleConfig = RoleConfig(temperature=0.5)
+
+
+ROLES = (
+    "code",
+    "feedback",
+    "vlm_feedback",
+    "summary",
+    "select_node",
+    "plotting",
+    "writeup",
+    "citation",
+    "review",
+)
+
+
+# ----------------------------------------------------------------- exec ----
+
+
+class ExecConfig(_Strict):
+    backend: Literal["auto", "subprocess", "bwrap", "docker", "apptainer"] = "auto"
+    timeout: float = Field(600.0, gt=0, le=7 * 24 * 3600)
+    phase1_max_steps: int = Field(6, ge=0, le=100)
+    log_prompts: bool = True
+    memory_mb: int = Field(4096, ge=64)
+    cpus: float = Field(1.0, gt=0)
+    pids_limit: int = Field(256, ge=8)
+    max_output_bytes: int = Field(1_000_000, ge=1024)
+    network: bool = False
+    gpus: list[int] = Field(default_factory=list)
+    max_files: int = Field(200, ge=1)
+    max_file_bytes: int = Field(5_000_000, ge=1)
+    docker_image: str = "ai-scientist-sandbox:latest"
+    docker_reuse_container: bool = True
+    apptainer_binary: str = "apptainer"
+    apptainer_image: str | None = None
+    python: str = "/usr/bin/python3"
+
+
+# --------------------------------------------------------------- memory ----
+
+
+class EmbeddingConfig(_Strict):
+    backend: Literal["wordllama", "openai", "none"] = "wordllama"
+    model: str | None = None
+
+
+class MemoryConfig(_Strict):
+    enabled: bool = True
+    core_max_chars: int = Field(2000, ge=100)
+    recall_max_events: int = Field(20, ge=1)
+    retrieval_k: int = Field(5, ge=1, le=100)
+    memory_budget_chars: int = Field(6000, ge=200)
+    archival_snippet_budget_chars: int = Field(1500, ge=100)
+    max_memory_read_rounds: int = Field(2, ge=0, le=10)
+    embedding: EmbeddingConfig = EmbeddingConfig()
+
+
+# ------------------------------------------------------------------ llm ----
+
+
+class PriceConfig(_Strict):
+    input_per_mtok: float = Field(0.0, ge=0)
+    output_per_mtok: float = Field(0.0, ge=0)
+
+
+class LLMConfig(_Strict):
+    backend: Literal["auto", "openai", "local", "replay"] = "auto"
+    model: str = "gpt-4o-mini"
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    local_model_path: str | None = None
+    local_n_ctx: int = Field(8192, ge=512)
+    local_threads: int | None = Field(None, ge=1)
+    timeout_s: float = Field(120.0, gt=0)
+    max_attempts: int = Field(4, ge=1, le=20)
+    backoff_base_s: float = Field(1.0, ge=0)
+    backoff_max_s: float = Field(30.0, ge=0)
+    structured_output: Literal["auto", "json_schema", "prompt"] = "auto"
+    replay_dir: str | None = None
+    prices: dict[str, PriceConfig] = Field(default_factory=dict)
+    max_cost_usd: float | None = Field(None, gt=0)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, v: str) -> str:
+        if not v.replace("_", "").isalnum():
+            raise ValueError(f"must be an environment variable name, got {v!r}")
+        return v
+
+
+# -------------------------------------------------------------- context ----
+
+
+class LayerBudget(_Strict):
+    priority: int | None = None
+    min_tokens: int | None = Field(None, ge=0)
+    max_tokens: int | None = Field(None, ge=0)
+
+
+class ContextPolicies(_Strict):
+    tail_window_chars: int = Field(4000, ge=100)
+    json_preview_threshold_chars: int = Field(5000, ge=200)
+    json_preview_list_head: int = Field(2, ge=0)
+    json_preview_string_cap: int = Field(500, ge=20)
+    history_keep_turns: int = Field(8, ge=1)
+    strip_reasoning: bool = True
+
+
+class ContextConfig(_Strict):
+    max_prompt_tokens: int = Field(6000, ge=256)
+    reserved_output_tokens: int = Field(1024, ge=16)
+    model_context_window: int | None = Field(None, ge=512)
+    layers: dict[str, LayerBudget] = Field(default_factory=dict)
+    policies: ContextPolicies = ContextPolicies()
+
+
+# --------------------------------------------------------------- search ----
+
+
+class MCTSConfig(_Strict):
+    exploration_c: float = Field(1.4, ge=0)
+    gamma: float = Field(0.85, gt=0, le=1)
+    max_expand: int = Field(3, ge=1)
+    tree_nums: int = Field(2, ge=1)
+    final_choice: Literal["consensus", "score", "random"] = "consensus"
+
+
+class SearchConfig(_Strict):
+    policy: Literal["bfts", "greedy", "mcts"] = "bfts"
+    mcts: MCTSConfig = MCTSConfig()
+
+
+# --------------------------------------------------------------- report ----
+
+
+class CitationConfig(_Strict):
+    enabled: bool = True
+    api_key_env: str = "S2_API_KEY"
+    max_results: int = Field(5, ge=1, le=50)
+
+
+class ReportConfig(_Strict):
+    enabled: bool = True
+    max_figures: int = Field(6, ge=1, le=50)
+    plot_reflection_rounds: int = Field(2, ge=0, le=10)
+    page_limit: Literal[4, 8] = 4
+    compile_fix_rounds: int = Field(3, ge=0, le=10)
+    num_reviews: int = Field(2, ge=0, le=10)
+    num_reflections: int = Field(1, ge=0, le=5)
+    citations: CitationConfig = CitationConfig()
+
+
+# ----------------------------------------------------------------- root ----
+
+
+class Config(_Strict):
+    agent: AgentConfig = AgentConfig()
+    exec: ExecConfig = ExecConfig()
+    memory: MemoryConfig = MemoryConfig()
+    llm: LLMConfig = LLMConfig()
+    context: ContextConfig = ContextConfig()
+    search: SearchConfig = SearchConfig()
+    report: ReportConfig = ReportConfig()
+
+    def role(self, name: str) -> RoleConfig:
+        """The settings of one LLM role (``code``, ``feedback``, ...)."""
+        if name not in ROLES:
+            raise KeyError(f"unknown LLM role {name!r}; known: {', '.join(ROLES)}")
+        return getattr(self.agent, name)
+
+    def model_for(self, role: str) -> str:
+        return self.role(role).model or self.llm.model
+
+
+# -------------------------------------------------------------- loading ----
+
+
+def _describe(err: dict[str, Any]) -> str:
+    path = ".".join(str(p) for p in err["loc"]) or "<root>"
+    kind = err["type"]
+    got = err.get("input")
+    ctx = err.get("ctx") or {}
+    if kind == "extra_forbidden":
+        return f"{path}: unknown key (check spelling; see bfts_config.yaml for the keys)"
+    if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+        op = {
+            "greater_than_equal": ">=",
+            "greater_than": ">",
+            "less_than_equal": "<=",
+            "less_than": "<",
+        }[kind]
+        bound = next(iter(ctx.values()), "?")
+        return f"{path}: must be {op} {bound}, got {got!r}"
+    if kind == "literal_error":
+        return f"{path}: must be one of {ctx.get('expected', '?')}, got {got!r}"
+    msg = err.get("msg", kind)
+    if isinstance(got, (dict, list)):
+        return f"{path}: {msg}"
+    return f"{path}: {msg}, got {got!r}"
+
+
+def validate(data: Any, source: str = "config") -> Config:
+    """Validate a mapping into a :class:`Config`, or raise :class:`ConfigError`."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping, got {type(data).__name__}")
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        lines = [_describe(e) for e in exc.errors()]
+        raise ConfigError("\n".join(lines)) from None
+
+
+def _coerce(text: str) -> Any:
+    """Parse a ``--set`` value with YAML scalars rules (ints, floats, bools, null, lists)."""
+    try:
+        return yaml.safe_load(text) if text != "" else ""
+    except yaml.YAMLError:
+        return text
+
+
+def apply_override(data: dict[str, Any], assignment: str) -> None:
+    """Apply one ``a.b.c=value`` override to raw config data in place."""
+    if "=" not in assignment:
+        raise ConfigError(f"--set {assignment!r}: expected KEY.PATH=VALUE")
+    key, _, value = assignment.partition("=")
+    parts = [p for p in key.strip().split(".")]
+    if not key.strip() or any(not p for p in parts):
+        raise ConfigError(f"--set {assignment!r}: empty key path")
+    node: Any = data
+    walked: list[str] = []
+    for part in parts[:-1]:
+        walked.append(part)
+        nxt = node.get(part)
+        if nxt is None:
+            nxt = node[part] = {}
+        if not isinstance(nxt, dict):
+            raise ConfigError(f"{'.'.join(walked)}: is a value, cannot set {key} inside it")
+        node = nxt
+    node[parts[-1]] = _coerce(value)
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """Load, override and validate a config file; ``path=None`` means defaults only."""
+    data: Any = {}
+    if path is not None:
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ConfigError(f"{p}: config file not found") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{p}: cannot read config file ({exc})") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            raise ConfigError(f"{p}: invalid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{p}: the top level must be a mapping of sections")
+    for assignment in overrides or []:
+        apply_override(data, assignment)
+    return validate(data, str(path or "config"))
+
+
+def dump_config(cfg: Config) -> str:
+    """The resolved config as YAML (what ``config.resolved.yaml`` holds)."""
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+
+
+def leaf_paths(model: type[BaseModel] = Config, prefix: str = "") -> list[str]:
+    """Every dotted leaf key of the schema (used by the 'no unread key' test)."""
+    out: list[str] = []
+    for name, field in model.model_fields.items():
+        ann = field.annotation
+        path = f"{prefix}{name}"
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            out.extend(leaf_paths(ann, path + "."))
+        else:
+            out.append(path)
+    return out

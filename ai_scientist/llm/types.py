@@ -1,0 +1,66 @@
+"""Data crossing the LLM boundary: what a caller sends and what it gets back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+Message = dict[str, Any]  # OpenAI chat message: {"role": ..., "content": str | list[parts]}
+
+
+class LLMError(Exception):
+    """An LLM call failed after its bounded attempts; the message says why."""
+
+
+class StructuredOutputError(LLMError):
+    """The answer did not parse or validate against the schema, even after repair."""
+
+    def __init__(self, message: str, raw: str = ""):
+        super().__init__(message)
+        self.raw = raw
+
+
+class CostCapExceeded(LLMError):
+    """``llm.max_cost_usd`` was crossed: the run stops cleanly and can be resumed."""
+
+
+class UnrecordedPrompt(LLMError):
+    """Replay backend: this prompt is not in the recorded run."""
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    estimated: bool = False
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass
+class CallContext:
+    """Where a call comes from; names its prompt log and its cost.json bucket."""
+
+    node_id: str = "run"
+    stage: str = ""
+    phase: str = ""
+    label: str = ""
+    ledger: list[dict[str, Any]] = field(default_factory=list)  # from context assembly
+    memory_snapshot: dict[str, Any] | None = None
+
+
+@dataclass
+class LLMResult:
+    """One completed logical call (possibly several attempts / a repair round)."""
+
+    text: str  # what later prompts may see: reasoning stripped
+    raw: str  # exactly what the model returned, reasoning included
+    parsed: Any = None  # the validated JSON when a schema was given
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    model: str = ""
+    backend: str = ""
+    call_ids: list[str] = field(default_factory=list)  # prompt-log ids of every attempt

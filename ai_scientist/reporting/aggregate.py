@@ -1,0 +1,132 @@
+"""Plot aggregation: one LLM-written script, run in the sandbox, figures checked.
+
+The model (role ``plotting``) sees the data manifest (files, shapes, dtypes,
+metrics, producing node and seed) and returns ``{script, figures: [{file,
+caption}]}``. The script runs in the sandbox with the run's ``exec`` limits,
+with ``figures/`` as its workspace (the data it may read is copied there).
+Every declared figure is checked (exists, opens, not blank); the precise
+failures go back to the model for up to ``report.plot_reflection_rounds``
+more rounds. At most ``report.max_figures`` good figures are kept, listed in
+``figures/figures.json``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from ..llm.types import CallContext
+from ..util.io import atomic_write_json, atomic_write_text
+from . import prompts
+from .errors import StepFailed, StepSkipped
+from .images import check_figure
+from .manifest import build_manifest
+from .runread import load_run
+
+SCRIPT_NAME = "aggregate_plots.py"
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,80}\.png$")
+PLOT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "script": {"type": "string"},
+        "figures": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"file": {"type": "string"}, "caption": {"type": "string"}},
+                "required": ["file", "caption"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["script", "figures"],
+    "additionalProperties": False,
+}
+
+
+def _tail(text: str, n: int = 3000) -> str:
+    text = text or ""
+    return text if len(text) <= n else "[...]\n" + text[-n:]
+
+
+def run_script(executor: Any, python: str, fig_dir: Path, script: str) -> tuple[bool, str]:
+    """Write and run the script in the sandbox; (ok, failure description)."""
+    atomic_write_text(fig_dir / SCRIPT_NAME, script)
+    result = executor.run([python, SCRIPT_NAME], workspace=fig_dir)
+    if getattr(result, "ok", result.exit_code == 0):
+        return True, ""
+    why = getattr(result, "reason", "") or ""
+    killed = getattr(result, "killed_by", None)
+    head = f"the script failed (exit code {result.exit_code}"
+    head += f", killed by {killed}" if killed else ""
+    head += f": {why})" if why else ")"
+    return False, f"{head}\nstderr (tail):\n{_tail(result.stderr)}\nstdout (tail):\n{_tail(result.stdout, 1000)}"
+
+
+def check_declared(fig_dir: Path, figures: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
+    """Split declared figures into (good, rejected-with-reason)."""
+    good: list[dict] = []
+    rejected: list[dict] = []
+    seen: set[str] = set()
+    for fig in figures:
+        name = str(fig.get("file", ""))
+        if not _SAFE_NAME.match(name):
+            rejected.append({"file": name, "reason": f"{name!r}: file must be a plain name like fig_1.png"})
+            continue
+        if name in seen:
+            rejected.append({"file": name, "reason": f"{name}: declared twice"})
+            continue
+        seen.add(name)
+        reason = check_figure(fig_dir / name)
+        if reason:
+            rejected.append({"file": name, "reason": reason})
+        else:
+            good.append({"file": name, "caption": str(fig.get("caption", "")).strip()})
+    return good, rejected
+
+
+def aggregate_plots(run_dir: Path, cfg: Any, client: Any, executor: Any) -> dict[str, Any]:
+    """Produce the run's figures; returns the content written to ``figures/figures.json``.
+
+    Raises StepSkipped when the run has no good node with data or metrics, and
+    StepFailed when no figure survived all rounds.
+    """
+    fig_dir = Path(run_dir) / "figures"
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    manifest = build_manifest(load_run(run_dir), fig_dir)
+    atomic_write_json(fig_dir / "manifest.json", manifest)
+    if not any(e["files"] or e["metrics"] for e in manifest["nodes"]):
+        raise StepSkipped("no good node with saved data or metrics: nothing to plot")
+    rcfg = cfg.report
+    feedback, script, good, rejected = "", "", [], []
+    rounds = rcfg.plot_reflection_rounds + 1
+    for rnd in range(rounds):
+        msgs = prompts.messages(
+            "plotting_system.j2",
+            "plotting_user.j2",
+            manifest=manifest,
+            max_figures=rcfg.max_figures,
+            feedback=feedback,
+            previous_script=script,
+        )
+        ctx = CallContext(node_id="run", phase="plots", label=f"aggregate_r{rnd}")
+        plan = client.complete(msgs, role="plotting", ctx=ctx, schema=PLOT_SCHEMA).parsed
+        script = str(plan.get("script", ""))
+        ok, run_error = run_script(executor, cfg.exec.python, fig_dir, script)
+        good, rejected = check_declared(fig_dir, list(plan.get("figures") or []))
+        problems = ([run_error] if not ok else []) + [r["reason"] for r in rejected]
+        if not good and not problems:
+            problems = ["the answer declared no figures"]
+        if len(good) > rcfg.max_figures:
+            problems.append(f"{len(good)} figures declared; at most {rcfg.max_figures} are kept")
+        if not problems:
+            break
+        feedback = "\n".join(f"- {p}" for p in problems)
+    kept, dropped = good[: rcfg.max_figures], good[rcfg.max_figures :]
+    rejected += [{"file": f["file"], "reason": "over report.max_figures"} for f in dropped]
+    result = {"figures": kept, "rejected": rejected, "rounds_used": rnd + 1, "script": SCRIPT_NAME}
+    atomic_write_json(fig_dir / "figures.json", result)
+    if not kept:
+        raise StepFailed(f"no usable figure after {rounds} round(s); last problems:\n{feedback}")
+    return result

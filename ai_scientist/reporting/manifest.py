@@ -1,0 +1,98 @@
+"""Data manifest of a run: what the aggregation script may plot, described precisely.
+
+For the best node of every stage and each of its seed re-runs, the manifest
+lists the data files the experiment saved (numpy arrays with shape and dtype,
+npz members, JSON structure, CSV headers), the node's metrics, and which node
+and seed produced each file. The files are copied under the aggregation
+workspace (``figures/data/<node_id>/...``) so the sandboxed script reads
+them by the relative path the manifest names, and nothing outside.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .runread import RunView
+
+DATA_SUFFIXES = {".npy", ".npz", ".json", ".csv", ".tsv"}
+MAX_FILES_PER_NODE = 40
+MAX_FILE_BYTES = 50_000_000
+
+
+def describe_file(path: Path) -> dict[str, Any]:
+    """Shape/dtype/keys/columns of one data file; ``error`` says why it could not be read."""
+    suffix = path.suffix.lower()
+    info: dict[str, Any] = {"kind": suffix.lstrip("."), "bytes": path.stat().st_size}
+    try:
+        if suffix == ".npy":
+            arr = np.load(path, mmap_mode="r", allow_pickle=False)
+            info.update(shape=list(arr.shape), dtype=str(arr.dtype))
+        elif suffix == ".npz":
+            with np.load(path, allow_pickle=False) as z:
+                info["arrays"] = {k: {"shape": list(z[k].shape), "dtype": str(z[k].dtype)} for k in z.files}
+        elif suffix == ".json":
+            info["structure"] = _json_outline(json.loads(path.read_text(encoding="utf-8")))
+        else:
+            delim = "\t" if suffix == ".tsv" else ","
+            with path.open(newline="", encoding="utf-8", errors="replace") as fh:
+                rows = csv.reader(fh, delimiter=delim)
+                info["columns"] = next(rows, [])
+                info["rows"] = sum(1 for _ in rows)
+    except (ValueError, OSError, zipfile.BadZipFile, UnicodeDecodeError, csv.Error) as exc:
+        info["error"] = f"unreadable: {exc}"
+    return info
+
+
+def _json_outline(value: Any, depth: int = 0) -> Any:
+    """Types and list lengths of a JSON value, to depth 3 (values of scalars omitted)."""
+    if isinstance(value, dict):
+        if depth >= 3:
+            return f"object with {len(value)} keys"
+        return {str(k): _json_outline(v, depth + 1) for k, v in list(value.items())[:30]}
+    if isinstance(value, list):
+        head = _json_outline(value[0], depth + 1) if value else None
+        return {"list_len": len(value), "item": head}
+    return type(value).__name__
+
+
+def _node_entry(view: RunView, node: dict[str, Any], role: str, dest_root: Path) -> dict[str, Any]:
+    nid = str(node["id"])
+    workspace = view.node_dir(nid) / "workspace"
+    files: list[dict[str, Any]] = []
+    if workspace.is_dir():
+        found = sorted(p for p in workspace.rglob("*") if p.is_file() and p.suffix.lower() in DATA_SUFFIXES)
+        for src in found[:MAX_FILES_PER_NODE]:
+            if src.stat().st_size > MAX_FILE_BYTES:
+                continue
+            rel = Path("data") / nid / src.relative_to(workspace)
+            (dest_root / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest_root / rel)
+            files.append({"path": rel.as_posix(), **describe_file(src)})
+    return {
+        "node_id": nid,
+        "stage": node.get("stage"),
+        "role": role,
+        "operation": node.get("operation"),
+        "seed": node.get("seed"),
+        "summary": (node.get("summary") or "")[:600],
+        "metrics": view.metrics(nid),
+        "files": files,
+    }
+
+
+def build_manifest(view: RunView, dest_root: Path) -> dict[str, Any]:
+    """Describe (and copy under ``dest_root``) the data of each stage's best node and its seeds."""
+    entries: list[dict[str, Any]] = []
+    for _stage, best in view.best_per_stage().items():
+        entries.append(_node_entry(view, best, "best", dest_root))
+        for seed_node in view.seed_runs(str(best["id"])):
+            if seed_node.get("status") == "good":
+                entries.append(_node_entry(view, seed_node, "seed_run", dest_root))
+    return {"nodes": entries, "data_root": "data"}

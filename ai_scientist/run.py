@@ -1,0 +1,130 @@
+"""A Run: its directory, resolved config, idea, state and run-level events.
+
+Everything a later process (resume, replay, ``logs``, ``view``) reads is here as
+JSON / JSONL / YAML, written atomically; nothing is pickled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .config import Config, ConfigError, apply_override, dump_config, validate
+from .idea import Idea
+from .secrets import Redactor, redactor_for
+from .util.io import append_jsonl, atomic_write_json, atomic_write_text, read_json
+
+STATE_FILE = "state.json"
+
+
+class Run:
+    """Handle on one run directory. Thread-safe for events and state updates."""
+
+    def __init__(self, run_dir: Path, cfg: Config, idea: Idea, state: dict[str, Any]):
+        self.dir = Path(run_dir)
+        self.cfg = cfg
+        self.idea = idea
+        self.state = state
+        self.redactor: Redactor = redactor_for(cfg)
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------ paths ----
+    @property
+    def journal_path(self) -> Path:
+        return self.dir / "journal.jsonl"
+
+    @property
+    def events_path(self) -> Path:
+        return self.dir / "events.jsonl"
+
+    @property
+    def memory_path(self) -> Path:
+        return self.dir / "memory.sqlite"
+
+    @property
+    def cost_path(self) -> Path:
+        return self.dir / "cost.json"
+
+    def node_dir(self, node_id: str) -> Path:
+        return self.dir / "nodes" / node_id
+
+    # --------------------------------------------------------- creation ----
+    @classmethod
+    def create(
+        cls, cfg: Config, idea: Idea, out_root: str | Path = "experiments", name: str | None = None
+    ) -> Run:
+        """Make a fresh run directory with the resolved config, the idea and an initial state."""
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        base = name or f"{stamp}_{idea.name}"
+        if "/" in base or base in (".", ".."):
+            raise ConfigError(f"--name {base!r}: must be a plain directory name")
+        out_root = Path(out_root)
+        run_dir = out_root / base
+        n = 1
+        while run_dir.exists():
+            n += 1
+            run_dir = out_root / f"{base}-{n}"
+        for sub in ("nodes", "figures", "paper", "resources"):
+            (run_dir / sub).mkdir(parents=True, exist_ok=True)
+        atomic_write_text(run_dir / "config.resolved.yaml", dump_config(cfg))
+        atomic_write_text(run_dir / "idea.md", idea.to_markdown())
+        atomic_write_json(run_dir / "idea.json", dataclasses.asdict(idea))
+        now = time.time()
+        state = {
+            "run_id": run_dir.name,
+            "status": "created",
+            "created_at": now,
+            "updated_at": now,
+            "current_stage": 1,
+            "stages": {},
+            "reporting": {},
+            "exit_code": None,
+        }
+        run = cls(run_dir, cfg, idea, state)
+        run.save_state()
+        run.event("run_created", run_dir=str(run_dir), idea=idea.title)
+        return run
+
+    @classmethod
+    def open(cls, run_dir: str | Path, overrides: list[str] | None = None) -> Run:
+        """Open an existing run (for resume / replay / reporting)."""
+        run_dir = Path(run_dir)
+        cfg_path = run_dir / "config.resolved.yaml"
+        if not cfg_path.exists():
+            raise ConfigError(f"{run_dir}: not a run directory (no config.resolved.yaml)")
+        data = yaml.safe_load(cfg_path.read_text(encoding="utf-8")) or {}
+        for assignment in overrides or []:
+            apply_override(data, assignment)
+        cfg = validate(data, str(cfg_path))
+        idea_data = read_json(run_dir / "idea.json")
+        if not idea_data:
+            raise ConfigError(f"{run_dir}: idea.json missing or empty")
+        idea = Idea(**idea_data)
+        state = read_json(run_dir / STATE_FILE) or {"status": "created", "stages": {}, "reporting": {}}
+        return cls(run_dir, cfg, idea, state)
+
+    # ------------------------------------------------------------ state ----
+    def save_state(self, **updates: Any) -> None:
+        with self._lock:
+            self.state.update(updates)
+            self.state["updated_at"] = time.time()
+            atomic_write_json(self.dir / STATE_FILE, self.state)
+
+    def event(self, type_: str, **fields: Any) -> dict[str, Any]:
+        """Append one run-level event (redacted) to ``events.jsonl``."""
+        rec = {"ts": time.time(), "type": type_, **fields}
+        rec = self.redactor.redact_obj(json.loads(json.dumps(rec, default=str)))
+        append_jsonl(self.events_path, rec)
+        return rec
+
+    def events(self) -> list[dict[str, Any]]:
+        from .util.io import read_jsonl
+
+        return list(read_jsonl(self.events_path))

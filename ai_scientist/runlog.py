@@ -1,0 +1,100 @@
+"""Prompt logs: one JSON record per LLM call (and attempt), written atomically.
+
+Layout: ``<run>/nodes/<node_id>/prompt_logs/NNN_<phase>_<label>.json`` (+ ``.md``).
+The record holds exactly the messages sent; inspection commands print from these
+files and never rebuild a prompt.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+from .secrets import Redactor
+from .util.io import atomic_write_json, atomic_write_text
+
+RECORD_FIELDS = (
+    "call_id",
+    "node_id",
+    "stage",
+    "phase",
+    "label",
+    "role",
+    "backend",
+    "model",
+    "params",
+    "messages",
+    "response",
+    "usage",
+    "cost_usd",
+    "latency_s",
+    "attempt",
+    "error",
+    "ledger",
+)
+
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def _slug(text: str) -> str:
+    return _SAFE.sub("-", text).strip("-")[:40] or "call"
+
+
+def node_dir(run_dir: str | Path, node_id: str) -> Path:
+    return Path(run_dir) / "nodes" / node_id
+
+
+class PromptLogger:
+    """Writes prompt-log records under a run directory; safe across threads and processes."""
+
+    def __init__(
+        self,
+        run_dir: str | Path,
+        redactor: Redactor | None = None,
+        write_markdown: bool = True,
+    ):
+        self.run_dir = Path(run_dir)
+        self.redactor = redactor or Redactor()
+        self.write_markdown = write_markdown
+        self._lock = threading.Lock()
+
+    def _claim(self, folder: Path, phase: str, label: str) -> tuple[int, Path]:
+        folder.mkdir(parents=True, exist_ok=True)
+        existing = [int(p.name[:3]) for p in folder.glob("[0-9][0-9][0-9]_*.json")]
+        n = max(existing, default=0) + 1
+        while True:
+            path = folder / f"{n:03d}_{_slug(phase)}_{_slug(label)}.json"
+            try:  # O_EXCL makes the number ours even against another process
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                os.close(fd)
+                return n, path
+            except FileExistsError:
+                n += 1
+
+    def write(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Redact, number and write one record; returns it with ``call_id`` and ``path`` set."""
+        node_id = record.get("node_id") or "run"
+        folder = node_dir(self.run_dir, node_id) / "prompt_logs"
+        with self._lock:
+            n, path = self._claim(folder, record.get("phase", ""), record.get("label", ""))
+        rec = {k: record.get(k) for k in RECORD_FIELDS}
+        rec.update({k: v for k, v in record.items() if k not in rec})
+        rec["call_id"] = f"{node_id}/{n:03d}"
+        rec["node_id"] = node_id
+        rec = self.redactor.redact_obj(rec)
+        atomic_write_json(path, rec)
+        if self.write_markdown:
+            from .promptlog_render import render_markdown
+
+            atomic_write_text(path.with_suffix(".md"), render_markdown(rec))
+        rec["path"] = str(path)
+        return rec
+
+
+def list_records(run_dir: str | Path, node_id: str) -> list[Path]:
+    """The prompt-log JSON files of a node, in call order."""
+    folder = node_dir(run_dir, node_id) / "prompt_logs"
+    return sorted(folder.glob("[0-9][0-9][0-9]_*.json"))
