@@ -1,4 +1,9 @@
-"""Markdown rendering of a prompt-log record: one section per message and per ledger layer."""
+"""Markdown rendering of a prompt-log record: the ledger, then one section per layer.
+
+``render_markdown(rec)`` is written next to every prompt-log JSON. The layer
+sections are cut from the logged messages themselves (by their ``## <title>``
+headings, in ledger order), so the .md never shows anything that was not sent.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,8 @@ import json
 from typing import Any
 
 
-def _content_text(content: Any) -> str:
+def content_text(content: Any) -> str:
+    """A message content as text; image parts become a short placeholder."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -21,7 +27,70 @@ def _content_text(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False)
 
 
+def _heading(layer: str) -> str:
+    try:
+        from .context.spec import LAYERS
+    except ImportError:  # rendering must never fail a run
+        LAYERS = {}
+    return LAYERS[layer].heading if layer in LAYERS else layer.replace("_", " ").capitalize()
+
+
+def record_sections(rec: dict[str, Any]) -> dict[str, str]:
+    """Each present layer's text as it appears in the logged messages.
+
+    Layers appear in ledger order inside the system and user messages, each after
+    a ``## <title>`` line (the ``system`` layer opens the system message without one).
+    """
+    present = [e["layer"] for e in rec.get("ledger") or [] if e.get("action") != "dropped"]
+    messages = rec.get("messages") or []
+    out: dict[str, str] = {}
+    for i, msg in enumerate(messages[:2]):
+        text = content_text(msg.get("content"))
+        found: list[tuple[int, str]] = []
+        pos = 0
+        for layer in present:
+            head = f"## {_heading(layer)}\n"
+            if not found and text.startswith(head):
+                at = 0
+            else:
+                at = text.find(f"\n\n{head}", pos)
+                if at == -1:
+                    continue
+                at += 2
+            found.append((at, layer))
+            pos = at + len(head)
+        if i == 0 and msg.get("role") == "system" and "system" in present:
+            out["system"] = text[: found[0][0]].rstrip() if found else text
+        for k, (at, layer) in enumerate(found):
+            end = found[k + 1][0] if k + 1 < len(found) else len(text)
+            out[layer] = text[at:end].rstrip("\n")
+    if "conversation" in present and len(messages) > 2:
+        out["conversation"] = "\n\n".join(
+            f"[{m.get('role')}] {content_text(m.get('content'))}" for m in messages[2:]
+        )
+    return out
+
+
+def _ledger_table(ledger: list[dict[str, Any]]) -> list[str]:
+    out = [
+        "## Ledger",
+        "",
+        "| layer | action | policy | tokens before → after | chars before → after | why |",
+        "|---|---|---|---|---|---|",
+    ]
+    for e in ledger:
+        exact = "" if e.get("tokens_exact", True) else " (est.)"
+        handle = f" — full payload: `{e['handle']}`" if e.get("handle") else ""
+        out.append(
+            f"| {e.get('layer')} | {e.get('action')} | {e.get('policy')} "
+            f"| {e.get('tokens_before')} → {e.get('tokens_after')}{exact} "
+            f"| {e.get('chars_before')} → {e.get('chars_after')} | {e.get('reason', '')}{handle} |"
+        )
+    return out
+
+
 def render_markdown(rec: dict[str, Any]) -> str:
+    """The record as markdown: header, ledger table, one section per layer, raw messages, response."""
     out = [
         f"# {rec.get('call_id')} — {rec.get('phase')} / {rec.get('label')}",
         "",
@@ -33,16 +102,26 @@ def render_markdown(rec: dict[str, Any]) -> str:
     if rec.get("error"):
         out.append(f"- **error**: {rec['error']}")
     ledger = rec.get("ledger") or []
+    sections = record_sections(rec) if ledger else {}
     if ledger:
-        out += ["", "## Ledger", "", "| layer | action | tokens before → after | chars before → after | why |",
-                "|---|---|---|---|---|"]
+        out += ["", *_ledger_table(ledger), "", "## Layers"]
         for e in ledger:
-            out.append(
-                f"| {e.get('layer')} | {e.get('action')} | {e.get('tokens_before')} → {e.get('tokens_after')}"
-                f" | {e.get('chars_before')} → {e.get('chars_after')} | {e.get('reason', '')} |"
-            )
+            layer = e.get("layer")
+            out += ["", f"### {layer} — {e.get('action')} ({e.get('tokens_after')} tokens)", ""]
+            if layer in sections:
+                out += ["````", sections[layer], "````"]
+            else:
+                out.append(f"*not in the prompt: {e.get('reason', '')}*")
+    out += ["", "## Messages as sent"]
     for i, msg in enumerate(rec.get("messages") or []):
-        out += ["", f"## Message {i} ({msg.get('role')})", "", "````", _content_text(msg.get("content")), "````"]
+        out += [
+            "",
+            f"### Message {i} ({msg.get('role')})",
+            "",
+            "````",
+            content_text(msg.get("content")),
+            "````",
+        ]
     resp = rec.get("response") or {}
     out += ["", "## Response (raw)", "", "````", str(resp.get("raw", "")), "````"]
     if resp.get("context") is not None and resp.get("context") != resp.get("raw"):

@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..execution.base import Limits, SandboxError
 from ..llm.types import CallContext
 from ..util.io import atomic_write_json, atomic_write_text
 from . import prompts
@@ -25,7 +26,7 @@ from .manifest import build_manifest
 from .runread import load_run
 
 SCRIPT_NAME = "aggregate_plots.py"
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,80}\.png$")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,80}\.png$")
 PLOT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -50,10 +51,17 @@ def _tail(text: str, n: int = 3000) -> str:
     return text if len(text) <= n else "[...]\n" + text[-n:]
 
 
-def run_script(executor: Any, python: str, fig_dir: Path, script: str) -> tuple[bool, str]:
+def run_script(
+    executor: Any, python: str, fig_dir: Path, script: str, limits: Limits | None = None
+) -> tuple[bool, str]:
     """Write and run the script in the sandbox; (ok, failure description)."""
+    for stale in fig_dir.glob("*.png"):  # a figure left by an earlier round must not pass as new
+        stale.unlink()
     atomic_write_text(fig_dir / SCRIPT_NAME, script)
-    result = executor.run([python, SCRIPT_NAME], workspace=fig_dir)
+    try:
+        result = executor.run([python, SCRIPT_NAME], workspace=fig_dir, limits=limits)
+    except SandboxError as exc:  # a broken sandbox is not the script's fault: no reflection helps
+        raise StepFailed(f"the sandbox could not run {SCRIPT_NAME} in {fig_dir}: {exc}") from exc
     if getattr(result, "ok", result.exit_code == 0):
         return True, ""
     why = getattr(result, "reason", "") or ""
@@ -61,7 +69,10 @@ def run_script(executor: Any, python: str, fig_dir: Path, script: str) -> tuple[
     head = f"the script failed (exit code {result.exit_code}"
     head += f", killed by {killed}" if killed else ""
     head += f": {why})" if why else ")"
-    return False, f"{head}\nstderr (tail):\n{_tail(result.stderr)}\nstdout (tail):\n{_tail(result.stdout, 1000)}"
+    return (
+        False,
+        f"{head}\nstderr (tail):\n{_tail(result.stderr)}\nstdout (tail):\n{_tail(result.stdout, 1000)}",
+    )
 
 
 def check_declared(fig_dir: Path, figures: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
@@ -113,7 +124,7 @@ def aggregate_plots(run_dir: Path, cfg: Any, client: Any, executor: Any) -> dict
         ctx = CallContext(node_id="run", phase="plots", label=f"aggregate_r{rnd}")
         plan = client.complete(msgs, role="plotting", ctx=ctx, schema=PLOT_SCHEMA).parsed
         script = str(plan.get("script", ""))
-        ok, run_error = run_script(executor, cfg.exec.python, fig_dir, script)
+        ok, run_error = run_script(executor, cfg.exec.python, fig_dir, script, Limits.from_config(cfg.exec))
         good, rejected = check_declared(fig_dir, list(plan.get("figures") or []))
         problems = ([run_error] if not ok else []) + [r["reason"] for r in rejected]
         if not good and not problems:

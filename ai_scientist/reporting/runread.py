@@ -45,7 +45,9 @@ class RunView:
     def seed_runs(self, node_id: str) -> list[dict[str, Any]]:
         """Seed re-runs of ``node_id`` (operation ``seed_eval`` whose parent is that node)."""
         return [
-            n for n in self.nodes.values() if n.get("operation") == "seed_eval" and n.get("parent_id") == node_id
+            n
+            for n in self.nodes.values()
+            if n.get("operation") == "seed_eval" and n.get("parent_id") == node_id
         ]
 
     def node_dir(self, node_id: str) -> Path:

@@ -21,12 +21,14 @@ from .images import image_part
 from .runread import load_run
 
 MAX_PLOTS_PER_NODE = 4
+# refusals seen from OpenAI ("image_url is only supported by certain models"), llama.cpp server
+# ("image input is not supported"), vLLM ("is not a multimodal model"), Ollama ("does not support images")
 _NO_VISION = re.compile(
-    r"(image|vision|multimodal|image_url).{0,80}(not supported|unsupported|does not support|cannot|invalid)"
-    r"|(not support|unsupported|does not support|no support for).{0,40}(image|vision|multimodal)",
+    r"(image|vision|multimodal|image_url).{0,80}(not supported|unsupported|only supported by|does not support|cannot)"
+    r"|(not support|unsupported|does not support|no support for).{0,40}(image|vision|multimodal)"
+    r"|not a multimodal model",
     re.I | re.S,
 )
-
 CRITIQUE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -41,10 +43,12 @@ CRITIQUE_SCHEMA: dict[str, Any] = {
                     "useful": {"type": "boolean"},
                 },
                 "required": ["file", "assessment", "issues", "useful"],
+                "additionalProperties": False,
             },
         }
     },
     "required": ["critiques"],
+    "additionalProperties": False,
 }
 FIGURE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -56,6 +60,7 @@ FIGURE_SCHEMA: dict[str, Any] = {
         "score": {"type": "integer", "minimum": 1, "maximum": 10},
     },
     "required": ["description", "caption_matches", "issues", "suggested_caption", "score"],
+    "additionalProperties": False,
 }
 
 
@@ -107,7 +112,11 @@ def critique_node_plots(run_dir: Path, cfg: Any, client: Any) -> dict[str, Any]:
         if not plots:
             continue
         text = prompts.render(
-            "vlm_node_user.j2", node=node, stage=stage, files=[p.name for p in plots], metrics=view.metrics(nid)
+            "vlm_node_user.j2",
+            node=node,
+            stage=stage,
+            files=[p.name for p in plots],
+            metrics=view.metrics(nid),
         )
         msgs = [
             {"role": "system", "content": prompts.render("vlm_system.j2")},

@@ -1,0 +1,245 @@
+"""Truncation policies: small strategies behind one interface, registered by name.
+
+A policy works on a layer's *value* (before templating), in two steps:
+
+* ``prepare(value, params, handle)`` applies the configured caps
+  (``context.policies.*``) whatever the budget — e.g. seed 000's last-4000-chars
+  window, seed 001's preview of tool outputs over 5000 chars;
+* ``shrink(value, fits, params, handle)`` gets the ORIGINAL value (never an
+  already-cut one, so the counts in markers stay true) and returns the largest
+  version within the configured caps for which ``fits(candidate)`` holds (the
+  caller renders and counts tokens), or None when the policy cannot make it fit.
+
+Both return a short note for the ledger. Every cut leaves a marker in the text
+saying how much was removed. Policies are pure and deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .json_preview import PreviewParams, minimal_preview, parse_json, preview_json, preview_ladder
+from .reasoning import strip_value
+from .templates import as_text
+
+Fits = Callable[[Any], bool]
+Result = tuple[Any, str]  # (value, ledger note)
+
+
+@dataclass(frozen=True)
+class PolicyParams:
+    """The knobs of ``context.policies`` (same names)."""
+
+    tail_window_chars: int = 4000
+    json_preview_threshold_chars: int = 5000
+    json_preview_list_head: int = 2
+    json_preview_string_cap: int = 500
+    history_keep_turns: int = 8
+    strip_reasoning: bool = True
+
+    @classmethod
+    def from_config(cls, policies: Any) -> PolicyParams:
+        if policies is None:
+            return cls()
+        return cls(**{f: getattr(policies, f) for f in cls.__dataclass_fields__ if hasattr(policies, f)})
+
+
+def _largest(n_max: int, build: Callable[[int], Any], fits: Fits) -> tuple[Any, int] | None:
+    """Binary search for the largest n in [0, n_max] with fits(build(n)); None if even 0 fails."""
+    if not fits(build(0)):
+        return None
+    lo, hi = 0, n_max
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(build(mid)):
+            lo = mid
+        else:
+            hi = mid - 1
+    return build(lo), lo
+
+
+class Policy:
+    """Base: keep the value as it is; cannot shrink."""
+
+    name = "none"
+    cut_action = "truncated"
+
+    def prepare(self, value: Any, params: PolicyParams, handle: str | None) -> Result | None:
+        return None
+
+    def shrink(self, value: Any, fits: Fits, params: PolicyParams, handle: str | None) -> Result | None:
+        return None
+
+
+class TailWindow(Policy):
+    """Keep the last N characters (seed 000): recent state matters most."""
+
+    name = "tail"
+
+    @staticmethod
+    def cut(text: str, keep: int) -> str:
+        if keep >= len(text):
+            return text
+        start = len(text) - keep
+        nl = text.find("\n", start, start + max(1, keep // 10))
+        if nl != -1:  # start on a line boundary when one is close
+            start = nl + 1
+        return f"[... {start} earlier characters cut; last {len(text) - start} kept ...]\n{text[start:]}"
+
+    def prepare(self, value: Any, params: PolicyParams, handle: str | None) -> Result | None:
+        text = as_text(value)
+        if len(text) <= params.tail_window_chars:
+            return None
+        return self.cut(text, params.tail_window_chars), f"tail window {params.tail_window_chars} chars"
+
+    def shrink(self, value: Any, fits: Fits, params: PolicyParams, handle: str | None) -> Result | None:
+        text = as_text(value)
+        n_max = min(len(text), params.tail_window_chars)
+        found = _largest(n_max, lambda n: self.cut(text, n), fits)
+        return None if found is None else (found[0], f"tail window cut to {found[1]} chars")
+
+
+class Head(Policy):
+    """Keep the first N characters: the start of a plan or memory block matters most."""
+
+    name = "head"
+
+    @staticmethod
+    def cut(text: str, keep: int) -> str:
+        if keep >= len(text):
+            return text
+        return f"{text[:keep]}\n[... {len(text) - keep} more characters cut ...]"
+
+    def shrink(self, value: Any, fits: Fits, params: PolicyParams, handle: str | None) -> Result | None:
+        text = as_text(value)
+        found = _largest(len(text), lambda n: self.cut(text, n), fits)
+        return None if found is None else (found[0], f"head kept {found[1]} chars")
+
+
+class HeadTail(Policy):
+    """Keep the start and (twice as much of) the end: logs put errors last, context first."""
+
+    name = "head_tail"
+
+    @staticmethod
+    def cut(text: str, keep: int) -> str:
+        if keep >= len(text):
+            return text
+        head = keep // 3
+        tail = keep - head
+        return (
+            f"{text[:head]}\n[... {len(text) - keep} characters cut from the middle ...]\n"
+            f"{text[len(text) - tail :] if tail else ''}"
+        )
+
+    def shrink(self, value: Any, fits: Fits, params: PolicyParams, handle: str | None) -> Result | None:
+        text = as_text(value)
+        found = _largest(len(text), lambda n: self.cut(text, n), fits)
+        return None if found is None else (found[0], f"head+tail kept {found[1]} chars")
+
+
+class JSONPreview(Policy):
+    """Seed 001 generalised: structured preview of large JSON; head+tail for plain text."""
+
+    name = "json_preview"
+    cut_action = "previewed"
+
+    @staticmethod
+    def _params(params: PolicyParams) -> PreviewParams:
+        return PreviewParams(params.json_preview_list_head, params.json_preview_string_cap)
+
+    def prepare(self, value: Any, params: PolicyParams, handle: str | None) -> Result | None:
+        text = as_text(value)
+        limit = params.json_preview_threshold_chars
+        if len(text) <= limit:
+            return None
+        data = parse_json(value)
+        if data is None:
+            return HeadTail.cut(text, limit), f"text over {limit} chars: head+tail kept {limit}"
+        preview = preview_json(data, self._params(params), handle, len(text))
+        return preview, f"JSON over {limit} chars previewed"
+
+    def shrink(self, value: Any, fits: Fits, params: PolicyParams, handle: str | None) -> Result | None:
+        text = as_text(value)
+        data = parse_json(value)
+        if data is None:
+            limit = params.json_preview_threshold_chars
+            found = _largest(min(len(text), limit), lambda n: HeadTail.cut(text, n), fits)
+            return None if found is None else (found[0], f"text head+tail kept {found[1]} chars")
+        original = len(text)
+        for p in preview_ladder(self._params(params)):
+            candidate = preview_json(data, p, handle, original)
+            if fits(candidate):
+                return (
+                    candidate,
+                    f"JSON previewed (first {p.list_head} + last item per list, strings <= {p.string_cap})",
+                )
+        candidate = minimal_preview(data, handle, original)
+        return (candidate, "JSON reduced to its shape and handle") if fits(candidate) else None
+
+
+class HistoryPrune(Policy):
+    """Seed 001's message pruning for a list of turns/steps: keep the first and the last K.
+
+    Each list item is one whole step (a command together with its result), so
+    pruning never separates a call from its output. Plain text falls back to a tail window.
+    """
+
+    name = "history_prune"
+
+    @staticmethod
+    def prune(items: list[Any], keep: int) -> list[Any]:
+        if len(items) <= keep + 1:
+            return list(items)
+        omitted = len(items) - keep - 1
+        tail = items[len(items) - keep :] if keep else []
+        return [items[0], f"[... {omitted} earlier steps omitted ({len(items)} total) ...]", *tail]
+
+    def prepare(self, value: Any, params: PolicyParams, handle: str | None) -> Result | None:
+        if not isinstance(value, list):
+            return TailWindow().prepare(value, params, handle)
+        if len(value) <= params.history_keep_turns + 1:
+            return None
+        kept = params.history_keep_turns
+        return self.prune(value, kept), f"kept first + last {kept} of {len(value)} steps"
+
+    def shrink(self, value: Any, fits: Fits, params: PolicyParams, handle: str | None) -> Result | None:
+        if not isinstance(value, list):
+            return TailWindow().shrink(value, fits, params, handle)
+        for keep in range(min(len(value) - 1, params.history_keep_turns), -1, -1):
+            candidate = self.prune(value, keep)
+            if fits(candidate):
+                return candidate, f"kept first + last {keep} of {len(value)} steps"
+        return None
+
+
+class StripReasoning(Policy):
+    """Seed 003: thinking is removed from what later prompts see (the log keeps it)."""
+
+    name = "strip_reasoning"
+    cut_action = "stripped"
+
+    def prepare(self, value: Any, params: PolicyParams, handle: str | None) -> Result | None:
+        if not params.strip_reasoning:
+            return None
+        clean, removed = strip_value(value)
+        return (clean, f"reasoning stripped ({removed} chars)") if removed else None
+
+    def shrink(self, value: Any, fits: Fits, params: PolicyParams, handle: str | None) -> Result | None:
+        return TailWindow().shrink(value, fits, params, handle)
+
+
+POLICIES: dict[str, Policy] = {
+    p.name: p
+    for p in (Policy(), TailWindow(), Head(), HeadTail(), JSONPreview(), HistoryPrune(), StripReasoning())
+}
+
+
+def get_policy(name: str) -> Policy:
+    """The registered policy called ``name`` (a clear error lists the known names)."""
+    try:
+        return POLICIES[name]
+    except KeyError:
+        raise ValueError(f"unknown context policy {name!r}; known: {', '.join(sorted(POLICIES))}") from None

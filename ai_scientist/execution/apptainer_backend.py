@@ -1,0 +1,100 @@
+"""``apptainer`` / ``singularity`` backend through its CLI (HPC clusters).
+
+Each command is ``<binary> exec --containall --cleanenv --no-home
+--bind WS:/workspace --pwd /workspace [--bind RES:/resources:ro]
+[--bind ENV:/env] [--net --network none] [--nv] [--fakeroot --writable-tmpfs]
+IMAGE CMD...``, supervised like a local process (timeout kills the whole
+group, output capped, memory polled). The environment is passed with
+``--env`` from the same allow-list as every backend. ``phase1=True`` adds
+``--fakeroot --writable-tmpfs`` so installers that insist on root work.
+
+Apptainer is not installable on Debian 12 here: the tests drive this backend
+with a fake binary that records its argv (see tests/test_exec_apptainer.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+
+from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, SandboxError, normalize_command
+from .lineage import SANDBOX_ENV
+from .process import rlimit_preexec, supervise
+from .sandbox_env import TMP_DIRNAME, sandbox_environ
+
+
+def find_apptainer(binary: str = "apptainer") -> str | None:
+    """The configured binary, else ``apptainer`` or ``singularity`` from PATH."""
+    for name in (binary, "apptainer", "singularity"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+class ApptainerExecutor:
+    name = "apptainer"
+
+    def __init__(self, image: str | None, *, binary: str = "apptainer", python: str = "/usr/bin/python3",
+                 resources_dir: Path | None = None, phase1: bool = False):
+        path = find_apptainer(binary)
+        if not path:
+            raise SandboxError(f"{binary!r} not found (nor apptainer / singularity) on PATH; "
+                               "set exec.apptainer_binary to its full path")
+        if not image:
+            raise SandboxError("exec.apptainer_image is not set: give the path of a .sif built from "
+                               "containers/ai-scientist.def (`apptainer build sandbox.sif containers/ai-scientist.def`)")
+        self.binary = path
+        self.image = image
+        self.python = python
+        self.resources_dir = Path(resources_dir).resolve() if resources_dir else None
+        self.phase1 = phase1
+
+    def build_argv(self, argv: list[str], ws: Path, limits: Limits, env: dict[str, str],
+                   install_dir: Path | None = None) -> list[str]:
+        """The full command line handed to apptainer (pure; what the tests check)."""
+        args = [self.binary, "exec", "--containall", "--cleanenv", "--no-home",
+                "--bind", f"{ws}:{SANDBOX_WORKSPACE}", "--pwd", SANDBOX_WORKSPACE]
+        if self.resources_dir:
+            args += ["--bind", f"{self.resources_dir}:{SANDBOX_RESOURCES}:ro"]
+        if install_dir:
+            args += ["--bind", f"{Path(install_dir).resolve()}:{SANDBOX_ENV}"]
+        if not limits.network:
+            args += ["--net", "--network", "none"]
+        if limits.gpus:
+            args.append("--nv")
+        if self.phase1:
+            args += ["--fakeroot", "--writable-tmpfs"]
+        for key in sorted(env):
+            args += ["--env", f"{key}={env[key]}"]
+        return args + [self.image, *argv]
+
+    def run(
+        self,
+        command: list[str] | str,
+        *,
+        workspace: Path,
+        limits: Limits | None = None,
+        env: dict[str, str] | None = None,
+        install_dir: Path | None = None,
+    ) -> ExecResult:
+        limits = limits or Limits()
+        argv = normalize_command(command)
+        ws = Path(workspace).resolve()
+        (ws / TMP_DIRNAME).mkdir(parents=True, exist_ok=True)
+        full_env, dropped = sandbox_environ(
+            workspace=SANDBOX_WORKSPACE, extra=env, python=self.python,
+            resources=SANDBOX_RESOURCES if self.resources_dir else None,
+            install_prefix=SANDBOX_ENV if install_dir else None, marker=uuid.uuid4().hex)
+        host_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+        if limits.gpus:
+            host_env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in limits.gpus)
+        result = supervise(self.build_argv(argv, ws, limits, full_env, install_dir), cwd=ws, env=host_env,
+                           limits=limits, backend=self.name, display_command=argv,
+                           preexec=rlimit_preexec(limits, address_space=False))
+        result.extra.update(dropped_env=dropped, image=self.image)
+        return result
+
+    def close(self) -> None:
+        """Nothing persistent to release."""

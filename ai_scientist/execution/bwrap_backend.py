@@ -1,0 +1,138 @@
+"""``bwrap`` backend (Debian package ``bubblewrap``): a namespace sandbox with a read-only system.
+
+The command sees: ``/usr`` and ``/etc`` read-only (``/bin``, ``/lib``... as on the
+host), a private ``/proc``, ``/dev`` and ``/tmp``, its workspace at
+``/workspace`` (the only writable place besides ``/tmp`` and the install
+prefix ``/env``), resources read-only at ``/resources`` and
+``/workspace/resources``. All namespaces are unshared (``--unshare-all``); the
+network is shared only when allowed. ``--die-with-parent`` and the pid
+namespace mean killing bwrap kills everything inside. When the orchestrator is
+root, bwrap itself runs under a fresh unprivileged uid, as in the subprocess
+backend, so RLIMIT_NPROC holds against fork bombs.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, SandboxError, normalize_command
+from .lineage import SANDBOX_ENV
+from .process import rlimit_preexec, supervise
+from .sandbox_env import TMP_DIRNAME, sandbox_environ
+from .subprocess_backend import _chown_tree, _next_uid, capabilities, untraversable_ancestor
+
+_SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+
+@functools.lru_cache(maxsize=None)
+def bwrap_usable(binary: str = "bwrap") -> tuple[bool, str]:
+    """(usable, detail), checked by running ``true`` inside a minimal bwrap sandbox once."""
+    path = shutil.which(binary)
+    if not path:
+        return False, "bwrap not found (apt-get install bubblewrap)"
+    argv = [path, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
+            *_system_links(), "--proc", "/proc", "--dev", "/dev", "true"]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"bwrap failed to start: {exc}"
+    if proc.returncode != 0:
+        return False, f"bwrap cannot create namespaces here: {proc.stderr.strip()[:200]}"
+    return True, path
+
+
+def _system_links() -> list[str]:
+    args: list[str] = []
+    for d in _SYSTEM_DIRS:
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    return args
+
+
+class BwrapExecutor:
+    """Runs each command in a fresh bubblewrap sandbox; see the module docstring."""
+
+    name = "bwrap"
+
+    def __init__(self, python: str = "/usr/bin/python3", resources_dir: Path | None = None):
+        ok, detail = bwrap_usable()
+        if not ok:
+            raise SandboxError(detail)
+        self.binary = detail
+        self.python = python
+        self.resources_dir = Path(resources_dir).resolve() if resources_dir else None
+        self.caps = capabilities()
+
+    def _argv(self, ws: Path, limits: Limits, env: dict[str, str], install_dir: Path | None) -> list[str]:
+        args = [self.binary, "--unshare-all", "--die-with-parent", "--new-session",
+                "--ro-bind", "/usr", "/usr", *_system_links(), "--ro-bind", "/etc", "/etc",
+                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+                "--bind", str(ws), SANDBOX_WORKSPACE, "--chdir", SANDBOX_WORKSPACE,
+                "--hostname", "sandbox"]
+        if limits.network:
+            args.append("--share-net")
+        if self.resources_dir:
+            args += ["--ro-bind", str(self.resources_dir), SANDBOX_RESOURCES]
+            if not (ws / "resources").is_symlink():
+                args += ["--ro-bind", str(self.resources_dir), f"{SANDBOX_WORKSPACE}/resources"]
+        if install_dir:
+            args += ["--bind", str(Path(install_dir).resolve()), SANDBOX_ENV]
+        for dev in _gpu_devices(limits.gpus):
+            args += ["--dev-bind", dev, dev]
+        args.append("--clearenv")
+        for key, value in env.items():
+            args += ["--setenv", key, value]
+        return args
+
+    def run(
+        self,
+        command: list[str] | str,
+        *,
+        workspace: Path,
+        limits: Limits | None = None,
+        env: dict[str, str] | None = None,
+        install_dir: Path | None = None,
+    ) -> ExecResult:
+        limits = limits or Limits()
+        argv = normalize_command(command)
+        ws = Path(workspace).resolve()
+        (ws / TMP_DIRNAME).mkdir(parents=True, exist_ok=True)
+        full_env, dropped = sandbox_environ(
+            workspace=SANDBOX_WORKSPACE, extra=env, python=self.python,
+            resources=SANDBOX_RESOURCES if self.resources_dir else None,
+            install_prefix=SANDBOX_ENV if install_dir else None, marker=uuid.uuid4().hex)
+        uid = _next_uid() if self.caps["drop_uid"] else None
+        if uid is not None and untraversable_ancestor(ws.parent) is not None:
+            uid = None  # the fresh uid could not reach the workspace to bind it
+        wrap: list[str] = []
+        if uid is not None:
+            _chown_tree(ws, uid)
+            if install_dir:
+                _chown_tree(Path(install_dir), uid)
+            wrap = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+        host_env = {"PATH": "/usr/bin:/bin"}  # bwrap's own environment; the command's is --setenv
+        result = supervise(
+            wrap + self._argv(ws, limits, full_env, install_dir) + ["--", *argv], cwd=ws, env=host_env,
+            limits=limits, backend=self.name, display_command=argv,
+            preexec=rlimit_preexec(limits, address_space=True), sweep_uid=uid)
+        result.extra.update(uid=uid, dropped_env=dropped, network=limits.network)
+        return result
+
+    def close(self) -> None:
+        """Nothing persistent to release."""
+
+
+def _gpu_devices(gpus: tuple[int, ...]) -> list[str]:
+    if not gpus:
+        return []
+    devs = [f"/dev/nvidia{i}" for i in gpus if os.path.exists(f"/dev/nvidia{i}")]
+    devs += [d for d in glob.glob("/dev/nvidia-*") + ["/dev/nvidiactl"] if os.path.exists(d)]
+    return devs

@@ -1,0 +1,301 @@
+"""``docker`` backend: the ``docker`` SDK against a daemon the user runs.
+
+Each command runs in a container of ``exec.docker_image`` (never pulled: a
+missing image is a :class:`SandboxError` saying how to build it from
+``containers/``), as a non-root user, with a read-only root filesystem, the
+workspace bound read-write at ``/workspace``, resources read-only at
+``/resources`` (and ``/workspace/resources``), the install prefix at ``/env``,
+a tmpfs ``/tmp``, network ``none`` unless allowed, memory / CPU / pids limits,
+all capabilities dropped, ``no-new-privileges``, and GPUs through device
+requests when configured. Containers are removed afterwards.
+
+With ``reuse=True`` one running container per (workspace, install prefix,
+limits) serves many short commands through ``exec``; after every command (and
+on timeout) ``kill -9 -1`` inside it kills everything but its init, so nothing
+outlives the command.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, HeadTail, Limits, SandboxError, normalize_command
+from .lineage import SANDBOX_ENV
+from .sandbox_env import TMP_DIRNAME, sandbox_environ
+from .subprocess_backend import _chown_tree, _next_uid
+
+BUILD_HINT = (
+    "build it locally with `containers/build_rootfs_image.sh {image}` (offline, from this host) or "
+    "`docker build -t {image} containers/`; images are never pulled implicitly"
+)
+LABEL = "org.ai-scientist.sandbox"
+POLL_S = 0.1
+
+
+def docker_client(timeout: float = 10.0):
+    """A client for the daemon at DOCKER_HOST (or the default socket); raises SandboxError if unreachable."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+        return client
+    except Exception as exc:  # the SDK raises several unrelated types for "no daemon"
+        where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        raise SandboxError(f"no Docker daemon reachable at {where}: {exc}") from None
+
+
+class _Cgroup:
+    """Reads a container's memory peak and pid count from cgroup v1 or v2 files (None if hidden)."""
+
+    def __init__(self, cid: str):
+        v1 = Path("/sys/fs/cgroup")
+        self.candidates = {
+            "mem": [v1 / "memory/docker" / cid / "memory.max_usage_in_bytes",
+                    v1 / f"system.slice/docker-{cid}.scope/memory.peak"],
+            "pids": [v1 / "pids/docker" / cid / "pids.current",
+                     v1 / f"system.slice/docker-{cid}.scope/pids.current"],
+        }
+
+    def read(self, what: str) -> int | None:
+        for path in self.candidates[what]:
+            try:
+                return int(path.read_text().strip())
+            except (OSError, ValueError):
+                continue
+        return None
+
+
+class DockerExecutor:
+    """See the module docstring. ``client`` may be injected (tests); default is ``docker.from_env()``."""
+
+    name = "docker"
+
+    def __init__(self, image: str, *, python: str = "/usr/bin/python3", resources_dir: Path | None = None,
+                 reuse: bool = False, client: Any = None):
+        self.client = client or docker_client()
+        self.image = image
+        self.python = python
+        self.resources_dir = Path(resources_dir).resolve() if resources_dir else None
+        self.reuse = reuse
+        self._reused: dict[tuple, Any] = {}
+        self._lock = threading.Lock()
+        import docker.errors
+
+        try:
+            self.client.images.get(image)
+        except docker.errors.ImageNotFound:
+            raise SandboxError(f"Docker image {image!r} not found; " + BUILD_HINT.format(image=image)) from None
+
+    # ------------------------------------------------------------ config --
+    def _network_mode(self, allowed: bool) -> str:
+        if not allowed:
+            return "none"
+        names = {n.name for n in self.client.networks.list()}
+        return "bridge" if "bridge" in names else "host"
+
+    def _host_config(self, ws: Path, limits: Limits, install_dir: Path | None) -> dict[str, Any]:
+        import docker.types
+
+        volumes = {str(ws): {"bind": SANDBOX_WORKSPACE, "mode": "rw"}}
+        if self.resources_dir:
+            volumes[str(self.resources_dir)] = {"bind": SANDBOX_RESOURCES, "mode": "ro"}
+        if install_dir:
+            volumes[str(Path(install_dir).resolve())] = {"bind": SANDBOX_ENV, "mode": "rw"}
+        kw: dict[str, Any] = dict(
+            volumes=volumes, working_dir=SANDBOX_WORKSPACE, network_mode=self._network_mode(limits.network),
+            mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m",
+            nano_cpus=int(limits.cpus * 1e9), pids_limit=limits.pids, read_only=True,
+            tmpfs={"/tmp": "rw,nosuid,nodev,size=512m,mode=1777"}, cap_drop=["ALL"],
+            security_opt=["no-new-privileges"], hostname="sandbox",
+            ulimits=[docker.types.Ulimit(name="core", soft=0, hard=0)],
+        )
+        if self.resources_dir and not (ws / "resources").is_symlink():
+            kw["volumes"][str(self.resources_dir) + "/."] = {"bind": f"{SANDBOX_WORKSPACE}/resources", "mode": "ro"}
+        if limits.gpus:
+            kw["device_requests"] = [docker.types.DeviceRequest(
+                device_ids=[str(g) for g in limits.gpus], capabilities=[["gpu"]])]
+        return kw
+
+    def _user(self, ws: Path, install_dir: Path | None) -> str:
+        if os.geteuid() != 0:
+            return f"{os.getuid()}:{os.getgid()}"
+        uid = _next_uid()  # fresh unprivileged uid owning the workspace for this command
+        _chown_tree(ws, uid)
+        if install_dir:
+            _chown_tree(Path(install_dir), uid)
+        return f"{uid}:{uid}"
+
+    # --------------------------------------------------------------- run --
+    def run(
+        self,
+        command: list[str] | str,
+        *,
+        workspace: Path,
+        limits: Limits | None = None,
+        env: dict[str, str] | None = None,
+        install_dir: Path | None = None,
+    ) -> ExecResult:
+        limits = limits or Limits()
+        argv = normalize_command(command)
+        ws = Path(workspace).resolve()
+        (ws / TMP_DIRNAME).mkdir(parents=True, exist_ok=True)
+        full_env, dropped = sandbox_environ(
+            workspace=SANDBOX_WORKSPACE, extra=env, python=self.python,
+            resources=SANDBOX_RESOURCES if self.resources_dir else None,
+            install_prefix=SANDBOX_ENV if install_dir else None, marker=uuid.uuid4().hex)
+        full_env["PATH"] = full_env["PATH"]  # image PATH is replaced by the allow-listed one
+        if self.reuse:
+            result = self._run_reused(argv, ws, limits, full_env, install_dir)
+        else:
+            result = self._run_fresh(argv, ws, limits, full_env, install_dir)
+        result.extra.update(dropped_env=dropped, image=self.image, reused=self.reuse)
+        return result
+
+    def _run_fresh(self, argv, ws, limits, env, install_dir) -> ExecResult:
+        import docker.errors
+
+        start = time.monotonic()
+        try:
+            container = self.client.containers.create(
+                self.image, command=argv, environment=env, user=self._user(ws, install_dir),
+                labels={LABEL: env["AI_SCIENTIST_SANDBOX_ID"]}, detach=True,
+                **self._host_config(ws, limits, install_dir))
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"docker could not create the container: {exc}") from None
+        try:
+            sock = container.attach(stdout=True, stderr=True, stream=True, demux=True, logs=True)
+            container.start()
+            cg = _Cgroup(container.id)
+            out, err, state = self._pump(sock, limits, kill=lambda: _quiet(container.kill))
+            code, killed_by, reason, peak = self._watch(container, cg, limits, state, start)
+            state["thread"].join(timeout=10)
+            container.reload()
+            if killed_by is None and container.attrs["State"].get("OOMKilled"):
+                killed_by, reason = "memory", f"OOM-killed at the {limits.memory_mb} MB memory limit"
+        finally:
+            _quiet(lambda: container.remove(force=True))
+        return _make_result(argv, code, out, err, peak, killed_by, reason, start, limits)
+
+    def _pump(self, stream, limits: Limits, kill) -> tuple[HeadTail, HeadTail, dict]:
+        out, err = HeadTail(limits.output_bytes // 2), HeadTail(limits.output_bytes // 2)
+        state: dict[str, Any] = {"killed_by": None, "reason": "", "done": threading.Event()}
+
+        def pump() -> None:
+            try:
+                for o, e in stream:
+                    if o:
+                        out.feed(o)
+                    if e:
+                        err.feed(e)
+                    if out.total + err.total > limits.output_hard_cap and state["killed_by"] is None:
+                        state["killed_by"] = "output"
+                        state["reason"] = f"output exceeded {limits.output_hard_cap} bytes (flood)"
+                        kill()
+            except Exception as exc:  # the stream breaks when the container is killed
+                state.setdefault("stream_error", str(exc))
+            finally:
+                state["done"].set()
+
+        state["thread"] = threading.Thread(target=pump, daemon=True)
+        state["thread"].start()
+        return out, err, state
+
+    def _watch(self, container, cg: _Cgroup, limits: Limits, state: dict, start: float):
+        """Wait for exit, enforcing timeout and pids; returns (exit code, killed_by, reason, peak MB)."""
+        peak = 0
+        while True:
+            container.reload()
+            if container.status in ("exited", "dead"):
+                break
+            peak = max(peak, cg.read("mem") or 0)
+            if state["killed_by"] is None and time.monotonic() - start > limits.timeout_s:
+                state["killed_by"], state["reason"] = "timeout", f"wall-clock timeout of {limits.timeout_s:g}s"
+                _quiet(container.kill)
+            pids = cg.read("pids")
+            if state["killed_by"] is None and pids is not None and pids >= limits.pids:
+                state["killed_by"], state["reason"] = "pids", f"{pids} processes reached the pids limit {limits.pids}"
+                _quiet(container.kill)
+            time.sleep(POLL_S)
+        code = container.attrs["State"].get("ExitCode")
+        return code, state["killed_by"], state["reason"], (peak / 2**20 if peak else None)
+
+    # ------------------------------------------------------------ reuse --
+    def _container_for(self, ws, limits, env, install_dir):
+        key = (str(ws), str(install_dir), limits.network, limits.memory_mb, limits.cpus, limits.pids, limits.gpus)
+        with self._lock:
+            c = self._reused.get(key)
+            if c is not None:
+                return c
+            for other in list(self._reused.values()):  # one reused container at a time
+                _quiet(lambda o=other: o.remove(force=True))
+            self._reused.clear()
+            c = self.client.containers.run(
+                self.image, command=["sleep", "infinity"], environment=env, detach=True,
+                user=self._user(ws, install_dir), labels={LABEL: "reused"},
+                **self._host_config(ws, limits, install_dir))
+            self._reused[key] = c
+            return c
+
+    def _run_reused(self, argv, ws, limits, env, install_dir) -> ExecResult:
+        start = time.monotonic()
+        container = self._container_for(ws, limits, env, install_dir)
+        api = self.client.api
+        exec_id = api.exec_create(container.id, argv, environment=env, workdir=SANDBOX_WORKSPACE)["Id"]
+        stream = api.exec_start(exec_id, stream=True, demux=True)
+
+        def kill_all() -> None:
+            _quiet(lambda: container.exec_run(["/bin/sh", "-c", "kill -9 -1"]))
+
+        out, err, state = self._pump(stream, limits, kill=kill_all)
+        cg = _Cgroup(container.id)
+        peak = 0
+        while not state["done"].wait(POLL_S):
+            peak = max(peak, cg.read("mem") or 0)
+            if state["killed_by"] is None and time.monotonic() - start > limits.timeout_s:
+                state["killed_by"], state["reason"] = "timeout", f"wall-clock timeout of {limits.timeout_s:g}s"
+                kill_all()
+        kill_all()  # background children of this command do not outlive it
+        code = api.exec_inspect(exec_id).get("ExitCode")
+        container.reload()
+        if container.status != "running":  # OOM or kill took init down: start afresh next time
+            with self._lock:
+                self._reused.clear()
+            _quiet(lambda: container.remove(force=True))
+        killed_by, reason = state["killed_by"], state["reason"]
+        if killed_by is None and code == 137 and peak >= limits.memory_mb * 2**20 * 0.9:
+            killed_by, reason = "memory", f"OOM-killed at the {limits.memory_mb} MB memory limit"
+        return _make_result(argv, code, out, err, peak / 2**20 if peak else None, killed_by, reason, start, limits)
+
+    def close(self) -> None:
+        """Remove the reused container, if any."""
+        with self._lock:
+            for c in self._reused.values():
+                _quiet(lambda c=c: c.remove(force=True))
+            self._reused.clear()
+
+
+def _quiet(fn) -> None:
+    # Kill/remove of a container that is already gone is not an error worth surfacing.
+    try:
+        fn()
+    except Exception:
+        pass
+
+
+def _make_result(argv, code, out, err, peak, killed_by, reason, start, limits) -> ExecResult:
+    from .base import memory_reason
+
+    stderr = err.text()
+    if killed_by is None:
+        mem = memory_reason(stderr, code, limits)
+        if mem:
+            killed_by, reason = "memory", mem
+    sig = code - 128 if code is not None and code > 128 and killed_by else None
+    return ExecResult(list(argv), code, sig, round(time.monotonic() - start, 4), out.text(), stderr,
+                      out.total, err.total, peak, killed_by, reason, "docker")

@@ -1,0 +1,99 @@
+"""Choosing and building an executor: ``make_executor`` and ``resolve_backend`` (``auto``)."""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .base import Executor, Limits, SandboxError
+
+BACKENDS = ("subprocess", "bwrap", "docker", "apptainer")
+# ``auto`` prefers the strongest isolation that really runs here.
+AUTO_ORDER = ("docker", "apptainer", "bwrap", "subprocess")
+
+
+def make_executor(cfg: Any, backend: str | None = None, *, resources_dir: Path | None = None) -> Executor:
+    """An executor for ``backend`` (default ``cfg.exec.backend``; ``auto`` resolves first).
+
+    Raises :class:`SandboxError` when the backend cannot run here, with what to do.
+    """
+    ex = cfg.exec
+    name = backend or ex.backend
+    if name == "auto":
+        name, _ = resolve_backend(cfg)
+    if name == "subprocess":
+        from .subprocess_backend import SubprocessExecutor
+
+        return SubprocessExecutor(python=ex.python, resources_dir=resources_dir)
+    if name == "bwrap":
+        from .bwrap_backend import BwrapExecutor
+
+        return BwrapExecutor(python=ex.python, resources_dir=resources_dir)
+    if name == "docker":
+        from .docker_backend import DockerExecutor
+
+        return DockerExecutor(ex.docker_image, python=ex.python, resources_dir=resources_dir,
+                              reuse=ex.docker_reuse_container)
+    if name == "apptainer":
+        from .apptainer_backend import ApptainerExecutor
+
+        return ApptainerExecutor(ex.apptainer_image, binary=ex.apptainer_binary, python=ex.python,
+                                 resources_dir=resources_dir)
+    raise SandboxError(f"exec.backend: unknown backend {name!r}; choose one of auto, {', '.join(BACKENDS)}")
+
+
+def live_check(cfg: Any, name: str) -> tuple[bool, str]:
+    """Run ``true`` in backend ``name``; (usable, detail) with the reason when it is not."""
+    try:
+        executor = make_executor(cfg, name)
+    except SandboxError as exc:
+        return False, str(exc)
+    try:
+        with tempfile.TemporaryDirectory(prefix="ai-sci-check-") as tmp:
+            Path(tmp).chmod(0o755)
+            result = executor.run(["true"], workspace=Path(tmp), limits=Limits(timeout_s=60))
+    except SandboxError as exc:
+        return False, str(exc)
+    finally:
+        executor.close()
+    if not result.ok:
+        return False, f"`true` failed: {result.summary()} {result.stderr.strip()[:200]}"
+    return True, f"ran `true` in {result.duration_s:.2f}s"
+
+
+@functools.lru_cache(maxsize=8)
+def _resolve_cached(key: tuple) -> tuple[str, str]:
+    cfg = key[0]
+    skipped: list[str] = []
+    for name in AUTO_ORDER:
+        ok, detail = live_check(cfg, name)
+        if ok:
+            why = f"auto picked {name} ({detail})"
+            return name, why + (f"; not usable: {'; '.join(skipped)}" if skipped else "")
+        skipped.append(f"{name}: {detail}")
+    raise SandboxError("no sandbox backend works here: " + "; ".join(skipped))
+
+
+class _CfgKey:
+    # Hashable wrapper so the resolution is cached per process and per exec config.
+    def __init__(self, cfg: Any):
+        self.cfg = cfg
+        self.key = repr(sorted(cfg.exec.model_dump().items()))
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _CfgKey) and other.key == self.key
+
+    def __getattr__(self, item: str) -> Any:
+        return getattr(self.cfg, item)
+
+
+def resolve_backend(cfg: Any) -> tuple[str, str]:
+    """(backend name, reason). ``auto`` = the strongest backend that ran ``true`` here; cached per process."""
+    if cfg.exec.backend != "auto":
+        return cfg.exec.backend, f"configured exec.backend={cfg.exec.backend}"
+    return _resolve_cached((_CfgKey(cfg),))

@@ -1,0 +1,326 @@
+"""``ai-scientist logs RUN_DIR ...``: the seeds' diagnostic commands, read from the run directory.
+
+Everything printed comes from files the run wrote — ``journal.jsonl`` (latest
+record per node), ``nodes/<id>/state.md``, ``nodes/<id>/prompt_logs/*.json`` and
+``cost.json``. No prompt is ever rebuilt: ``show-prompt`` prints the messages
+exactly as they were sent. Every subcommand accepts ``--json``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .cli import UsageError
+from .promptlog_render import content_text as _content_text
+from .promptlog_render import record_sections
+from .runlog import list_records
+from .util.io import read_json, read_jsonl
+
+INSPECT_TAIL_CHARS = 500
+
+
+# ------------------------------------------------------------------ reading ----
+
+
+def _run_dir(path: str) -> Path:
+    run = Path(path)
+    if not run.is_dir():
+        raise UsageError(f"run directory {path!r} does not exist")
+    if not (run / "journal.jsonl").exists() and not (run / "nodes").is_dir():
+        raise UsageError(f"{path!r} is not a run directory (no journal.jsonl and no nodes/)")
+    return run
+
+
+def load_nodes(run: Path) -> dict[str, dict[str, Any]]:
+    """Latest journal record per node id, in creation order."""
+    nodes: dict[str, dict[str, Any]] = {}
+    for rec in read_jsonl(run / "journal.jsonl"):
+        node = rec.get("node") or {}
+        if node.get("id"):
+            nodes[node["id"]] = node
+    return nodes
+
+
+def _resolve_node(run: Path, nodes: dict[str, dict[str, Any]], node_id: str) -> str:
+    if node_id in nodes or (node_id == "run" and (run / "nodes" / "run").is_dir()):
+        return node_id
+    if node_id.isdigit() and f"n{int(node_id):04d}" in nodes:
+        return f"n{int(node_id):04d}"
+    known = ", ".join(list(nodes)[:10]) or "none"
+    raise UsageError(f"node {node_id!r} is not in {run}/journal.jsonl (known: {known})")
+
+
+def _state(run: Path, node_id: str) -> str | None:
+    path = run / "nodes" / node_id / "state.md"
+    return path.read_text(encoding="utf-8") if path.exists() else None
+
+
+def _record(run: Path, node_id: str, call: int | None) -> dict[str, Any]:
+    files = list_records(run, node_id)
+    if not files:
+        raise UsageError(f"node {node_id!r} has no prompt logs under {run}/nodes/{node_id}/prompt_logs")
+    if call is None:
+        path = files[-1]
+    else:
+        matches = [f for f in files if f.name.startswith(f"{call:03d}_")]
+        if not matches:
+            have = ", ".join(str(int(f.name[:3])) for f in files)
+            raise UsageError(f"node {node_id!r} has no call {call} (calls: {have})")
+        path = matches[0]
+    rec = read_json(path)
+    rec.setdefault("path", str(path))
+    return rec
+
+
+def _metric_text(metric: dict[str, Any] | None) -> str:
+    if not metric or metric.get("value") is None:
+        return "-"
+    arrow = {"maximize": "↑", "minimize": "↓"}.get(metric.get("direction", ""), "")
+    return f"{metric.get('name', 'metric')}={metric['value']:.4g}{arrow}"
+
+
+def _emit(args: Any, data: Any, text: str) -> int:
+    if getattr(args, "json", False):
+        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+# ------------------------------------------------------------ nodes / state ----
+
+
+def _children(nodes: dict[str, dict[str, Any]]) -> dict[str | None, list[str]]:
+    kids: dict[str | None, list[str]] = {}
+    for nid, node in nodes.items():
+        parent = node.get("parent_id") if node.get("parent_id") in nodes else None
+        kids.setdefault(parent, []).append(nid)
+    return kids
+
+
+def _node_line(node: dict[str, Any]) -> str:
+    return (
+        f"{node['id']}  stage {node.get('stage', '?')}  {node.get('operation', '?'):<9} "
+        f"{node.get('status', '?'):<7} {_metric_text(node.get('metric')):<18} "
+        f"state:{node.get('state_op') or '-'}"
+    )
+
+
+def cmd_nodes(run: Path, args: Any) -> int:
+    nodes = load_nodes(run)
+    kids = _children(nodes)
+    lines: list[str] = []
+
+    def walk(nid: str, depth: int) -> None:
+        lines.append("  " * depth + ("└─ " if depth else "") + _node_line(nodes[nid]))
+        for child in kids.get(nid, []):
+            walk(child, depth + 1)
+
+    for root in kids.get(None, []):
+        walk(root, 0)
+    good = sum(1 for n in nodes.values() if n.get("status") == "good")
+    lines.append(f"{len(nodes)} nodes, {good} good")
+    data = [{**n, "children": kids.get(nid, [])} for nid, n in nodes.items()]
+    return _emit(args, data, "\n".join(lines))
+
+
+def cmd_inspect(run: Path, args: Any, full: bool) -> int:
+    nodes = load_nodes(run)
+    nid = _resolve_node(run, nodes, args.node)
+    node, state = nodes.get(nid, {"id": nid}), _state(run, nid)
+    calls = len(list_records(run, nid))
+    shown = state if full or state is None else state[-INSPECT_TAIL_CHARS:]
+    head = [
+        _node_line(node) if "operation" in node else nid,
+        f"parent: {node.get('parent_id') or '-'}  depth: {node.get('depth', '-')}  prompt-log calls: {calls}",
+    ]
+    if node.get("idea"):
+        head.append(f"idea: {node['idea']}")
+    if node.get("error"):
+        head.append(f"error: {node['error']}")
+    if node.get("summary"):
+        head.append(f"summary: {node['summary']}")
+    if state is None:
+        head.append("state: (no state.md written for this node)")
+    else:
+        what = (
+            "full state" if full or len(state) <= INSPECT_TAIL_CHARS else f"last {INSPECT_TAIL_CHARS} chars"
+        )
+        head += [f"state: {len(state)} chars ({what})", "-" * 60, shown or ""]
+    data = {"node": node, "state_chars": None if state is None else len(state), "calls": calls}
+    data["state" if full else "state_tail"] = shown
+    return _emit(args, data, "\n".join(head))
+
+
+def cmd_path(run: Path, args: Any) -> int:
+    from .context.state import STATE_OPS
+
+    nodes = load_nodes(run)
+    nid = _resolve_node(run, nodes, args.node)
+    chain: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    while nid and nid in nodes and nid not in seen:  # seen: a corrupt cyclic journal must not hang
+        seen.add(nid)
+        chain.append(nodes[nid])
+        nid = nodes[nid].get("parent_id")
+    chain.reverse()
+    rows, lines = [], []
+    for depth, node in enumerate(chain):
+        op = node.get("state_op")
+        declared = op is None
+        op = op or STATE_OPS.get(node.get("operation", ""), "?")
+        state = _state(run, node["id"])
+        rows.append({**node, "state_op": op, "state_op_declared_only": declared,
+                     "state_chars": None if state is None else len(state)})  # fmt: skip
+        size = "-" if state is None else f"{len(state)} chars"
+        note = " (declared; not in journal)" if declared else ""
+        lines.append(
+            f"{'  ' * depth}{node['id']}  {node.get('operation', '?'):<9} {op:<8}{note}  "
+            f"{node.get('status', '?'):<7} {_metric_text(node.get('metric'))}  state {size}"
+        )
+    return _emit(args, rows, "\n".join(lines))
+
+
+# ----------------------------------------------------------------- prompts ----
+
+
+def cmd_show_prompt(run: Path, args: Any) -> int:
+    nodes = load_nodes(run)
+    nid = _resolve_node(run, nodes, args.node)
+    rec = _record(run, nid, args.call)
+    header = (
+        f"call {rec.get('call_id')}  {rec.get('phase')}/{rec.get('label')}  model {rec.get('model')}"
+        f"  ({Path(rec['path']).name})"
+    )
+    if args.layer:
+        entry = next((e for e in rec.get("ledger") or [] if e.get("layer") == args.layer), None)
+        if entry is None:
+            names = ", ".join(e.get("layer", "?") for e in rec.get("ledger") or []) or "none"
+            raise UsageError(f"call {rec.get('call_id')} has no layer {args.layer!r} (layers: {names})")
+        text = record_sections(rec).get(args.layer)
+        info = (
+            f"layer {args.layer}: {entry['action']} by {entry.get('policy')}  "
+            f"tokens {entry.get('tokens_before')} -> {entry.get('tokens_after')}  "
+            f"chars {entry.get('chars_before')} -> {entry.get('chars_after')}  ({entry.get('reason')})"
+        )
+        body = text if text is not None else "(not in the prompt)"
+        data = {"call_id": rec.get("call_id"), "layer": args.layer, "ledger": entry, "text": text}
+        return _emit(args, data, f"{header}\n{info}\n{'-' * 60}\n{body}")
+    parts = [header]
+    for i, msg in enumerate(rec.get("messages") or []):
+        parts.append(f"===== message {i} ({msg.get('role')}) =====")
+        parts.append(_content_text(msg.get("content")))
+    data = {k: rec.get(k) for k in ("call_id", "node_id", "phase", "label", "model", "messages", "ledger")}
+    return _emit(args, data, "\n".join(parts))
+
+
+def diff_records(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
+    """Layer-by-layer change from record ``a`` to record ``b`` (ledger sizes + section texts)."""
+    la = {e["layer"]: e for e in a.get("ledger") or [] if e.get("action") != "dropped"}
+    lb = {e["layer"]: e for e in b.get("ledger") or [] if e.get("action") != "dropped"}
+    sa, sb = record_sections(a), record_sections(b)
+    order = [e["layer"] for e in b.get("ledger") or []] + [e["layer"] for e in a.get("ledger") or []]
+    rows = []
+    for layer in dict.fromkeys(order):
+        ea, eb = la.get(layer), lb.get(layer)
+        if ea is None and eb is None:
+            continue
+        ta, tb = (ea or {}).get("tokens_after", 0), (eb or {}).get("tokens_after", 0)
+        ca, cb = (ea or {}).get("chars_after", 0), (eb or {}).get("chars_after", 0)
+        if ea is None:
+            change = "entered"
+        elif eb is None:
+            change = "left"
+        elif tb > ta or (tb == ta and cb > ca):
+            change = "grew"
+        elif tb < ta or cb < ca:
+            change = "shrank"
+        else:
+            change = "changed" if sa.get(layer) != sb.get(layer) else "same"
+        rows.append({
+            "layer": layer, "change": change, "tokens_a": ta, "tokens_b": tb, "tokens_delta": tb - ta,
+            "chars_a": ca, "chars_b": cb, "chars_delta": cb - ca,
+            "action_a": (ea or {}).get("action"), "action_b": (eb or {}).get("action"),
+        })  # fmt: skip
+    return rows
+
+
+def cmd_diff(run: Path, args: Any) -> int:
+    nodes = load_nodes(run)
+    na, nb = _resolve_node(run, nodes, args.node_a), _resolve_node(run, nodes, args.node_b)
+    a, b = _record(run, na, None), _record(run, nb, None)
+    rows = diff_records(a, b)
+    lines = [
+        f"{a.get('call_id')} ({a.get('phase')}/{a.get('label')}) -> {b.get('call_id')} ({b.get('phase')}/{b.get('label')})",
+        f"{'layer':<18} {'change':<8} {'tokens A -> B':>18} {'delta':>7} {'chars A -> B':>20}  actions",
+    ]
+    for r in rows:
+        lines.append(
+            f"{r['layer']:<18} {r['change']:<8} {r['tokens_a']:>8} -> {r['tokens_b']:<7} {r['tokens_delta']:>+7}"
+            f" {r['chars_a']:>9} -> {r['chars_b']:<8}  {r['action_a'] or '-'} -> {r['action_b'] or '-'}"
+        )
+    data = {"a": a.get("call_id"), "b": b.get("call_id"), "layers": rows}
+    return _emit(args, data, "\n".join(lines))
+
+
+# ------------------------------------------------------------- cost, memory ----
+
+
+def _flat_rows(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    if isinstance(obj, dict):
+        rows: list[tuple[str, Any]] = []
+        for k, v in obj.items():
+            rows += _flat_rows(v, f"{prefix}.{k}" if prefix else str(k))
+        return rows
+    return [(prefix, obj)]
+
+
+def cmd_cost(run: Path, args: Any) -> int:
+    cost = read_json(run / "cost.json")
+    if cost is None:
+        raise UsageError(f"{run}/cost.json does not exist (no LLM call has been recorded yet)")
+    try:
+        from .llm.cost import format_cost  # the LLM layer's own table, when it exists
+    except ImportError:
+        format_cost = None
+    if format_cost is not None and not getattr(args, "json", False):
+        return _emit(args, cost, format_cost(cost))
+    lines = [f"{key:<50} {value}" for key, value in _flat_rows(cost)]
+    return _emit(args, cost, "\n".join(lines) or "(empty cost.json)")
+
+
+def cmd_memory(run: Path, args: Any) -> int:
+    try:
+        from .memory.inspect import cmd_memory as memory_cmd
+    except ImportError:
+        raise UsageError(
+            "memory inspection is not available in this build (ai_scientist.memory.inspect is missing)"
+        ) from None
+    return int(memory_cmd(args) or 0)
+
+
+# ------------------------------------------------------------------ handler ----
+
+
+def cmd_logs(args: Any) -> int:
+    """Entry point of ``ai-scientist logs`` (see ``cli.py``); returns the exit code."""
+    run = _run_dir(args.run_dir)
+    what = args.logs_command
+    if what == "nodes":
+        return cmd_nodes(run, args)
+    if what in ("inspect", "inspect-full"):
+        return cmd_inspect(run, args, full=what == "inspect-full")
+    if what == "path":
+        return cmd_path(run, args)
+    if what == "show-prompt":
+        return cmd_show_prompt(run, args)
+    if what == "diff":
+        return cmd_diff(run, args)
+    if what == "cost":
+        return cmd_cost(run, args)
+    if what == "memory":
+        return cmd_memory(run, args)
+    raise UsageError(f"unknown logs command {what!r}")

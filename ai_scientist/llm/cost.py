@@ -1,0 +1,137 @@
+"""Token and USD accounting of a run: ``cost.json`` by role, phase, node and model.
+
+USD comes from ``llm.prices`` (per million tokens): the exact model name, else the
+longest configured name the model starts with (``gpt-4o-mini`` prices
+``gpt-4o-mini-2024-07-18``). A model with no price costs 0 and is listed under
+``unpriced_models`` so a user sees the total is incomplete. Models named
+``local:<file>`` (the in-process llama.cpp backend) are free and priced.
+``cost.json`` is rewritten atomically after every call and reloaded on start, so a
+resumed run continues its totals.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..util.io import atomic_write_json, read_json
+from .types import Usage
+
+BUCKETS = ("by_role", "by_phase", "by_node", "by_model")
+LOCAL_PREFIX = "local:"
+
+
+def _empty() -> dict[str, Any]:
+    return {"prompt_tokens": 0, "completion_tokens": 0, "usd": 0.0, "calls": 0, "estimated_calls": 0}
+
+
+class CostLedger:
+    """Thread-safe running totals, persisted to ``path`` (None: in memory only)."""
+
+    def __init__(self, path: str | Path | None, prices: dict[str, Any] | None = None,
+                 max_cost_usd: float | None = None):
+        self.path = Path(path) if path is not None else None
+        self.prices = dict(prices or {})
+        self.max_cost_usd = max_cost_usd
+        self._lock = threading.Lock()
+        self.data = self._load()
+
+    def _load(self) -> dict[str, Any]:
+        fresh: dict[str, Any] = {"total": _empty(), **{b: {} for b in BUCKETS}, "unpriced_models": []}
+        if self.path is None:
+            return fresh
+        try:
+            old = read_json(self.path)
+        except ValueError as exc:
+            raise ValueError(f"{self.path}: not valid JSON ({exc}); fix or delete it to restart the totals") from None
+        if old is None:
+            return fresh
+        if not isinstance(old, dict) or not isinstance(old.get("total"), dict):
+            raise ValueError(f"{self.path}: not a cost.json written by ai_scientist (no 'total' object)")
+        for key, value in fresh.items():
+            old.setdefault(key, value)
+        for key in _empty():
+            old["total"].setdefault(key, 0)
+        return old
+
+    def price_of(self, model: str) -> tuple[float, float] | None:
+        """(input, output) USD per million tokens, or None when the model has no price."""
+        if model.startswith(LOCAL_PREFIX):
+            return (0.0, 0.0)
+        price = self.prices.get(model)
+        if price is None:
+            names = [n for n in self.prices if model.startswith(n)]
+            price = self.prices[max(names, key=len)] if names else None
+        if price is None:
+            return None
+        get = price.get if isinstance(price, dict) else lambda k: getattr(price, k)
+        return float(get("input_per_mtok")), float(get("output_per_mtok"))
+
+    @property
+    def total_usd(self) -> float:
+        with self._lock:
+            return float(self.data["total"]["usd"])
+
+    def over_cap(self) -> bool:
+        """True once the total has reached ``max_cost_usd`` (never when there is no cap)."""
+        return self.max_cost_usd is not None and self.total_usd >= self.max_cost_usd
+
+    def add(self, role: str, phase: str, node_id: str, model: str, usage: Usage) -> float:
+        """Account one answered call; returns its USD cost and rewrites ``cost.json``."""
+        price = self.price_of(model)
+        usd = 0.0
+        if price is not None:
+            usd = (usage.prompt_tokens * price[0] + usage.completion_tokens * price[1]) / 1e6
+        with self._lock:
+            keys = {"by_role": role, "by_phase": phase or "-", "by_node": node_id, "by_model": model}
+            targets = [self.data["total"]] + [
+                self.data[b].setdefault(k, _empty()) for b, k in keys.items()
+            ]
+            for t in targets:
+                t["prompt_tokens"] += usage.prompt_tokens
+                t["completion_tokens"] += usage.completion_tokens
+                t["usd"] += usd
+                t["calls"] += 1
+                t["estimated_calls"] += int(usage.estimated)
+            if price is None and model not in self.data["unpriced_models"]:
+                self.data["unpriced_models"].append(model)
+            if self.path is not None:
+                atomic_write_json(self.path, self.data)
+        return usd
+
+    def snapshot(self) -> dict[str, Any]:
+        """A copy of the current totals (the content of ``cost.json``)."""
+        import copy
+
+        with self._lock:
+            return copy.deepcopy(self.data)
+
+
+def _row(name: str, b: dict[str, Any]) -> str:
+    est = f"{b.get('estimated_calls', 0)}" if b.get("estimated_calls") else ""
+    return (
+        f"{name[:32]:<32} {b.get('calls', 0):>6} {b.get('prompt_tokens', 0):>11} "
+        f"{b.get('completion_tokens', 0):>11} {b.get('usd', 0.0):>11.4f} {est:>5}"
+    )
+
+
+def format_cost(data: dict[str, Any]) -> str:
+    """A plain-text table of a ``cost.json`` (for ``ai-scientist logs RUN cost``)."""
+    header = f"{'':<32} {'calls':>6} {'prompt tok':>11} {'compl. tok':>11} {'USD':>11} {'est.':>5}"
+    lines = [header, _row("TOTAL", data.get("total", {}))]
+    titles = {"by_role": "role", "by_phase": "phase", "by_model": "model", "by_node": "node"}
+    for bucket, title in titles.items():
+        entries = data.get(bucket) or {}
+        if not entries:
+            continue
+        lines.append("")
+        lines.append(f"by {title}:")
+        for name, b in sorted(entries.items(), key=lambda kv: (-kv[1].get("usd", 0.0), kv[0])):
+            lines.append(_row(f"  {name}", b))
+    if data.get("unpriced_models"):
+        lines.append("")
+        lines.append("no price in llm.prices (counted as $0): " + ", ".join(data["unpriced_models"]))
+    if data.get("total", {}).get("estimated_calls"):
+        lines.append("est. = calls whose token counts were estimated (backend reported none)")
+    return "\n".join(lines)

@@ -1,0 +1,92 @@
+"""How one node uses the run's memory: its branch, the memory layer, the protocol, events.
+
+Structured answers cannot carry a free-text ``<memory_update>`` block when the
+backend constrains output to a JSON schema (llama.cpp grammars, server-side
+``json_schema``). So for schema calls the schema gains an optional
+``memory_update`` property — a list of the same operations — which is turned
+into a block and handled by the same protocol code (parsing, one re-ask on an
+invalid block, bounded read rounds). Free-text answers use the block directly.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from typing import Any
+
+from .memory import events as mem_events
+from .memory.protocol import handle_response
+from .memory.render import render_memory
+from .memory.search import query_for
+
+MEMORY_FIELD = "memory_update"
+_OP_ITEM = {"type": "object", "properties": {"op": {"type": "string"}}, "required": ["op"]}
+
+
+def schema_with_memory(schema: dict | None) -> dict | None:
+    """``schema`` plus an optional ``memory_update`` list (None stays None)."""
+    if schema is None or schema.get("type") != "object":
+        return schema
+    out = copy.deepcopy(schema)
+    out.setdefault("properties", {})[MEMORY_FIELD] = {"type": "array", "items": _OP_ITEM}
+    return out
+
+
+class NodeMemory:
+    """The memory view of one node; safe to use from its worker thread."""
+
+    def __init__(self, store: Any, run: Any, node: Any, parent: Any | None):
+        self.store = store
+        self.run = run
+        self.node = node
+        existed = store.has_branch(node.id)
+        self.branch = store.fork(parent.id if parent is not None else None, node.id)
+        if not existed:
+            mem_events.node_created(store, self.branch, node.to_dict())
+        self.last_snapshot: dict[str, Any] | None = None
+        self.last_ledger: list[dict[str, Any]] = []
+
+    def render(self, values: dict[str, Any]) -> str:
+        """The memory layer text for a prompt whose stage inputs are ``values``."""
+        query = query_for(
+            idea=" ".join(x for x in (self.run.idea.title, self.node.idea or "") if x),
+            plan=values.get("plan_snippet"),
+            error=values.get("execution_output") if self.node.operation == "debug" else self.node.error,
+            metric=self.node.metric.name if self.node.metric else None,
+        )
+        view = render_memory(self.store, self.branch, query)
+        self.last_snapshot = view.snapshot
+        self.last_ledger = view.ledger
+        return view.text
+
+    def exchange(self, result: Any, follow_up: Callable[[str], Any]) -> Any:
+        """Apply the answer's memory operations (with read rounds); returns the final answer."""
+        latest = {"result": result}
+
+        def block_of(res: Any) -> str:
+            ops = res.parsed.pop(MEMORY_FIELD, None) if isinstance(res.parsed, dict) else None
+            if ops:
+                return f"<memory_update>{json.dumps(ops)}</memory_update>\n{res.text}"
+            return res.raw
+
+        def ask(text: str) -> str:
+            latest["result"] = follow_up(text)
+            return block_of(latest["result"])
+
+        ex = handle_response(self.store, self.branch, block_of(result), ask,
+                             self.run.cfg.memory.max_memory_read_rounds, self.node.id)
+        if ex.errors:
+            self.run.event("memory_protocol", node_id=self.node.id, errors=ex.errors[:10],
+                           extra_calls=ex.extra_calls)
+        return latest["result"]
+
+    def record_outcome(self, node: Any) -> None:
+        """Pipeline events for the finished node: its metric or its error with the cause."""
+        if node.is_good and node.metric is not None:
+            m = node.metric
+            mem_events.metric(self.store, self.branch, node.id, m.name, m.value, m.direction, m.dataset)
+            mem_events.phase_result(self.store, self.branch, node.id, "node", True, node.summary or "")
+        elif node.error:
+            where, _, message = node.error.partition(": ")
+            mem_events.error(self.store, self.branch, node.id, where, message[:1500])

@@ -1,0 +1,257 @@
+"""The search loop: stages, batches of nodes on parallel workers, seed re-runs, reporting.
+
+Scheduling is batch-synchronous: the policy picks up to ``agent.num_workers``
+actions from the same journal state (each new node is created before the next
+pick, so picks see each other), the batch runs in parallel threads (LLM latency
+and experiments overlap), and the next batch starts when it is done. Every
+decision therefore depends only on the journal and the LLM's answers, which is
+what makes ``resume`` and ``replay`` reproduce the same tree.
+
+Nothing here holds state that the journal and ``state.json`` do not: a resumed
+run rebuilds everything from them.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from typing import Any
+
+from .cli import EXIT_NO_WORKING_EXPERIMENT, EXIT_OK
+from .llm.types import CostCapExceeded, LLMError
+from .phases.base import NodeContext
+from .phases.pipeline import run_node
+from .services import Services, build_services  # noqa: F401  (re-exported for commands)
+from .treesearch.journal import Journal
+from .treesearch.node import Node
+from .treesearch.policies import dedupe_ideas, decision_rng, make_policy
+from .treesearch.stages import STAGES, StageState, next_stage_state, stage_outcome
+
+
+class Orchestrator:
+    """Runs (or resumes) the whole search of one run; see the module docstring."""
+
+    def __init__(self, run: Any, services: Services):
+        self.run_ = run
+        self.cfg = run.cfg
+        self.s = services
+        self.journal = Journal(run.journal_path)
+        if self.journal.recovered:
+            run.event("journal_repaired", line=self.journal.recovered.line,
+                      bytes_dropped=self.journal.recovered.bytes_dropped)
+        self.policy = make_policy(self.cfg)
+
+    # ------------------------------------------------------------- main --
+    def run(self) -> int:
+        state = self._load_stage_state()
+        while state is not None:
+            self.run_.event("stage_started", stage=state.stage, name=STAGES[state.stage].name,
+                            carried_id=state.carried_id)
+            outcome = self._run_stage(state)
+            state = self._stage_state_now(state)
+            self.run_.event("stage_completed", stage=state.stage, **outcome.to_dict())
+            if state.stage == 1 and outcome.no_working_experiment:
+                self.run_.save_state(stage_state=None, search_done=True)
+                self.run_.event("run_result", result="no working experiment", reason=outcome.reason)
+                return EXIT_NO_WORKING_EXPERIMENT
+            state = self._finish_stage(state)
+        self.run_.save_state(stage_state=None, search_done=True)
+        finish_reporting(self.run_, self.s)
+        return EXIT_OK
+
+    def _load_stage_state(self) -> StageState | None:
+        if self.run_.state.get("search_done"):
+            return None
+        data = self.run_.state.get("stage_state")
+        return StageState.from_dict(data) if data else StageState(1)
+
+    def _stage_state_now(self, state: StageState) -> StageState:
+        data = self.run_.state.get("stage_state")
+        return StageState.from_dict(data) if data and data.get("stage") == state.stage else state
+
+    def _save_stage_state(self, state: StageState) -> None:
+        self.run_.save_state(stage_state=state.to_dict(), current_stage=state.stage)
+
+    # ------------------------------------------------------------ stage --
+    def _run_stage(self, state: StageState) -> Any:
+        self._save_stage_state(state)
+        leftover = [n for n in self.journal.in_flight(state.stage) if n.operation != "seed_eval"]
+        if leftover:
+            self.run_.event("nodes_resumed", node_ids=[n.id for n in leftover])
+            self._run_batch(leftover)
+        while True:
+            state = self._stage_state_now(state)
+            outcome = stage_outcome(self.journal, state, self.cfg)
+            self._progress(state.stage)
+            if outcome.done:
+                return outcome
+            batch = self._plan_batch(state)
+            if not batch:
+                state = self._stage_state_now(state)
+                outcome = stage_outcome(self.journal, state, self.cfg)
+                if not outcome.done:  # nothing to create and nothing in flight: stop the stage
+                    self.run_.event("stage_stalled", stage=state.stage, reason=outcome.reason)
+                return outcome
+            self._run_batch(batch)
+
+    def _plan_batch(self, state: StageState) -> list[Node]:
+        batch: list[Node] = []
+        for _ in range(self.cfg.agent.num_workers):
+            state = self._stage_state_now(state)
+            if not stage_outcome(self.journal, state, self.cfg).accepting or state.ideas_exhausted:
+                break
+            next_id = self.journal.next_node_id()
+            action = self.policy.next_action(
+                self.journal.snapshot(), state, decision_rng(self.cfg.agent.seed, next_id)
+            )
+            idea = action.idea
+            if action.operation in ("tune", "ablate") and idea is None:
+                idea = self._propose_idea(state, action)
+                if idea is None:
+                    break
+            node = self.journal.new_node(stage=state.stage, operation=action.operation,
+                                         parent_id=action.parent_id, tree=action.tree, idea=idea)
+            self.run_.event("node_selected", node_id=node.id, stage=state.stage, policy=self.policy.name,
+                            **{**action.to_dict(), "idea": idea})
+            batch.append(node)
+        return batch
+
+    def _propose_idea(self, state: StageState, action: Any) -> str | None:
+        """Ask the LLM for untried tune/ablate ideas; keeps them as the stage's plan."""
+        from .treesearch.stages import ideas_tried
+
+        tried = ideas_tried(self.journal, state.stage, finished_only=False)
+        parent = self.journal.get(action.parent_id)
+        kind = action.operation
+        values = {
+            "kind": kind,
+            "best_summary": f"{parent.id}: {parent.summary} metric={parent.metric.to_dict() if parent.metric else None}",
+            ("tried_hyperparams" if kind == "tune" else "tried_ablations"): "\n".join(f"- {t}" for t in tried)
+            or "(none yet)",
+        }
+        from .phases.schemas import IDEAS_SCHEMA
+
+        try:
+            res = self.s.ask_run("propose_idea", values, phase="ideas", label=kind, role="select_node",
+                                 schema=IDEAS_SCHEMA, stage=state.stage)
+            fresh = dedupe_ideas([str(i)[:300] for i in res.parsed.get("ideas", [])], [*tried, *state.ideas])
+        except LLMError as exc:
+            self.run_.event("ideas_failed", stage=state.stage, reason=str(exc)[:500])
+            fresh = []
+        new_state = StageState(state.stage, state.carried_id, (*state.ideas, *fresh), not fresh)
+        self._save_stage_state(new_state)
+        self.run_.event("ideas_planned", stage=state.stage, kind=kind, new=fresh, tried=tried,
+                        exhausted=not fresh)
+        return fresh[0] if fresh else None
+
+    # ------------------------------------------------------------ batch --
+    def _run_batch(self, nodes: list[Node]) -> None:
+        errors: list[BaseException] = []
+        threads = [
+            threading.Thread(target=self._worker, args=(node, slot, errors), daemon=True,
+                             name=f"worker-{slot}-{node.id}")
+            for slot, node in enumerate(nodes)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(timeout=0.2)  # short joins keep Ctrl-C deliverable to the main thread
+        for exc in errors:
+            raise exc
+
+    def _worker(self, node: Node, slot: int, errors: list[BaseException]) -> None:
+        try:
+            ctx = self._context(node, slot)
+            run_node(ctx)
+            self.s.write_state(self.journal, ctx.node)
+        except CostCapExceeded as exc:
+            errors.append(exc)
+        except Exception as exc:  # a bug in our code: record it on the node, keep the run alive
+            tb = traceback.format_exc()
+            self.journal.update(node.id, status="buggy", error=f"internal error: {exc!r}"[:2000])
+            self.run_.event("internal_error", node_id=node.id, error=repr(exc), traceback=tb[-4000:])
+        finally:
+            self._progress(node.stage)
+
+    def _context(self, node: Node, slot: int) -> NodeContext:
+        parent = self.journal.get(node.parent_id) if node.parent_id else None
+        return NodeContext(
+            run=self.run_,
+            node=node,
+            parent=parent,
+            llm=self.s.llm,
+            executor=self.s.executor,
+            prompts=self.s.prompts,
+            environment=self.s.environment,
+            environment_text=self.s.environment_text,
+            resource_text=self.s.resource_text(node, parent),
+            resources_dir=self.s.resources_dir,
+            memory=self.s.node_memory(node, parent),
+            journal=self.journal,
+            exec_env=self.s.exec_env(node, parent, slot),
+        )
+
+    # ------------------------------------------------------ stage end --
+    def _finish_stage(self, state: StageState) -> StageState | None:
+        tie_break = self._tie_break if self.cfg.agent.llm_tie_break else None
+        nxt, choice = next_stage_state(self.journal, state, self.policy,
+                                       rng=decision_rng(self.cfg.agent.seed, f"best{state.stage}"),
+                                       tie_break=tie_break)
+        self.run_.event("stage_best", stage=state.stage, **choice.to_dict())
+        seeds = self._seed_eval(state.stage, choice.node_id) if choice.node_id else None
+        stages = dict(self.run_.state.get("stages") or {})
+        stages[str(state.stage)] = {"best": choice.to_dict(), "seeds": seeds}
+        self.run_.save_state(stages=stages, stage_state=nxt.to_dict() if nxt else None,
+                             search_done=nxt is None)
+        return nxt
+
+    def _seed_eval(self, stage: int, best_id: str) -> dict | None:
+        from .treesearch.seeds import aggregate_seeds
+
+        n = self.cfg.agent.multi_seed_eval.num_seeds
+        runs = list(self.journal.seed_runs(best_id))
+        pending = [r for r in runs if not r.is_finished]
+        for i in range(len(runs), n):
+            seed = self.cfg.agent.seed + 1 + i
+            pending.append(self.journal.new_node(stage=stage, operation="seed_eval", parent_id=best_id, seed=seed))
+        for start in range(0, len(pending), self.cfg.agent.num_workers):
+            self._run_batch(pending[start:start + self.cfg.agent.num_workers])
+        metrics = [r.metric for r in self.journal.seed_runs(best_id) if r.is_good and r.metric]
+        agg = aggregate_seeds(metrics) if metrics else None
+        result = {"node_id": best_id, "runs": [r.id for r in self.journal.seed_runs(best_id)],
+                  "aggregate": agg.to_dict() if hasattr(agg, "to_dict") else agg}
+        self.run_.event("seed_eval", stage=stage, **result)
+        return result
+
+    def _tie_break(self, candidates: Any) -> tuple[str, str]:
+        from .phases.schemas import TIEBREAK_SCHEMA
+
+        listing = "\n".join(f"- {n.id}: metric={n.metric.to_dict() if n.metric else None}; {n.summary}"
+                            for n in candidates)
+        res = self.s.ask_run("select_tiebreak", {"candidates": listing}, phase="select", label="tiebreak",
+                             role="select_node", schema=TIEBREAK_SCHEMA, stage=candidates[0].stage)
+        ids = {n.id for n in candidates}
+        chosen = res.parsed.get("node_id")
+        if chosen not in ids:
+            raise ValueError(f"tie-break chose {chosen!r}, not one of {sorted(ids)}")
+        return chosen, str(res.parsed.get("reasoning", ""))
+
+    def _progress(self, stage: int) -> None:
+        nodes = self.journal.nodes
+        best = self.journal.best_node(stage)
+        self.s.progress_update(
+            stage=stage,
+            running=sum(1 for n in nodes if n.status == "running"),
+            good=sum(1 for n in nodes if n.is_good),
+            buggy=sum(1 for n in nodes if n.is_buggy),
+            best=(f"{best.metric.name}={best.metric.value:.4g}" if best and best.metric else "-"),
+        )
+
+
+def finish_reporting(run: Any, services: Services, from_phase: str | None = None) -> None:
+    """Plots, VLM, writeup and review (when ``report.enabled``), then the HTML view."""
+    if run.cfg.report.enabled and (from_phase or not (run.state.get("reporting") or {}).get("done")):
+        services.run_reporting(from_phase=from_phase)
+        run.save_state(reporting={"done": True})
+    services.write_view()

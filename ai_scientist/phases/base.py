@@ -1,0 +1,163 @@
+"""What every phase gets: the node, its folders, and the services passed in.
+
+A phase is a function ``(NodeContext) -> None`` that either completes (its
+artifacts written, the phase name added to ``node.phases_done``) or raises
+:class:`PhaseFailed` with a reason that the pipeline records on the node.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..llm.types import CallContext, LLMResult
+from ..util.io import atomic_write_json, read_json
+
+
+class PhaseFailed(Exception):
+    """A phase could not complete; ``reason`` is recorded on the node (status buggy)."""
+
+    def __init__(self, phase: str, reason: str):
+        super().__init__(f"{phase}: {reason}")
+        self.phase = phase
+        self.reason = reason
+
+
+class PromptBuilder(Protocol):
+    def build(self, prompt: str, values: dict[str, Any], *, node_id: str) -> tuple[list[dict], list[dict]]:
+        """Assemble the named prompt from layer values: (messages, ledger)."""
+
+
+class LLM(Protocol):
+    def complete(
+        self,
+        messages: list[dict],
+        *,
+        role: str,
+        ctx: CallContext,
+        schema: dict | None = None,
+        validator: Callable[[Any], None] | None = None,
+    ) -> LLMResult: ...
+
+
+@dataclass
+class NodeContext:
+    """Everything one node's phases need; services are passed in, never global."""
+
+    run: Any  # ai_scientist.run.Run
+    node: Any  # ai_scientist.treesearch.node.Node
+    parent: Any | None
+    llm: LLM
+    executor: Any  # ai_scientist.execution Executor
+    prompts: PromptBuilder
+    environment: dict[str, Any]
+    environment_text: str
+    resource_text: str = ""
+    resources_dir: Path | None = None
+    memory: Any | None = None  # per-node memory view (None when memory.enabled is false)
+    journal: Any | None = None  # ai_scientist.treesearch.journal.Journal: every change is recorded
+    exec_env: dict[str, str] = field(default_factory=dict)  # extra env for experiment commands
+
+    @property
+    def dir(self) -> Path:
+        return self.run.node_dir(self.node.id)
+
+    @property
+    def workspace(self) -> Path:
+        return self.dir / "workspace"
+
+    @property
+    def cfg(self) -> Any:
+        return self.run.cfg
+
+    def call_ctx(self, phase: str, label: str, ledger: list[dict] | None = None) -> CallContext:
+        snap = self.memory.last_snapshot if self.memory is not None else None
+        return CallContext(
+            node_id=self.node.id,
+            stage=f"stage{self.node.stage}",
+            phase=phase,
+            label=label,
+            ledger=ledger or [],
+            memory_snapshot=snap,
+        )
+
+    def ask(
+        self,
+        prompt: str,
+        values: dict[str, Any],
+        *,
+        phase: str,
+        label: str,
+        role: str = "code",
+        schema: dict | None = None,
+        validator: Callable[[Any], None] | None = None,
+    ) -> LLMResult:
+        """Assemble ``prompt`` (adding the shared layers) and call the LLM, logged under the node.
+
+        With memory on, the answer's memory operations are applied (read rounds are follow-up
+        calls in the same conversation) and the final answer is returned.
+        """
+        if self.memory is not None:
+            from ..memory_bridge import schema_with_memory
+
+            schema = schema_with_memory(schema)
+        full = {
+            "environment": self.environment_text,
+            "resource_index": self.resource_text,
+            "task": self.run.idea.to_markdown(),
+            "python": self.cfg.exec.python,
+            **values,
+            "response_schema": schema,
+        }
+        if self.parent is not None and "history" not in full:
+            state = self.run.node_dir(self.parent.id) / "state.md"
+            full["history"] = state.read_text(encoding="utf-8") if state.exists() else ""
+        if self.memory is not None and "memory" not in full:
+            full["memory"] = self.memory.render(values)
+        messages, ledger = self.prompts.build(prompt, full, node_id=self.node.id, role=role)
+        if self.memory is not None:
+            ledger = ledger + [dict(e, layer=f"memory.{e.get('layer')}") for e in self.memory.last_ledger]
+        call = self.call_ctx(phase, label, ledger)
+        result = self.llm.complete(messages, role=role, ctx=call, schema=schema, validator=validator)
+        if self.memory is None:
+            return result
+        convo, last = list(messages), [result]
+
+        def follow_up(text: str) -> LLMResult:
+            convo.extend([{"role": "assistant", "content": last[0].text}, {"role": "user", "content": text}])
+            ctx2 = self.call_ctx(phase, f"{label}_memory", ledger)
+            last[0] = self.llm.complete(convo, role=role, ctx=ctx2, schema=schema, validator=validator)
+            return last[0]
+
+        return self.memory.exchange(result, follow_up)
+
+    def save(self, name: str, data: Any) -> Path:
+        return atomic_write_json(self.dir / name, data)
+
+    def load(self, name: str) -> Any:
+        return read_json(self.dir / name)
+
+    def update(self, **changes: Any) -> Any:
+        """Record a change of the (immutable) node in the journal and keep the new copy."""
+        if self.journal is not None:
+            self.node = self.journal.update(self.node.id, **changes)
+        else:
+            self.node = self.node.with_changes(**changes)
+        return self.node
+
+    def mark_done(self, phase: str) -> None:
+        if phase not in self.node.phases_done:
+            self.update(phases_done=(*self.node.phases_done, phase))
+
+
+def parent_file(ctx: NodeContext, name: str) -> Any:
+    if ctx.parent is None:
+        return None
+    return read_json(ctx.run.node_dir(ctx.parent.id) / name)
+
+
+def short_json(obj: Any) -> str:
+    return json.dumps(obj, indent=2, ensure_ascii=False)

@@ -1,0 +1,142 @@
+"""Phase 1: the iterative installer.
+
+The LLM proposes one shell command at a time (``{command, done, notes}``); each
+runs in the sandbox and its outcome goes into the next prompt. ``done`` is
+refused right after a failed command, and is only accepted when the check
+derived from the plan's dependencies passes (pip distributions importable by
+metadata, apt packages known to dpkg or on PATH) — never a fixed import list.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+from ..llm.types import LLMError
+from .base import NodeContext, PhaseFailed
+from .execution import run_command
+from .schemas import INSTALL_STEP_SCHEMA
+
+STATE_FILE = "phase1.json"
+
+
+def dependency_check_command(deps: dict[str, list[str]], python: str) -> str | None:
+    """A shell command that exits 0 iff every pip and apt dependency is present."""
+    pip = [p.split("[")[0].split("=")[0].split("<")[0].split(">")[0].strip() for p in deps.get("pip") or []]
+    apt = [a.strip() for a in deps.get("apt") or []]
+    checks = []
+    if pip:
+        code = (
+            "import importlib.metadata as m, sys\n"
+            "missing = []\n"
+            f"for d in {pip!r}:\n"
+            "    try:\n        m.distribution(d)\n"
+            "    except m.PackageNotFoundError:\n        missing.append(d)\n"
+            "print('missing pip:', ' '.join(missing)) if missing else None\n"
+            "sys.exit(1 if missing else 0)\n"
+        )
+        checks.append(f"{shlex.quote(python)} -c {shlex.quote(code)}")
+    for a in apt:
+        q = shlex.quote(a)
+        checks.append(
+            f"(dpkg-query -W -f='${{Status}}' {q} 2>/dev/null | grep -q 'ok installed' "
+            f"|| command -v {q} >/dev/null || (echo 'missing apt: {a}'; false))"
+        )
+    return " && ".join(checks) if checks else None
+
+
+def _history_text(history: list[dict[str, Any]]) -> str:
+    lines = []
+    for i, h in enumerate(history, 1):
+        lines.append(
+            f"step {i}: $ {h['command']}\n  exit={h['exit_code']} killed_by={h.get('killed_by')}\n"
+            f"  stdout: {h['stdout'][-600:]}\n  stderr: {h['stderr'][-600:]}"
+        )
+    return "\n".join(lines)
+
+
+def run_phase1(ctx: NodeContext, plan: dict) -> dict:
+    """Install the plan's dependencies in the node's sandbox; returns the phase record."""
+    if "phase1" in ctx.node.phases_done:
+        return ctx.load(STATE_FILE) or {}
+    deps = plan.get("dependencies") or {}
+    check = dependency_check_command(deps, ctx.cfg.exec.python)
+    state: dict[str, Any] = {"dependencies": deps, "check": check, "steps": [], "satisfied": False}
+    if check is None or _check(ctx, check, state):
+        state["satisfied"] = True
+        state["note"] = "no dependencies to install" if check is None else "already satisfied"
+        return _finish(ctx, state)
+    for step in range(1, ctx.cfg.exec.phase1_max_steps + 1):
+        answer = _ask_step(ctx, plan, state, step)
+        last_failed = bool(state["steps"]) and state["steps"][-1]["exit_code"] != 0
+        if answer.get("done"):
+            if last_failed:
+                state["refusals"] = state.get("refusals", 0) + 1
+                state["steps"].append(_refusal("the last command failed; fix it before declaring done"))
+                continue
+            if _check(ctx, check, state):
+                state["satisfied"] = True
+                return _finish(ctx, state)
+            state["steps"].append(_refusal("done refused: the dependency check still fails"))
+            continue
+        cmd = str(answer.get("command", "")).strip()
+        if not cmd:
+            state["steps"].append(_refusal("empty command"))
+            continue
+        res = run_command(ctx, cmd, phase="phase1", label=f"install{step}")
+        state["steps"].append(
+            {
+                "command": cmd,
+                "exit_code": res.exit_code,
+                "killed_by": res.killed_by,
+                "stdout": res.stdout[-2000:],
+                "stderr": res.stderr[-2000:],
+                "notes": answer.get("notes", ""),
+            }
+        )
+        ctx.save(STATE_FILE, state)
+    if _check(ctx, check, state):
+        state["satisfied"] = True
+        return _finish(ctx, state)
+    ctx.save(STATE_FILE, state)
+    hint = "" if ctx.cfg.exec.network else " (exec.network is false: downloads cannot work in the sandbox)"
+    raise PhaseFailed("phase1", f"dependencies not installed after {len(state['steps'])} steps{hint}: "
+                      f"{state.get('last_check_output', '')}".strip())
+
+
+def _refusal(reason: str) -> dict[str, Any]:
+    return {"command": "", "exit_code": None, "killed_by": None, "stdout": "", "stderr": reason, "notes": ""}
+
+
+def _check(ctx: NodeContext, check: str | None, state: dict) -> bool:
+    if check is None:
+        return True
+    res = run_command(ctx, check, phase="phase1", label="check")
+    state["last_check_output"] = (res.stdout + res.stderr).strip()[-500:]
+    return res.exit_code == 0
+
+
+def _ask_step(ctx: NodeContext, plan: dict, state: dict, step: int) -> dict:
+    values = {
+        "plan_snippet": json.dumps(
+            {"dependencies": plan.get("dependencies"), "guidance": (plan.get("phase_guidance") or {}).get("phase1")},
+            indent=2,
+        ),
+        "history": _history_text(state["steps"]) or "(no command run yet)",
+        "step_info": f"step {step} of {ctx.cfg.exec.phase1_max_steps}; "
+        f"network {'allowed' if ctx.cfg.exec.network else 'OFF'}; "
+        f"last dependency check: {state.get('last_check_output') or 'failed'}",
+    }
+    try:
+        return ctx.ask(
+            "phase1_install", values, phase="phase1", label=f"step{step}", schema=INSTALL_STEP_SCHEMA
+        ).parsed
+    except LLMError as exc:
+        raise PhaseFailed("phase1", f"installer step {step}: {exc}") from exc
+
+
+def _finish(ctx: NodeContext, state: dict) -> dict:
+    ctx.save(STATE_FILE, state)
+    ctx.mark_done("phase1")
+    return state

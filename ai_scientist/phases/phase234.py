@@ -1,0 +1,196 @@
+"""Phases 2/3/4: one structured answer with files, build plan and run commands;
+then write the files (safely), compile, run, and read the metrics.
+
+Metrics contract: the experiment writes ``metrics.json`` in its workspace
+(``{"metrics": [{"name", "value", "direction", "dataset"}]}`` or a list of such
+objects). Only when it is missing does an LLM-written parse of stdout stand in,
+and the node records that the metrics came from the fallback.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..llm.types import LLMError
+from .base import NodeContext, PhaseFailed, parent_file, short_json
+from .execution import run_command
+from .phase0 import _code_text
+from .schemas import CODE_SCHEMA, METRICS_PARSER_SCHEMA, validate_code
+
+ANSWER_FILE = "code_answer.json"
+RUN_FILE = "run.json"
+
+
+def _values(ctx: NodeContext, plan: dict) -> dict[str, str]:
+    guidance = plan.get("phase_guidance") or {}
+    values = {
+        "operation": ctx.node.operation,
+        "stage_name": f"stage {ctx.node.stage}",
+        "plan_snippet": short_json(
+            {
+                "goal_summary": plan.get("goal_summary"),
+                "implementation_strategy": plan.get("implementation_strategy"),
+                "dependencies": plan.get("dependencies"),
+                "phase_guidance": {k: guidance.get(k) for k in ("phase2", "phase3", "phase4") if guidance.get(k)},
+                "risks_and_mitigations": plan.get("risks_and_mitigations"),
+            }
+        ),
+    }
+    if ctx.node.idea:
+        values["stage_idea"] = ctx.node.idea
+    if ctx.parent is not None:
+        answer = parent_file(ctx, ANSWER_FILE)
+        if answer:
+            values["prior_code"] = _code_text(answer)
+        run = parent_file(ctx, RUN_FILE)
+        if run:
+            values["execution_output"] = short_json(run.get("outputs", []))
+            values["time_feedback"] = f"parent run took {run.get('duration_s', 0):.1f} s"
+        if ctx.parent.error:
+            values["prior_outputs"] = f"parent failure: {ctx.parent.error}"
+    return values
+
+
+def generate_code(ctx: NodeContext, plan: dict) -> dict:
+    """Phase 2: ask for the files/build/run answer (validated against the environment)."""
+    if "phase2" in ctx.node.phases_done and ctx.load(ANSWER_FILE):
+        return ctx.load(ANSWER_FILE)
+    if ctx.node.operation == "seed_eval":
+        answer = parent_file(ctx, ANSWER_FILE)
+        if not answer:
+            raise PhaseFailed("phase2", "seed re-run: the parent has no code answer")
+    else:
+        try:
+            answer = ctx.ask(
+                "phase234_code",
+                _values(ctx, plan),
+                phase="phase2",
+                label="code",
+                schema=CODE_SCHEMA,
+                validator=lambda a: validate_code(a, ctx.environment),
+            ).parsed
+        except LLMError as exc:
+            raise PhaseFailed("phase2", f"no valid code answer: {exc}") from exc
+    _write_files(ctx, answer)
+    ctx.save(ANSWER_FILE, answer)
+    ctx.update(summary=str(answer.get("summary") or ctx.node.summary or "")[:500])
+    ctx.mark_done("phase2")
+    return answer
+
+
+def _write_files(ctx: NodeContext, answer: dict) -> None:
+    from ..execution.workspace import WorkspaceError, write_files
+
+    try:
+        write_files(
+            ctx.workspace,
+            answer.get("files") or [],
+            max_files=ctx.cfg.exec.max_files,
+            max_file_bytes=ctx.cfg.exec.max_file_bytes,
+        )
+    except WorkspaceError as exc:
+        raise PhaseFailed("phase2", f"rejected files: {exc}") from exc
+
+
+def compile_code(ctx: NodeContext, answer: dict) -> dict:
+    """Phase 3: run the build commands (none for interpreted code)."""
+    if "phase3" in ctx.node.phases_done:
+        return ctx.load("compile.json") or {}
+    build = answer.get("build") or {}
+    commands = [c for c in build.get("commands") or [] if str(c).strip()]
+    results = []
+    for i, cmd in enumerate(commands, 1):
+        res = run_command(ctx, cmd, phase="phase3", label=f"build{i}")
+        results.append({"command": cmd, "exit_code": res.exit_code, "stderr": res.stderr[-3000:]})
+        if not res.ok:
+            ctx.save("compile.json", {"commands": results, "ok": False})
+            raise PhaseFailed("phase3", f"build command {i} failed ({res.reason or res.exit_code}): "
+                                        f"{res.stderr[-800:]}")
+    out = {"commands": results, "ok": True, "language": build.get("language")}
+    ctx.save("compile.json", out)
+    ctx.mark_done("phase3")
+    return out
+
+
+def run_experiment(ctx: NodeContext, answer: dict) -> dict:
+    """Phase 4: run the commands, check expected outputs, read ``metrics.json``."""
+    if "phase4" in ctx.node.phases_done and ctx.load(RUN_FILE):
+        return ctx.load(RUN_FILE)
+    run = answer.get("run") or {}
+    outputs, total = [], 0.0
+    failure = None
+    for i, cmd in enumerate(run.get("commands") or [], 1):
+        res = run_command(ctx, cmd, phase="phase4", label=f"run{i}")
+        total += res.duration_s
+        outputs.append(
+            {
+                "command": cmd,
+                "exit_code": res.exit_code,
+                "killed_by": res.killed_by,
+                "reason": res.reason,
+                "stdout_tail": res.stdout[-2500:],
+                "stderr_tail": res.stderr[-2500:],
+                "duration_s": round(res.duration_s, 3),
+            }
+        )
+        if not res.ok:
+            failure = f"run command {i} failed ({res.reason or f'exit {res.exit_code}'})"
+            break
+    missing = [p for p in run.get("expected_outputs") or [] if not (ctx.workspace / p).exists()]
+    record: dict[str, Any] = {"outputs": outputs, "duration_s": total, "missing_outputs": missing}
+    if failure is None and missing:
+        failure = f"expected outputs missing: {', '.join(missing)}"
+    record["failure"] = failure
+    if failure is None:
+        record["metrics"], record["metrics_source"] = read_metrics(ctx, outputs)
+    ctx.save(RUN_FILE, record)
+    ctx.mark_done("phase4")
+    return record
+
+
+def read_metrics(ctx: NodeContext, outputs: list[dict]) -> tuple[list[dict], str]:
+    path = ctx.workspace / "metrics.json"
+    if path.exists():
+        try:
+            return normalise_metrics(json.loads(path.read_text(encoding="utf-8"))), "metrics.json"
+        except (ValueError, TypeError) as exc:
+            return [], f"metrics.json unreadable: {exc}"
+    stdout = "\n".join(o["stdout_tail"] for o in outputs)[-4000:]
+    if not stdout.strip():
+        return [], "no metrics.json and no output"
+    try:
+        parsed = ctx.ask(
+            "metrics_parse",
+            {"execution_output": stdout},
+            phase="phase4",
+            label="metrics_fallback",
+            role="feedback",
+            schema=METRICS_PARSER_SCHEMA,
+        ).parsed
+    except LLMError as exc:
+        return [], f"no metrics.json; fallback parser failed: {exc}"
+    return normalise_metrics(parsed), "llm_fallback"
+
+
+def normalise_metrics(data: Any) -> list[dict]:
+    """Accept ``{"metrics": [...]}``, a list, or ``{name: {value, direction}}``; validate each."""
+    if isinstance(data, dict) and "metrics" in data:
+        data = data["metrics"]
+    if isinstance(data, dict):
+        data = [{"name": k, **(v if isinstance(v, dict) else {"value": v})} for k, v in data.items()]
+    if not isinstance(data, list):
+        raise ValueError("metrics must be a list of {name, value, direction}")
+    out = []
+    for m in data:
+        if not isinstance(m, dict) or "name" not in m or "value" not in m:
+            raise ValueError(f"metric entry {m!r} needs name and value")
+        direction = m.get("direction", "maximize")
+        if direction not in ("maximize", "minimize"):
+            raise ValueError(f"metric {m['name']}: direction must be maximize or minimize")
+        value = float(m["value"])
+        if value != value:  # NaN
+            raise ValueError(f"metric {m['name']}: value is NaN")
+        out.append({"name": str(m["name"]), "value": value, "direction": direction,
+                    "dataset": (str(m["dataset"]) if m.get("dataset") else None)})
+    return out

@@ -1,0 +1,86 @@
+"""One tree node through its phases: plan → install → code → compile → run → review.
+
+Each phase records its artifacts and adds itself to ``node.phases_done`` (the
+journal is updated after every phase), so a resumed node restarts from its
+last completed phase. A failed phase marks the node buggy with the reason;
+nothing becomes an empty plan or a placeholder program.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..llm.types import LLMError
+from .base import NodeContext, PhaseFailed, short_json
+from .phase0 import _code_text, run_phase0
+from .phase1 import run_phase1
+from .phase234 import compile_code, generate_code, run_experiment
+from .schemas import REVIEW_SCHEMA
+
+
+def review_execution(ctx: NodeContext, run_record: dict) -> dict:
+    """Structured execution review (is_bug, summary); saved as ``review.json``."""
+    if "review" in ctx.node.phases_done and ctx.load("review.json"):
+        return ctx.load("review.json")
+    values = {
+        "execution_output": short_json({"outputs": run_record.get("outputs", []),
+                                        "metrics": run_record.get("metrics"),
+                                        "metrics_source": run_record.get("metrics_source")}),
+        "prior_code": _code_text(ctx.load("code_answer.json") or {}),
+        "operation": ctx.node.operation,
+        "stage_name": f"stage {ctx.node.stage}",
+    }
+    try:
+        review = ctx.ask("exec_review", values, phase="review", label="exec_review",
+                         role="feedback", schema=REVIEW_SCHEMA).parsed
+    except LLMError as exc:
+        # the review is advice on top of hard evidence (exit codes, metrics): record and go on
+        review = {"is_bug": False, "summary": f"review unavailable: {exc}", "error": str(exc)}
+    ctx.save("review.json", review)
+    ctx.mark_done("review")
+    return review
+
+
+def _metric_objects(metrics: list[dict]) -> tuple[Any, list[Any]]:
+    from ..treesearch.node import Metric
+
+    objs = [Metric(name=m["name"], value=m["value"], direction=m["direction"], dataset=m.get("dataset"))
+            for m in metrics]
+    return (objs[0] if objs else None), objs
+
+
+def run_node(ctx: NodeContext) -> None:
+    """Run (or resume) every phase of ``ctx.node`` and record its final status in the journal."""
+    ctx.update(status="running")
+    try:
+        plan = run_phase0(ctx)
+        if ctx.node.operation != "seed_eval":
+            run_phase1(ctx, plan)
+        answer = generate_code(ctx, plan)
+        compile_code(ctx, answer)
+        record = run_experiment(ctx, answer)
+        if record.get("failure"):
+            raise PhaseFailed("phase4", record["failure"] + _tail(record))
+        if not record.get("metrics"):
+            raise PhaseFailed("phase4", f"no metrics: {record.get('metrics_source')}")
+        review = review_execution(ctx, record) if ctx.node.operation != "seed_eval" else {}
+        if review.get("is_bug"):
+            raise PhaseFailed("review", f"execution review found a bug: {review.get('summary', '')}")
+        metric, metrics = _metric_objects(record["metrics"])
+        summary = str(review.get("summary") or ctx.node.summary)[:500]
+        ctx.update(status="good", error=None, metric=metric, metrics=tuple(metrics),
+                   summary=summary, finished_at=time.time())
+    except PhaseFailed as exc:
+        ctx.update(status="buggy", error=f"{exc.phase}: {exc.reason}"[:4000], finished_at=time.time())
+        ctx.run.event("node_failed", node_id=ctx.node.id, phase=exc.phase, reason=exc.reason[:1000])
+    if ctx.memory is not None:
+        ctx.memory.record_outcome(ctx.node)
+
+
+def _tail(record: dict) -> str:
+    outs = record.get("outputs") or []
+    if not outs:
+        return ""
+    last = outs[-1]
+    return f"\nstderr tail:\n{(last.get('stderr_tail') or '')[-1500:]}"

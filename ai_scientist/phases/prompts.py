@@ -1,0 +1,73 @@
+"""The pipeline's side of prompt assembly: phase instructions and response formats.
+
+Which layers a prompt has is declared in :mod:`ai_scientist.context.spec`; this
+adapter fills the two layers that belong to the calling phase —
+``instructions`` (``prompt/phases/<prompt>.j2``) and ``response_format`` (the
+JSON schema, plus the memory protocol when memory is on) — and hands the rest
+to :func:`ai_scientist.context.assemble.assemble` with the target model's token
+counter and budget.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..context.assemble import assemble
+from ..context.budget import Budget
+from ..context.templates import render
+from ..context.tokens import TokenCounter, counter_for
+
+# values every phase template may test without StrictUndefined tripping
+_DEFAULTS = {
+    "operation": "",
+    "stage_name": "",
+    "stage_idea": "",
+    "step_info": "",
+    "kind": "",
+    "best_summary": "",
+    "python": "/usr/bin/python3",
+}
+
+
+class PromptAdapter:
+    """``build(prompt, values, node_id=..., role=...) -> (messages, ledger)``."""
+
+    def __init__(self, cfg: Any, llm: Any):
+        self.cfg = cfg
+        backend = getattr(llm, "backend", None)
+        self._count_fn = getattr(backend, "count_tokens", None)
+        window = getattr(backend, "context_window", None)
+        self.budget = Budget.from_config(cfg.context, window)
+        self._counters: dict[str, TokenCounter] = {}
+        self._memory_rules: str | None = None
+
+    def counter(self, role: str) -> TokenCounter:
+        model = self.cfg.model_for(role)
+        if model not in self._counters:
+            self._counters[model] = counter_for(model, self._count_fn)
+        return self._counters[model]
+
+    def _memory_protocol(self) -> str:
+        if self._memory_rules is None:
+            from ..memory.protocol import protocol_instructions
+
+            self._memory_rules = protocol_instructions(self.cfg.memory)
+        return self._memory_rules
+
+    def build(
+        self, prompt: str, values: dict[str, Any], *, node_id: str, role: str = "code"
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        v = {**_DEFAULTS, **values}
+        schema = v.pop("response_schema", None)
+        v["instructions"] = render(f"phases/{prompt}.j2", **v)
+        fmt = []
+        if schema is not None:
+            fmt.append(render("phases/response_format.j2", schema_json=json.dumps(schema, indent=1)))
+        if v.get("memory") is not None and self.cfg.memory.enabled:
+            fmt.append(render("phases/memory_format.j2", structured=schema is not None,
+                              protocol=self._memory_protocol()))
+        if fmt:
+            v["response_format"] = "\n\n".join(fmt)
+        p = assemble(prompt, v, self.budget, self.counter(role), self.cfg.context)
+        return p.messages, p.ledger

@@ -1,0 +1,77 @@
+"""Replay: re-run a recorded run with no LLM and no experiment execution.
+
+LLM answers come from the recorded prompt logs (the replay backend, keyed by the
+exact messages and parameters), and command results from the recorded
+``exec/`` records, in the order each node ran them; the workspace files the
+experiment wrote are restored from the recording. The replayed run makes every
+decision again from scratch, so its tree (node ids, parents, operations,
+statuses, decisions) must equal the original's; any divergence shows up as an
+unrecorded prompt naming the node, phase and first differing message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .config import validate
+from .execution.base import ExecResult
+from .idea import Idea
+from .run import Run
+from .util.io import read_json
+
+
+class ReplayDiverged(RuntimeError):
+    """The replayed run asked for a command the recording does not have."""
+
+
+def replay_run(src: Path, out_root: Path) -> Run:
+    """A new run directory configured to replay ``src``."""
+    data = yaml.safe_load((src / "config.resolved.yaml").read_text(encoding="utf-8")) or {}
+    data.setdefault("llm", {})
+    data["llm"]["backend"] = "replay"
+    data["llm"]["replay_dir"] = str(src.resolve())
+    cfg = validate(data, str(src / "config.resolved.yaml"))
+    idea = Idea(**read_json(src / "idea.json"))
+    run = Run.create(cfg, idea, out_root, f"{src.name}.replay")
+    run.event("replay_of", source=str(src.resolve()))
+    return run
+
+
+class ReplayRunner:
+    """An Executor that answers from a recorded run's ``nodes/<id>/exec/*.json``."""
+
+    name = "replay"
+
+    def __init__(self, src: Path):
+        self.src = Path(src)
+        self._next: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def run(self, command: list[str] | str, *, workspace: Path, limits: Any = None,
+            env: dict[str, str] | None = None) -> ExecResult:
+        node_id = Path(workspace).parent.name
+        with self._lock:
+            k = self._next.get(node_id, 0)
+            self._next[node_id] = k + 1
+        records = sorted((self.src / "nodes" / node_id / "exec").glob("[0-9][0-9][0-9]_*.json"))
+        if k >= len(records):
+            raise ReplayDiverged(f"node {node_id}: command #{k + 1} {command!r} was not run in the recording")
+        rec = read_json(records[k])
+        if list(rec.get("command") or []) != list(command if isinstance(command, list) else [command]):
+            raise ReplayDiverged(
+                f"node {node_id}: command #{k + 1} differs: recorded {rec.get('command')!r}, now {command!r}"
+            )
+        src_ws = self.src / "nodes" / node_id / "workspace"
+        if src_ws.is_dir():
+            shutil.copytree(src_ws, workspace, dirs_exist_ok=True, symlinks=True)
+        names = {f.name for f in dataclasses.fields(ExecResult)}
+        return ExecResult(**{k2: v for k2, v in rec.items() if k2 in names})
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,299 @@
+"""LaTeX side of the writeup: tool pre-flight, safe text, rendering, compiling, checking.
+
+Raw LLM text never reaches the ``.tex`` unescaped: ``latex_text`` escapes
+everything except inline math ``$...$`` made of a whitelist of characters and
+commands, and ``\\cite{}``/``\\ref{}`` whose keys exist. Tools are looked up
+with ``shutil.which(name, path=tool_path)`` so a caller (and a test) can
+simulate a machine without LaTeX by passing an empty ``tool_path``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from .prompts import PROMPT_DIR
+
+COMPILE_TOOLS = ("latexmk", "pdflatex", "bibtex")
+OPTIONAL_TOOLS = ("chktex", "pdfinfo")
+# what paper.tex.j2 loads; checked in the pre-flight so a missing package costs no tokens
+REQUIRED_STY = ("geometry.sty", "graphicx.sty", "amsmath.sty", "amssymb.sty", "mathptmx.sty", "url.sty")
+INSTALL_HINT = (
+    "install LaTeX: apt-get install -y --no-install-recommends texlive-latex-base "
+    "texlive-latex-recommended texlive-fonts-recommended latexmk chktex"
+)
+
+_ESCAPE = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "|": r"\textbar{}",
+}
+_UNICODE = {
+    "\u2013": "--", "\u2014": "---", "\u2018": "`", "\u2019": "'", "\u201c": "``", "\u201d": "''",
+    "\u2026": "...", "\u00d7": "x", "\u2212": "-", "\u00a0": " ", "\u2192": "->", "\u2264": "<=",
+    "\u2265": ">=", "\u00b1": "+/-", "\u2248": "~",
+}  # fmt: skip
+MATH_COMMANDS = frozenset(
+    "alpha beta gamma delta epsilon varepsilon zeta eta theta lambda mu nu xi pi rho sigma tau phi "
+    "varphi chi psi omega Gamma Delta Theta Lambda Xi Pi Sigma Phi Psi Omega frac sqrt sum prod int "
+    "log exp min max arg argmin argmax mathbb mathcal mathbf mathrm times cdot leq geq neq approx pm "
+    "infty in to ell hat bar tilde mid sim propto left right partial nabla ldots cdots top".split()
+)
+_MATH_CHARS = re.compile(r"^[A-Za-z0-9\s+\-*/=<>()\[\]{}^_.,|'!:;\\]*$")
+_MATH = re.compile(r"\$([^$\n]{1,200})\$")
+_REF = re.compile(r"\\(cite|citep|citet|ref)\{([A-Za-z0-9:_,.\- ]+)\}")
+
+
+def _plain(text: str) -> str:
+    out = []
+    for ch in text:
+        ch = _UNICODE.get(ch, ch)
+        if len(ch) == 1 and ord(ch) > 0xFF:  # outside Latin-1: pdflatex+T1 cannot typeset it
+            greek = _greek(ch)
+            if greek:
+                out.append(greek)
+                continue
+            ch = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode() or "?"
+        out.append("".join(_ESCAPE.get(c, c) for c in ch))
+    return "".join(out)
+
+
+def _greek(ch: str) -> str | None:
+    """A Greek letter as inline math (``α`` -> ``\\ensuremath{\\alpha}``) when LaTeX has a command for it."""
+    name = unicodedata.name(ch, "")
+    for prefix, case in (("GREEK SMALL LETTER ", str.lower), ("GREEK CAPITAL LETTER ", str.capitalize)):
+        if name.startswith(prefix):
+            cmd = case(name[len(prefix) :].replace("LAMDA", "LAMBDA"))
+            return f"{chr(92)}ensuremath{{{chr(92)}{cmd}}}" if cmd in MATH_COMMANDS else None
+    return None
+
+
+def safe_math(body: str) -> bool:
+    """Inline math allowed through: whitelisted characters and commands, balanced braces."""
+    if not _MATH_CHARS.match(body):
+        return False
+    if any(c not in MATH_COMMANDS for c in re.findall(r"\\([A-Za-z]+)", body)):
+        return False
+    if re.search(r"\\[^A-Za-z{}\s,;!]", body):
+        return False
+    depth = 0
+    for ch in body:
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _refs(text: str, cite_keys: set[str], labels: set[str]) -> str:
+    """Escape ``text`` keeping \\cite/\\ref with known keys (unknown ones are dropped)."""
+    out, pos = [], 0
+    for m in _REF.finditer(text):
+        out.append(_plain(text[pos : m.start()]))
+        keys = [k.strip() for k in m.group(2).split(",")]
+        known = cite_keys if m.group(1).startswith("cite") else labels
+        keys = [k for k in keys if k in known]
+        if keys:
+            cmd = "cite" if m.group(1).startswith("cite") else "ref"
+            if out and out[-1].endswith(" "):  # tie it to the previous word (no line break before it)
+                out[-1] = out[-1][:-1] + "~"
+            out.append(f"\\{cmd}{{{','.join(keys)}}}")
+        pos = m.end()
+    out.append(_plain(text[pos:]))
+    return "".join(out)
+
+
+def latex_text(text: str, cite_keys: set[str] = frozenset(), labels: set[str] = frozenset()) -> str:
+    """LLM prose -> LaTeX that cannot break the document (limited inline math kept)."""
+    text = str(text or "").replace("\r\n", "\n")
+    out, pos = [], 0
+    for m in _MATH.finditer(text):
+        out.append(_refs(text[pos : m.start()], cite_keys, labels))
+        body = m.group(1)
+        out.append(f"${body}$" if safe_math(body) else _plain(m.group(0)))
+        pos = m.end()
+    out.append(_refs(text[pos:], cite_keys, labels))
+    return re.sub(r"\n{3,}", "\n\n", "".join(out)).strip()
+
+
+def render_tex(template: str, **values: Any) -> str:
+    """Render ``prompt/reporting/latex/<template>`` (LaTeX-friendly delimiters \\VAR{} / \\BLOCK{})."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(PROMPT_DIR / "latex")),
+        block_start_string=r"\BLOCK{",
+        block_end_string="}",
+        variable_start_string=r"\VAR{",
+        variable_end_string="}",
+        comment_start_string=r"\#{",
+        comment_end_string="}",
+        line_comment_prefix="%#",
+        trim_blocks=True,
+        autoescape=False,
+        undefined=jinja2.StrictUndefined,
+    )
+    return env.get_template(template).render(**values)
+
+
+# ----------------------------------------------------------------- tools ----
+
+
+def find_tool(name: str, tool_path: str | None = None) -> str | None:
+    """Absolute path of ``name`` on ``tool_path`` (default: $PATH); '' finds nothing."""
+    return shutil.which(name, path=tool_path)
+
+
+def check_reporting_tools(tool_path: str | None = None) -> list[dict[str, Any]]:
+    """One row per tool the writeup uses: {name, ok, detail} (what ``doctor`` shows)."""
+    rows = []
+    for name in COMPILE_TOOLS + OPTIONAL_TOOLS:
+        path = find_tool(name, tool_path)
+        need = "required" if name in ("pdflatex", "bibtex") else "optional"
+        rows.append({"name": name, "ok": bool(path), "detail": path or f"not found ({need})"})
+    return rows
+
+
+def preflight_latex(tool_path: str | None = None) -> tuple[bool, str]:
+    """(ok, message): can a PDF be built here? Checked before any writeup token is spent."""
+    missing = [n for n in ("pdflatex", "bibtex") if not find_tool(n, tool_path)]
+    if missing:
+        return False, f"LaTeX tools missing: {', '.join(missing)} not on PATH; {INSTALL_HINT}"
+    kpsewhich = find_tool("kpsewhich", tool_path)
+    if kpsewhich:
+        lost = [f for f in REQUIRED_STY if not _kpse_finds(kpsewhich, f)]
+        if lost:
+            return False, f"LaTeX packages missing: {', '.join(lost)} not found by kpsewhich; {INSTALL_HINT}"
+    driver = "latexmk" if find_tool("latexmk", tool_path) else "pdflatex+bibtex"
+    return True, f"LaTeX ready ({driver})"
+
+
+def _kpse_finds(kpsewhich: str, name: str) -> bool:
+    try:
+        done = subprocess.run([kpsewhich, name], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0 and bool(done.stdout.strip())
+
+
+# --------------------------------------------------------------- compile ----
+
+
+@dataclass
+class CompileResult:
+    ok: bool
+    pdf: Path | None
+    pages: int | None
+    main_pages: int | None
+    log_excerpt: str
+    chktex: list[str] = field(default_factory=list)
+
+
+def _run(cmd: list[str], cwd: Path, timeout: float) -> tuple[int, str]:
+    """Run a tool in its own process group; on timeout the whole group is killed."""
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        start_new_session=True, env={**os.environ, "TEXINPUTS": f"{cwd}:"},
+    )  # fmt: skip
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return 124, out.decode("utf-8", "replace") + f"\n[killed after {timeout:.0f} s timeout]"
+    return proc.returncode, out.decode("utf-8", "replace")
+
+
+def log_excerpt(log: str, max_chars: int = 3000) -> str:
+    """The error lines of a LaTeX log (``! ...`` / ``file:line: ...``) with a little context."""
+    lines = log.splitlines()
+    picks: list[str] = []
+    for i, line in enumerate(lines):
+        if line.startswith("!") or re.match(r"^[^\s:]+\.tex:\d+: ", line) or "Undefined control" in line:
+            picks.extend(lines[i : i + 4])
+            picks.append("...")
+        if sum(len(p) for p in picks) > max_chars:
+            break
+    text = "\n".join(picks) if picks else "\n".join(lines[-30:])
+    return text[:max_chars]
+
+
+def count_pages(pdf: Path, log_text: str = "", tool_path: str | None = None) -> int | None:
+    """Pages of a PDF: from the pdflatex log, else pdfinfo, else the raw /Type /Page objects."""
+    m = re.findall(r"Output written on .*?\((\d+) pages?", log_text)
+    if m:
+        return int(m[-1])
+    pdfinfo = find_tool("pdfinfo", tool_path)
+    if pdfinfo:
+        code, out = _run([pdfinfo, str(pdf)], pdf.parent, 30)
+        found = re.search(r"^Pages:\s+(\d+)", out, re.M)
+        if code == 0 and found:
+            return int(found.group(1))
+    raw = pdf.read_bytes()
+    n = len(re.findall(rb"/Type\s*/Page(?![a-zA-Z])", raw))
+    return n or None
+
+
+def main_body_pages(aux: Path) -> int | None:
+    """Last page of the main text: where it ends (label ``endofmain``) or a figure floated to, if later."""
+    try:
+        text = aux.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    pages = [int(p) for p in re.findall(r"\\newlabel\{(?:endofmain|fig:\d+)\}\{\{[^}]*\}\{(\d+)\}", text)]
+    return max(pages) if pages else None
+
+
+def compile_pdf(paper_dir: Path, timeout: float, tool_path: str | None = None) -> CompileResult:
+    """Build ``paper.pdf`` from ``paper.tex`` (latexmk, else pdflatex/bibtex/pdflatex x2)."""
+    latexmk = find_tool("latexmk", tool_path)
+    pdflatex, bibtex = find_tool("pdflatex", tool_path), find_tool("bibtex", tool_path)
+    if not pdflatex:
+        return CompileResult(False, None, None, None, f"pdflatex not found; {INSTALL_HINT}")
+    base = [pdflatex, "-interaction=nonstopmode", "-halt-on-error", "-file-line-error", "paper.tex"]
+    if latexmk:
+        cmds = [[latexmk, "-pdf", f"-pdflatex={' '.join(base[:-1])} %O %S", "paper.tex"]]
+    else:
+        cmds = [base, [bibtex or "bibtex", "paper"], base, base]
+    log = ""
+    for cmd in cmds:
+        code, out = _run(cmd, paper_dir, timeout)
+        log += out
+        if code != 0 and cmd[0] != bibtex:
+            break
+    tex_log = (
+        (paper_dir / "paper.log").read_text("utf-8", "replace") if (paper_dir / "paper.log").exists() else ""
+    )
+    pdf = paper_dir / "paper.pdf"
+    ok = code == 0 and pdf.exists()
+    excerpt = "" if ok else log_excerpt(tex_log or log)
+    pages = count_pages(pdf, tex_log, tool_path) if ok else None
+    chk = run_chktex(paper_dir, tool_path) if ok else []
+    return CompileResult(
+        ok, pdf if ok else None, pages, main_body_pages(paper_dir / "paper.aux"), excerpt, chk
+    )
+
+
+def run_chktex(paper_dir: Path, tool_path: str | None = None) -> list[str]:
+    """chktex warnings for paper.tex (empty when chktex is not installed)."""
+    chktex = find_tool("chktex", tool_path)
+    if not chktex:
+        return []
+    _code, out = _run([chktex, "-q", "-v0", "paper.tex"], paper_dir, 60)
+    return [line for line in out.splitlines() if line.strip()][:200]

@@ -1,0 +1,117 @@
+"""The reporting pipeline: plots -> vlm -> writeup -> review, each step recorded, none fatal.
+
+Every step ends in one ``events.jsonl`` record ``{"type": "report_step",
+"step", "status": "ok"|"skipped"|"failed", "reason"}``. A failing step never
+stops the run or the later steps that can still work (a review needs a
+paper; the writeup works without figures). LaTeX is checked before the
+first token is spent: when it is missing the writeup and review are skipped
+with the pre-flight message and no LLM call is made for them.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from ..llm.types import LLMError
+from ..util.io import append_jsonl
+from .aggregate import aggregate_plots
+from .errors import StepFailed, StepSkipped
+from .latex import preflight_latex
+from .review import review_paper
+from .vlm import run_vlm
+from .writeup import ReportOptions, write_paper
+
+PHASES = ("plots", "vlm", "writeup", "review")
+FROM_PHASES = ("plots", "writeup", "review")
+
+
+def _record(run_dir: Path, step: str, status: str, reason: str = "", **extra: Any) -> dict[str, Any]:
+    event = {
+        "ts": time.time(),
+        "type": "report_step",
+        "step": step,
+        "status": status,
+        "reason": reason,
+        **extra,
+    }
+    append_jsonl(run_dir / "events.jsonl", event)
+    return event
+
+
+def _step(run_dir: Path, step: str, fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Run one step; the outcome is recorded and returned, never raised (except interrupts)."""
+    try:
+        result = fn(*args, **kwargs)
+    except StepSkipped as exc:
+        return _record(run_dir, step, "skipped", str(exc))
+    except (StepFailed, LLMError) as exc:
+        return _record(run_dir, step, "failed", f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # a bug in one step must not lose the others; the traceback is kept
+        tb = traceback.format_exc(limit=8)
+        return _record(run_dir, step, "failed", f"internal error {type(exc).__name__}: {exc}", traceback=tb)
+    return _record(run_dir, step, "ok", "", result=_brief(step, result))
+
+
+def _brief(step: str, result: Any) -> dict[str, Any]:
+    if not isinstance(result, dict):
+        return {}
+    if step == "plots":
+        return {
+            "figures": [f["file"] for f in result.get("figures", [])],
+            "rounds": result.get("rounds_used"),
+        }
+    if step == "writeup":
+        return {k: result.get(k) for k in ("pdf", "pages", "main_pages", "over_page_limit", "citations")}
+    if step == "review":
+        return {"decision": result.get("decision"), "mean_scores": result.get("mean_scores")}
+    return {"figures_reviewed": len(result.get("figures") or {}), "nodes": len(result.get("nodes") or {})}
+
+
+def run_reporting(
+    run_dir: Path,
+    cfg: Any,
+    client: Any,
+    executor: Any,
+    *,
+    memory_digest: str = "",
+    from_phase: str | None = None,
+    options: ReportOptions | None = None,
+) -> dict[str, Any]:
+    """Run the reporting steps from ``from_phase`` on; returns {step: event} for each step.
+
+    ``from_phase`` in {plots, writeup, review} (None = plots) re-runs that
+    phase and the later ones using what earlier runs left on disk.
+    """
+    run_dir = Path(run_dir)
+    if from_phase is not None and from_phase not in FROM_PHASES:
+        raise ValueError(f"from_phase must be one of {', '.join(FROM_PHASES)}, got {from_phase!r}")
+    if not cfg.report.enabled:
+        return {"report": _record(run_dir, "report", "skipped", "report.enabled is false")}
+    opts = options or ReportOptions()
+    start = PHASES.index(from_phase or "plots")
+    latex_ok, latex_msg = preflight_latex(opts.tool_path)
+    _record(run_dir, "preflight", "ok" if latex_ok else "failed", latex_msg)
+    out: dict[str, Any] = {}
+    if start <= 0:
+        out["plots"] = _step(run_dir, "plots", aggregate_plots, run_dir, cfg, client, executor)
+    if start <= 1:
+        out["vlm"] = _step(run_dir, "vlm", run_vlm, run_dir, cfg, client)
+    if start <= 2:
+        if latex_ok:
+            kw = {"memory_digest": memory_digest, "options": opts}
+            out["writeup"] = _step(run_dir, "writeup", write_paper, run_dir, cfg, client, **kw)
+        else:
+            out["writeup"] = _record(run_dir, "writeup", "skipped", latex_msg)
+    if start <= 3:
+        # a paper written by this call must have compiled; with from_phase=review, an earlier one
+        wrote = out.get("writeup")
+        if (wrote["status"] == "ok") if wrote else (run_dir / "paper" / "paper.tex").exists():
+            out["review"] = _step(run_dir, "review", review_paper, run_dir, cfg, client)
+        else:
+            out["review"] = _record(
+                run_dir, "review", "skipped", "no paper: the writeup step did not succeed"
+            )
+    return out

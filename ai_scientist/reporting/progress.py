@@ -1,0 +1,142 @@
+"""Live progress of a run: a ``rich`` Live panel on a terminal, plain log lines otherwise.
+
+The orchestrator owns one :class:`Progress` and calls ``update(**fields)``
+whenever a count changes and ``event(msg)`` for notable moments. Safe to call
+from worker threads. Non-TTY output goes to stderr (stdout carries the run
+directory, which scripts read).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any, TextIO
+
+FIELDS = ("stage", "running", "good", "buggy", "best", "tokens", "cost_usd")
+# fields whose change alone does not deserve a new plain line (they move on every call)
+_NOISY = ("tokens", "cost_usd")
+
+
+def _fmt_best(best: Any) -> str:
+    if isinstance(best, dict):
+        value = best.get("value")
+        shown = f"{value:.4g}" if isinstance(value, (int, float)) else str(value)
+        arrow = {"minimize": "↓", "maximize": "↑"}.get(best.get("direction", ""), "")
+        return f"{best.get('name', 'metric')}={shown}{arrow}" + (
+            f" ({best['node']})" if best.get("node") else ""
+        )
+    return "-" if best is None else str(best)
+
+
+class Progress:
+    """``update(stage=, running=, good=, buggy=, best=, tokens=, cost_usd=)``, ``event(msg)``, ``close()``."""
+
+    def __init__(
+        self, stream: TextIO | None = None, live: bool | None = None, plain_interval_s: float = 30.0
+    ):
+        self.stream = stream or sys.stderr
+        self.fields: dict[str, Any] = {
+            "stage": "-",
+            "running": 0,
+            "good": 0,
+            "buggy": 0,
+            "best": None,
+            "tokens": 0,
+            "cost_usd": 0.0,
+        }
+        self.extra: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._interval = plain_interval_s
+        self._last_key: tuple = ()
+        self._last_time = 0.0
+        self._live = None
+        self._closed = False
+        use_live = self.stream.isatty() if live is None else live
+        if use_live:
+            from rich.console import Console
+            from rich.live import Live
+
+            self._console = Console(file=self.stream)
+            self._live = Live(self._panel(), console=self._console, refresh_per_second=4, transient=False)
+            self._live.start()
+
+    def line(self) -> str:
+        """The status as one line (what plain mode prints)."""
+        f = self.fields
+        parts = [
+            f"stage {f['stage']}",
+            f"nodes running {f['running']} / good {f['good']} / buggy {f['buggy']}",
+            f"best {_fmt_best(f['best'])}",
+            f"tokens {int(f['tokens']):,}",
+            f"cost ${float(f['cost_usd']):.4f}",
+        ]
+        parts += [f"{k} {v}" for k, v in self.extra.items()]
+        return " | ".join(parts)
+
+    def _panel(self) -> Any:
+        from rich.table import Table
+
+        f = self.fields
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold")
+        table.add_column()
+        table.add_row("stage", str(f["stage"]))
+        table.add_row(
+            "nodes",
+            f"[yellow]{f['running']} running[/]  [green]{f['good']} good[/]  [red]{f['buggy']} buggy[/]",
+        )
+        table.add_row("best", _fmt_best(f["best"]))
+        table.add_row("tokens", f"{int(f['tokens']):,}")
+        table.add_row("cost", f"${float(f['cost_usd']):.4f}")
+        for k, v in self.extra.items():
+            table.add_row(k, str(v))
+        return table
+
+    def update(self, **fields: Any) -> None:
+        """Set any of FIELDS (other keys are shown as extra rows)."""
+        with self._lock:
+            if self._closed:
+                return
+            for k, v in fields.items():
+                (self.fields if k in FIELDS else self.extra)[k] = v
+            if self._live is not None:
+                self._live.update(self._panel())
+                return
+            key = tuple((k, str(v)) for k, v in self.fields.items() if k not in _NOISY) + tuple(
+                self.extra.items()
+            )
+            now = time.monotonic()
+            if key != self._last_key or now - self._last_time >= self._interval:
+                self._emit(self.line())
+                self._last_key, self._last_time = key, now
+
+    def event(self, msg: str) -> None:
+        """A notable moment (stage change, best node, failure) printed above the panel / as a line."""
+        with self._lock:
+            if self._live is not None:
+                self._console.print(msg, markup=False, highlight=False)
+            else:
+                self._emit(msg)
+
+    def _emit(self, text: str) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        print(f"[{stamp}] {text}", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        """Stop the live display (idempotent); plain mode prints the final status line."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._live is not None:
+                self._live.update(self._panel())
+                self._live.stop()
+            else:
+                self._emit("final: " + self.line())
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,134 @@
+"""NeurIPS-style review of the paper: an ensemble with reflections, a meta-review, a figure review.
+
+``REVIEW_SCHEMA`` is the review form with its score ranges; every review the
+model returns is validated against it by the LLM client. The result,
+including the mean scores and the VLM check of figures against captions,
+is written to ``review.json`` in the run directory.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from ..llm.types import CallContext, LLMError
+from ..util.io import atomic_write_json, read_json
+from . import prompts
+from .errors import StepFailed, StepSkipped
+from .runread import read_text
+from .vlm import NoVision, review_figures, vision_skip_reason
+
+SCORES = {
+    "originality": (1, 4),
+    "quality": (1, 4),
+    "clarity": (1, 4),
+    "significance": (1, 4),
+    "soundness": (1, 4),
+    "presentation": (1, 4),
+    "contribution": (1, 4),
+    "overall": (1, 10),
+    "confidence": (1, 5),
+}
+_TEXT = ("summary",)
+_LISTS = ("strengths", "weaknesses", "questions", "limitations")
+REVIEW_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "summary": {"type": "string"},
+        **{k: {"type": "array", "items": {"type": "string"}} for k in _LISTS},
+        "ethical_concerns": {"type": "boolean"},
+        **{k: {"type": "integer", "minimum": lo, "maximum": hi} for k, (lo, hi) in SCORES.items()},
+        "decision": {"type": "string", "enum": ["Accept", "Reject"]},
+    },
+    "required": ["summary", *_LISTS, "ethical_concerns", *SCORES, "decision"],
+    "additionalProperties": False,
+}
+PAPER_CHARS = 40_000
+
+
+def check_review(review: Any) -> list[str]:
+    """Problems of a review against REVIEW_SCHEMA (empty when valid); independent of the client."""
+    if not isinstance(review, dict):
+        return ["review is not a JSON object"]
+    problems = [f"missing {k}" for k in REVIEW_SCHEMA["required"] if k not in review]
+    for k, (lo, hi) in SCORES.items():
+        v = review.get(k)
+        if k in review and (not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi):
+            problems.append(f"{k}={v!r} not an integer in [{lo}, {hi}]")
+    for k in _LISTS:
+        if k in review and not (isinstance(review[k], list) and all(isinstance(x, str) for x in review[k])):
+            problems.append(f"{k} must be a list of strings")
+    if "decision" in review and review["decision"] not in ("Accept", "Reject"):
+        problems.append(f"decision={review['decision']!r} not Accept/Reject")
+    if "ethical_concerns" in review and not isinstance(review["ethical_concerns"], bool):
+        problems.append("ethical_concerns must be true/false")
+    extra = set(review) - set(REVIEW_SCHEMA["properties"])
+    problems += [f"unknown field {k}" for k in sorted(extra)]
+    return problems
+
+
+def _ask(client: Any, template: str, label: str, values: dict) -> dict[str, Any]:
+    msgs = prompts.messages("review_system.j2", template, **values)
+    ctx = CallContext(node_id="run", phase="review", label=label)
+    review = client.complete(msgs, role="review", ctx=ctx, schema=REVIEW_SCHEMA).parsed
+    problems = check_review(review)
+    if problems:  # the client validated already; a second check keeps review.json trustworthy
+        raise LLMError(f"review {label} is not schema-valid: {'; '.join(problems)}")
+    return review
+
+
+def one_review(client: Any, paper: str, index: int, reflections: int) -> dict[str, Any]:
+    """One reviewer: a first review and ``reflections`` rounds of self-critique."""
+    review = _ask(client, "review_user.j2", f"review_{index}", {"paper": paper})
+    for r in range(reflections):
+        values = {"paper": paper, "review": review, "round": r + 1, "rounds": reflections}
+        review = _ask(client, "review_reflect_user.j2", f"review_{index}_reflect_{r + 1}", values)
+    return review
+
+
+def mean_scores(reviews: list[dict[str, Any]]) -> dict[str, float]:
+    return {k: round(statistics.fmean(r[k] for r in reviews), 3) for k in SCORES}
+
+
+def review_paper(run_dir: Path, cfg: Any, client: Any) -> dict[str, Any]:
+    """Run the ensemble, meta-review and figure review; writes and returns ``review.json``."""
+    run_dir = Path(run_dir)
+    rcfg = cfg.report
+    paper = read_text(run_dir / "paper" / "paper.tex", PAPER_CHARS)
+    if not paper:
+        raise StepSkipped("no paper/paper.tex to review (the writeup step did not produce one)")
+    if rcfg.num_reviews == 0:
+        raise StepSkipped("report.num_reviews is 0")
+    reviews, errors = [], []
+    for i in range(1, rcfg.num_reviews + 1):
+        try:
+            reviews.append(one_review(client, paper, i, rcfg.num_reflections))
+        except LLMError as exc:
+            errors.append(f"reviewer {i}: {exc}")
+    if not reviews:
+        raise StepFailed(f"every reviewer failed: {'; '.join(errors)}")
+    meta = _ask(client, "review_meta_user.j2", "meta_review", {"paper": paper, "reviews": reviews})
+    result: dict[str, Any] = {
+        "reviews": reviews,
+        "errors": errors,
+        "meta_review": meta,
+        "mean_scores": mean_scores(reviews),
+        "decision": meta["decision"],
+        "figure_review": _figure_review(run_dir, cfg, client),
+    }
+    atomic_write_json(run_dir / "review.json", result)
+    return result
+
+
+def _figure_review(run_dir: Path, cfg: Any, client: Any) -> dict[str, Any]:
+    figures = (read_json(run_dir / "paper" / "writeup.json", default={}) or {}).get("figures") or []
+    if not figures:
+        return {"skipped": "the paper has no figures"}
+    reason = vision_skip_reason(cfg, client)
+    if reason:
+        return {"skipped": reason}
+    try:
+        return {"figures": review_figures(run_dir, cfg, client, figures, phase="review")}
+    except NoVision as exc:
+        return {"skipped": str(exc)}

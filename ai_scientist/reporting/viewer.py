@@ -1,0 +1,205 @@
+"""``ai-scientist view RUN_DIR [--html FILE]``: one self-contained, offline HTML file of a run.
+
+Every stage and node: tree per stage; each node's plan, code, outputs,
+metrics, plots, every LLM call with its layer ledger, memory snapshot and
+cost. The page has no external reference at all (inline CSS/JS, images as
+data URLs under a size cap). Node content is untrusted LLM output, so the
+data travels as JSON inside ``<script type="application/json">`` (``</``
+escaped) and the page renders it with ``textContent`` only; every string is
+passed through the secrets redactor first.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..secrets import Redactor, redactor_for
+from ..util.io import atomic_write_text, read_json, read_jsonl
+from .images import image_data_url
+from .runread import load_run, read_text
+
+TEMPLATE = Path(__file__).with_name("viewer_template.html")
+TEXT_CAP = 20_000
+CODE_SUFFIXES = {".py", ".sh", ".txt", ".md", ".yaml", ".yml", ".cfg", ".toml"}
+MAX_PLOTS_PER_NODE = 6
+IMAGE_SIDE = 900
+IMAGE_BUDGET = 25_000_000  # total bytes of inlined images; past it images are listed, not shown
+
+
+class _Images:
+    """Inlines images as data URLs until the page's image budget is spent."""
+
+    def __init__(self, budget: int = IMAGE_BUDGET):
+        self.left = budget
+
+    def url(self, path: Path) -> dict[str, Any]:
+        try:
+            url = image_data_url(path, IMAGE_SIDE)
+        except OSError as exc:
+            return {"name": path.name, "omitted": f"unreadable image: {exc}"}
+        if len(url) > self.left:
+            return {"name": path.name, "omitted": "not inlined: the page's image size cap was reached"}
+        self.left -= len(url)
+        return {"name": path.name, "url": url}
+
+
+def _cap(text: Any, n: int = TEXT_CAP) -> str:
+    text = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False, indent=1, default=str)
+    return text if len(text) <= n else text[:n] + f"\n[... {len(text) - n} more chars not shown]"
+
+
+def _content(content: Any) -> str:
+    """A chat message content as text (image parts become a placeholder)."""
+    if isinstance(content, list):
+        parts = [
+            p.get("text", "") if p.get("type") == "text" else "[image]"
+            for p in content
+            if isinstance(p, dict)
+        ]
+        return "\n".join(parts)
+    return str(content or "")
+
+
+def _calls(node_dir: Path) -> list[dict[str, Any]]:
+    out = []
+    for path in sorted((node_dir / "prompt_logs").glob("[0-9][0-9][0-9]_*.json")):
+        try:
+            rec = read_json(path, default={}) or {}
+        except ValueError:
+            out.append({"file": path.name, "error": "unreadable prompt log (invalid JSON)"})
+            continue
+        resp = rec.get("response") or {}
+        out.append(
+            {
+                "file": path.name,
+                **{k: rec.get(k) for k in ("phase", "label", "role", "model", "usage", "cost_usd", "latency_s", "error")},
+                "messages": [{"role": m.get("role"), "content": _cap(_content(m.get("content")))} for m in rec.get("messages") or []],
+                "response": _cap(resp.get("raw") if isinstance(resp, dict) else resp),
+                "ledger": rec.get("ledger") or [],
+                "memory_snapshot": rec.get("memory_snapshot"),
+            }
+        )  # fmt: skip
+    return out
+
+
+def _outputs(node_dir: Path) -> list[dict[str, Any]]:
+    out = []
+    for path in sorted((node_dir / "exec").glob("*.json")):
+        try:
+            rec = read_json(path, default={}) or {}
+        except ValueError:
+            continue
+        keep = ("command", "exit_code", "duration_s", "killed_by", "reason")
+        out.append({"file": path.name, **{k: rec.get(k) for k in keep}, "stdout": _cap(rec.get("stdout") or "", 8000), "stderr": _cap(rec.get("stderr") or "", 8000)})  # fmt: skip
+    return out
+
+
+def _plan(node: dict[str, Any], node_dir: Path, calls: list[dict[str, Any]]) -> str:
+    meta = read_json(node_dir / "node.json", default={}) or {}
+    for source in (meta, node):
+        if source.get("plan"):
+            return _cap(source["plan"])
+    first = next((c for c in calls if c.get("phase") == "phase0"), None)
+    return first["response"] if first else ""
+
+
+def node_view(view: Any, node: dict[str, Any], images: _Images) -> dict[str, Any]:
+    """Everything the page shows for one node."""
+    nd = view.node_dir(node["id"])
+    ws = nd / "workspace"
+    code = []
+    if ws.is_dir():
+        for p in sorted(ws.rglob("*"))[:200]:
+            if p.is_file() and p.suffix in CODE_SUFFIXES and len(code) < 10:
+                code.append({"name": str(p.relative_to(ws)), "text": read_text(p, TEXT_CAP)})
+    calls = _calls(nd)
+    plots = [images.url(p) for p in sorted((nd / "plots").glob("*.png"))[:MAX_PLOTS_PER_NODE]]
+    usage = [c.get("usage") or {} for c in calls]
+    return {
+        **{k: node.get(k) for k in ("id", "parent_id", "stage", "operation", "status", "metric", "error", "summary", "idea", "seed", "depth", "tree")},
+        "metrics": view.metrics(node["id"]),
+        "plan": _plan(node, nd, calls),
+        "code": code,
+        "outputs": _outputs(nd),
+        "plots": plots,
+        "calls": calls,
+        "state": read_text(nd / "state.md", TEXT_CAP),
+        "memory_snapshot": next((c["memory_snapshot"] for c in reversed(calls) if c.get("memory_snapshot")), None),
+        "cost": {
+            "usd": round(sum(float(c.get("cost_usd") or 0) for c in calls), 6),
+            "prompt_tokens": sum(int(u.get("prompt_tokens") or 0) for u in usage),
+            "completion_tokens": sum(int(u.get("completion_tokens") or 0) for u in usage),
+            "calls": len(calls),
+        },
+    }  # fmt: skip
+
+
+def build_view_data(run_dir: Path) -> dict[str, Any]:
+    """The JSON the page renders (not yet redacted)."""
+    view = load_run(run_dir)
+    images = _Images()
+    figures = (read_json(run_dir / "figures" / "figures.json", default={}) or {}).get("figures", [])
+    events = list(read_jsonl(run_dir / "events.jsonl"))[-300:]
+    return {
+        "run": {
+            "name": run_dir.resolve().name,
+            "idea": read_text(run_dir / "idea.md", TEXT_CAP),
+            "cost": read_json(run_dir / "cost.json", default=None),
+            "events": events,
+            "figures": [
+                {**images.url(run_dir / "figures" / f["file"]), "caption": f.get("caption", "")}
+                for f in figures
+            ],
+            "review": (read_json(run_dir / "review.json", default={}) or {}).get("meta_review"),
+        },
+        "stages": {str(s): [n["id"] for n in nodes] for s, nodes in view.by_stage().items()},
+        "nodes": {nid: node_view(view, node, images) for nid, node in view.nodes.items()},
+    }
+
+
+def script_json(data: Any) -> str:
+    """JSON safe inside a <script> element: every '<' is written as \\u003c, so no tag can open or close."""
+    text = json.dumps(data, ensure_ascii=False, default=str)
+    return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def render_html(data: dict[str, Any], redactor: Redactor) -> str:
+    """The page: template + redacted data."""
+    page = TEMPLATE.read_text(encoding="utf-8")
+    return page.replace("__RUN_DATA_JSON__", script_json(redactor.redact_obj(data)), 1)
+
+
+def _redactor(run_dir: Path) -> Redactor:
+    cfg_path = run_dir / "config.resolved.yaml"
+    if cfg_path.exists():
+        from ..config import ConfigError, load_config
+
+        try:
+            return redactor_for(load_config(cfg_path))
+        except ConfigError:
+            pass  # an unreadable saved config still gets the default redaction below
+    return Redactor()
+
+
+def write_view(run_dir: Path, html_path: Path | None = None) -> Path:
+    """Write the page (default ``RUN_DIR/tree.html``); returns its path."""
+    run_dir = Path(run_dir)
+    out = Path(html_path) if html_path else run_dir / "tree.html"
+    atomic_write_text(out, render_html(build_view_data(run_dir), _redactor(run_dir)))
+    return out
+
+
+def cmd_view(args: Any) -> int:
+    """CLI handler: ``ai-scientist view RUN_DIR [--html FILE]``."""
+    from ..cli import UsageError
+
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "journal.jsonl").exists():
+        raise UsageError(
+            f"{run_dir}: not a run directory (no journal.jsonl); pass the directory `run` printed"
+        )
+    out = write_view(run_dir, Path(args.html) if args.html else None)
+    print(out)
+    return 0

@@ -1,0 +1,264 @@
+"""The paper: context from the run, citations, sections from the LLM, compiled PDF.
+
+The model (role ``writeup``) fills the sections as JSON; the ``.tex`` is
+assembled from ``prompt/reporting/latex/paper.tex.j2`` with every string made
+safe by :func:`latex.latex_text`. Compile errors and page-limit overruns go
+back to the model with the precise log excerpt for up to
+``report.compile_fix_rounds`` rounds. LaTeX is checked before any token.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..llm.types import CallContext
+from ..util.io import atomic_write_json, atomic_write_text, read_json
+from . import latex, prompts
+from .citations import DEFAULT_BASE_URL, CitationsError, CitationsOffline, client_for, collect, to_bibtex
+from .errors import StepFailed, StepSkipped
+from .runread import load_run, read_text
+
+SECTIONS = ("introduction", "related_work", "method", "experiments", "results", "conclusion")
+SECTION_TITLES = {"related_work": "Related Work"}
+STAGE_NAMES = {1: "initial implementation", 2: "baseline tuning", 3: "creative research", 4: "ablations"}
+WRITEUP_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {k: {"type": "string"} for k in ("title", "abstract", *SECTIONS)},
+    "required": ["title", "abstract", *SECTIONS],
+    "additionalProperties": False,
+}
+QUERY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"queries": {"type": "array", "items": {"type": "string"}}},
+    "required": ["queries"],
+    "additionalProperties": False,
+}
+
+
+@dataclass
+class ReportOptions:
+    """Machine-level knobs not in the config: where tools and Semantic Scholar are."""
+
+    tool_path: str | None = None  # PATH-like lookup for LaTeX tools; None = $PATH, "" = none
+    s2_base_url: str = DEFAULT_BASE_URL
+    environ: Mapping[str, str] | None = None  # where the S2 key is read (None = os.environ)
+
+
+def stage_summaries(run_dir: Path) -> list[dict[str, Any]]:
+    """Per stage: node counts, best node, its metrics and the spread over its seed re-runs."""
+    view = load_run(run_dir)
+    best = view.best_per_stage()
+    out = []
+    for stage, nodes in view.by_stage().items():
+        row: dict[str, Any] = {
+            "stage": stage,
+            "name": STAGE_NAMES.get(stage, f"stage {stage}"),
+            "nodes": len(nodes),
+            "good": sum(n.get("status") == "good" for n in nodes),
+            "buggy": sum(n.get("status") == "buggy" for n in nodes),
+        }
+        if stage in best:
+            b = best[stage]
+            row.update(
+                best_node=b["id"], summary=(b.get("summary") or "")[:800], metrics=view.metrics(b["id"])
+            )
+            seeds = [
+                s["metric"]["value"]
+                for s in view.seed_runs(b["id"])
+                if (s.get("metric") or {}).get("value") is not None
+            ]
+            if len(seeds) >= 2:
+                row["seed_values"] = {
+                    "n": len(seeds),
+                    "mean": statistics.fmean(seeds),
+                    "stdev": statistics.stdev(seeds),
+                }
+        out.append(row)
+    return out
+
+
+def paper_figures(run_dir: Path) -> list[dict[str, Any]]:
+    """Kept figures, with the VLM's suggested caption where it judged the original wrong."""
+    figs = (read_json(run_dir / "figures" / "figures.json", default={}) or {}).get("figures", [])
+    vlm = (read_json(run_dir / "figures" / "vlm.json", default={}) or {}).get("figures", {}) or {}
+    out = []
+    for i, fig in enumerate(figs, 1):
+        review = vlm.get(fig["file"]) or {}
+        caption = fig.get("caption", "")
+        if review.get("caption_matches") is False and review.get("suggested_caption"):
+            caption = review["suggested_caption"]
+        out.append({"file": fig["file"], "caption": caption, "label": f"fig:{i}"})
+    return out
+
+
+def gather_citations(
+    run_dir: Path, cfg: Any, client: Any, ctx_values: dict, opts: ReportOptions
+) -> tuple[list, str]:
+    """(papers with bibtex keys, notice). Offline or disabled yields no papers and a notice."""
+    ccfg = cfg.report.citations
+    if not ccfg.enabled:
+        return [], "citations disabled (report.citations.enabled=false)"
+    s2 = client_for(cfg, run_dir / "paper" / "s2_cache", opts.s2_base_url, opts.environ or os.environ)
+    try:
+        s2.probe()
+    except CitationsOffline as exc:
+        return [], f"citations skipped: {exc}"
+    except CitationsError:
+        pass  # reachable; a search error is reported per query below
+    msgs = prompts.messages("citation_system.j2", "citation_user.j2", **ctx_values)
+    ctx = CallContext(node_id="run", phase="writeup", label="citation_queries")
+    queries = client.complete(msgs, role="citation", ctx=ctx, schema=QUERY_SCHEMA).parsed.get("queries", [])
+    try:
+        papers = collect(s2, [str(q) for q in queries][:6], ccfg.max_results)
+    except (CitationsOffline, CitationsError) as exc:
+        return [], f"citations skipped: {exc}"
+    return papers, f"{len(papers)} reference(s) from Semantic Scholar for {len(queries)} queries"
+
+
+def assemble(sections: dict, figures: list, papers: list, page_limit: int) -> str:
+    """The full .tex; every LLM string passes through latex_text."""
+    keys = {p["key"] for p in papers}
+    labels = {f["label"] for f in figures}
+    esc = lambda s: latex.latex_text(s, keys, labels)  # noqa: E731
+    body = [
+        {
+            "name": k,
+            "title": SECTION_TITLES.get(k, k.replace("_", " ").title()),
+            "text": esc(sections.get(k, "")),
+        }
+        for k in SECTIONS
+    ]
+    figs = [{**f, "caption": esc(f["caption"])} for f in figures]
+    return latex.render_tex(
+        "paper.tex.j2",
+        title=esc(sections.get("title", "Untitled")),
+        abstract=esc(sections.get("abstract", "")),
+        sections=body,
+        figures=figs,
+        has_bib=bool(papers),
+        page_limit=page_limit,
+    )
+
+
+def _tex_context(tex: str, excerpt: str, span: int = 4) -> str:
+    """The .tex lines around each ``paper.tex:N:`` error in the log excerpt."""
+    lines = tex.splitlines()
+    out = []
+    for n in sorted({int(m) for m in re.findall(r"paper\.tex:(\d+):", excerpt)})[:5]:
+        lo, hi = max(1, n - span), min(len(lines), n + span)
+        out.append("\n".join(f"{i:4d}| {lines[i - 1]}" for i in range(lo, hi + 1)))
+    return "\n---\n".join(out)
+
+
+def _sections_call(client: Any, template: str, label: str, values: dict) -> dict[str, Any]:
+    msgs = prompts.messages("writeup_system.j2", template, **values)
+    ctx = CallContext(node_id="run", phase="writeup", label=label)
+    parsed = client.complete(msgs, role="writeup", ctx=ctx, schema=WRITEUP_SCHEMA).parsed
+    return {k: str(parsed.get(k, "")) for k in ("title", "abstract", *SECTIONS)}
+
+
+def _build(paper_dir: Path, sections: dict, figures: list, papers: list, cfg: Any, opts: ReportOptions):
+    tex = assemble(sections, figures, papers, cfg.report.page_limit)
+    atomic_write_text(paper_dir / "paper.tex", tex)
+    for stale in ("paper.pdf", "paper.aux", "paper.fdb_latexmk", "paper.fls"):
+        (paper_dir / stale).unlink(missing_ok=True)  # a stale PDF must never pass as this build
+    result = latex.compile_pdf(paper_dir, cfg.exec.timeout, opts.tool_path)
+    limit = cfg.report.page_limit
+    if not result.ok:
+        return tex, result, f"LaTeX compile failed. Log excerpt:\n{result.log_excerpt}"
+    if (result.main_pages or result.pages or 0) > limit:
+        n = result.main_pages or result.pages
+        return (
+            tex,
+            result,
+            f"the main text runs to page {n}; the limit is {limit} pages: shorten the sections",
+        )
+    return tex, result, ""
+
+
+def _compile_with_fixes(
+    client: Any, paper_dir: Path, sections: dict, papers: list, values: dict, cfg: Any, opts: ReportOptions
+) -> tuple[dict, latex.CompileResult, list[str]]:
+    """Build; on a compile error or page overrun ask for fixed sections, up to compile_fix_rounds times."""
+    attempts: list[str] = []
+    for rnd in range(cfg.report.compile_fix_rounds + 1):
+        tex, result, problem = _build(paper_dir, sections, values["figures"], papers, cfg, opts)
+        if not problem:
+            break
+        attempts.append(problem)
+        if rnd == cfg.report.compile_fix_rounds:
+            break
+        fix = {
+            **values,
+            "sections_json": sections,
+            "problem": problem,
+            "tex_context": _tex_context(tex, problem),
+        }
+        sections = _sections_call(client, "writeup_fix_user.j2", f"fix_{rnd + 1}", fix)
+    return sections, result, attempts
+
+
+def write_paper(
+    run_dir: Path, cfg: Any, client: Any, *, memory_digest: str = "", options: ReportOptions | None = None
+) -> dict[str, Any]:
+    """Write and compile ``paper/paper.pdf``; returns (and saves) ``paper/writeup.json``.
+
+    Raises StepSkipped before any LLM call when LaTeX is missing, and
+    StepFailed when no PDF compiled within the fix rounds.
+    """
+    opts = options or ReportOptions()
+    ok, message = latex.preflight_latex(opts.tool_path)
+    if not ok:
+        raise StepSkipped(message)
+    run_dir = Path(run_dir)
+    paper_dir = run_dir / "paper"
+    (paper_dir / "figures").mkdir(parents=True, exist_ok=True)
+    figures = paper_figures(run_dir)
+    for fig in figures:
+        shutil.copyfile(run_dir / "figures" / fig["file"], paper_dir / "figures" / fig["file"])
+    values: dict[str, Any] = {
+        "idea": read_text(run_dir / "idea.md", 8000),
+        "stages": stage_summaries(run_dir),
+        "figures": figures,
+        "memory_digest": memory_digest[:6000],
+        "page_limit": cfg.report.page_limit,
+    }
+    papers, notice = gather_citations(run_dir, cfg, client, values, opts)
+    if papers:
+        atomic_write_text(paper_dir / "references.bib", "".join(to_bibtex(p["key"], p) for p in papers))
+    values["papers"] = [
+        {k: p.get(k) for k in ("key", "title", "year", "venue")}
+        | {"abstract": (p.get("abstract") or "")[:300]}
+        for p in papers
+    ]
+    sections = _sections_call(client, "writeup_user.j2", "sections", values)
+    sections, result, attempts = _compile_with_fixes(client, paper_dir, sections, papers, values, cfg, opts)
+    summary = {
+        "pdf": "paper/paper.pdf" if result.ok else None,
+        "pages": result.pages,
+        "main_pages": result.main_pages,
+        "page_limit": cfg.report.page_limit,
+        "over_page_limit": bool(
+            result.ok and (result.main_pages or result.pages or 0) > cfg.report.page_limit
+        ),
+        "failed_builds": len(attempts),
+        "problems": attempts,
+        "chktex_warnings": result.chktex,
+        "citations": notice,
+        "references": [p["key"] for p in papers],
+        "figures": figures,
+        "sections": sections,
+    }
+    atomic_write_json(paper_dir / "writeup.json", summary)
+    if not result.ok:
+        raise StepFailed(
+            f"paper/paper.tex did not compile after {len(attempts)} attempt(s): {attempts[-1][:1500]}"
+        )
+    return summary

@@ -1,0 +1,182 @@
+"""The edge of the pipeline: LLM client, sandbox, prompt assembly, memory, environment,
+resources, reporting and progress, built once per run and passed to the orchestrator.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .llm.types import CallContext, LLMResult
+from .util.io import atomic_write_json, atomic_write_text, read_json
+
+
+@dataclass
+class Services:
+    run: Any
+    llm: Any
+    executor: Any
+    prompts: Any
+    environment: dict[str, Any]
+    environment_text: str
+    resources_dir: Path | None = None
+    resource_index: Any = None
+    memory_store: Any = None
+    progress: Any = None
+    _closers: list[Any] = field(default_factory=list)
+
+    # ----------------------------------------------------------- LLM calls --
+    def ask_run(self, prompt: str, values: dict[str, Any], *, phase: str, label: str, role: str,
+                schema: dict | None, stage: int) -> LLMResult:
+        """A run-level call (idea proposals, tie-breaks), logged under ``nodes/run/``."""
+        full = {"task": self.run.idea.to_markdown(), **values, "response_schema": schema}
+        messages, ledger = self.prompts.build(prompt, full, node_id="run", role=role)
+        ctx = CallContext(node_id="run", stage=f"stage{stage}", phase=phase, label=label, ledger=ledger)
+        return self.llm.complete(messages, role=role, ctx=ctx, schema=schema)
+
+    # ------------------------------------------------------ per-node views --
+    def resource_text(self, node: Any, parent: Any) -> str:
+        if self.resource_index is None:
+            return ""
+        from .resources import render_resource_index
+
+        query = " ".join(x for x in (self.run.idea.title, node.idea or "", node.summary or "") if x)
+        return render_resource_index(self.resource_index, relevant_to=query,
+                                     budget_chars=self.run.cfg.context.policies.tail_window_chars)
+
+    def node_memory(self, node: Any, parent: Any) -> Any:
+        if self.memory_store is None:
+            return None
+        from .memory_bridge import NodeMemory
+
+        return NodeMemory(self.memory_store, self.run, node, parent)
+
+    def exec_env(self, node: Any, parent: Any, slot: int) -> dict[str, str]:
+        """Per-node environment of experiment commands: seed, GPU pinning, inherited installs."""
+        from .execution.lineage import inherit_install_state, install_env
+
+        env = {"SEED": str(node.seed if node.seed is not None else self.run.cfg.agent.seed)}
+        gpus = self.run.cfg.exec.gpus
+        env["CUDA_VISIBLE_DEVICES"] = str(gpus[slot % len(gpus)]) if gpus else ""
+        node_dir = self.run.node_dir(node.id)
+        if parent is not None:
+            inherit_install_state(self.run.node_dir(parent.id), node_dir)
+        env.update(install_env(node_dir))
+        return env
+
+    def write_state(self, journal: Any, node: Any) -> None:
+        """``nodes/<id>/state.md``: the parent's state appended to or replaced by this node's."""
+        from .context.state import next_state
+
+        parent_state = ""
+        if node.parent_id:
+            p = self.run.node_dir(node.parent_id) / "state.md"
+            parent_state = p.read_text(encoding="utf-8") if p.exists() else ""
+        entry = node.summary if node.is_good else f"FAILED: {node.error or ''}"
+        state, op = next_state(parent_state, node.operation, f"[{node.id}] {entry}")
+        atomic_write_text(self.run.node_dir(node.id) / "state.md", state)
+        atomic_write_json(self.run.node_dir(node.id) / "node.json", journal.update(node.id, state_op=op).to_dict())
+
+    # ---------------------------------------------------------- reporting --
+    def run_reporting(self, from_phase: str | None = None) -> dict:
+        from .reporting.pipeline import run_reporting
+
+        digest = ""
+        if self.memory_store is not None:
+            from .memory.digest import digest_markdown
+
+            best = (self.run.state.get("stages") or {})
+            last = [v["best"]["node_id"] for k, v in sorted(best.items()) if v and v.get("best")]
+            branch = self.memory_store.branch_for(last[-1]) if last and last[-1] else None
+            digest = digest_markdown(self.memory_store, branch) if branch else ""
+        return run_reporting(self.run.dir, self.run.cfg, self.llm, self.executor, memory_digest=digest,
+                             from_phase=from_phase)
+
+    def write_view(self) -> Path:
+        from .reporting.viewer import write_view
+
+        return write_view(self.run.dir, self.run.dir / "tree.html")
+
+    def progress_update(self, **fields: Any) -> None:
+        if self.progress is None:
+            return
+        cost = read_json(self.run.cost_path, {}) or {}
+        total = cost.get("total") or {}
+        self.progress.update(**fields, tokens=total.get("prompt_tokens", 0) + total.get("completion_tokens", 0),
+                             cost_usd=total.get("usd", 0.0))
+
+    def close(self) -> None:
+        for closer in (self.progress, self.executor, self.memory_store):
+            if closer is not None and hasattr(closer, "close"):
+                try:
+                    closer.close()
+                except Exception as exc:  # closing must not hide the run's own outcome
+                    self.run.event("close_failed", what=type(closer).__name__, error=repr(exc))
+
+
+def _environment(run: Any, replay_from: Path | None) -> dict[str, Any]:
+    from .environment import probe_environment
+
+    path = run.dir / "environment.json"
+    if replay_from is not None and (replay_from / "environment.json").exists():
+        shutil.copyfile(replay_from / "environment.json", path)
+    env = read_json(path)
+    if env is None:
+        env = probe_environment(run.cfg)
+        atomic_write_json(path, env)
+        run.event("environment_probed", summary={k: env.get(k) for k in ("os", "cpu", "gpus") if k in env})
+    return env
+
+
+def build_services(run: Any, *, resources: Any = None, backend: Any = None,
+                   replay_from: Path | None = None) -> Services:
+    """Everything the orchestrator needs, checked before the first token is spent."""
+    from .environment import render_environment
+    from .llm.factory import make_client
+    from .phases.prompts import PromptAdapter
+
+    cfg = run.cfg
+    env = _environment(run, replay_from)
+    executor = _executor(run, replay_from)
+    index, res_dir = _resources(run, resources, executor)
+    if replay_from is not None and backend is None:
+        from .llm.replay_backend import ReplayBackend
+
+        backend = ReplayBackend(replay_from)
+    llm = make_client(cfg, run.dir, run.redactor, backend=backend)
+    prompts = PromptAdapter(cfg, llm)
+    store = None
+    if cfg.memory.enabled:
+        from .memory.store import MemoryStore
+
+        store = MemoryStore.open_run(run.dir, cfg, redactor=run.redactor)
+    from .reporting.progress import Progress
+
+    return Services(run=run, llm=llm, executor=executor, prompts=prompts, environment=env,
+                    environment_text=render_environment(env), resources_dir=res_dir, resource_index=index,
+                    memory_store=store, progress=Progress())
+
+
+def _executor(run: Any, replay_from: Path | None) -> Any:
+    if replay_from is not None:
+        from .replay import ReplayRunner
+
+        return ReplayRunner(replay_from)
+    from .execution import make_executor, resolve_backend
+
+    name, reason = resolve_backend(run.cfg)
+    run.event("sandbox_backend", backend=name, reason=reason)
+    return make_executor(run.cfg, backend=name)
+
+
+def _resources(run: Any, spec: Any, executor: Any) -> tuple[Any, Path | None]:
+    from .resources import load_index, stage_resources
+
+    res_dir = run.dir / "resources"
+    if spec is not None:
+        index = stage_resources(spec, run.dir, executor=executor)
+        run.event("resources_staged", items=len(getattr(index, "items", []) or []))
+        return index, res_dir
+    return load_index(run.dir), res_dir

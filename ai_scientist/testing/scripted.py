@@ -1,0 +1,170 @@
+"""A scripted fake LLM for the bundled example: schema-valid answers, correct code.
+
+Used by the end-to-end tests, the replay tests and ``bench/orchestration.py``
+through :class:`ai_scientist.llm.scripted_backend.ScriptedBackend`. It reads
+the node's operation and idea from the prompt (the lines ``Operation: X`` and
+``This node's idea: Y`` that the phase templates render), so its answers
+follow the tree the real pipeline grows.
+
+Behaviour knobs: ``buggy_nodes`` get a program that crashes (drafts) so the
+search must debug them; ``hostile`` maps a node id to a kind of bad answer
+(``malformed``, ``missing_fields``, ``traversal``, ``enormous_output``,
+``empty``) to check the run survives it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from .experiment_template import BUGGY_PROGRAM, render
+
+TUNE_IDEAS = ["lr=0.05 l2=0.1", "lr=0.2 l2=0.0", "lr=0.1 l2=0.1 epochs=12", "lr=0.02 l2=0.01 epochs=16"]
+ABLATE_IDEAS = ["ablation no_l2", "ablation no_bias", "ablation no_standardize"]
+RESEARCH_IDEAS = ["lr=0.1 l2=0.05 epochs=10"]
+
+_OP = re.compile(r"Operation:\s*(\w+)")
+_IDEA = re.compile(r"This node's idea:\s*(.+)")
+
+
+def _text(messages: list[dict[str, Any]]) -> str:
+    out = []
+    for m in messages:
+        c = m.get("content")
+        if isinstance(c, str):
+            out.append(c)
+        elif isinstance(c, list):
+            out.extend(p.get("text", "") for p in c if isinstance(p, dict))
+    return "\n".join(out)
+
+
+def params_from_idea(idea: str) -> dict[str, Any]:
+    """Hyper-parameters of the template from an idea string like ``lr=0.05 l2=0.1``."""
+    p: dict[str, Any] = {}
+    for key, cast in (("lr", float), ("l2", float), ("epochs", int)):
+        m = re.search(rf"\b{key}=([0-9.]+)", idea)
+        if m:
+            p[key] = cast(m.group(1))
+    if "no_l2" in idea:
+        p["l2"] = 0.0
+    if "no_bias" in idea:
+        p["use_bias"] = False
+    if "no_standardize" in idea:
+        p["standardize"] = False
+    return p
+
+
+class ExampleResponder:
+    """``responder(messages, schema, ctx) -> str`` for ``ScriptedBackend``."""
+
+    def __init__(self, buggy_nodes: Iterable[str] = ("n0001",), hostile: dict[str, str] | None = None):
+        self.buggy_nodes = set(buggy_nodes)
+        self.hostile = dict(hostile or {})
+        self.calls: list[tuple[str, str, str]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, messages: list[dict[str, Any]], schema: dict | None, ctx: Any) -> str:
+        with self._lock:
+            self.calls.append((ctx.node_id, ctx.phase, ctx.label))
+        text = _text(messages)
+        kind = self.hostile.get(ctx.node_id)
+        if kind and ctx.phase == "phase2":
+            return self._hostile(kind)
+        name = "exec_review" if ctx.label == "exec_review" else ctx.phase
+        handler = getattr(self, f"_{name}", None)
+        if handler is None:
+            return json.dumps(self._generic(schema))
+        return handler(text, ctx)
+
+    # ----------------------------------------------------------- phases --
+    def _phase0(self, text: str, ctx: Any) -> str:
+        return json.dumps(
+            {
+                "goal_summary": "Measure clean validation accuracy of logistic regression under label noise.",
+                "implementation_strategy": "One pure-Python script: synthetic data, SGD, metrics.json.",
+                "dependencies": {"apt": [], "pip": [], "source": []},
+                "phase_guidance": {"phase2": "write experiment.py", "phase4": "python3 experiment.py"},
+                "risks_and_mitigations": ["noise too low: keep 20 % flips"],
+                "time_budget_estimate": "under a second per run",
+            }
+        )
+
+    def _phase1(self, text: str, ctx: Any) -> str:
+        return json.dumps({"command": "true", "done": True, "notes": "nothing to install"})
+
+    def _phase2(self, text: str, ctx: Any) -> str:
+        op_m = _OP.search(text)
+        op = op_m.group(1) if op_m else "draft"
+        idea_m = _IDEA.search(text)
+        idea = idea_m.group(1).strip() if idea_m else ""
+        if op == "draft" and ctx.node_id in self.buggy_nodes:
+            program = BUGGY_PROGRAM
+        else:
+            program = render(**params_from_idea(idea))
+        return json.dumps(
+            {
+                "summary": f"{op}: logistic regression {idea or 'baseline'}",
+                "files": [{"path": "experiment.py", "content": program, "encoding": "utf-8"}],
+                "build": {"language": "python", "commands": []},
+                "run": {"commands": ["/usr/bin/python3 experiment.py"], "expected_outputs": ["metrics.json"]},
+            }
+        )
+
+    def _exec_review(self, text: str, ctx: Any) -> str:
+        m = re.search(r"val_accuracy=([0-9.]+)", text)
+        acc = m.group(1) if m else "unknown"
+        return json.dumps({"is_bug": False, "summary": f"ran cleanly; val_accuracy={acc}"})
+
+    def _ideas(self, text: str, ctx: Any) -> str:
+        pool = {"tune": TUNE_IDEAS, "ablate": ABLATE_IDEAS}.get(ctx.label, RESEARCH_IDEAS)
+        return json.dumps({"ideas": pool})
+
+    def _select(self, text: str, ctx: Any) -> str:
+        ids = re.findall(r"\bn\d{4}\b", text)
+        return json.dumps({"node_id": ids[0] if ids else "", "reasoning": "first listed candidate"})
+
+    def _generic(self, schema: dict | None) -> Any:
+        """A minimal instance of ``schema`` (for calls this fake has no script for)."""
+        if not schema:
+            return "ok"
+        t = schema.get("type")
+        if "enum" in schema:
+            return schema["enum"][0]
+        if t == "object":
+            props = schema.get("properties", {})
+            return {k: self._generic(props.get(k, {})) for k in schema.get("required", props.keys())}
+        if t == "array":
+            n = schema.get("minItems", 1)
+            return [self._generic(schema.get("items", {})) for _ in range(n)]
+        return {"string": "text", "number": 1.0, "integer": 1, "boolean": False}.get(t, "text")
+
+    # ---------------------------------------------------------- hostile --
+    @staticmethod
+    def _hostile(kind: str) -> str:
+        if kind == "malformed":
+            return '{"files": [ {"path": "x.py", "content": "print(1)" '  # truncated JSON
+        if kind == "missing_fields":
+            return json.dumps({"summary": "no files, no run"})
+        if kind == "empty":
+            return ""
+        if kind == "traversal":
+            return json.dumps(
+                {
+                    "files": [{"path": "../../outside.py", "content": "print('escaped')"}],
+                    "build": {"language": "python"},
+                    "run": {"commands": ["/usr/bin/python3 ../../outside.py"]},
+                }
+            )
+        if kind == "enormous_output":
+            flood = "import sys\nfor _ in range(400000):\n    sys.stdout.write('x' * 200 + '\\n')\n"
+            return json.dumps(
+                {
+                    "files": [{"path": "flood.py", "content": flood}],
+                    "build": {"language": "python"},
+                    "run": {"commands": ["/usr/bin/python3 flood.py"]},
+                }
+            )
+        raise ValueError(f"unknown hostile kind {kind!r}")

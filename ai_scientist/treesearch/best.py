@@ -1,0 +1,148 @@
+"""Choosing the best node: metric first, then an optional LLM tie-break.
+
+Only good nodes compete. Their *primary metric* is the (name, direction,
+dataset) shared by most of them (ties: the key of the earliest node); nodes
+whose metric is missing, invalid or of another key are ranked after all
+comparable ones, because incomparable metrics are never mixed. Nodes whose
+primary metric is within the tolerance of the top value tie; a tie goes to the
+``tie_break`` callback when one is given (its reasoning is returned so the
+caller can store it) and otherwise to the earliest-created node, so the answer
+is deterministic without an LLM.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .node import Metric, Node, node_sort_key, values_close
+
+# Relative tolerance under which two metric values count as a tie. Small on
+# purpose: it catches equal results (e.g. several nodes at accuracy 1.0), it is
+# not a significance test.
+TIE_REL_TOL = 1e-6
+TIE_ABS_TOL = 1e-12
+
+TieBreak = Callable[[Sequence[Node]], tuple[str, str]]
+"""``tie_break(candidates) -> (chosen_node_id, reasoning)``; passed in by the orchestrator."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A decision about which node is best, with the evidence for ``events.jsonl``.
+
+    ``method`` is one of ``metric`` (a clear winner), ``lowest_id`` (a tie without
+    a usable callback), ``tie_break`` (the callback decided; ``reasoning`` holds
+    its text), ``consensus``, ``score``, ``random`` (forest final choice) or
+    ``none`` (no good node: ``node_id`` is None).
+    """
+
+    node_id: str | None
+    method: str
+    reason: str
+    candidates: tuple[str, ...] = ()
+    reasoning: str | None = None
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node_id": self.node_id,
+            "method": self.method,
+            "reason": self.reason,
+            "candidates": list(self.candidates),
+            "reasoning": self.reasoning,
+            "evidence": dict(self.evidence),
+        }
+
+
+def primary_metric_key(nodes: Sequence[Node]) -> tuple[str, str, str | None] | None:
+    """The metric key most nodes report (earliest node's key on a tie); None if none has one."""
+    keyed = [n for n in sorted(nodes, key=lambda n: node_sort_key(n.id)) if _valid(n.metric)]
+    if not keyed:
+        return None
+    counts = Counter(n.metric.key for n in keyed)  # type: ignore[union-attr]
+    top = max(counts.values())
+    return next(n.metric.key for n in keyed if counts[n.metric.key] == top)  # type: ignore[union-attr]
+
+
+def _valid(m: Metric | None) -> bool:
+    return m is not None and m.is_valid
+
+
+def comparable_metric(node: Node, key: tuple[str, str, str | None] | None) -> Metric | None:
+    """The node's metric if it is valid and of the primary ``key``; else None."""
+    m = node.metric
+    if key is None or m is None or not m.is_valid or m.key != key:
+        return None
+    return m
+
+
+def rank_nodes(nodes: Sequence[Node]) -> list[Node]:
+    """Nodes best-first by primary metric; incomparable ones last, each group in creation order."""
+    key = primary_metric_key(nodes)
+    ordered = sorted(nodes, key=lambda n: node_sort_key(n.id))
+    with_m = [n for n in ordered if comparable_metric(n, key) is not None]
+    without = [n for n in ordered if comparable_metric(n, key) is None]
+    with_m.sort(key=lambda n: -comparable_metric(n, key).score)  # type: ignore[union-attr]
+    return with_m + without
+
+
+def tied_with_top(
+    ranked: Sequence[Node], rel_tol: float = TIE_REL_TOL, abs_tol: float = TIE_ABS_TOL
+) -> list[Node]:
+    """The prefix of ``ranked`` whose primary metric is within tolerance of the first one's."""
+    if not ranked:
+        return []
+    key = primary_metric_key(ranked)
+    top = comparable_metric(ranked[0], key)
+    if top is None:  # nobody has a comparable metric: all tie
+        return list(ranked)
+    out = []
+    for n in ranked:
+        m = comparable_metric(n, key)
+        if m is None or not values_close(m.value, top.value, rel_tol, abs_tol):
+            break
+        out.append(n)
+    return out
+
+
+def select_best(
+    nodes: Sequence[Node],
+    *,
+    tie_break: TieBreak | None = None,
+    rel_tol: float = TIE_REL_TOL,
+    abs_tol: float = TIE_ABS_TOL,
+) -> Choice:
+    """The best good node among ``nodes`` (others are ignored); see the module docstring.
+
+    A callback answer naming a node outside the tied candidates is not trusted:
+    the earliest candidate wins and the reason says so. Exceptions raised by the
+    callback propagate to the caller.
+    """
+    good = [n for n in nodes if n.is_good]
+    if not good:
+        return Choice(None, "none", "no good node among the candidates")
+    ranked = rank_nodes(good)
+    tied = tied_with_top(ranked, rel_tol, abs_tol)
+    key = primary_metric_key(good)
+    ev = {"metric_key": list(key) if key else None, "ranking": [_brief(n, key) for n in ranked[:10]]}
+    ids = tuple(n.id for n in tied)
+    if len(tied) == 1:
+        return Choice(tied[0].id, "metric", f"{tied[0].id} has the best metric", ids, evidence=ev)
+    earliest = min(tied, key=lambda n: node_sort_key(n.id)).id
+    if tie_break is None:
+        reason = f"{len(tied)} nodes tie within tolerance; earliest ({earliest}) wins"
+        return Choice(earliest, "lowest_id", reason, ids, evidence=ev)
+    chosen, reasoning = tie_break(list(tied))
+    if chosen not in ids:
+        reason = f"tie-break answered {chosen!r}, not one of {list(ids)}; earliest ({earliest}) wins instead"
+        return Choice(earliest, "lowest_id", reason, ids, reasoning=str(reasoning), evidence=ev)
+    reason = f"{len(tied)} nodes tie within tolerance; tie-break chose {chosen}"
+    return Choice(chosen, "tie_break", reason, ids, reasoning=str(reasoning), evidence=ev)
+
+
+def _brief(n: Node, key: tuple[str, str, str | None] | None) -> dict[str, Any]:
+    m = comparable_metric(n, key)
+    return {"id": n.id, "value": m.value if m else None}

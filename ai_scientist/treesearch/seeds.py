@@ -1,0 +1,91 @@
+"""Multi-seed evaluation: which seeds to run, and mean ± standard error of their metrics.
+
+The best node of each stage is re-run as ``seed_eval`` children, one per seed.
+Metrics are aggregated only within one (name, direction, dataset): mixing
+them is an error, never a silent average.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .journal import JournalView
+from .node import IncomparableMetrics, Metric
+
+
+@dataclass(frozen=True)
+class SeedAggregate:
+    """Mean ± standard error (sample std / sqrt(n)); ``stderr`` is None for a single run."""
+
+    name: str
+    mean: float
+    stderr: float | None
+    n: int
+    direction: str
+    dataset: str | None = None
+    values: tuple[float, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "mean": self.mean,
+            "stderr": self.stderr,
+            "n": self.n,
+            "direction": self.direction,
+            "dataset": self.dataset,
+            "values": list(self.values),
+        }
+
+
+def aggregate_seeds(metrics: Sequence[Metric]) -> SeedAggregate:
+    """Aggregate one metric over seeds; raises if keys differ, a value is not finite, or empty."""
+    if not metrics:
+        raise ValueError("aggregate_seeds needs at least one metric")
+    first = metrics[0]
+    for m in metrics[1:]:
+        if m.key != first.key:
+            raise IncomparableMetrics(
+                f"cannot aggregate metric {m.key} with {first.key}: name, direction and dataset must agree"
+            )
+    bad = [m.value for m in metrics if not m.is_valid]
+    if bad:
+        raise ValueError(f"metric {first.name!r}: non-finite seed value(s) {bad}; record those runs as buggy")
+    values = [m.value for m in metrics]
+    n = len(values)
+    mean = math.fsum(values) / n
+    stderr = None
+    if n > 1:
+        var = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
+        stderr = math.sqrt(var) / math.sqrt(n)
+    return SeedAggregate(first.name, mean, stderr, n, first.direction, first.dataset, tuple(values))
+
+
+def aggregate_by_key(metrics: Iterable[Metric]) -> list[SeedAggregate]:
+    """One aggregate per (name, direction, dataset), in first-seen order (invalid values skipped
+    would hide failures, so they raise like in :func:`aggregate_seeds`)."""
+    groups: dict[tuple, list[Metric]] = {}
+    for m in metrics:
+        groups.setdefault(m.key, []).append(m)
+    return [aggregate_seeds(ms) for ms in groups.values()]
+
+
+def seed_plan(base_seed: int, num_seeds: int) -> list[int]:
+    """The seeds of the re-runs: ``base_seed + 1 ... base_seed + num_seeds`` (the search used base)."""
+    if num_seeds < 1:
+        raise ValueError(f"agent.multi_seed_eval.num_seeds must be >= 1, got {num_seeds}")
+    return [base_seed + i for i in range(1, num_seeds + 1)]
+
+
+def missing_seeds(view: JournalView, node_id: str, seeds: Sequence[int]) -> list[int]:
+    """Seeds of ``seeds`` with no seed re-run of ``node_id`` yet (finished or in flight): what
+    a resumed run still has to start."""
+    have = {c.seed for c in view.seed_runs(node_id)}
+    return [s for s in seeds if s not in have]
+
+
+def seed_metrics(view: JournalView, node_id: str) -> list[Metric]:
+    """Primary metrics of the node's good seed re-runs, in creation order."""
+    return [c.metric for c in view.seed_runs(node_id) if c.is_good and c.metric is not None]

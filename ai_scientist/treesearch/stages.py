@@ -1,0 +1,253 @@
+"""The four search stages, their completion criteria and hard caps.
+
+1 initial implementation (draft / debug / improve), 2 baseline tuning (tune /
+debug), 3 creative research (improve / debug), 4 ablations (ablate / debug).
+
+One *iteration* is one search node created in the stage (seed re-runs excluded).
+``agent.stages.stageN_max_iters`` is always enforced: once that many nodes exist
+the stage accepts no more, whatever the policy would like. A stage finishes
+when it accepts no more nodes and none is in flight. Criteria (evidence in the
+outcome's ``reason``):
+
+- stage 1: a good node exists and at least ``num_drafts`` drafts were created,
+  or the cap; at the cap without a good node the outcome is "no working
+  experiment" (the run ends with exit 3);
+- stage 2: ``StageRules.stage2_good_nodes`` good nodes in the stage, or the cap;
+- stage 3: ``StageRules.stage3_patience`` finished nodes in a row that do not
+  beat the best so far (the carried node counts), or the cap;
+- stage 4: every planned ablation idea has a finished node, or the orchestrator
+  reported that the LLM has no untried idea left (``ideas_exhausted``), or the cap.
+
+Stages 2-4 start from the node the previous stage hands over (``carried_id``):
+the policy's ``stage_best`` of the previous stage, which includes that stage's
+own carried node, so a stage that made things worse hands over the better one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .best import TIE_ABS_TOL, TIE_REL_TOL, comparable_metric, primary_metric_key
+from .journal import JournalView
+from .node import Node, node_sort_key
+
+
+@dataclass(frozen=True)
+class Stage:
+    number: int
+    name: str
+    title: str
+    operations: tuple[str, ...]
+    expand_op: str  # what growing a good node means in this stage
+
+
+STAGES: dict[int, Stage] = {
+    1: Stage(1, "initial_implementation", "Initial implementation", ("draft", "debug", "improve"), "improve"),
+    2: Stage(2, "baseline_tuning", "Baseline tuning", ("tune", "debug"), "tune"),
+    3: Stage(3, "creative_research", "Creative research", ("improve", "debug"), "improve"),
+    4: Stage(4, "ablations", "Ablation studies", ("ablate", "debug"), "ablate"),
+}
+
+
+@dataclass(frozen=True)
+class StageRules:
+    """Completion thresholds that have no config key yet (see docs/search.md)."""
+
+    stage2_good_nodes: int = 2
+    stage3_patience: int = 3
+
+
+@dataclass(frozen=True)
+class StageState:
+    """What a stage needs besides the journal; the orchestrator keeps it in ``state.json``.
+
+    ``carried_id``: node the stage starts from (stages 2-4). ``ideas``: planned
+    hyper-parameter / ablation ideas, if the orchestrator asked for a list
+    (policies then hand them out in order). ``ideas_exhausted``: the LLM offered
+    no untried idea (ends stage 4).
+    """
+
+    stage: int
+    carried_id: str | None = None
+    ideas: tuple[str, ...] = ()
+    ideas_exhausted: bool = False
+
+    def __post_init__(self) -> None:
+        if self.stage not in STAGES:
+            raise ValueError(f"stage must be 1, 2, 3 or 4, got {self.stage!r}")
+        if self.stage == 1 and self.carried_id is not None:
+            raise ValueError("stage 1 starts from scratch: carried_id must be None")
+        object.__setattr__(self, "ideas", tuple(self.ideas))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "carried_id": self.carried_id,
+            "ideas": list(self.ideas),
+            "ideas_exhausted": self.ideas_exhausted,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StageState:
+        return cls(
+            stage=data["stage"],
+            carried_id=data.get("carried_id"),
+            ideas=tuple(data.get("ideas") or ()),
+            ideas_exhausted=bool(data.get("ideas_exhausted", False)),
+        )
+
+
+@dataclass(frozen=True)
+class StageOutcome:
+    """Where a stage stands. Unpacks as ``(done, reason)``.
+
+    ``accepting``: the orchestrator may create another node in this stage.
+    ``done``: not accepting and nothing in flight, so the next stage may start.
+    ``working``: a good node exists in the stage (or was carried into it).
+    """
+
+    done: bool
+    reason: str
+    accepting: bool
+    iterations: int
+    cap: int
+    in_flight: int
+    working: bool
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.done, self.reason))
+
+    @property
+    def no_working_experiment(self) -> bool:
+        """Stage 1 ended without any good node: the run ends with exit code 3."""
+        return self.done and not self.working
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "done": self.done,
+            "reason": self.reason,
+            "accepting": self.accepting,
+            "iterations": self.iterations,
+            "cap": self.cap,
+            "in_flight": self.in_flight,
+            "working": self.working,
+            "evidence": self.evidence,
+        }
+
+
+def max_iters(cfg: Any, stage: int) -> int:
+    """``agent.stages.stage{N}_max_iters``."""
+    return int(getattr(cfg.agent.stages, f"stage{stage}_max_iters"))
+
+
+def iterations(view: JournalView, stage: int) -> int:
+    """Search nodes created in the stage (pending ones included, seed re-runs excluded)."""
+    return len(view.stage_nodes(stage))
+
+
+def stage_outcome(
+    view: JournalView, stage: int | StageState, cfg: Any, rules: StageRules | None = None
+) -> StageOutcome:
+    """Evaluate the stage's criteria and cap; see the module docstring."""
+    state = stage if isinstance(stage, StageState) else StageState(stage)
+    rules = rules or StageRules()
+    s = state.stage
+    cap = max_iters(cfg, s)
+    its = iterations(view, s)
+    flying = len(view.in_flight(s))
+    carried = view.get(state.carried_id) if state.carried_id else None
+    working = bool(view.good_nodes(s)) or bool(carried and carried.is_good)
+    if s > 1 and carried is None:
+        met, why = True, f"stage {s} has no node to start from (previous stage handed over none)"
+    else:
+        met, why = _criteria(view, state, cfg, rules, carried)
+    if met:
+        reason = why
+    elif its >= cap:
+        reason = f"cap reached: {its} of stage{s}_max_iters={cap} nodes created"
+    else:
+        reason = f"continuing: {its} of {cap} nodes created; {why}"
+    accepting = not met and its < cap
+    done = not accepting and flying == 0
+    if not accepting and flying:
+        reason += f"; waiting for {flying} node(s) in flight"
+    if s == 1 and done and not working:
+        reason = f"no working experiment: {reason}"
+    ev = {"stage": s, "iterations": its, "cap": cap, "in_flight": flying, "criteria_met": met}
+    return StageOutcome(done, reason, accepting, its, cap, flying, working, ev)
+
+
+def _criteria(
+    view: JournalView, state: StageState, cfg: Any, rules: StageRules, carried: Node | None
+) -> tuple[bool, str]:
+    s = state.stage
+    if s == 1:
+        drafts = len(view.draft_nodes(1))
+        need = cfg.agent.search.num_drafts
+        good = len(view.good_nodes(1))
+        met = good > 0 and drafts >= need
+        return met, f"{good} good node(s), {drafts} of num_drafts={need} drafts created"
+    if s == 2:
+        good = len(view.good_nodes(2))
+        k = rules.stage2_good_nodes
+        return good >= k, f"{good} of {k} good tuning node(s)"
+    if s == 3:
+        streak = no_improvement_streak(view, 3, carried)
+        p = rules.stage3_patience
+        return streak >= p, f"{streak} finished node(s) in a row without improvement (patience {p})"
+    tried = ideas_tried(view, 4)
+    if state.ideas_exhausted:
+        return True, f"no untried ablation idea left after {len(tried)} tried"
+    if state.ideas:
+        left = [i for i in state.ideas if _norm(i) not in {_norm(t) for t in tried}]
+        return not left, f"{len(state.ideas) - len(left)} of {len(state.ideas)} planned ablations tried"
+    return False, f"{len(tried)} ablation idea(s) tried"
+
+
+def ideas_tried(view: JournalView, stage: int, finished_only: bool = True) -> list[str]:
+    """Ideas of the stage's tune / ablate nodes (finished ones unless told otherwise)."""
+    return [
+        n.idea
+        for n in view.stage_nodes(stage)
+        if n.idea and n.operation in ("tune", "ablate") and (n.is_finished or not finished_only)
+    ]
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def no_improvement_streak(view: JournalView, stage: int, carried: Node | None = None) -> int:
+    """Finished nodes since the last one that beat the running best (``carried`` is the start)."""
+    finished = sorted(
+        (n for n in view.stage_nodes(stage) if n.is_finished), key=lambda n: node_sort_key(n.id)
+    )
+    pool = [n for n in finished if n.is_good] + ([carried] if carried and carried.is_good else [])
+    key = primary_metric_key(pool)
+    best = comparable_metric(carried, key) if carried else None
+    streak = 0
+    for n in finished:
+        m = comparable_metric(n, key) if n.is_good else None
+        if m is not None and (best is None or m.better_than(best, TIE_REL_TOL, TIE_ABS_TOL)):
+            best, streak = m, 0
+        else:
+            streak += 1
+    return streak
+
+
+def next_stage_state(
+    view: JournalView, state: StageState, policy: Any, **best_kwargs: Any
+) -> tuple[StageState | None, Any]:
+    """The state of the stage after ``state`` and the Choice that picked its start node.
+
+    Returns ``(None, choice)`` after stage 4, or when the finished stage hands
+    over no node (then the run has nothing to continue from). ``best_kwargs``
+    go to ``policy.stage_best`` (``rng``, ``tie_break``).
+    """
+    choice = policy.stage_best(view, state, **best_kwargs)
+    if state.stage == 4 or choice.node_id is None:
+        return None, choice
+    return StageState(state.stage + 1, carried_id=choice.node_id), choice

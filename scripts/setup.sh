@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Set up ai_scientist on a fresh Debian/Ubuntu machine with Python >= 3.10:
+# system packages (sandbox, LaTeX, headless browser, numpy/matplotlib for the sandbox's
+# python3) and a virtual environment in .venv with the project and its extras.
+# Usage: scripts/setup.sh [--with-test-tools]   (idempotent; re-running is cheap)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_test_tools=0
+[ "${1:-}" = "--with-test-tools" ] && want_test_tools=1
+
+SUDO=""
+if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+
+apt_pkgs=(bubblewrap python3-venv python3-dev build-essential cmake git
+          python3-numpy python3-matplotlib
+          texlive-latex-base texlive-latex-recommended texlive-fonts-recommended latexmk chktex poppler-utils)
+if [ "$want_test_tools" = 1 ]; then
+  apt_pkgs+=(docker.io chromium)
+fi
+missing=()
+for p in "${apt_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "[setup] installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  echo "[setup] creating .venv with $($PY --version)"
+  "$PY" -m venv .venv
+fi
+.venv/bin/pip install -q --upgrade pip wheel >/dev/null
+# llama-cpp-python builds from source (about 6 minutes on 2 cores); pip caches the wheel afterwards.
+echo "[setup] installing ai_scientist with extras local,dev (first time: llama.cpp compiles, ~6 min)"
+.venv/bin/pip install -q -e ".[local,dev]"
+echo "[setup] done: $(.venv/bin/ai-scientist --version)"

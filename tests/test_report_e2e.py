@@ -1,0 +1,73 @@
+"""End to end: synthetic run -> figures -> VLM -> PDF -> reviews, with a scripted LLM."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+
+import pytest
+from test_report_support import FakeS2, ScriptedClient, default_responder, make_run, report_cfg
+
+from ai_scientist.execution.subprocess_backend import SubprocessExecutor
+from ai_scientist.reporting.pipeline import run_reporting
+from ai_scientist.reporting.review import check_review
+from ai_scientist.reporting.writeup import ReportOptions
+from ai_scientist.util.io import read_jsonl
+
+needs_latex = pytest.mark.skipif(
+    not (shutil.which("pdflatex") and shutil.which("bibtex")),
+    reason="LaTeX not installed (apt-get install texlive-latex-base texlive-latex-recommended "
+    "texlive-fonts-recommended latexmk chktex)",
+)
+
+
+@needs_latex
+def test_full_reporting_pipeline(tmp_path):
+    run = make_run(tmp_path)
+    cfg = report_cfg(tmp_path)
+    client = ScriptedClient(default_responder())
+    s2 = FakeS2()
+    try:
+        out = run_reporting(
+            run, cfg, client, SubprocessExecutor(python=sys.executable),
+            memory_digest="- linear warm-up beat constant LR in 3 of 4 stages",
+            options=ReportOptions(s2_base_url=s2.url, environ={"S2_API_KEY": "s2-secret-key-123"}),
+        )  # fmt: skip
+    finally:
+        s2.close()
+    assert {k: v["status"] for k, v in out.items()} == {
+        "plots": "ok", "vlm": "ok", "writeup": "ok", "review": "ok"
+    }, out  # fmt: skip
+    figures = json.loads((run / "figures" / "figures.json").read_text())
+    assert [f["file"] for f in figures["figures"]] == ["loss_all.png"]
+    manifest = json.loads((run / "figures" / "manifest.json").read_text())
+    by_id = {e["node_id"]: e for e in manifest["nodes"]}
+    # best of each stage plus the two seed re-runs of stage 2's best
+    assert set(by_id) == {"n0001", "n0003", "n0004", "n0005", "n0006", "n0007"}
+    assert by_id["n0004"]["seed"] == 1 and by_id["n0004"]["role"] == "seed_run"
+    npy = next(f for f in by_id["n0003"]["files"] if f["path"].endswith("losses.npy"))
+    assert npy["shape"] == [2, 20] and npy["dtype"] == "float64"
+    vlm = json.loads((run / "figures" / "vlm.json").read_text())
+    assert "loss_all.png" in vlm["figures"] and "n0006" in vlm["nodes"]
+    pdf = run / "paper" / "paper.pdf"
+    assert pdf.read_bytes().startswith(b"%PDF")
+    writeup = json.loads((run / "paper" / "writeup.json").read_text())
+    # the figure floated to page 2, which counts as main text
+    assert writeup["pages"] == 2 and writeup["main_pages"] == 2 and not writeup["over_page_limit"]
+    assert writeup["references"] == ["liu2019warm"]
+    # the VLM's suggested caption replaced the one it judged wrong
+    assert writeup["figures"][0]["caption"].startswith("Validation loss per node")
+    tex = (run / "paper" / "paper.tex").read_text()
+    assert r"~\cite{liu2019warm}" in tex and r"~\ref{fig:1}" in tex and r"$\alpha = 0.1$" in tex
+    assert r"\input{/etc" not in tex and r"\textbackslash{}input" in tex
+    assert "s2-secret-key-123" not in tex
+    review = json.loads((run / "review.json").read_text())
+    assert len(review["reviews"]) == 2 and check_review(review["meta_review"]) == []
+    assert all(check_review(r) == [] for r in review["reviews"])
+    assert "loss_all.png" in review["figure_review"]["figures"]
+    # 2 reviewers x (1 review + 1 reflection) + 1 meta-review
+    assert client.roles().count("review") == 5
+    assert {c["ctx"].phase for c in client.calls} == {"plots", "vlm", "writeup", "review"}
+    steps = [e for e in read_jsonl(run / "events.jsonl") if e["type"] == "report_step"]
+    assert [e["step"] for e in steps] == ["preflight", "plots", "vlm", "writeup", "review"]
