@@ -150,4 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # import through the package so `python -m ai_scientist.cli` shares the exception classes
+    from ai_scientist.cli import main as _main
+
+    sys.exit(_main())

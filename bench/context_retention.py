@@ -11,6 +11,8 @@ tool output (sometimes a large JSON payload). Labelled facts are planted:
 * ``thinking``    — appears only inside thinking tags: must never reach a prompt;
 * near-duplicate distractors of static facts (one character off) are mixed in.
 
+A pinned violation is a probe whose prompt lacks a constraint or the instructions.
+
 Every step is one LLM call; at probe steps each policy's prompt is scored by
 exact match of the fact values. Policies: naive accumulate-everything, seed 000's
 last-4000-chars, seed 001's last-20-messages, first-fit section packing (the HPC
@@ -172,7 +174,8 @@ class World:
         self._hist: dict[tuple[int, bool], str] = {}
         self.counter = counter_for(MODEL)
         self.budget = Budget.from_config(cfg.context)
-        self.msgs: list[Msg] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task}]
+        first = f"{task}\n\n{INSTRUCTIONS}"
+        self.msgs: list[Msg] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": first}]
         for st in steps:
             self.msgs.append({"role": "assistant", "content": st.assistant})
             self.msgs.append({"role": "user", "content": f"Tool output:\n{st.tool}"})
@@ -187,6 +190,12 @@ class World:
         from ai_scientist.context import PolicyParams, get_policy
 
         clean, _ = strip_reasoning(st.assistant)
+        try:  # the memory protocol moves <memory_update> blocks into memory; the state keeps the rest
+            from ai_scientist.memory.protocol import strip_memory_blocks
+
+            clean = strip_memory_blocks(clean)
+        except ImportError:
+            pass
         res = get_policy("json_preview").prepare(st.tool, PolicyParams(), f"step{i}/tool")
         return f"{clean}\n{res[0] if res else st.tool}"
 
@@ -403,6 +412,8 @@ def score_probe(score: Score, facts: list[Fact], text: str, t: int) -> list[Fact
             pinned_ok = False
         if not present:
             missing.append(f)
+    if INSTRUCTIONS not in text:  # the instructions are pinned content too
+        pinned_ok = False
     score.pinned_violations += int(not pinned_ok)
     return missing
 

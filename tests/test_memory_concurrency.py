@@ -44,9 +44,13 @@ def _proc(path: str, branch: str, n: int, q) -> None:
 
 def _count(store: MemoryStore, branch: str) -> tuple[int, int, int]:
     def r(c):
-        core = c.execute("SELECT count(*) FROM core WHERE branch = ? AND deleted = 0", (branch,)).fetchone()[0]
+        core = c.execute("SELECT count(*) FROM core WHERE branch = ? AND deleted = 0", (branch,)).fetchone()[
+            0
+        ]
         rec = c.execute("SELECT count(*) FROM recall WHERE branch = ?", (branch,)).fetchone()[0]
-        arc = c.execute("SELECT count(*) FROM archival WHERE branch = ? AND kind = 'note'", (branch,)).fetchone()[0]
+        arc = c.execute(
+            "SELECT count(*) FROM archival WHERE branch = ? AND kind = 'note'", (branch,)
+        ).fetchone()[0]
         return core, rec, arc
 
     return store.db.read(r)

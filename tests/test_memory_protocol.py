@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from ai_scientist.memory import MemoryStore, apply_updates, handle_response, parse_memory_update, strip_memory_blocks
+from ai_scientist.memory import (
+    MemoryStore,
+    apply_updates,
+    handle_response,
+    parse_memory_update,
+    strip_memory_blocks,
+)
 from ai_scientist.memory.protocol import MemoryOp, protocol_instructions
 
 OK = '{"op": "core_set", "key": "lr", "value": "0.01"}'
@@ -18,15 +24,29 @@ TOLERATED = [
     (f"<memory_update>{OK}</memory_update>", ["core_set"]),  # single op, not a list
     (f"<memory_update>[{OK}] I also think this is good.</memory_update>", ["core_set"]),  # trailing text
     (f"<memory_update>[{OK},]</memory_update>", ["core_set"]),  # trailing comma
-    ("<memory_update>[{'op': 'core_set', 'key': 'a', 'value': 'b', 'importance': 2}]</memory_update>", ["core_set"]),
-    ('<MEMORY_UPDATE>{"ops": [{"op": "core.get", "key": "a"}]}</MEMORY_UPDATE>', ["core_get"]),  # case, wrapper
+    (
+        "<memory_update>[{'op': 'core_set', 'key': 'a', 'value': 'b', 'importance': 2}]</memory_update>",
+        ["core_set"],
+    ),
+    (
+        '<MEMORY_UPDATE>{"ops": [{"op": "core.get", "key": "a"}]}</MEMORY_UPDATE>',
+        ["core_get"],
+    ),  # case, wrapper
     ('<memory_update>{"core_set": {"key": "a", "value": "b"}}</memory_update>', ["core_set"]),  # op-keyed
-    ('<memory_update>{"core": {"a": "1", "b": "2"}, "archival": ["lesson"]}</memory_update>',
-     ["core_set", "core_set", "archival_write"]),  # section form
-    ('<memory_update>[{"action": "archival-insert", "content": "x"}]</memory_update>', ["archival_write"]),  # aliases
+    (
+        '<memory_update>{"core": {"a": "1", "b": "2"}, "archival": ["lesson"]}</memory_update>',
+        ["core_set", "core_set", "archival_write"],
+    ),  # section form
+    (
+        '<memory_update>[{"action": "archival-insert", "content": "x"}]</memory_update>',
+        ["archival_write"],
+    ),  # aliases
     ('<memory_update>[{"op": "recall_evict", "id": "r3"}]</memory_update>', ["recall_evict"]),
     ('<memory_update>[{"op": "core_set", "key": "cfg", "value": {"a": 1}}]</memory_update>', ["core_set"]),
-    (f"<memory_update>[{OK}]</memory_update> text <memory_update>[{OK}]</memory_update>", ["core_set", "core_set"]),
+    (
+        f"<memory_update>[{OK}]</memory_update> text <memory_update>[{OK}]</memory_update>",
+        ["core_set", "core_set"],
+    ),
 ]
 
 # (response text, substring the precise error must contain)
@@ -39,10 +59,18 @@ MALFORMED = [
     ('<memory_update>[{"op": "teleport"}]</memory_update>', "unknown op 'teleport'"),
     ('<memory_update>[{"op": "core_set", "value": "b"}]</memory_update>', "missing field 'key'"),
     ('<memory_update>[{"op": "core_set", "key": "a"}]</memory_update>', "missing field 'value'"),
-    ('<memory_update>[{"op": "core_set", "key": "a", "value": "b", "importance": 9}]</memory_update>', "1..5"),
-    ('<memory_update>[{"op": "core_set", "key": "a", "value": "b", "importance": "high"}]</memory_update>',
-     "must be a number"),
-    ('<memory_update>[{"op": "core_set", "key": "a", "value": "b", "ttl": -5}]</memory_update>', "must be > 0"),
+    (
+        '<memory_update>[{"op": "core_set", "key": "a", "value": "b", "importance": 9}]</memory_update>',
+        "1..5",
+    ),
+    (
+        '<memory_update>[{"op": "core_set", "key": "a", "value": "b", "importance": "high"}]</memory_update>',
+        "must be a number",
+    ),
+    (
+        '<memory_update>[{"op": "core_set", "key": "a", "value": "b", "ttl": -5}]</memory_update>',
+        "must be > 0",
+    ),
     ('<memory_update>[{"op": "archival_search", "query": "x", "k": 0}]</memory_update>', "must be > 0"),
     ('<memory_update>["core_set a=b"]</memory_update>', "must be a JSON object"),
     ("<memory_update>[]</memory_update>", "operation list is empty"),
@@ -132,7 +160,9 @@ def test_read_rounds_are_bounded(store):
 
 
 def test_zero_read_rounds_means_no_follow_up(store):
-    ex = handle_response(store, "n1", '<memory_update>{"op":"core_get","key":"x"}</memory_update>ok', lambda t: 1 / 0, 0)
+    ex = handle_response(
+        store, "n1", '<memory_update>{"op":"core_get","key":"x"}</memory_update>ok', lambda t: 1 / 0, 0
+    )
     assert ex.extra_calls == 0 and ex.final_text == "ok"
 
 

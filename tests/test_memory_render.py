@@ -12,8 +12,18 @@ from ai_scientist.memory import MemoryStore, digest_markdown, events, query_for,
 from ai_scientist.memory.inspect import cmd_memory
 from ai_scientist.runlog import PromptLogger
 
-LEDGER_KEYS = {"layer", "action", "policy", "chars_before", "chars_after", "tokens_before", "tokens_after",
-               "tokens_exact", "reason", "handle"}
+LEDGER_KEYS = {
+    "layer",
+    "action",
+    "policy",
+    "chars_before",
+    "chars_after",
+    "tokens_before",
+    "tokens_after",
+    "tokens_exact",
+    "reason",
+    "handle",
+}
 
 
 def make(tmp_path, **cfg):
@@ -31,8 +41,12 @@ def test_render_shows_all_sections_with_limits(tmp_path):
         s.recall_append("n0001", "metric", f"run {i}: val_acc={0.5 + i / 100}")
     # 8 events > 2 x 3: the oldest range r1..r4 was consolidated automatically
     lesson = s.archival_write("n0001", "val_acc plateaus unless the learning rate decays")
-    view = render_memory(s, "n0001", query_for(metric="val_acc plateau", plan="decay learning rate"),
-                         resource_memory="dataset: /data/cifar (50k images)")
+    view = render_memory(
+        s,
+        "n0001",
+        query_for(metric="val_acc plateau", plan="decay learning rate"),
+        resource_memory="dataset: /data/cifar (50k images)",
+    )
     t = view.text
     assert "### Core memory (" in t and "/500 chars)" in t
     assert "[env] " in t and "/500 chars" in t  # per-group chars_current/limit
@@ -40,11 +54,20 @@ def test_render_shows_all_sections_with_limits(tmp_path):
     assert "summary of r1..r4" in t  # the consolidated range cites the events it replaces
     assert lesson in t
     assert "/data/cifar" in t
-    assert [e["layer"] for e in view.ledger] == ["memory.core", "memory.recall", "memory.archival", "memory.resource"]
+    assert [e["layer"] for e in view.ledger] == [
+        "memory.core",
+        "memory.recall",
+        "memory.archival",
+        "memory.resource",
+    ]
     assert all(set(e) == LEDGER_KEYS and e["action"] == "kept" for e in view.ledger)
     snap = view.snapshot
     assert snap["recall_ids"] == ["r6", "r7", "r8"]
-    assert lesson in snap["archival_ids"] and {c["key"] for c in snap["core"]} == {"env.threads", "env.compiler", "best_lr"}
+    assert lesson in snap["archival_ids"] and {c["key"] for c in snap["core"]} == {
+        "env.threads",
+        "env.compiler",
+        "best_lr",
+    }
     json.dumps(snap)  # JSON-able
 
 
@@ -78,12 +101,16 @@ def test_events_are_recorded_without_noise(tmp_path):
     b = "n0001"
     assert events.node_created(s, b, {"id": "n0001", "operation": "draft", "stage": 1, "parent_id": None})
     assert events.phase_result(s, b, "n0001", "phase3", False, "compile failed")
-    assert events.error(s, b, "n0001", "phase3", "undefined reference to `omp_get_num_threads`", cause="missing -fopenmp")
+    assert events.error(
+        s, b, "n0001", "phase3", "undefined reference to `omp_get_num_threads`", cause="missing -fopenmp"
+    )
     assert events.metric(s, b, "n0001", "val_acc", 0.8123, "maximize", "cifar10")
     assert events.decision(s, b, "n0001", "debug n0001", "it is the most promising buggy leaf")
     assert events.record_event(s, b, "note", "memory injected into prompt") is None
     assert events.record_event(s, b, "memory_render", "rendered 3 sections") is None
-    assert events.decision(s, b, "n0001", "debug n0001", "it is the most promising buggy leaf") is None  # repeat
+    assert (
+        events.decision(s, b, "n0001", "debug n0001", "it is the most promising buggy leaf") is None
+    )  # repeat
     assert events.record_event(s, b, "note", "   ") is None
     evs = s.recall_events(b)
     assert [e.kind for e in evs] == ["node_created", "phase", "error", "metric", "decision"]
@@ -112,7 +139,13 @@ def test_logs_memory_shows_what_the_node_saw(tmp_path, capsys):
     s.archival_write("n0001", "threads beyond 8 do not help")
     view = render_memory(s, "n0001", query_for(plan="tune threads"))
     PromptLogger(tmp_path, write_markdown=False).write(
-        {"node_id": "n0001", "phase": "phase0", "label": "plan", "messages": [], "memory_snapshot": view.snapshot}
+        {
+            "node_id": "n0001",
+            "phase": "phase0",
+            "label": "plan",
+            "messages": [],
+            "memory_snapshot": view.snapshot,
+        }
     )
     s.close()
     assert cmd_memory(argparse.Namespace(run_dir=str(tmp_path), node="n0001", json=False)) == 0
@@ -131,3 +164,34 @@ def test_logs_memory_errors_are_usage_errors(tmp_path):
     make(tmp_path).close()
     with pytest.raises(UsageError, match="no memory branch"):
         cmd_memory(argparse.Namespace(run_dir=str(tmp_path), node="n0042", json=False))
+
+
+def test_disabled_memory_renders_nothing_and_applies_nothing(tmp_path):
+    from ai_scientist.memory import handle_response
+
+    s = make(tmp_path, enabled=False)
+    s.core_set("n0001", "a", "1")
+    view = render_memory(s, "n0001", "anything")
+    assert view.text == "" and view.ledger == [] and view.snapshot["enabled"] is False
+    ex = handle_response(
+        s, "n0001", '<memory_update>{"op":"core_set","key":"b","value":"2"}</memory_update>ok', None
+    )
+    assert ex.final_text == "ok" and s.core_get("n0001", "b") is None
+
+
+def test_events_outside_the_window_are_announced_not_hidden(tmp_path):
+    s = make(tmp_path, recall_max_events=4)
+    for i in range(10):  # 10 > 2 x 4 at the 9th: r1..r5 consolidated, r6..r10 visible
+        s.recall_append("n0001", "note", f"step {i}")
+    text = render_memory(s, "n0001").text
+    assert "- r6: 1 older event(s) not shown" in text
+    assert "summary of r1..r5 (consolidated, 5 events)" in text
+
+
+def test_open_run_uses_the_run_directory(tmp_path):
+    from ai_scientist.config import load_config
+
+    cfg = load_config(overrides=["memory.embedding.backend=none", "memory.retrieval_k=3"])
+    s = MemoryStore.open_run(tmp_path, cfg)
+    assert s.path == tmp_path / "memory.sqlite" and s.path.exists()
+    assert s.cfg.retrieval_k == 3 and s.embedder is None

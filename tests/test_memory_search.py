@@ -132,12 +132,18 @@ def test_embedding_failure_degrades_to_other_lanes(tmp_path):
 
 
 def test_query_for_uses_node_content_not_phase_labels():
-    q = query_for(idea="sparse attention", plan="train 3 epochs", error="Traceback...\nValueError: shape mismatch",
-                  metric="val_acc=0.71")
+    q = query_for(
+        idea="sparse attention",
+        plan="train 3 epochs",
+        error="Traceback...\nValueError: shape mismatch",
+        metric="val_acc=0.71",
+    )
     assert q.startswith("Traceback") and "shape mismatch" in q and "sparse attention" in q and "val_acc" in q
     assert query_for() == ""
     long_err = "x" * 5000 + "KeyError: 'label'"
-    assert "KeyError: 'label'" in query_for(error=long_err)  # the tail of an error is kept
+    assert "KeyError: 'label'" in query_for(error=long_err + "\n")  # the tail of an error is kept
+    q = query_for(plan={"goal_summary": "fit a GBM"}, error={"stderr": "MemoryError"}, metric=0.5)
+    assert "fit a GBM" in q and "MemoryError" in q and "0.5" in q
 
 
 def test_wordllama_embedder_offline():
@@ -151,3 +157,53 @@ def test_wordllama_embedder_offline():
     assert v.shape == (3, 256)
     assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-4)
     assert v[0] @ v[1] > v[0] @ v[2]
+
+
+def test_new_embedding_model_fills_vectors_on_open(tmp_path):
+    path = tmp_path / "memory.sqlite"
+    s = MemoryStore(path)  # no embedder: passages get no vectors
+    s.fork(None, "n1")
+    a = s.archival_write("n1", "gradient clipping fixed the nan loss")
+    s.close()
+    s2 = MemoryStore(path, embedder=HashEmbedder())
+    assert s2.missing_vectors() == []
+    assert s2.archival_search("nan loss clipping", 1, lanes=("vector",))[0].id == a
+
+    class Other(HashEmbedder):
+        name = "hash:other"
+
+    s3 = MemoryStore(path, embedder=Other())  # model changed: re-embedded under the new name
+    assert s3.vectors.size == 1 and s3.missing_vectors() == []
+    assert s3.rebuild_vectors(reembed=True) == 1
+
+
+def test_openai_embedder_with_a_compatible_client():
+    from types import SimpleNamespace
+
+    from ai_scientist.memory.embed import OpenAIEmbedder
+
+    class FakeEmbeddings:
+        def __init__(self):
+            self.inputs = []
+
+        def create(self, model, input):
+            self.inputs.append((model, list(input)))
+            data = [
+                SimpleNamespace(index=i, embedding=[float(len(t)), 1.0, 0.0]) for i, t in enumerate(input)
+            ]
+            return SimpleNamespace(data=list(reversed(data)))  # out of order on purpose
+
+    fake = SimpleNamespace(embeddings=FakeEmbeddings())
+    emb = OpenAIEmbedder("nomic-embed", None, "NO_SUCH_KEY_ENV", client=fake)
+    v = emb.embed(["abc", "", "abcdef"])
+    assert v.shape == (3, 3) and emb.dim == 3 and emb.name == "openai:nomic-embed"
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0)
+    assert v[0][0] < v[2][0]  # rows kept in input order
+    assert fake.embeddings.inputs[0][1][1] == " "  # empty input replaced: endpoints reject ""
+
+
+def test_embedder_from_config():
+    from ai_scientist.config import load_config
+    from ai_scientist.memory.embed import embedder_from_config
+
+    assert embedder_from_config(load_config(overrides=["memory.embedding.backend=none"])) is None

@@ -24,7 +24,9 @@ def clock() -> Clock:
 
 @pytest.fixture
 def store(tmp_path, clock) -> MemoryStore:
-    s = MemoryStore(tmp_path / "memory.sqlite", MemoryConfig(core_max_chars=200, recall_max_events=5), clock=clock)
+    s = MemoryStore(
+        tmp_path / "memory.sqlite", MemoryConfig(core_max_chars=200, recall_max_events=5), clock=clock
+    )
     yield s
     s.close()
 

@@ -83,6 +83,8 @@ def test_script_crash_is_fed_back(tmp_path):
     result = aggregate_plots(run, report_cfg(tmp_path), client, _executor())
     assert result["figures"] and "exit code 1" in client.calls[1]["messages"][-1]["content"]
     assert "boom: no data" in client.calls[1]["messages"][-1]["content"]
+    records = sorted((run / "figures" / "exec").glob("*_aggregate.json"))
+    assert [json.loads(p.read_text())["exit_code"] for p in records] == [1, 0]
 
 
 def test_max_figures_cap(tmp_path):

@@ -6,12 +6,13 @@ import json
 import shutil
 import sys
 
+import jsonschema
 import pytest
-from test_report_support import FakeS2, ScriptedClient, default_responder, make_run, report_cfg
+from test_report_support import FakeS2, default_responder, make_run, real_client, report_cfg
 
 from ai_scientist.execution.subprocess_backend import SubprocessExecutor
 from ai_scientist.reporting.pipeline import run_reporting
-from ai_scientist.reporting.review import check_review
+from ai_scientist.reporting.review import REVIEW_SCHEMA, check_review
 from ai_scientist.reporting.writeup import ReportOptions
 from ai_scientist.util.io import read_jsonl
 
@@ -26,7 +27,7 @@ needs_latex = pytest.mark.skipif(
 def test_full_reporting_pipeline(tmp_path):
     run = make_run(tmp_path)
     cfg = report_cfg(tmp_path)
-    client = ScriptedClient(default_responder())
+    client, backend = real_client(run, cfg, default_responder())
     s2 = FakeS2()
     try:
         out = run_reporting(
@@ -66,8 +67,17 @@ def test_full_reporting_pipeline(tmp_path):
     assert len(review["reviews"]) == 2 and check_review(review["meta_review"]) == []
     assert all(check_review(r) == [] for r in review["reviews"])
     assert "loss_all.png" in review["figure_review"]["figures"]
-    # 2 reviewers x (1 review + 1 reflection) + 1 meta-review
-    assert client.roles().count("review") == 5
-    assert {c["ctx"].phase for c in client.calls} == {"plots", "vlm", "writeup", "review"}
+    assert jsonschema.Draft202012Validator(REVIEW_SCHEMA).is_valid(review["meta_review"])
+    # every call went through the client: one prompt log each, under the node or "run"
+    logs = [json.loads(p.read_text()) for p in sorted(run.glob("nodes/*/prompt_logs/*_*.json"))]
+    ours = [r for r in logs if r["phase"] in ("plots", "vlm", "writeup", "review")]
+    assert len(ours) == backend.calls
+    roles = [r["role"] for r in ours]
+    assert roles.count("review") == 5  # 2 reviewers x (review + 1 reflection) + meta-review
+    assert {"plotting", "vlm_feedback", "citation", "writeup"} <= set(roles)
+    assert {r["node_id"] for r in ours if r["phase"] == "vlm"} == {"run", "n0001", "n0003", "n0006", "n0007"}
+    assert all("s2-secret-key-123" not in json.dumps(r) for r in logs)
+    cost = json.loads((run / "cost.json").read_text())
+    assert "review" in json.dumps(cost)
     steps = [e for e in read_jsonl(run / "events.jsonl") if e["type"] == "report_step"]
     assert [e["step"] for e in steps] == ["preflight", "plots", "vlm", "writeup", "review"]

@@ -9,7 +9,7 @@ import shutil
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_report_support import SECTIONS, ScriptedClient, default_responder, make_run, report_cfg
+from test_report_support import SECTIONS, ScriptedClient, default_responder, make_run, real_client, report_cfg
 
 from ai_scientist.reporting import latex
 from ai_scientist.reporting.errors import StepFailed
@@ -55,16 +55,12 @@ def test_preflight_reports_missing_tools_with_install_hint():
 
 def test_latex_missing_spends_no_tokens(tmp_path):
     run = make_run(tmp_path)
-    client = ScriptedClient(default_responder())
+    cfg = report_cfg(tmp_path)
+    client, backend = real_client(run, cfg, default_responder())
     out = run_reporting(
-        run,
-        report_cfg(tmp_path),
-        client,
-        executor=None,
-        from_phase="writeup",
-        options=ReportOptions(tool_path=""),
+        run, cfg, client, executor=None, from_phase="writeup", options=ReportOptions(tool_path="")
     )
-    assert client.calls == []  # nothing asked of the LLM
+    assert backend.calls == 0 and not list(run.glob("nodes/run/prompt_logs/*"))  # no token spent
     assert out["writeup"]["status"] == "skipped" and "pdflatex" in out["writeup"]["reason"]
     assert out["review"]["status"] == "skipped"
     events = list(read_jsonl(run / "events.jsonl"))

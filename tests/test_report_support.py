@@ -268,3 +268,23 @@ def refusing_responder(messages, schema, ctx, role):
     if role == "vlm_feedback":
         raise LLMError("Error code: 400 - image input is not supported by this model")
     return default_responder()(messages, schema, ctx, role)
+
+
+def role_of(ctx) -> str:
+    """The role a reporting call uses, from its context (ScriptedBackend's responder has no role)."""
+    if ctx.phase == "plots":
+        return "plotting"
+    if ctx.phase == "vlm" or ctx.label.startswith("figure_"):
+        return "vlm_feedback"
+    if ctx.label == "citation_queries":
+        return "citation"
+    return "writeup" if ctx.phase == "writeup" else "review"
+
+
+def real_client(run: Path, cfg, responder):
+    """The project's LLMClient over a ScriptedBackend: prompt logs and cost.json are really written."""
+    from ai_scientist.llm.factory import make_client
+    from ai_scientist.llm.scripted_backend import ScriptedBackend
+
+    backend = ScriptedBackend(lambda messages, schema, ctx: responder(messages, schema, ctx, role_of(ctx)))
+    return make_client(cfg, run, None, backend=backend), backend

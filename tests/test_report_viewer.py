@@ -62,6 +62,9 @@ def test_page_is_self_contained_and_escaped(tmp_path):
     assert n3["calls"][0]["ledger"][1]["tokens_after"] == 500 and n3["plots"][0]["url"].startswith(
         "data:image/png;base64,"
     )
+    assert (
+        n3["calls"][0]["href"] == "run/nodes/n0003/prompt_logs/001_phase2_code.json"
+    )  # relative to the page
     assert n3["memory_snapshot"]["core"] == "prefers linear warm-up" and n3["cost"]["prompt_tokens"] == 120
     assert data["stages"] == {
         "1": ["n0001", "n0002"],
@@ -86,6 +89,7 @@ def test_cmd_view_default_path_and_bad_dir(tmp_path, capsys):
         cmd_view(argparse.Namespace(run_dir=str(tmp_path / "nope"), html=None))
 
 
+@pytest.mark.slow  # two headless Chromium launches: ~10-20 s on 2 cores
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y chromium)")
 def test_viewer_renders_every_node_in_headless_chromium(tmp_path):
     run = _hostile_run(tmp_path)
@@ -100,6 +104,7 @@ def test_viewer_renders_every_node_in_headless_chromium(tmp_path):
     for s in ("1", "2", "3", "4"):
         assert f'data-stage="{s}"' in html
     assert 'data-detail-id="n0006"' in html and "Layer ledger" in html
+    assert 'href="run/nodes/n0006/prompt_logs/001_phase2_code.json"' in html
     assert "data-pwned" not in html and "<title>pwned" not in html
     assert "&lt;/script&gt;&lt;script&gt;document.title='pwned'" in html  # shown as text
     ARTIFACTS.mkdir(exist_ok=True)

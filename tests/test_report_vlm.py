@@ -96,3 +96,23 @@ def test_vision_refusal_detection():
     assert not is_vision_refusal(LLMError("429 rate limit exceeded"))
     assert not is_vision_refusal(LLMError("invalid JSON in the answer"))
     assert not is_vision_refusal(ValueError("image not supported"))  # only LLM errors count
+
+
+def test_real_client_vision_unsupported_error_skips(tmp_path):
+    from test_report_support import real_client
+
+    from ai_scientist.llm.backend import VisionUnsupported, has_images
+
+    run = make_run(tmp_path)
+    cfg = report_cfg(tmp_path)
+
+    def responder(messages, schema, ctx, role):
+        if has_images(messages):
+            raise VisionUnsupported("gpt-3.5-turbo: the model does not accept images (400)", status=400)
+        return default_responder()(messages, schema, ctx, role)
+
+    client, backend = real_client(run, cfg, responder)
+    with pytest.raises(NoVision, match="does not accept images"):
+        run_vlm(run, cfg, client)
+    assert backend.calls == 1  # not retried: a refusal is final
+    assert "does not accept images" in json.loads((run / "figures" / "vlm.json").read_text())["skipped"]

@@ -201,7 +201,7 @@ def test_inconsistent_writes_are_refused(tmp_path):
         j.create(node("n0005", parent="n0042"))
     with pytest.raises(JournalError, match="never created"):
         j.put(node("n0077"))
-    with pytest.raises(JournalError, match="parent_id cannot change"):
+    with pytest.raises(JournalError, match="parent_id is fixed at creation"):
         j.put(j.get("n0004").with_changes(parent_id="n0002"))
     assert len(load(tmp_path / "journal.jsonl")) == 4  # nothing refused reached the file
 

@@ -41,7 +41,11 @@ def fake_outcome(journal, node, fail_all=False):
     p_bug = {"draft": 0.5, "debug": 0.3}.get(node.operation, 0.2)
     if fail_all or rng.random() < p_bug:
         return {"status": "buggy", "error": "Traceback: simulated failure"}
-    base = journal.get(node.parent_id).metric.value if node.parent_id and journal.get(node.parent_id).metric else 0.5
+    base = (
+        journal.get(node.parent_id).metric.value
+        if node.parent_id and journal.get(node.parent_id).metric
+        else 0.5
+    )
     value = min(1.0, max(0.0, base + rng.uniform(-0.05, 0.1)))
     return {
         "status": "good",
@@ -65,7 +69,7 @@ def simulate(cfg, path, workers=1, fail_all=False, stop_after=None, journal=None
     state = state or StageState(1)
     inflight = [n.id for n in journal.nodes if n.in_flight]
     log, k = [], 0
-    while True:
+    for _step in range(2000):  # a bug must fail the test, not hang it
         out = stage_outcome(journal, state, cfg)
         if out.accepting and len(inflight) < workers:
             action = policy.next_action(journal.snapshot(), state, decision_rng(7, journal.next_node_id()))
@@ -75,7 +79,11 @@ def simulate(cfg, path, workers=1, fail_all=False, stop_after=None, journal=None
                 k += 1
                 idea = fake_llm_idea(journal, state, k) or f"fallback idea {k}"
             node = journal.new_node(
-                stage=state.stage, operation=action.operation, parent_id=action.parent_id, tree=action.tree, idea=idea
+                stage=state.stage,
+                operation=action.operation,
+                parent_id=action.parent_id,
+                tree=action.tree,
+                idea=idea,
             )
             log.append((node.id, action.operation, action.parent_id, action.reason))
             inflight.append(node.id)
@@ -95,6 +103,7 @@ def simulate(cfg, path, workers=1, fail_all=False, stop_after=None, journal=None
         state, choice = next_stage_state(journal.snapshot(), state, policy, rng=random.Random(1))
         if state is None:
             return 0, journal, log, None
+    pytest.fail(f"search did not finish in 2000 steps; last stage {state}, {len(journal)} nodes")
 
 
 @pytest.mark.parametrize("policy", ["bfts", "greedy", "mcts"])

@@ -193,10 +193,12 @@ class DockerExecutor:
                         out.feed(o)
                     if e:
                         err.feed(e)
-                    if out.total + err.total > limits.output_hard_cap and state["killed_by"] is None:
-                        state["killed_by"] = "output"
-                        state["reason"] = f"output exceeded {limits.output_hard_cap} bytes (flood)"
-                        kill()
+                    if out.total + err.total > limits.output_hard_cap:
+                        if state["killed_by"] is None:
+                            state["killed_by"] = "output"
+                            state["reason"] = f"output exceeded {limits.output_hard_cap} bytes (flood)"
+                            kill()
+                        break  # stop draining what the daemon buffered: it is discarded
             except Exception as exc:  # the stream breaks when the container is killed
                 state.setdefault("stream_error", str(exc))
             finally:
@@ -254,12 +256,21 @@ class DockerExecutor:
 
         out, err, state = self._pump(stream, limits, kill=kill_all)
         cg = _Cgroup(container.id)
-        peak = 0
+        peak, first_kill = 0, None
         while not state["done"].wait(POLL_S):
             peak = max(peak, cg.read("mem") or 0)
+            pids = cg.read("pids")
             if state["killed_by"] is None and time.monotonic() - start > limits.timeout_s:
                 state["killed_by"], state["reason"] = "timeout", f"wall-clock timeout of {limits.timeout_s:g}s"
-                kill_all()
+            elif state["killed_by"] is None and pids is not None and pids >= limits.pids:
+                state["killed_by"], state["reason"] = "pids", f"{pids} processes reached the pids limit {limits.pids}"
+            if state["killed_by"] is not None:
+                if first_kill is None:
+                    first_kill = time.monotonic()
+                    kill_all()
+                elif time.monotonic() - first_kill > 2:
+                    # kill -9 -1 could not run (e.g. no pid left for it): take the container down
+                    _quiet(container.kill)
         kill_all()  # background children of this command do not outlive it
         code = api.exec_inspect(exec_id).get("ExitCode")
         container.reload()

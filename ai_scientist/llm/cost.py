@@ -29,8 +29,9 @@ def _empty() -> dict[str, Any]:
 class CostLedger:
     """Thread-safe running totals, persisted to ``path`` (None: in memory only)."""
 
-    def __init__(self, path: str | Path | None, prices: dict[str, Any] | None = None,
-                 max_cost_usd: float | None = None):
+    def __init__(
+        self, path: str | Path | None, prices: dict[str, Any] | None = None, max_cost_usd: float | None = None
+    ):
         self.path = Path(path) if path is not None else None
         self.prices = dict(prices or {})
         self.max_cost_usd = max_cost_usd
@@ -44,7 +45,9 @@ class CostLedger:
         try:
             old = read_json(self.path)
         except ValueError as exc:
-            raise ValueError(f"{self.path}: not valid JSON ({exc}); fix or delete it to restart the totals") from None
+            raise ValueError(
+                f"{self.path}: not valid JSON ({exc}); fix or delete it to restart the totals"
+            ) from None
         if old is None:
             return fresh
         if not isinstance(old, dict) or not isinstance(old.get("total"), dict):
@@ -85,9 +88,7 @@ class CostLedger:
             usd = (usage.prompt_tokens * price[0] + usage.completion_tokens * price[1]) / 1e6
         with self._lock:
             keys = {"by_role": role, "by_phase": phase or "-", "by_node": node_id, "by_model": model}
-            targets = [self.data["total"]] + [
-                self.data[b].setdefault(k, _empty()) for b, k in keys.items()
-            ]
+            targets = [self.data["total"]] + [self.data[b].setdefault(k, _empty()) for b, k in keys.items()]
             for t in targets:
                 t["prompt_tokens"] += usage.prompt_tokens
                 t["completion_tokens"] += usage.completion_tokens

@@ -14,8 +14,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -175,23 +174,20 @@ class Database:
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 1.5, 0.02)
 
-    @contextmanager
-    def _write_txn(self) -> Iterator[sqlite3.Connection]:
-        c = self.conn()
-        c.execute("BEGIN IMMEDIATE")
-        try:
-            yield c
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
-        c.execute("COMMIT")
-
     def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` inside one ``BEGIN IMMEDIATE`` transaction, retried on lock."""
 
         def attempt() -> T:
-            with self._write_txn() as c:
-                return fn(c)
+            c = self.conn()
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(c)
+                c.execute("COMMIT")
+            except BaseException:
+                if c.in_transaction:  # also after a failed COMMIT, so a retry can BEGIN again
+                    c.execute("ROLLBACK")
+                raise
+            return result
 
         return self.with_retry(attempt)
 

@@ -419,6 +419,8 @@ def handle_response(
     from ..context.templates import render
 
     ex = MemoryExchange(final_text=strip_memory_blocks(response))
+    if not getattr(getattr(store, "cfg", None), "enabled", True):
+        return ex  # memory.enabled=false: blocks are only stripped, never applied
     text, reasked, read_round = response, False, 0
     while True:
         pr = parse_memory_update(text)

@@ -72,22 +72,26 @@ def _core_section(entries: list[CoreEntry], limit: int) -> Section:
 
 
 def _recall_section(store: MemoryStore, branch: str, n: int, cap: int) -> tuple[Section, dict[str, Any]]:
-    events = store.recall_events(branch)[-n:]
+    visible = store.recall_events(branch)
+    events, older = visible[-n:], visible[:-n] if len(visible) > n else []
     folds = store.consolidations(branch)
     items = [Item(f"- {e.id} [{e.kind}] {_cap(e.text, cap, e.id)}", e.id) for e in reversed(events)]
+    if older:  # outside the window but not consolidated yet: say so instead of hiding them
+        span = older[0].id if len(older) == 1 else f"{older[0].id}..{older[-1].id}"
+        items.append(Item(f"- {span}: {len(older)} older event(s) not shown (expand an id)"))
     for c in reversed(folds):  # newest ranges first: they matter more than old ones
         ids = c.event_ids
         span = f"{ids[0]}..{ids[-1]}" if len(ids) > 1 else ids[0]
+        body = _cap(c.summary, cap, c.archival_id).replace("\n", "\n  ")
         items.append(
             Item(
-                f"- {c.archival_id} summary of {span} ({c.reason}): {_cap(c.summary, cap, c.archival_id)}",
+                f"- {c.archival_id}: summary of {span} ({c.reason}, {len(ids)} events):\n  {body}",
                 c.archival_id,
             )
         )
     snap = {"recall_ids": [e.id for e in events], "summary_ids": [c.archival_id for c in folds]}
-    return Section(
-        "recall", f"### Recall (last {len(events)} events, newest first; older ranges summarised)", items
-    ), snap
+    header = f"### Recall (last {len(events)} events, newest first; older ranges summarised)"
+    return Section("recall", header, items), snap
 
 
 def _archival_section(
@@ -178,6 +182,8 @@ def render_memory(
     """The memory layer of ``branch`` for a prompt whose node content is ``query``
     (build it with :func:`~ai_scientist.memory.search.query_for`; an empty query skips archival)."""
     cfg = store.cfg
+    if not cfg.enabled:  # memory.enabled=false: an empty layer, and nothing to snapshot
+        return MemoryView("", [], {"branch": branch, "enabled": False})
     core = store.core_entries(branch)
     recall, rsnap = _recall_section(
         store, branch, cfg.recall_max_events, cfg.archival_snippet_budget_chars // 2

@@ -13,12 +13,15 @@ so a passage containing the identifier asked for outranks passages that only loo
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
 import sqlite3
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import faiss
 import numpy as np
@@ -63,26 +66,44 @@ class Hit:
     tags: list[str] = field(default_factory=list)
 
 
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    try:  # plan snippets and execution outputs often arrive as dicts / lists
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
 def query_for(
-    idea: str | None = None,
-    plan: str | None = None,
-    error: str | None = None,
-    metric: str | None = None,
-    extra: str | None = None,
+    idea: Any = None,
+    plan: Any = None,
+    error: Any = None,
+    metric: Any = None,
+    extra: Any = None,
     max_chars: int = 2000,
 ) -> str:
     """An archival query made of a node's content (never a phase label).
 
     The current error comes first (it is what the node most needs help with), then the metric,
     the plan and the idea; each part is capped so one long field cannot crowd out the others.
+    Non-string values (dicts, lists, numbers) are serialised as JSON.
     """
-    parts = [(error, 700), (metric, 200), (plan, 600), (idea, 600), (extra, 400)]
+    parts = [
+        (error, 700, True),
+        (metric, 200, False),
+        (plan, 600, False),
+        (idea, 600, False),
+        (extra, 400, False),
+    ]
     out = []
-    for text, cap in parts:
-        text = (text or "").strip()
+    for value, cap, keep_tail in parts:
+        text = _as_text(value).strip()
         if text:
             # the tail of an error (the exception line) and the head of a plan carry the signal
-            out.append(text[-cap:] if text is error else text[:cap])
+            out.append(text[-cap:] if keep_tail else text[:cap])
     return "\n".join(out)[:max_chars]
 
 
@@ -122,14 +143,14 @@ def fts_lane(conn: sqlite3.Connection, query: str, limit: int) -> list[int]:
 
     Words found in ``COMMON_DF`` passages or more carry little bm25 weight yet make an OR query
     score a large share of the archive, so they are left out whenever rarer words exist; a
-    query of common words only requires all of its three rarest words (AND) instead.
+    query of common words only requires its four rarest words (AND) instead.
     """
     dfs = {t: _capped_df(conn, t) for t in fts_terms(query)}
     present = sorted((t for t in dfs if dfs[t] > 0), key=lambda t: dfs[t])
     if not present:
         return []
     selective = [t for t in present if dfs[t] < COMMON_DF][:MAX_MATCH_TERMS]
-    match = " OR ".join(map(_quote, selective)) if selective else " AND ".join(map(_quote, present[:3]))
+    match = " OR ".join(map(_quote, selective)) if selective else " AND ".join(map(_quote, present[:4]))
     rows = conn.execute(
         "SELECT rowid FROM archival_fts WHERE archival_fts MATCH ? ORDER BY bm25(archival_fts) LIMIT ?",
         (match, limit),
@@ -204,8 +225,18 @@ class VectorIndex:
             meta = json.loads(self.meta_path.read_text())
             if meta.get("model") != self.model:
                 return
-            self._index = faiss.read_index(str(self.path))
-            self._dim, self._vseq = int(meta["dim"]), int(meta["vseq"])
+            index = faiss.read_index(str(self.path))
+            vseq = int(meta["vseq"])
+            # workers save concurrently: trust the file only if it holds exactly the vectors
+            # its sidecar claims (otherwise a vector could be skipped by the incremental sync)
+            expected = self.db.read(
+                lambda c: c.execute(
+                    "SELECT count(*) FROM archival_vec WHERE vseq <= ? AND model = ?", (vseq, self.model)
+                ).fetchone()[0]
+            )
+            if index.ntotal != expected:
+                return
+            self._index, self._dim, self._vseq = index, int(meta["dim"]), vseq
             self._trained_at = int(meta.get("trained_at", 0))
         except (OSError, ValueError, KeyError, RuntimeError):
             self._index, self._vseq = None, 0  # missing or stale: rebuilt from the table on sync
@@ -217,7 +248,7 @@ class VectorIndex:
         with self._lock:
             if self._index is None:
                 return
-            tmp = self.path.with_suffix(".tmp")
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
             faiss.write_index(self._index, str(tmp))
             tmp.replace(self.path)
             atomic_write_json(

@@ -28,11 +28,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..config import MemoryConfig
 from ..secrets import Redactor
 from . import search as S
+from .archival import ArchivalMixin
 from .db import Database, MemoryStoreError
 from .embed import Embedder
 from .overflow import (
@@ -50,7 +49,7 @@ ROOT = "root"
 _INF = 1 << 62
 
 
-class MemoryStore:
+class MemoryStore(ArchivalMixin):
     """One memory database (``<run>/memory.sqlite``) plus its faiss index (``memory.faiss``)."""
 
     def __init__(
@@ -82,6 +81,10 @@ class MemoryStore:
                 "INSERT OR IGNORE INTO branches VALUES (?, NULL, NULL, 0, 0, 0, 0, ?)", (ROOT, self.clock())
             )
         )
+        if self.embedder is not None and self.missing_vectors():
+            # a new embedding model, or vectors an earlier failure left out: fill the gap now
+            log.info("memory: embedding archival passages that lack a %s vector", self.embedder.name)
+            self.rebuild_vectors()
 
     @classmethod
     def open_run(cls, run_dir: str | Path, cfg: Any, **kw: Any) -> MemoryStore:
@@ -401,173 +404,6 @@ class MemoryStore:
 
         return self.db.read(r)
 
-    # ------------------------------------------------------------------ archival --
-    def _insert_archival(
-        self, c: Any, text: str, tags: Sequence[str], source_ref: str | None, kind: str, branch: str | None
-    ) -> int:
-        return c.execute(
-            "INSERT INTO archival(text, tags, source_ref, kind, branch, created) VALUES (?, ?, ?, ?, ?, ?)",
-            (text, " ".join(tags), source_ref, kind, branch, self.clock()),
-        ).lastrowid
-
-    def archival_write(
-        self,
-        branch: str | None,
-        text: str,
-        tags: Sequence[str] = (),
-        source_ref: str | None = None,
-        kind: str = "note",
-    ) -> str:
-        """Store a passage (global; marked with ``branch``); returns ``a<N>``."""
-        text = self._red(text)
-        if not text.strip():
-            raise ValueError("archival text must be non-empty")
-        tags = [self._red(t).strip() for t in tags if str(t).strip()]
-        ref = self._red(source_ref) if source_ref else None
-        a = self.db.write(lambda c: self._insert_archival(c, text, tags, ref, kind, branch))
-        self._embed_ids([a])
-        return aid(a)
-
-    def archival_many(self, branch: str | None, texts: Sequence[str], kind: str = "note") -> list[str]:
-        """Bulk write (one transaction, one embedding batch) — for imports and benchmarks."""
-        clean = [self._red(t) for t in texts]
-        ids = self.db.write(lambda c: [self._insert_archival(c, t, [], None, kind, branch) for t in clean])
-        self._embed_ids(ids)
-        return [aid(i) for i in ids]
-
-    def archival_update(
-        self, branch: str | None, ident: str | int, text: str | None = None, tags: Sequence[str] | None = None
-    ) -> str:
-        """Replace a passage's text and/or tags; the previous version goes to ``archival_history``."""
-        a = parse_id(ident, "a")
-
-        def w(c: Any) -> None:
-            row = c.execute("SELECT text, tags FROM archival WHERE id = ?", (a,)).fetchone()
-            if row is None:
-                raise KeyError(f"no archival passage {aid(a)}")
-            c.execute(
-                "INSERT INTO archival_history(archival_id, text, tags, branch, replaced) VALUES (?, ?, ?, ?, ?)",
-                (a, row["text"], row["tags"], branch, self.clock()),
-            )
-            new_text = self._red(text) if text is not None else row["text"]
-            new_tags = " ".join(self._red(t) for t in tags) if tags is not None else row["tags"]
-            c.execute(
-                "UPDATE archival SET text = ?, tags = ?, updated = ? WHERE id = ?",
-                (new_text, new_tags, self.clock(), a),
-            )
-
-        self.db.write(w)
-        self._embed_ids([a])
-        return aid(a)
-
-    def archival_get(self, ident: str | int) -> S.Hit | None:
-        a = parse_id(ident, "a")
-        row = self.db.read(lambda c: c.execute("SELECT * FROM archival WHERE id = ?", (a,)).fetchone())
-        return _hit(row, 0.0, {}) if row else None
-
-    def archival_count(self) -> int:
-        return self.db.read(lambda c: c.execute("SELECT count(*) FROM archival").fetchone()[0])
-
-    def archival_search(
-        self,
-        query: str,
-        k: int = 5,
-        branch: str | None = None,
-        lanes: Sequence[str] = S.LANES,
-        scope: str = "global",
-    ) -> list[S.Hit]:
-        """Hybrid search (RRF over the lanes asked for). ``scope="lineage"`` keeps only passages
-        written on ``branch``'s lineage; the default searches every branch's passages."""
-        if not query.strip() or k <= 0:
-            return []
-        limit = max(4 * k, 20) if scope == "global" else max(20 * k, 100)
-        ranked: dict[str, list[int]] = {}
-        if "fts" in lanes:
-            ranked["fts"] = self.db.read(lambda c: S.fts_lane(c, query, limit))
-        if "exact" in lanes:
-            ranked["exact"] = self.db.read(lambda c: S.exact_lane(c, query, limit))
-        if "vector" in lanes and self.vectors is not None:
-            try:
-                ranked["vector"] = self.vectors.search(self.embedder.embed([query])[0], limit)
-            except Exception as exc:  # a broken endpoint degrades to the other lanes, loudly
-                log.warning("vector lane failed for archival search: %s", exc)
-        fused = S.rrf(ranked)
-        ranks = {lane: {a: i for i, a in enumerate(ids, 1)} for lane, ids in ranked.items()}
-        allowed = set(self.lineage(branch)) if (scope == "lineage" and branch) else None
-        ids = [a for a, _ in fused]
-        rows = self._archival_rows(ids)
-        hits = []
-        for a, score in fused:
-            row = rows.get(a)
-            if row is None or (allowed is not None and row["branch"] not in allowed):
-                continue
-            hits.append(_hit(row, score, {ln: r[a] for ln, r in ranks.items() if a in r}))
-            if len(hits) >= k:
-                break
-        return hits
-
-    def _archival_rows(self, ids: list[int]) -> dict[int, Any]:
-        if not ids:
-            return {}
-        rows = self.db.read(
-            lambda c: c.execute(
-                "SELECT * FROM archival WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)
-            ).fetchall()
-        )
-        return {r["id"]: r for r in rows}
-
-    # ------------------------------------------------------------------- vectors --
-    def _embed_ids(self, ids: Sequence[int]) -> None:
-        """Embed passages and store their vectors; a failure is logged and kept in ``vector_errors``
-        (the passage stays searchable by FTS/exact; ``rebuild_vectors`` fills the gap later)."""
-        if self.embedder is None or not ids:
-            return
-        rows = self._archival_rows(list(ids))
-        todo = [(a, rows[a]["text"] + " " + rows[a]["tags"]) for a in ids if a in rows]
-        try:
-            vecs = self.embedder.embed([t for _, t in todo])
-        except Exception as exc:
-            msg = f"embedding {len(todo)} archival passage(s) failed: {exc}"
-            log.warning("%s; rebuild_vectors() will retry", msg)
-            self.vector_errors.append(msg)
-            return
-        self._store_vecs([a for a, _ in todo], vecs)
-
-    def _store_vecs(self, ids: Sequence[int], vecs: np.ndarray) -> None:
-        name, dim = self.embedder.name, int(vecs.shape[1])
-        self.db.write(
-            lambda c: c.executemany(
-                "INSERT OR REPLACE INTO archival_vec(archival_id, model, dim, vec) VALUES (?, ?, ?, ?)",
-                [
-                    (a, name, dim, np.asarray(v, dtype=np.float32).tobytes())
-                    for a, v in zip(ids, vecs, strict=True)
-                ],
-            )
-        )
-
-    def rebuild_vectors(self, reembed: bool = False, batch: int = 2048) -> int:
-        """Rebuild the faiss index from the database; embeds passages that lack a vector from the
-        current model (all of them with ``reembed=True``). Returns the number of vectors indexed."""
-        if self.embedder is None or self.vectors is None:
-            return 0
-        name = self.embedder.name
-        missing = self.db.read(
-            lambda c: [
-                r[0]
-                for r in c.execute(
-                    "SELECT a.id FROM archival a LEFT JOIN archival_vec v ON v.archival_id = a.id"
-                    " AND v.model = ? WHERE v.archival_id IS NULL OR ?",
-                    (name, 1 if reembed else 0),
-                )
-            ]
-        )
-        for start in range(0, len(missing), batch):
-            self._embed_ids(missing[start : start + batch])
-        self.vectors.reset()
-        self.vectors.sync()
-        self.vectors.save()
-        return self.vectors.size
-
     # -------------------------------------------------------------------- expand --
     def expand(self, ident: str | int) -> str:
         """The full original text of ``r<N>`` (recall event) or ``a<N>`` (archival passage)."""
@@ -581,19 +417,6 @@ class MemoryStore:
         if row is None:
             raise KeyError(f"no memory item {ident!r} (ids look like r12 for recall, a7 for archival)")
         return row[0]
-
-
-def _hit(row: Any, score: float, lanes: dict[str, int]) -> S.Hit:
-    return S.Hit(
-        id=aid(row["id"]),
-        text=row["text"],
-        score=score,
-        lanes=lanes,
-        branch=row["branch"],
-        source_ref=row["source_ref"],
-        kind=row["kind"],
-        tags=row["tags"].split() if row["tags"] else [],
-    )
 
 
 __all__ = ["MemoryStore", "MemoryStoreError", "ROOT"]

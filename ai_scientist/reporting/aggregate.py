@@ -62,6 +62,10 @@ def run_script(
         result = executor.run([python, SCRIPT_NAME], workspace=fig_dir, limits=limits)
     except SandboxError as exc:  # a broken sandbox is not the script's fault: no reflection helps
         raise StepFailed(f"the sandbox could not run {SCRIPT_NAME} in {fig_dir}: {exc}") from exc
+    # kept for inspection (like nodes/<id>/exec/): what the script printed in each round
+    n = len(list(fig_dir.glob("exec/[0-9][0-9][0-9]_aggregate.json"))) + 1
+    record = result.to_dict() if hasattr(result, "to_dict") else {"exit_code": result.exit_code}
+    atomic_write_json(fig_dir / "exec" / f"{n:03d}_aggregate.json", record)
     if getattr(result, "ok", result.exit_code == 0):
         return True, ""
     why = getattr(result, "reason", "") or ""

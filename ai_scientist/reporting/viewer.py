@@ -12,6 +12,7 @@ passed through the secrets redactor first.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,17 @@ def _content(content: Any) -> str:
     return str(content or "")
 
 
-def _calls(node_dir: Path) -> list[dict[str, Any]]:
+def _href(path: Path, page_dir: Path | None) -> str | None:
+    """Relative link from the page to a run file (None when the page is elsewhere on another root)."""
+    if page_dir is None:
+        return None
+    try:
+        return Path(os.path.relpath(path.resolve(), page_dir.resolve())).as_posix()
+    except ValueError:
+        return None
+
+
+def _calls(node_dir: Path, page_dir: Path | None = None) -> list[dict[str, Any]]:
     out = []
     for path in sorted((node_dir / "prompt_logs").glob("[0-9][0-9][0-9]_*.json")):
         try:
@@ -74,6 +85,7 @@ def _calls(node_dir: Path) -> list[dict[str, Any]]:
         out.append(
             {
                 "file": path.name,
+                "href": _href(path.with_suffix(".md") if path.with_suffix(".md").exists() else path, page_dir),
                 **{k: rec.get(k) for k in ("phase", "label", "role", "model", "usage", "cost_usd", "latency_s", "error")},
                 "messages": [{"role": m.get("role"), "content": _cap(_content(m.get("content")))} for m in rec.get("messages") or []],
                 "response": _cap(resp.get("raw") if isinstance(resp, dict) else resp),
@@ -105,7 +117,9 @@ def _plan(node: dict[str, Any], node_dir: Path, calls: list[dict[str, Any]]) -> 
     return first["response"] if first else ""
 
 
-def node_view(view: Any, node: dict[str, Any], images: _Images) -> dict[str, Any]:
+def node_view(
+    view: Any, node: dict[str, Any], images: _Images, page_dir: Path | None = None
+) -> dict[str, Any]:
     """Everything the page shows for one node."""
     nd = view.node_dir(node["id"])
     ws = nd / "workspace"
@@ -114,7 +128,7 @@ def node_view(view: Any, node: dict[str, Any], images: _Images) -> dict[str, Any
         for p in sorted(ws.rglob("*"))[:200]:
             if p.is_file() and p.suffix in CODE_SUFFIXES and len(code) < 10:
                 code.append({"name": str(p.relative_to(ws)), "text": read_text(p, TEXT_CAP)})
-    calls = _calls(nd)
+    calls = _calls(nd, page_dir)
     plots = [images.url(p) for p in sorted((nd / "plots").glob("*.png"))[:MAX_PLOTS_PER_NODE]]
     usage = [c.get("usage") or {} for c in calls]
     return {
@@ -136,8 +150,8 @@ def node_view(view: Any, node: dict[str, Any], images: _Images) -> dict[str, Any
     }  # fmt: skip
 
 
-def build_view_data(run_dir: Path) -> dict[str, Any]:
-    """The JSON the page renders (not yet redacted)."""
+def build_view_data(run_dir: Path, page_dir: Path | None = None) -> dict[str, Any]:
+    """The JSON the page renders (not yet redacted); links are relative to ``page_dir``."""
     view = load_run(run_dir)
     images = _Images()
     figures = (read_json(run_dir / "figures" / "figures.json", default={}) or {}).get("figures", [])
@@ -155,7 +169,7 @@ def build_view_data(run_dir: Path) -> dict[str, Any]:
             "review": (read_json(run_dir / "review.json", default={}) or {}).get("meta_review"),
         },
         "stages": {str(s): [n["id"] for n in nodes] for s, nodes in view.by_stage().items()},
-        "nodes": {nid: node_view(view, node, images) for nid, node in view.nodes.items()},
+        "nodes": {nid: node_view(view, node, images, page_dir) for nid, node in view.nodes.items()},
     }
 
 
@@ -187,7 +201,7 @@ def write_view(run_dir: Path, html_path: Path | None = None) -> Path:
     """Write the page (default ``RUN_DIR/tree.html``); returns its path."""
     run_dir = Path(run_dir)
     out = Path(html_path) if html_path else run_dir / "tree.html"
-    atomic_write_text(out, render_html(build_view_data(run_dir), _redactor(run_dir)))
+    atomic_write_text(out, render_html(build_view_data(run_dir, out.parent), _redactor(run_dir)))
     return out
 
 
@@ -198,7 +212,7 @@ def cmd_view(args: Any) -> int:
     run_dir = Path(args.run_dir)
     if not (run_dir / "journal.jsonl").exists():
         raise UsageError(
-            f"{run_dir}: not a run directory (no journal.jsonl); pass the directory `run` printed"
+            f"{run_dir}: not a run directory (no journal.jsonl); pass the run directory that `ai-scientist run` printed"
         )
     out = write_view(run_dir, Path(args.html) if args.html else None)
     print(out)

@@ -76,7 +76,7 @@ def vision_skip_reason(cfg: Any, client: Any) -> str | None:
         flag = flag(model)
     if flag is False:
         return f"model {model!r} has no image input (the LLM client reports no vision support)"
-    backend = getattr(client, "backend_name", None) or cfg.llm.backend
+    backend = getattr(getattr(client, "backend", None), "name", None) or cfg.llm.backend
     if backend == "local":
         return "the local llama.cpp backend has no image input; configure an OpenAI-compatible vision model"
     return None

@@ -26,6 +26,30 @@ TUNE_IDEAS = ["lr=0.05 l2=0.1", "lr=0.2 l2=0.0", "lr=0.1 l2=0.1 epochs=12", "lr=
 ABLATE_IDEAS = ["ablation no_l2", "ablation no_bias", "ablation no_standardize"]
 RESEARCH_IDEAS = ["lr=0.1 l2=0.05 epochs=10"]
 
+PLOT_SCRIPT = """
+import glob, json, os
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+fig, ax = plt.subplots(figsize=(5, 3.5))
+for path in sorted(glob.glob("data/*/results.json")):
+    losses = json.load(open(path))["train_loss"]
+    ax.plot(range(1, len(losses) + 1), losses, label=path.split(os.sep)[1])
+ax.set_xlabel("epoch"); ax.set_ylabel("training loss"); ax.legend(fontsize=6)
+fig.tight_layout(); fig.savefig("train_loss.png", dpi=100)
+"""
+
+PAPER_SECTIONS = {
+    "title": "L2 regularisation against label noise in logistic regression",
+    "abstract": "We measure clean validation accuracy of logistic regression trained on noisy labels.",
+    "introduction": "Label noise hurts classifiers; we test whether an L2 penalty helps.",
+    "related_work": "Regularisation against label noise has long been studied.",
+    "method": "Logistic regression trained by SGD on a synthetic two-class Gaussian problem.",
+    "experiments": "Drafts, hyper-parameter tuning, research and ablations, with seed re-runs.",
+    "results": "The best configuration reaches the validation accuracy reported in the tables.",
+    "conclusion": "A moderate penalty is a cheap guard against noisy labels on this task.",
+}
+
 _OP = re.compile(r"Operation:\s*(\w+)")
 _IDEA = re.compile(r"This node's idea:\s*(.+)")
 
@@ -126,6 +150,16 @@ class ExampleResponder:
         ids = re.findall(r"\bn\d{4}\b", text)
         return json.dumps({"node_id": ids[0] if ids else "", "reasoning": "first listed candidate"})
 
+    # -------------------------------------------------------- reporting --
+    def _plots(self, text: str, ctx: Any) -> str:
+        return json.dumps({"script": PLOT_SCRIPT, "figures": [
+            {"file": "train_loss.png", "caption": "Training loss per epoch of the best nodes."}]})
+
+    def _writeup(self, text: str, ctx: Any) -> str:
+        if "citation" in ctx.label:
+            return json.dumps({"queries": ["logistic regression label noise"]})
+        return json.dumps(PAPER_SECTIONS)
+
     def _generic(self, schema: dict | None) -> Any:
         """A minimal instance of ``schema`` (for calls this fake has no script for)."""
         if not schema:
@@ -139,7 +173,10 @@ class ExampleResponder:
         if t == "array":
             n = schema.get("minItems", 1)
             return [self._generic(schema.get("items", {})) for _ in range(n)]
-        return {"string": "text", "number": 1.0, "integer": 1, "boolean": False}.get(t, "text")
+        if t in ("number", "integer"):
+            low = schema.get("minimum", 1)
+            return int(low) if t == "integer" else float(low)
+        return {"string": "text", "boolean": False}.get(t, "text")
 
     # ---------------------------------------------------------- hostile --
     @staticmethod

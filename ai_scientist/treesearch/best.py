@@ -12,6 +12,7 @@ is deterministic without an LLM.
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -59,16 +60,20 @@ class Choice:
 
 def primary_metric_key(nodes: Sequence[Node]) -> tuple[str, str, str | None] | None:
     """The metric key most nodes report (earliest node's key on a tie); None if none has one."""
-    keyed = [n for n in sorted(nodes, key=lambda n: node_sort_key(n.id)) if _valid(n.metric)]
-    if not keyed:
+    counts: Counter = Counter()
+    first: dict[tuple, tuple[int, str]] = {}
+    for n in nodes:
+        m = n.metric
+        if m is None or not m.is_valid:
+            continue
+        counts[m.key] += 1
+        order = node_sort_key(n.id)
+        if m.key not in first or order < first[m.key]:
+            first[m.key] = order
+    if not counts:
         return None
-    counts = Counter(n.metric.key for n in keyed)  # type: ignore[union-attr]
     top = max(counts.values())
-    return next(n.metric.key for n in keyed if counts[n.metric.key] == top)  # type: ignore[union-attr]
-
-
-def _valid(m: Metric | None) -> bool:
-    return m is not None and m.is_valid
+    return min((k for k in counts if counts[k] == top), key=lambda k: first[k])
 
 
 def comparable_metric(node: Node, key: tuple[str, str, str | None] | None) -> Metric | None:
@@ -79,33 +84,17 @@ def comparable_metric(node: Node, key: tuple[str, str, str | None] | None) -> Me
     return m
 
 
-def rank_nodes(nodes: Sequence[Node]) -> list[Node]:
-    """Nodes best-first by primary metric; incomparable ones last, each group in creation order."""
+def _rank_key(n: Node, key: tuple[str, str, str | None] | None) -> tuple:
+    m = comparable_metric(n, key)
+    return (0, -m.score, node_sort_key(n.id)) if m else (1, 0.0, node_sort_key(n.id))
+
+
+def rank_nodes(nodes: Sequence[Node], limit: int | None = None) -> list[Node]:
+    """Nodes best-first by primary metric; incomparable ones last, ties in creation order."""
     key = primary_metric_key(nodes)
-    ordered = sorted(nodes, key=lambda n: node_sort_key(n.id))
-    with_m = [n for n in ordered if comparable_metric(n, key) is not None]
-    without = [n for n in ordered if comparable_metric(n, key) is None]
-    with_m.sort(key=lambda n: -comparable_metric(n, key).score)  # type: ignore[union-attr]
-    return with_m + without
-
-
-def tied_with_top(
-    ranked: Sequence[Node], rel_tol: float = TIE_REL_TOL, abs_tol: float = TIE_ABS_TOL
-) -> list[Node]:
-    """The prefix of ``ranked`` whose primary metric is within tolerance of the first one's."""
-    if not ranked:
-        return []
-    key = primary_metric_key(ranked)
-    top = comparable_metric(ranked[0], key)
-    if top is None:  # nobody has a comparable metric: all tie
-        return list(ranked)
-    out = []
-    for n in ranked:
-        m = comparable_metric(n, key)
-        if m is None or not values_close(m.value, top.value, rel_tol, abs_tol):
-            break
-        out.append(n)
-    return out
+    if limit is None:
+        return sorted(nodes, key=lambda n: _rank_key(n, key))
+    return heapq.nsmallest(limit, nodes, key=lambda n: _rank_key(n, key))
 
 
 def select_best(
@@ -117,21 +106,28 @@ def select_best(
 ) -> Choice:
     """The best good node among ``nodes`` (others are ignored); see the module docstring.
 
-    A callback answer naming a node outside the tied candidates is not trusted:
-    the earliest candidate wins and the reason says so. Exceptions raised by the
-    callback propagate to the caller.
+    Linear in the number of nodes. A callback answer naming a node outside the
+    tied candidates is not trusted: the earliest candidate wins and the reason
+    says so. Exceptions raised by the callback propagate to the caller.
     """
     good = [n for n in nodes if n.is_good]
     if not good:
         return Choice(None, "none", "no good node among the candidates")
-    ranked = rank_nodes(good)
-    tied = tied_with_top(ranked, rel_tol, abs_tol)
     key = primary_metric_key(good)
-    ev = {"metric_key": list(key) if key else None, "ranking": [_brief(n, key) for n in ranked[:10]]}
+    scored = [(m.score, n) for n in good if (m := comparable_metric(n, key)) is not None]
+    if not scored:  # nobody has a comparable metric: all tie
+        tied = good
+    else:
+        top = max(scored, key=lambda t: t[0])[1].metric
+        tied = [n for _, n in scored if values_close(n.metric.value, top.value, rel_tol, abs_tol)]  # type: ignore[union-attr]
+    tied = sorted(tied, key=lambda n: node_sort_key(n.id))
+    ranking = [n for _, n in heapq.nlargest(10, scored, key=lambda t: t[0])]
+    ranking += [n for n in good if comparable_metric(n, key) is None][: 10 - len(ranking)]
+    ev = {"metric_key": list(key) if key else None, "ranking": [_brief(n, key) for n in ranking]}
     ids = tuple(n.id for n in tied)
     if len(tied) == 1:
         return Choice(tied[0].id, "metric", f"{tied[0].id} has the best metric", ids, evidence=ev)
-    earliest = min(tied, key=lambda n: node_sort_key(n.id)).id
+    earliest = tied[0].id
     if tie_break is None:
         reason = f"{len(tied)} nodes tie within tolerance; earliest ({earliest}) wins"
         return Choice(earliest, "lowest_id", reason, ids, evidence=ev)

@@ -23,8 +23,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -42,12 +42,22 @@ class JournalError(Exception):
 
 @dataclass(frozen=True)
 class _Data:
+    """One immutable state. The indexes hold facts fixed at creation (parent, stage,
+    operation), so updates only replace ``nodes``."""
+
     nodes: MappingProxyType  # id -> Node, in creation order
     children: MappingProxyType  # id -> tuple of child ids, in creation order
+    roots: MappingProxyType  # id -> id of its root draft
+    debug_depth: MappingProxyType  # id -> consecutive debug steps ending at it
+    by_stage: MappingProxyType  # stage -> tuple of ids, in creation order
     seq: int  # seq of the last record
+    # memoised view answers for this state only (a write makes a new _Data, hence a new cache)
+    memo: dict = field(init=False, default_factory=dict, repr=False, compare=False)
 
 
-_EMPTY = _Data(MappingProxyType({}), MappingProxyType({}), 0)
+_EMPTY = _Data(*(MappingProxyType({}) for _ in range(5)), 0)
+# Fields a node keeps from creation on; the indexes above depend on them.
+_FIXED = ("parent_id", "stage", "operation", "tree", "depth")
 
 
 class JournalView:
@@ -124,41 +134,44 @@ class JournalView:
         return out
 
     def root_of(self, node_id: str) -> Node:
-        anc = self.ancestors(node_id)
-        return anc[-1] if anc else self.get(node_id)
+        """The draft at the top of the node's tree (the node itself for a draft)."""
+        self.get(node_id)
+        return self._data.nodes[self._data.roots[node_id]]
 
     def debug_depth(self, node_id: str) -> int:
         """Number of consecutive debug steps ending at this node (0 if it is not a debug)."""
-        depth = 0
-        node = self.get(node_id)
-        while node.operation == "debug":
-            depth += 1
-            if node.parent_id is None:
-                break
-            node = self.get(node.parent_id)
-        return depth
+        self.get(node_id)
+        return self._data.debug_depth[node_id]
 
     # --------------------------------------------------------------- views --
+    def _select(
+        self, name: str, stage: int | None, keep: Callable[[Node], bool], seeds: bool = False
+    ) -> list[Node]:
+        """Nodes of one state (read once, so a concurrent write cannot mix two states),
+        memoised on that state."""
+        d = self._data
+        key = (name, stage, seeds)
+        if key not in d.memo:
+            nodes = d.nodes.values() if stage is None else [d.nodes[i] for i in d.by_stage.get(stage, ())]
+            d.memo[key] = [n for n in nodes if (seeds or not n.is_seed_eval) and keep(n)]
+        return list(d.memo[key])
+
     def stage_nodes(self, stage: int | None = None, include_seed_eval: bool = False) -> list[Node]:
         """Nodes of ``stage`` (all stages when None) in creation order."""
-        return [
-            n
-            for n in self.nodes
-            if (stage is None or n.stage == stage) and (include_seed_eval or not n.is_seed_eval)
-        ]
+        return self._select("stage", stage, lambda n: True, include_seed_eval)
 
     def draft_nodes(self, stage: int | None = None) -> list[Node]:
-        return [n for n in self.stage_nodes(stage) if n.is_draft]
+        return self._select("draft", stage, lambda n: n.is_draft)
 
     def buggy_nodes(self, stage: int | None = None) -> list[Node]:
-        return [n for n in self.stage_nodes(stage) if n.is_buggy]
+        return self._select("buggy", stage, lambda n: n.is_buggy)
 
     def good_nodes(self, stage: int | None = None) -> list[Node]:
-        return [n for n in self.stage_nodes(stage) if n.is_good]
+        return self._select("good", stage, lambda n: n.is_good)
 
     def in_flight(self, stage: int | None = None) -> list[Node]:
         """Pending or running nodes (seed re-runs included: they still occupy a worker)."""
-        return [n for n in self.stage_nodes(stage, include_seed_eval=True) if n.in_flight]
+        return self._select("flight", stage, lambda n: n.in_flight, seeds=True)
 
     def seed_runs(self, node_id: str) -> list[Node]:
         """The multi-seed re-runs of a node."""
@@ -173,25 +186,37 @@ class JournalView:
 def _with_created(d: _Data, node: Node, seq: int) -> _Data:
     if node.id in d.nodes:
         raise JournalError(f"node {node.id} already exists; a node is created once")
-    if node.parent_id is not None and node.parent_id not in d.nodes:
-        raise JournalError(f"node {node.id}: parent {node.parent_id} is not in the journal")
-    nodes = dict(d.nodes)
-    nodes[node.id] = node
+    pid = node.parent_id
+    if pid is not None and pid not in d.nodes:
+        raise JournalError(f"node {node.id}: parent {pid} is not in the journal")
     children = dict(d.children)
-    if node.parent_id is not None:
-        children[node.parent_id] = children.get(node.parent_id, ()) + (node.id,)
-    return _Data(MappingProxyType(nodes), MappingProxyType(children), seq)
+    if pid is not None:
+        children[pid] = children.get(pid, ()) + (node.id,)
+    dd = 0
+    if node.operation == "debug":
+        dd = 1 + (d.debug_depth[pid] if pid is not None else 0)
+    return _Data(
+        nodes=MappingProxyType({**d.nodes, node.id: node}),
+        children=MappingProxyType(children),
+        roots=MappingProxyType({**d.roots, node.id: d.roots[pid] if pid is not None else node.id}),
+        debug_depth=MappingProxyType({**d.debug_depth, node.id: dd}),
+        by_stage=MappingProxyType({**d.by_stage, node.stage: d.by_stage.get(node.stage, ()) + (node.id,)}),
+        seq=seq,
+    )
 
 
 def _with_updated(d: _Data, node: Node, seq: int) -> _Data:
     old = d.nodes.get(node.id)
     if old is None:
         raise JournalError(f"cannot update node {node.id}: it was never created")
-    if old.parent_id != node.parent_id:
-        raise JournalError(f"node {node.id}: parent_id cannot change ({old.parent_id} -> {node.parent_id})")
+    for f in _FIXED:
+        if getattr(old, f) != getattr(node, f):
+            raise JournalError(
+                f"node {node.id}: {f} is fixed at creation ({getattr(old, f)!r} -> {getattr(node, f)!r})"
+            )
     nodes = dict(d.nodes)
     nodes[node.id] = node
-    return _Data(MappingProxyType(nodes), d.children, seq)
+    return replace(d, nodes=MappingProxyType(nodes), seq=seq)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ name, direction and dataset all agree, and comparing incomparable metrics raises
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, fields, replace
@@ -34,6 +35,7 @@ class IncomparableMetrics(ValueError):
     """Two metrics with different name, direction or dataset were compared."""
 
 
+@functools.lru_cache(maxsize=65536)
 def node_sort_key(node_id: str) -> tuple[int, str]:
     """Creation-order key of an id: ``n0002`` < ``n0010`` < ``n10000`` (others sort last)."""
     m = _ID_NUM.match(node_id)
@@ -66,23 +68,27 @@ class Metric:
         if isinstance(self.value, bool) or not isinstance(self.value, (int, float)):
             raise NodeError(f"metric {self.name!r}: value must be a number, got {self.value!r}")
         object.__setattr__(self, "value", float(self.value))
+        # precomputed: selection compares thousands of metrics per decision
+        valid = math.isfinite(self.value)
+        score = (self.value if self.direction == "maximize" else -self.value) if valid else -math.inf
+        object.__setattr__(self, "_key", (self.name, self.direction, self.dataset))
+        object.__setattr__(self, "_valid", valid)
+        object.__setattr__(self, "_score", score)
 
     @property
     def key(self) -> tuple[str, str, str | None]:
         """What must agree for two metrics to be compared or averaged."""
-        return (self.name, self.direction, self.dataset)
+        return self._key  # type: ignore[attr-defined]
 
     @property
     def is_valid(self) -> bool:
         """False for NaN / infinite values, which never win a comparison."""
-        return math.isfinite(self.value)
+        return self._valid  # type: ignore[attr-defined]
 
     @property
     def score(self) -> float:
         """The value oriented so that larger is always better (``-inf`` when invalid)."""
-        if not self.is_valid:
-            return -math.inf
-        return self.value if self.direction == "maximize" else -self.value
+        return self._score  # type: ignore[attr-defined]
 
     def comparable(self, other: Metric) -> bool:
         return self.key == other.key

@@ -64,8 +64,8 @@ def aggregate_seeds(metrics: Sequence[Metric]) -> SeedAggregate:
 
 
 def aggregate_by_key(metrics: Iterable[Metric]) -> list[SeedAggregate]:
-    """One aggregate per (name, direction, dataset), in first-seen order (invalid values skipped
-    would hide failures, so they raise like in :func:`aggregate_seeds`)."""
+    """One aggregate per (name, direction, dataset), in first-seen order; non-finite values
+    raise as in :func:`aggregate_seeds` (skipping them would hide failed runs)."""
     groups: dict[tuple, list[Metric]] = {}
     for m in metrics:
         groups.setdefault(m.key, []).append(m)

@@ -31,7 +31,7 @@ from typing import Any
 
 from .best import TIE_ABS_TOL, TIE_REL_TOL, comparable_metric, primary_metric_key
 from .journal import JournalView
-from .node import Node, node_sort_key
+from .node import Node
 
 
 @dataclass(frozen=True)
@@ -222,9 +222,7 @@ def _norm(text: str) -> str:
 
 def no_improvement_streak(view: JournalView, stage: int, carried: Node | None = None) -> int:
     """Finished nodes since the last one that beat the running best (``carried`` is the start)."""
-    finished = sorted(
-        (n for n in view.stage_nodes(stage) if n.is_finished), key=lambda n: node_sort_key(n.id)
-    )
+    finished = [n for n in view.stage_nodes(stage) if n.is_finished]  # creation order
     pool = [n for n in finished if n.is_good] + ([carried] if carried and carried.is_good else [])
     key = primary_metric_key(pool)
     best = comparable_metric(carried, key) if carried else None

@@ -91,7 +91,7 @@ def tree_stats(view: JournalView, state: StageState, tree: int, c: float, gamma:
     visits: dict[str, int] = {}
     total: dict[str, float] = {}
     # children are created after their parents: reverse creation order is a post-order
-    for n in sorted(members, key=lambda m: node_sort_key(m.id), reverse=True):
+    for n in reversed(members):
         kids = children.get(n.id, [])
         visits[n.id] = 1 + sum(visits[k] for k in kids)
         total[n.id] = rewards.get(n.id, 0.0) + gamma * sum(total[k] for k in kids)

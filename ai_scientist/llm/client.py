@@ -1,0 +1,321 @@
+"""The one LLM client every role uses: retries, structured output, cost, prompt logs.
+
+``LLMClient.complete`` takes OpenAI chat messages and returns an :class:`LLMResult`.
+Per call it:
+
+* takes model / temperature / max_tokens from the role's config (``agent.<role>``);
+* refuses to start once ``llm.max_cost_usd`` is reached (:class:`CostCapExceeded`);
+* retries retryable failures (429, 5xx, connection errors, timeouts) with exponential
+  backoff (``llm.backoff_base_s`` doubling, capped at ``llm.backoff_max_s``; a 429's
+  ``Retry-After`` wins), up to ``llm.max_attempts`` attempts;
+* with a schema: uses the backend's native constraint when it has one, else adds the
+  JSON instruction (``prompt/llm/json_instruction.j2``) to the last user message;
+  parses and validates the answer; on failure runs ONE repair round
+  (``prompt/llm/repair.j2``) and then raises :class:`StructuredOutputError`;
+* writes one prompt-log record per attempt (failures, retries and the repair round
+  included) and adds every answered attempt to the cost ledger.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..secrets import Redactor
+from .backend import Backend, BackendError, BackendReply, StructuredOutputUnsupported, estimate_usage
+from .cost import CostLedger
+from .reasoning import join_reasoning, strip_reasoning
+from .replay_backend import request_key
+from .structured import (
+    AnswerError,
+    check_schema,
+    parse_answer,
+    repair_messages,
+    validate_answer,
+    with_schema_instruction,
+)
+from .types import CallContext, CostCapExceeded, LLMError, LLMResult, Message, StructuredOutputError, Usage
+
+
+@dataclass
+class _Call:
+    """What one logical call has accumulated over its attempts."""
+
+    role: str
+    model: str
+    ctx: CallContext
+    attempt: int = 0
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    call_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Answer:
+    reply: BackendReply
+    messages: list[Message]
+    params: dict[str, Any]
+    latency_s: float
+
+
+class LLMClient:
+    """Thread safe: holds no per-call state; the logger and cost ledger lock themselves."""
+
+    def __init__(
+        self,
+        cfg: Any,
+        backend: Backend,
+        *,
+        logger: Any = None,
+        cost: CostLedger,
+        redactor: Redactor | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.cfg = cfg
+        self.backend = backend
+        self.logger = logger
+        self.cost = cost
+        self.redactor = redactor or Redactor()
+        self._sleep = sleep
+
+    # ------------------------------------------------------------ public --
+    def complete(
+        self,
+        messages: list[Message],
+        *,
+        role: str,
+        ctx: CallContext,
+        schema: dict[str, Any] | None = None,
+        validator: Callable[[Any], Any] | None = None,
+    ) -> LLMResult:
+        """One logical call; see the module docstring. Raises LLMError (or a subclass) on failure."""
+        if schema is not None:
+            check_schema(schema)
+        call = _Call(role=role, model=self.cfg.model_for(role), ctx=ctx)
+        convo = self._redact(messages)
+        mode = None
+        for round_no in (0, 1):
+            ans, mode = self._answer(call, convo, schema, mode, first_round=round_no == 0)
+            # a secret the model echoes must not travel on (live and replayed runs then agree)
+            ans.reply.text = raw = self.redactor.redact(ans.reply.text)
+            text, inline = strip_reasoning(raw)
+            parsed, problem = None, None
+            if schema is not None:
+                try:
+                    parsed = parse_answer(text)
+                    validate_answer(parsed, schema, validator)
+                except AnswerError as exc:
+                    problem = str(exc)
+            self._account(call, ans, text, join_reasoning(ans.reply.reasoning, inline), problem)
+            if problem is None:
+                return LLMResult(
+                    text=text,
+                    raw=raw,
+                    parsed=parsed,
+                    usage=call.usage,
+                    cost_usd=call.cost_usd,
+                    latency_s=call.latency_s,
+                    model=ans.reply.model or call.model,
+                    backend=self.backend.name,
+                    call_ids=call.call_ids,
+                )
+            if round_no == 1:
+                raise StructuredOutputError(
+                    f"{role} call for node {ctx.node_id} ({ctx.phase}/{ctx.label}): the answer is still "
+                    f"unusable after one repair round: {problem}",
+                    raw=raw,
+                )
+            convo = repair_messages(ans.messages, raw, problem, schema_in_prompt=mode == "prompt")
+        raise AssertionError("unreachable")
+
+    # --------------------------------------------------------- attempts --
+    def _answer(
+        self,
+        call: _Call,
+        convo: list[Message],
+        schema: dict[str, Any] | None,
+        mode: str | None,
+        *,
+        first_round: bool,
+    ) -> tuple[_Answer, str | None]:
+        """Send until an answer comes back, retrying what may succeed; logs failed attempts."""
+        llm_cfg = self.cfg.llm
+        tries = 0
+        fell_back = False
+        while True:
+            self._check_cap()
+            if first_round and schema is not None:
+                mode = self.backend.structured_mode(call.model)
+            msgs = with_schema_instruction(convo, schema) if first_round and mode == "prompt" else convo
+            params = self._params(call, schema if mode == "native" else None, mode)
+            call.attempt += 1
+            tries += 1
+            start = time.monotonic()
+            try:
+                reply = self.backend.complete(
+                    msgs,
+                    model=call.model,
+                    temperature=params["temperature"],
+                    max_tokens=params["max_tokens"],
+                    schema=params["schema"],
+                    timeout=llm_cfg.timeout_s,
+                    ctx=call.ctx,
+                )
+            except StructuredOutputUnsupported as exc:
+                self._log_failure(call, msgs, params, time.monotonic() - start, exc, None)
+                if fell_back or mode != "native" or self.backend.structured_mode(call.model) != "prompt":
+                    raise
+                fell_back, tries = True, tries - 1  # a mode switch is not a failed try
+                continue
+            except BackendError as exc:
+                wait = self._delay(tries, exc) if exc.retryable and tries < llm_cfg.max_attempts else None
+                self._log_failure(call, msgs, params, time.monotonic() - start, exc, wait)
+                if wait is None:
+                    if not exc.retryable:
+                        raise
+                    raise LLMError(
+                        f"{call.role} call for node {call.ctx.node_id} ({call.ctx.phase}/{call.ctx.label}) "
+                        f"failed after {tries} attempts (llm.max_attempts={llm_cfg.max_attempts}); "
+                        f"last error: {exc}"
+                    ) from exc
+                self._sleep(wait)
+                continue
+            except Exception as exc:  # recorded, then raised unchanged (e.g. UnrecordedPrompt)
+                self._log_failure(call, msgs, params, time.monotonic() - start, exc, None)
+                raise
+            return _Answer(reply, msgs, params, time.monotonic() - start), mode
+
+    def _params(self, call: _Call, schema: dict[str, Any] | None, mode: str | None) -> dict[str, Any]:
+        rc = self.cfg.role(call.role)
+        return {
+            "model": call.model,
+            "temperature": rc.temperature,
+            "max_tokens": rc.max_tokens,
+            "schema": schema,
+            "structured": mode,
+            "timeout_s": self.cfg.llm.timeout_s,
+        }
+
+    def _delay(self, tries: int, exc: BackendError) -> float:
+        """Seconds to wait before the next try: Retry-After when given, else capped exponential."""
+        if exc.retry_after is not None:
+            return float(exc.retry_after)
+        llm_cfg = self.cfg.llm
+        return float(min(llm_cfg.backoff_max_s, llm_cfg.backoff_base_s * 2 ** (tries - 1)))
+
+    def _check_cap(self) -> None:
+        cap = self.cfg.llm.max_cost_usd
+        spent = self.cost.total_usd
+        if cap is not None and spent >= cap:
+            raise CostCapExceeded(
+                f"llm.max_cost_usd={cap:g} reached (spent ${spent:.4f}); the run stops here and can be "
+                "resumed with a higher cap"
+            )
+
+    def _redact(self, messages: list[Message]) -> list[Message]:
+        """Secrets never reach a prompt: text is redacted, image data is left intact."""
+        out = []
+        for m in messages:
+            m = dict(m)
+            content = m.get("content")
+            if isinstance(content, str):
+                m["content"] = self.redactor.redact(content)
+            elif isinstance(content, list):
+                m["content"] = [
+                    dict(p, text=self.redactor.redact(p["text"]))
+                    if isinstance(p, dict) and isinstance(p.get("text"), str)
+                    else p
+                    for p in content
+                ]
+            out.append(m)
+        return out
+
+    # --------------------------------------------------------- records --
+    def _account(
+        self, call: _Call, ans: _Answer, text: str, reasoning: str | None, problem: str | None
+    ) -> None:
+        """Cost and prompt log of one answered attempt."""
+        usage = ans.reply.usage or estimate_usage(ans.messages, ans.reply.text)
+        model = ans.reply.model or call.model
+        cost = self.cost.add(call.role, call.ctx.phase, call.ctx.node_id, model, usage)
+        call.usage = Usage(
+            call.usage.prompt_tokens + usage.prompt_tokens,
+            call.usage.completion_tokens + usage.completion_tokens,
+            call.usage.estimated or usage.estimated,
+        )
+        call.cost_usd += cost
+        call.latency_s += ans.latency_s
+        response = {
+            "raw": ans.reply.text,
+            "context": text,
+            "reasoning": reasoning,
+            "server_reasoning": ans.reply.reasoning,
+        }
+        usage_rec = {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "estimated": usage.estimated,
+        }
+        self._write(
+            call,
+            ans.messages,
+            ans.params,
+            model=model,
+            response=response,
+            usage=usage_rec,
+            cost_usd=cost,
+            latency_s=ans.latency_s,
+            error=None,
+            structured_error=problem,
+        )
+
+    def _log_failure(
+        self,
+        call: _Call,
+        msgs: list[Message],
+        params: dict[str, Any],
+        latency: float,
+        exc: BaseException,
+        wait: float | None,
+    ) -> None:
+        call.latency_s += latency
+        self._write(
+            call,
+            msgs,
+            params,
+            model=call.model,
+            response=None,
+            usage=None,
+            cost_usd=0.0,
+            latency_s=latency,
+            error=f"{type(exc).__name__}: {exc}",
+            structured_error=None,
+            wait_s=wait,
+            retryable=getattr(exc, "retryable", False),
+        )
+
+    def _write(self, call: _Call, msgs: list[Message], params: dict[str, Any], **fields: Any) -> None:
+        if self.logger is None:
+            return
+        ctx = call.ctx
+        record = {
+            "node_id": ctx.node_id,
+            "stage": ctx.stage,
+            "phase": ctx.phase,
+            "label": ctx.label,
+            "role": call.role,
+            "backend": self.backend.name,
+            "model": fields.pop("model"),
+            "params": params,
+            "messages": msgs,
+            **fields,
+            "attempt": call.attempt,
+            "request_key": request_key(msgs, params),
+            "ledger": ctx.ledger,
+            "memory_snapshot": ctx.memory_snapshot,
+        }
+        written = self.logger.write(record)
+        call.call_ids.append(written.get("call_id", ""))

