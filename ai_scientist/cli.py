@@ -36,7 +36,9 @@ class UsageError(Exception):
 
 def _config_args(p: argparse.ArgumentParser, positional: bool = False) -> None:
     if positional:
-        p.add_argument("config", nargs="?", default=None, help="bfts_config.yaml (default: built-in defaults)")
+        p.add_argument(
+            "config", nargs="?", default=None, help="bfts_config.yaml (default: built-in defaults)"
+        )
     else:
         p.add_argument("--config", default=None, help="bfts_config.yaml")
     p.add_argument(

@@ -94,8 +94,14 @@ def _rerun_reporting(args: Any) -> int:
     return EXIT_OK
 
 
-def execute(run: Run, *, resources: Any = None, resumed: bool = False, replay_from: Path | None = None,
-            backend: Any = None) -> int:
+def execute(
+    run: Run,
+    *,
+    resources: Any = None,
+    resumed: bool = False,
+    replay_from: Path | None = None,
+    backend: Any = None,
+) -> int:
     """Run the search (and reporting) to the end; returns the CLI exit code."""
     from .llm.types import CostCapExceeded
     from .orchestrator import Orchestrator, build_services
@@ -112,8 +118,11 @@ def execute(run: Run, *, resources: Any = None, resumed: bool = False, replay_fr
     except CostCapExceeded as exc:
         run.save_state(status="cost_cap")
         run.event("run_stopped", reason=str(exc))
-        print(f"stopped: {exc}. Raise llm.max_cost_usd and resume: ai-scientist resume {run.dir} "
-              f"--set llm.max_cost_usd=...", file=sys.stderr)
+        print(
+            f"stopped: {exc}. Raise llm.max_cost_usd and resume: ai-scientist resume {run.dir} "
+            f"--set llm.max_cost_usd=...",
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
     finally:
         services.close()

@@ -40,6 +40,8 @@ class StagesConfig(_Strict):
     stage2_max_iters: int = Field(3, ge=0)
     stage3_max_iters: int = Field(3, ge=0)
     stage4_max_iters: int = Field(3, ge=0)
+    stage2_good_nodes: int = Field(2, ge=1)
+    stage3_patience: int = Field(3, ge=1)
 
 
 class SearchKnobs(_Strict):

@@ -22,7 +22,9 @@ def check_gpus() -> list[dict[str, Any]]:
 
         pynvml.nvmlInit()
     except Exception as exc:  # no driver / no library: a fact to report, not an error
-        return [{"name": "gpu", "ok": True, "detail": f"no NVIDIA GPU usable ({type(exc).__name__}); CPU only"}]
+        return [
+            {"name": "gpu", "ok": True, "detail": f"no NVIDIA GPU usable ({type(exc).__name__}); CPU only"}
+        ]
     out = []
     try:
         for i in range(pynvml.nvmlDeviceGetCount()):
@@ -37,7 +39,9 @@ def check_gpus() -> list[dict[str, Any]]:
 def check_disk(path: str | Path = ".") -> list[dict[str, Any]]:
     usage = shutil.disk_usage(path)
     free_gb = usage.free / 2**30
-    return [{"name": "disk", "ok": free_gb >= 2, "detail": f"{free_gb:.1f} GiB free at {Path(path).resolve()}"}]
+    return [
+        {"name": "disk", "ok": free_gb >= 2, "detail": f"{free_gb:.1f} GiB free at {Path(path).resolve()}"}
+    ]
 
 
 def gather(cfg: Any) -> dict[str, list[dict[str, Any]]]:

@@ -74,11 +74,18 @@ class NodeMemory:
             latest["result"] = follow_up(text)
             return block_of(latest["result"])
 
-        ex = handle_response(self.store, self.branch, block_of(result), ask,
-                             self.run.cfg.memory.max_memory_read_rounds, self.node.id)
+        ex = handle_response(
+            self.store,
+            self.branch,
+            block_of(result),
+            ask,
+            self.run.cfg.memory.max_memory_read_rounds,
+            self.node.id,
+        )
         if ex.errors:
-            self.run.event("memory_protocol", node_id=self.node.id, errors=ex.errors[:10],
-                           extra_calls=ex.extra_calls)
+            self.run.event(
+                "memory_protocol", node_id=self.node.id, errors=ex.errors[:10], extra_calls=ex.extra_calls
+            )
         return latest["result"]
 
     def record_outcome(self, node: Any) -> None:

@@ -24,8 +24,8 @@ from .phases.pipeline import run_node
 from .services import Services, build_services  # noqa: F401  (re-exported for commands)
 from .treesearch.journal import Journal
 from .treesearch.node import Node
-from .treesearch.policies import dedupe_ideas, decision_rng, make_policy
-from .treesearch.stages import STAGES, StageState, next_stage_state, stage_outcome
+from .treesearch.policies import decision_rng, dedupe_ideas, make_policy
+from .treesearch.stages import STAGES, StageRules, StageState, next_stage_state, stage_outcome
 
 
 class Orchestrator:
@@ -37,16 +37,22 @@ class Orchestrator:
         self.s = services
         self.journal = Journal(run.journal_path)
         if self.journal.recovered:
-            run.event("journal_repaired", line=self.journal.recovered.line,
-                      bytes_dropped=self.journal.recovered.bytes_dropped)
+            run.event(
+                "journal_repaired",
+                line=self.journal.recovered.line,
+                bytes_dropped=self.journal.recovered.bytes_dropped,
+            )
         self.policy = make_policy(self.cfg)
+        st = self.cfg.agent.stages
+        self.rules = StageRules(stage2_good_nodes=st.stage2_good_nodes, stage3_patience=st.stage3_patience)
 
     # ------------------------------------------------------------- main --
     def run(self) -> int:
         state = self._load_stage_state()
         while state is not None:
-            self.run_.event("stage_started", stage=state.stage, name=STAGES[state.stage].name,
-                            carried_id=state.carried_id)
+            self.run_.event(
+                "stage_started", stage=state.stage, name=STAGES[state.stage].name, carried_id=state.carried_id
+            )
             outcome = self._run_stage(state)
             state = self._stage_state_now(state)
             self.run_.event("stage_completed", stage=state.stage, **outcome.to_dict())
@@ -81,14 +87,14 @@ class Orchestrator:
             self._run_batch(leftover)
         while True:
             state = self._stage_state_now(state)
-            outcome = stage_outcome(self.journal, state, self.cfg)
+            outcome = stage_outcome(self.journal, state, self.cfg, self.rules)
             self._progress(state.stage)
             if outcome.done:
                 return outcome
             batch = self._plan_batch(state)
             if not batch:
                 state = self._stage_state_now(state)
-                outcome = stage_outcome(self.journal, state, self.cfg)
+                outcome = stage_outcome(self.journal, state, self.cfg, self.rules)
                 if not outcome.done:  # nothing to create and nothing in flight: stop the stage
                     self.run_.event("stage_stalled", stage=state.stage, reason=outcome.reason)
                 return outcome
@@ -98,7 +104,7 @@ class Orchestrator:
         batch: list[Node] = []
         for _ in range(self.cfg.agent.num_workers):
             state = self._stage_state_now(state)
-            if not stage_outcome(self.journal, state, self.cfg).accepting or state.ideas_exhausted:
+            if not stage_outcome(self.journal, state, self.cfg, self.rules).accepting or state.ideas_exhausted:
                 break
             next_id = self.journal.next_node_id()
             action = self.policy.next_action(
@@ -109,10 +115,20 @@ class Orchestrator:
                 idea = self._propose_idea(state, action)
                 if idea is None:
                     break
-            node = self.journal.new_node(stage=state.stage, operation=action.operation,
-                                         parent_id=action.parent_id, tree=action.tree, idea=idea)
-            self.run_.event("node_selected", node_id=node.id, stage=state.stage, policy=self.policy.name,
-                            **{**action.to_dict(), "idea": idea})
+            node = self.journal.new_node(
+                stage=state.stage,
+                operation=action.operation,
+                parent_id=action.parent_id,
+                tree=action.tree,
+                idea=idea,
+            )
+            self.run_.event(
+                "node_selected",
+                node_id=node.id,
+                stage=state.stage,
+                policy=self.policy.name,
+                **{**action.to_dict(), "idea": idea},
+            )
             batch.append(node)
         return batch
 
@@ -132,24 +148,33 @@ class Orchestrator:
         from .phases.schemas import IDEAS_SCHEMA
 
         try:
-            res = self.s.ask_run("propose_idea", values, phase="ideas", label=kind, role="select_node",
-                                 schema=IDEAS_SCHEMA, stage=state.stage)
+            res = self.s.ask_run(
+                "propose_idea",
+                values,
+                phase="ideas",
+                label=kind,
+                role="select_node",
+                schema=IDEAS_SCHEMA,
+                stage=state.stage,
+            )
             fresh = dedupe_ideas([str(i)[:300] for i in res.parsed.get("ideas", [])], [*tried, *state.ideas])
         except LLMError as exc:
             self.run_.event("ideas_failed", stage=state.stage, reason=str(exc)[:500])
             fresh = []
         new_state = StageState(state.stage, state.carried_id, (*state.ideas, *fresh), not fresh)
         self._save_stage_state(new_state)
-        self.run_.event("ideas_planned", stage=state.stage, kind=kind, new=fresh, tried=tried,
-                        exhausted=not fresh)
+        self.run_.event(
+            "ideas_planned", stage=state.stage, kind=kind, new=fresh, tried=tried, exhausted=not fresh
+        )
         return fresh[0] if fresh else None
 
     # ------------------------------------------------------------ batch --
     def _run_batch(self, nodes: list[Node]) -> None:
         errors: list[BaseException] = []
         threads = [
-            threading.Thread(target=self._worker, args=(node, slot, errors), daemon=True,
-                             name=f"worker-{slot}-{node.id}")
+            threading.Thread(
+                target=self._worker, args=(node, slot, errors), daemon=True, name=f"worker-{slot}-{node.id}"
+            )
             for slot, node in enumerate(nodes)
         ]
         for t in threads:
@@ -190,20 +215,42 @@ class Orchestrator:
             memory=self.s.node_memory(node, parent),
             journal=self.journal,
             exec_env=self.s.exec_env(node, parent, slot),
+            extra_values=self._input_diversity(node),
         )
+
+    def _input_diversity(self, node: Node) -> dict[str, Any]:
+        """Forest-of-Thought: drafts of trees after the first see the nearest solved example."""
+        if self.cfg.search.policy != "mcts" or node.tree == 0 or node.operation != "draft":
+            return {}
+        from .treesearch.policies import nearest_solved_example
+        from .util.io import read_json
+
+        example = nearest_solved_example(self.journal, node.tree, self.run_.idea.title)
+        answer = read_json(self.run_.node_dir(example) / "code_answer.json") if example else None
+        if not answer:
+            return {}
+        from .phases.base import code_text
+
+        self.run_.event("input_diversity", node_id=node.id, tree=node.tree, example=example)
+        return {"prior_code": f"Solved example from node {example} (another tree):\n{code_text(answer)}"}
 
     # ------------------------------------------------------ stage end --
     def _finish_stage(self, state: StageState) -> StageState | None:
         tie_break = self._tie_break if self.cfg.agent.llm_tie_break else None
-        nxt, choice = next_stage_state(self.journal, state, self.policy,
-                                       rng=decision_rng(self.cfg.agent.seed, f"best{state.stage}"),
-                                       tie_break=tie_break)
+        nxt, choice = next_stage_state(
+            self.journal,
+            state,
+            self.policy,
+            rng=decision_rng(self.cfg.agent.seed, f"best{state.stage}"),
+            tie_break=tie_break,
+        )
         self.run_.event("stage_best", stage=state.stage, **choice.to_dict())
         seeds = self._seed_eval(state.stage, choice.node_id) if choice.node_id else None
         stages = dict(self.run_.state.get("stages") or {})
         stages[str(state.stage)] = {"best": choice.to_dict(), "seeds": seeds}
-        self.run_.save_state(stages=stages, stage_state=nxt.to_dict() if nxt else None,
-                             search_done=nxt is None)
+        self.run_.save_state(
+            stages=stages, stage_state=nxt.to_dict() if nxt else None, search_done=nxt is None
+        )
         return nxt
 
     def _seed_eval(self, stage: int, best_id: str) -> dict | None:
@@ -214,23 +261,36 @@ class Orchestrator:
         pending = [r for r in runs if not r.is_finished]
         for i in range(len(runs), n):
             seed = self.cfg.agent.seed + 1 + i
-            pending.append(self.journal.new_node(stage=stage, operation="seed_eval", parent_id=best_id, seed=seed))
+            pending.append(
+                self.journal.new_node(stage=stage, operation="seed_eval", parent_id=best_id, seed=seed)
+            )
         for start in range(0, len(pending), self.cfg.agent.num_workers):
-            self._run_batch(pending[start:start + self.cfg.agent.num_workers])
+            self._run_batch(pending[start : start + self.cfg.agent.num_workers])
         metrics = [r.metric for r in self.journal.seed_runs(best_id) if r.is_good and r.metric]
         agg = aggregate_seeds(metrics) if metrics else None
-        result = {"node_id": best_id, "runs": [r.id for r in self.journal.seed_runs(best_id)],
-                  "aggregate": agg.to_dict() if hasattr(agg, "to_dict") else agg}
+        result = {
+            "node_id": best_id,
+            "runs": [r.id for r in self.journal.seed_runs(best_id)],
+            "aggregate": agg.to_dict() if hasattr(agg, "to_dict") else agg,
+        }
         self.run_.event("seed_eval", stage=stage, **result)
         return result
 
     def _tie_break(self, candidates: Any) -> tuple[str, str]:
         from .phases.schemas import TIEBREAK_SCHEMA
 
-        listing = "\n".join(f"- {n.id}: metric={n.metric.to_dict() if n.metric else None}; {n.summary}"
-                            for n in candidates)
-        res = self.s.ask_run("select_tiebreak", {"candidates": listing}, phase="select", label="tiebreak",
-                             role="select_node", schema=TIEBREAK_SCHEMA, stage=candidates[0].stage)
+        listing = "\n".join(
+            f"- {n.id}: metric={n.metric.to_dict() if n.metric else None}; {n.summary}" for n in candidates
+        )
+        res = self.s.ask_run(
+            "select_tiebreak",
+            {"candidates": listing},
+            phase="select",
+            label="tiebreak",
+            role="select_node",
+            schema=TIEBREAK_SCHEMA,
+            stage=candidates[0].stage,
+        )
         ids = {n.id for n in candidates}
         chosen = res.parsed.get("node_id")
         if chosen not in ids:

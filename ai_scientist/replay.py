@@ -53,8 +53,14 @@ class ReplayRunner:
         self._next: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def run(self, command: list[str] | str, *, workspace: Path, limits: Any = None,
-            env: dict[str, str] | None = None) -> ExecResult:
+    def run(
+        self,
+        command: list[str] | str,
+        *,
+        workspace: Path,
+        limits: Any = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
         node_id = Path(workspace).parent.name
         with self._lock:
             k = self._next.get(node_id, 0)

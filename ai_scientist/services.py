@@ -28,8 +28,17 @@ class Services:
     _closers: list[Any] = field(default_factory=list)
 
     # ----------------------------------------------------------- LLM calls --
-    def ask_run(self, prompt: str, values: dict[str, Any], *, phase: str, label: str, role: str,
-                schema: dict | None, stage: int) -> LLMResult:
+    def ask_run(
+        self,
+        prompt: str,
+        values: dict[str, Any],
+        *,
+        phase: str,
+        label: str,
+        role: str,
+        schema: dict | None,
+        stage: int,
+    ) -> LLMResult:
         """A run-level call (idea proposals, tie-breaks), logged under ``nodes/run/``."""
         full = {"task": self.run.idea.to_markdown(), **values, "response_schema": schema}
         messages, ledger = self.prompts.build(prompt, full, node_id="run", role=role)
@@ -43,8 +52,11 @@ class Services:
         from .resources import render_resource_index
 
         query = " ".join(x for x in (self.run.idea.title, node.idea or "", node.summary or "") if x)
-        return render_resource_index(self.resource_index, relevant_to=query,
-                                     budget_chars=self.run.cfg.context.policies.tail_window_chars)
+        return render_resource_index(
+            self.resource_index,
+            relevant_to=query,
+            budget_chars=self.run.cfg.context.policies.tail_window_chars,
+        )
 
     def node_memory(self, node: Any, parent: Any) -> Any:
         if self.memory_store is None:
@@ -77,7 +89,9 @@ class Services:
         entry = node.summary if node.is_good else f"FAILED: {node.error or ''}"
         state, op = next_state(parent_state, node.operation, f"[{node.id}] {entry}")
         atomic_write_text(self.run.node_dir(node.id) / "state.md", state)
-        atomic_write_json(self.run.node_dir(node.id) / "node.json", journal.update(node.id, state_op=op).to_dict())
+        atomic_write_json(
+            self.run.node_dir(node.id) / "node.json", journal.update(node.id, state_op=op).to_dict()
+        )
 
     # ---------------------------------------------------------- reporting --
     def run_reporting(self, from_phase: str | None = None) -> dict:
@@ -87,12 +101,13 @@ class Services:
         if self.memory_store is not None:
             from .memory.digest import digest_markdown
 
-            best = (self.run.state.get("stages") or {})
+            best = self.run.state.get("stages") or {}
             last = [v["best"]["node_id"] for k, v in sorted(best.items()) if v and v.get("best")]
             branch = self.memory_store.branch_for(last[-1]) if last and last[-1] else None
             digest = digest_markdown(self.memory_store, branch) if branch else ""
-        return run_reporting(self.run.dir, self.run.cfg, self.llm, self.executor, memory_digest=digest,
-                             from_phase=from_phase)
+        return run_reporting(
+            self.run.dir, self.run.cfg, self.llm, self.executor, memory_digest=digest, from_phase=from_phase
+        )
 
     def write_view(self) -> Path:
         from .reporting.viewer import write_view
@@ -104,8 +119,11 @@ class Services:
             return
         cost = read_json(self.run.cost_path, {}) or {}
         total = cost.get("total") or {}
-        self.progress.update(**fields, tokens=total.get("prompt_tokens", 0) + total.get("completion_tokens", 0),
-                             cost_usd=total.get("usd", 0.0))
+        self.progress.update(
+            **fields,
+            tokens=total.get("prompt_tokens", 0) + total.get("completion_tokens", 0),
+            cost_usd=total.get("usd", 0.0),
+        )
 
     def close(self) -> None:
         for closer in (self.progress, self.executor, self.memory_store):
@@ -130,8 +148,9 @@ def _environment(run: Any, replay_from: Path | None) -> dict[str, Any]:
     return env
 
 
-def build_services(run: Any, *, resources: Any = None, backend: Any = None,
-                   replay_from: Path | None = None) -> Services:
+def build_services(
+    run: Any, *, resources: Any = None, backend: Any = None, replay_from: Path | None = None
+) -> Services:
     """Everything the orchestrator needs, checked before the first token is spent."""
     from .environment import render_environment
     from .llm.factory import make_client
@@ -154,9 +173,18 @@ def build_services(run: Any, *, resources: Any = None, backend: Any = None,
         store = MemoryStore.open_run(run.dir, cfg, redactor=run.redactor)
     from .reporting.progress import Progress
 
-    return Services(run=run, llm=llm, executor=executor, prompts=prompts, environment=env,
-                    environment_text=render_environment(env), resources_dir=res_dir, resource_index=index,
-                    memory_store=store, progress=Progress())
+    return Services(
+        run=run,
+        llm=llm,
+        executor=executor,
+        prompts=prompts,
+        environment=env,
+        environment_text=render_environment(env),
+        resources_dir=res_dir,
+        resource_index=index,
+        memory_store=store,
+        progress=Progress(),
+    )
 
 
 def _executor(run: Any, replay_from: Path | None) -> Any:

@@ -77,8 +77,17 @@ def test_no_config_key_that_nothing_reads():
         dynamic = re.match(r"stage\d_max_iters$", leaf) and '_max_iters"' in src  # getattr(f"stage{n}_...")
         if not dynamic and not re.search(rf"\.{leaf}\b", src) and not re.search(rf"[\"']{leaf}[\"']", src):
             unread.append(path)
-        elif parent in ("code", "feedback", "vlm_feedback", "summary", "select_node", "plotting",
-                        "writeup", "citation", "review"):
+        elif parent in (
+            "code",
+            "feedback",
+            "vlm_feedback",
+            "summary",
+            "select_node",
+            "plotting",
+            "writeup",
+            "citation",
+            "review",
+        ):
             assert re.search(r"cfg\.role\(|\.role\(|model_for\(", src)
     assert not unread, f"config keys nothing reads: {unread}"
 
@@ -118,7 +127,9 @@ def test_malformed_config_exits_2_naming_key(tmp_path, text, overrides, expected
     assert res.returncode == 2, res.stderr
     assert expected in res.stderr, res.stderr
     assert "Traceback" not in res.stderr
-    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir()), "no run dir on bad config"
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir()), (
+        "no run dir on bad config"
+    )
 
 
 @pytest.mark.parametrize(
@@ -162,8 +173,16 @@ def test_bad_inputs_exit_2(tmp_path, setup, expected):
 
 
 def test_set_override_coerces_types():
-    cfg = load_config(None, ["agent.num_workers=3", "exec.network=true", "exec.gpus=[0, 1]",
-                             "llm.base_url=http://127.0.0.1:9/v1", "llm.max_cost_usd=2.5"])
+    cfg = load_config(
+        None,
+        [
+            "agent.num_workers=3",
+            "exec.network=true",
+            "exec.gpus=[0, 1]",
+            "llm.base_url=http://127.0.0.1:9/v1",
+            "llm.max_cost_usd=2.5",
+        ],
+    )
     assert cfg.agent.num_workers == 3 and cfg.exec.network is True and cfg.exec.gpus == [0, 1]
     assert cfg.llm.base_url == "http://127.0.0.1:9/v1" and cfg.llm.max_cost_usd == 2.5
     with pytest.raises(ConfigError):
@@ -172,13 +191,37 @@ def test_set_override_coerces_types():
 
 def test_ai_scientist_v2_json_idea_and_resolved_config_saved(tmp_path):
     idea = tmp_path / "ideas.json"
-    idea.write_text(json.dumps([
-        {"Name": "first", "Title": "First", "Short Hypothesis": "h1", "Experiments": ["a", "b"],
-         "Related Work": "rw", "Abstract": "abs", "Risk Factors and Limitations": ["r"]},
-        {"Name": "second", "Title": "Second idea", "Short Hypothesis": "h2", "Experiments": "e2"},
-    ]))
-    code = main(["run", "--idea", f"{idea}#1", "--out", str(tmp_path / "out"), "--name", "r1",
-                 "--set", "report.enabled=false", "--stop-after", "setup"])
+    idea.write_text(
+        json.dumps(
+            [
+                {
+                    "Name": "first",
+                    "Title": "First",
+                    "Short Hypothesis": "h1",
+                    "Experiments": ["a", "b"],
+                    "Related Work": "rw",
+                    "Abstract": "abs",
+                    "Risk Factors and Limitations": ["r"],
+                },
+                {"Name": "second", "Title": "Second idea", "Short Hypothesis": "h2", "Experiments": "e2"},
+            ]
+        )
+    )
+    code = main(
+        [
+            "run",
+            "--idea",
+            f"{idea}#1",
+            "--out",
+            str(tmp_path / "out"),
+            "--name",
+            "r1",
+            "--set",
+            "report.enabled=false",
+            "--stop-after",
+            "setup",
+        ]
+    )
     assert code == 0
     run_dir = tmp_path / "out" / "r1"
     assert (run_dir / "idea.md").read_text().startswith("# Second idea")

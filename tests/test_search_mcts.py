@@ -9,11 +9,28 @@ import random
 import pytest
 
 from ai_scientist.treesearch import JournalView, Metric, Node, StageState
-from ai_scientist.treesearch.policies import MCTSPolicy, final_choice, nearest_solved_example, tree_stats, ucb_score
+from ai_scientist.treesearch.policies import (
+    MCTSPolicy,
+    final_choice,
+    nearest_solved_example,
+    tree_stats,
+    ucb_score,
+)
 from ai_scientist.treesearch.policies.forest import consensus_groups, tfidf_similarities
 
 
-def n(nid, parent=None, op="draft", status="good", value=None, stage=1, tree=0, depth=0, summary="", direction="maximize"):
+def n(
+    nid,
+    parent=None,
+    op="draft",
+    status="good",
+    value=None,
+    stage=1,
+    tree=0,
+    depth=0,
+    summary="",
+    direction="maximize",
+):
     m = Metric("acc", value, direction) if value is not None else None
     return Node(nid, parent, stage, op, status, metric=m, tree=tree, depth=depth, summary=summary)
 
@@ -43,7 +60,9 @@ def test_hand_computed_rewards_visits_values_and_ucb():
     assert st.reward == pytest.approx({"n0001": 0.0, "n0002": 1.0, "n0003": 0.0, "n0004": 0.5, "n0005": 0.0})
     assert st.visits == {"n0001": 4, "n0002": 2, "n0003": 1, "n0004": 1, "n0005": 1}
     # Q(n0001) = (0 + 0.85 * (1 + 0.85 * 0) + 0.85 * 0) / 4 = 0.2125
-    assert st.value == pytest.approx({"n0001": 0.2125, "n0002": 0.5, "n0003": 0.0, "n0004": 0.5, "n0005": 0.0})
+    assert st.value == pytest.approx(
+        {"n0001": 0.2125, "n0002": 0.5, "n0003": 0.0, "n0004": 0.5, "n0005": 0.0}
+    )
     assert st.parent_visits == {"n0001": 5, "n0002": 4, "n0003": 4, "n0004": 5, "n0005": 2}
     assert st.ucb["n0001"] == pytest.approx(1.100545, abs=1e-6)  # 0.2125 + 1.4*sqrt(ln5/4)
     assert st.ucb["n0002"] == pytest.approx(1.665576, abs=1e-6)  # 0.5 + 1.4*sqrt(ln4/2)
@@ -92,7 +111,10 @@ def test_mature_nodes_are_not_expanded():
         "n0004": "improve",
     }
     # n0001 has 2 children, n0002 has 1 (pending counts): with max_expand=1 both are mature
-    assert MCTSPolicy(max_expand=1).candidates(view, StageState(1), st) == {"n0003": "debug", "n0004": "improve"}
+    assert MCTSPolicy(max_expand=1).candidates(view, StageState(1), st) == {
+        "n0003": "debug",
+        "n0004": "improve",
+    }
     a = MCTSPolicy(num_drafts=2, tree_nums=1, max_expand=1).next_action(view, StageState(1), random.Random(0))
     assert "n0001" in a.evidence["mature"] and "n0002" in a.evidence["mature"]
 
@@ -103,7 +125,9 @@ def test_buggy_past_max_debug_depth_is_not_a_candidate():
     st = tree_stats(view, StageState(1), 0, 1.4, 0.85)
     assert MCTSPolicy(max_debug_depth=2).candidates(view, StageState(1), st) == {"n0002": "debug"}
     assert MCTSPolicy(max_debug_depth=1).candidates(view, StageState(1), st) == {}
-    a = MCTSPolicy(num_drafts=1, tree_nums=1, max_debug_depth=1).next_action(view, StageState(1), random.Random(0))
+    a = MCTSPolicy(num_drafts=1, tree_nums=1, max_debug_depth=1).next_action(
+        view, StageState(1), random.Random(0)
+    )
     assert a.operation == "draft"  # nothing expandable: a fresh root
 
 
@@ -145,7 +169,9 @@ def test_stage3_anchors_each_tree_on_the_carried_node():
 
 
 def test_tfidf_and_nearest_solved_example():
-    sims = tfidf_similarities("convolutional network on cifar", ["cifar convolutional net", "linear regression"])
+    sims = tfidf_similarities(
+        "convolutional network on cifar", ["cifar convolutional net", "linear regression"]
+    )
     assert sims[0] > 0.3 and sims[1] == 0.0
     nodes = [
         n("n0001", tree=0, value=0.5, summary="linear regression baseline on housing prices"),
@@ -156,7 +182,9 @@ def test_tfidf_and_nearest_solved_example():
     view = JournalView(nodes)
     assert nearest_solved_example(view, 1, "train a convolutional network on cifar") == "n0002"
     assert nearest_solved_example(view, 1, "predict housing prices") == "n0001"
-    assert nearest_solved_example(view, 1, "zzz unrelated") == "n0001"  # always the nearest: earliest on a tie
+    assert (
+        nearest_solved_example(view, 1, "zzz unrelated") == "n0001"
+    )  # always the nearest: earliest on a tie
     assert nearest_solved_example(view, 0, "anything") is None  # the first tree gets the plain query
     assert nearest_solved_example(JournalView(nodes[:2]), 2, "x") in {"n0001", "n0002"}
     assert nearest_solved_example(JournalView([nodes[2]]), 1, "x") is None  # only its own tree solved
@@ -199,9 +227,13 @@ def test_consensus_tie_goes_to_the_expert_and_keeps_its_reasoning():
 def test_score_and_random_choices():
     view = forest([0.9, 0.5, 0.7])
     assert final_choice(view, StageState(1), 3, method="score").node_id == "n0001"
-    picks = {final_choice(view, StageState(1), 3, method="random", rng=random.Random(s)).node_id for s in range(40)}
+    picks = {
+        final_choice(view, StageState(1), 3, method="random", rng=random.Random(s)).node_id for s in range(40)
+    }
     assert picks == {"n0001", "n0002", "n0003"}
-    again = [final_choice(view, StageState(1), 3, method="random", rng=random.Random(5)).node_id for _ in range(3)]
+    again = [
+        final_choice(view, StageState(1), 3, method="random", rng=random.Random(5)).node_id for _ in range(3)
+    ]
     assert len(set(again)) == 1
     with pytest.raises(ValueError, match="rng"):
         final_choice(view, StageState(1), 3, method="random")

@@ -8,7 +8,15 @@ from collections import Counter
 import pytest
 
 from ai_scientist.config import validate
-from ai_scientist.treesearch import JournalView, Metric, Node, StageState, decision_rng, dedupe_ideas, make_policy
+from ai_scientist.treesearch import (
+    JournalView,
+    Metric,
+    Node,
+    StageState,
+    decision_rng,
+    dedupe_ideas,
+    make_policy,
+)
 from ai_scientist.treesearch.policies import BFTSPolicy, GreedyPolicy, MCTSPolicy, idea_similarity
 
 
@@ -48,7 +56,9 @@ def test_falls_back_to_drafting_when_nothing_is_good(cls):
 @pytest.mark.parametrize("prob", [0.2, 0.5, 0.8])
 def test_debug_frequency_matches_debug_prob(cls, prob):
     pol = cls(num_drafts=2, debug_prob=prob, max_debug_depth=3)
-    view = JournalView([n("n0001", status="buggy"), n("n0002", value=0.4), n("n0003", "n0002", "improve", value=0.6)])
+    view = JournalView(
+        [n("n0001", status="buggy"), n("n0002", value=0.4), n("n0003", "n0002", "improve", value=0.6)]
+    )
     rng = random.Random(1234)
     ops = Counter(pol.next_action(view, StageState(1), rng).operation for _ in range(1000))
     assert set(ops) == {"debug", "improve"}
@@ -78,7 +88,9 @@ def test_debug_only_buggy_leaves_below_max_debug_depth(cls):
     }
     assert picked[3] == {"n0003"}  # the only buggy leaf, depth 2 < 3
     assert picked[2] == {"n0006"}  # depth 2 is not < 2: improve the good node instead
-    a = cls(num_drafts=1, debug_prob=1.0, max_debug_depth=0).next_action(view, StageState(1), random.Random(0))
+    a = cls(num_drafts=1, debug_prob=1.0, max_debug_depth=0).next_action(
+        view, StageState(1), random.Random(0)
+    )
     assert a.operation == "improve"
 
 
@@ -151,7 +163,9 @@ def test_make_policy_reads_the_config():
     cfg = validate({"search": {"policy": "mcts", "mcts": {"tree_nums": 4, "exploration_c": 2.0}}})
     pol = make_policy(cfg)
     assert isinstance(pol, MCTSPolicy) and pol.tree_nums == 4 and pol.c == 2.0
-    cfg = validate({"search": {"policy": "greedy"}, "agent": {"search": {"num_drafts": 5, "debug_prob": 0.1}}})
+    cfg = validate(
+        {"search": {"policy": "greedy"}, "agent": {"search": {"num_drafts": 5, "debug_prob": 0.1}}}
+    )
     pol = make_policy(cfg)
     assert isinstance(pol, GreedyPolicy) and not isinstance(pol, BFTSPolicy)
     assert (pol.num_drafts, pol.debug_prob) == (5, 0.1)
@@ -172,7 +186,11 @@ def test_dedupe_ideas_against_tried_and_each_other():
         "",
         "batch size 64",
     ]
-    assert dedupe_ideas(cands, tried) == ["Increase the learning rate to 0.001", "add dropout 0.3", "batch size 64"]
+    assert dedupe_ideas(cands, tried) == [
+        "Increase the learning rate to 0.001",
+        "add dropout 0.3",
+        "batch size 64",
+    ]
     assert dedupe_ideas(["a b c"], []) == ["a b c"]
     assert idea_similarity("lr 0.01", "lr 0.02") == 0.0
     assert idea_similarity("Weight decay 1e-4", "weight decay 1e-4") == 1.0

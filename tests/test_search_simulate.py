@@ -4,6 +4,7 @@ decisions as an uninterrupted one."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -16,12 +17,12 @@ from ai_scientist.treesearch import (
     StageState,
     decision_rng,
     dedupe_ideas,
+    ideas_tried,
     load,
     make_policy,
     next_stage_state,
     stage_outcome,
 )
-from ai_scientist.treesearch.stages import ideas_tried
 
 
 def make_cfg(policy: str, **stages: int):
@@ -74,6 +75,7 @@ def simulate(cfg, path, workers=1, fail_all=False, stop_after=None, journal=None
         if out.accepting and len(inflight) < workers:
             action = policy.next_action(journal.snapshot(), state, decision_rng(7, journal.next_node_id()))
             assert action.operation in STAGES[state.stage].operations, action
+            json.dumps([action.to_dict(), out.to_dict()])  # events.jsonl material is plain JSON
             idea = action.idea
             if action.operation in ("tune", "ablate") and idea is None:
                 k += 1
@@ -101,6 +103,7 @@ def simulate(cfg, path, workers=1, fail_all=False, stop_after=None, journal=None
         if out.no_working_experiment:
             return 3, journal, log, state
         state, choice = next_stage_state(journal.snapshot(), state, policy, rng=random.Random(1))
+        log.append(("stage_best", choice.node_id, json.dumps(choice.to_dict())))
         if state is None:
             return 0, journal, log, None
     pytest.fail(f"search did not finish in 2000 steps; last stage {state}, {len(journal)} nodes")
@@ -120,6 +123,9 @@ def test_every_policy_completes_all_stages_within_caps(tmp_path, policy, workers
         assert all(n.is_finished for n in nodes)
         assert all(n.operation in STAGES[s].operations for n in nodes)
     assert len(journal.draft_nodes(1)) >= 3  # num_drafts
+    if policy == "mcts":  # the forest: both trees were grown
+        assert {n.tree for n in journal.stage_nodes(1)} == {0, 1}
+        assert {n.tree for n in journal.stage_nodes(3)} == {0, 1}
     # stage 2 / 4 nodes descend from the node the previous stage handed over
     for s in (2, 4):
         for n in journal.stage_nodes(s):

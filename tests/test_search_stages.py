@@ -25,7 +25,17 @@ from ai_scientist.treesearch.seeds import aggregate_by_key, missing_seeds, seed_
 from ai_scientist.treesearch.stages import no_improvement_streak
 
 
-def n(nid, parent=None, op="draft", status="good", value=None, stage=1, idea=None, direction="maximize", seed=None):
+def n(
+    nid,
+    parent=None,
+    op="draft",
+    status="good",
+    value=None,
+    stage=1,
+    idea=None,
+    direction="maximize",
+    seed=None,
+):
     m = Metric("acc", value, direction) if value is not None else None
     return Node(nid, parent, stage, op, status, metric=m, idea=idea, seed=seed)
 
@@ -34,7 +44,12 @@ CFG = validate(
     {
         "agent": {
             "search": {"num_drafts": 2},
-            "stages": {"stage1_max_iters": 4, "stage2_max_iters": 3, "stage3_max_iters": 6, "stage4_max_iters": 3},
+            "stages": {
+                "stage1_max_iters": 4,
+                "stage2_max_iters": 3,
+                "stage3_max_iters": 6,
+                "stage4_max_iters": 3,
+            },
         }
     }
 )
@@ -61,7 +76,12 @@ def test_stage1_cap_without_working_node_is_no_working_experiment():
 
 
 def test_cap_is_enforced_and_in_flight_nodes_are_awaited():
-    nodes = [n("n0001", status="buggy"), n("n0002", status="buggy"), n("n0003", status="buggy"), n("n0004", status="running")]
+    nodes = [
+        n("n0001", status="buggy"),
+        n("n0002", status="buggy"),
+        n("n0003", status="buggy"),
+        n("n0004", status="running"),
+    ]
     out = stage_outcome(JournalView(nodes), 1, CFG)
     assert not out.accepting and not out.done and out.in_flight == 1
     assert "waiting for 1 node(s) in flight" in out.reason
@@ -72,7 +92,9 @@ def test_cap_is_enforced_and_in_flight_nodes_are_awaited():
 
 
 def test_seed_runs_do_not_count_as_iterations():
-    nodes = [n("n0001", value=0.5)] + [n(f"n{i:04d}", "n0001", "seed_eval", value=0.5, seed=i) for i in range(2, 6)]
+    nodes = [n("n0001", value=0.5)] + [
+        n(f"n{i:04d}", "n0001", "seed_eval", value=0.5, seed=i) for i in range(2, 6)
+    ]
     out = stage_outcome(JournalView(nodes), 1, CFG)
     assert out.iterations == 1 and out.accepting
 
@@ -86,6 +108,8 @@ def test_stage2_k_good_nodes_or_cap():
     out = stage_outcome(JournalView(two), st, CFG)
     assert out.done and "2 of 2 good tuning" in out.reason
     assert stage_outcome(JournalView(two), st, CFG, StageRules(stage2_good_nodes=3)).accepting
+    out = stage_outcome(JournalView(one), StageState(2, carried_id="n0001", ideas_exhausted=True), CFG)
+    assert out.done and "no untried hyper-parameter idea" in out.reason
     bugs = base + [n(f"n{i:04d}", "n0001", "tune", stage=2, status="buggy") for i in (2, 3, 4)]
     out = stage_outcome(JournalView(bugs), st, CFG)
     assert out.done and "cap reached" in out.reason and out.working  # the carried node still works
@@ -105,7 +129,12 @@ def test_stage3_patience_counts_finished_nodes_without_improvement():
     nodes.append(n("n0005", "n0002", "improve", stage=3, value=0.7))  # a tie is no improvement
     out = stage_outcome(JournalView(nodes), st, CFG)
     assert out.done and "3 finished node(s) in a row without improvement" in out.reason
-    assert no_improvement_streak(JournalView(nodes + [n("n0006", "n0002", "improve", stage=3, value=0.9)]), 3, carried) == 0
+    assert (
+        no_improvement_streak(
+            JournalView(nodes + [n("n0006", "n0002", "improve", stage=3, value=0.9)]), 3, carried
+        )
+        == 0
+    )
 
 
 def test_stage4_planned_ideas_exhausted_or_cap():
@@ -140,18 +169,28 @@ def test_next_stage_starts_from_the_previous_best_including_the_carried_node():
     view = JournalView(nodes)
     nxt, choice = next_stage_state(view, StageState(2, carried_id="n0001"), pol)
     assert nxt == StageState(3, carried_id="n0001") and choice.node_id == "n0001"
-    nxt, _ = next_stage_state(JournalView(nodes + [n("n0003", "n0001", "tune", stage=2, value=0.9)]), StageState(2, carried_id="n0001"), pol)
+    nxt, _ = next_stage_state(
+        JournalView(nodes + [n("n0003", "n0001", "tune", stage=2, value=0.9)]),
+        StageState(2, carried_id="n0001"),
+        pol,
+    )
     assert nxt.carried_id == "n0003"
     last, choice = next_stage_state(view, StageState(4, carried_id="n0001"), pol)
     assert last is None and choice.node_id == "n0001"
-    assert StageState.from_dict(StageState(3, "n0002", ("a",), True).to_dict()) == StageState(3, "n0002", ("a",), True)
+    assert StageState.from_dict(StageState(3, "n0002", ("a",), True).to_dict()) == StageState(
+        3, "n0002", ("a",), True
+    )
 
 
 # -------------------------------------------------------------------- best --
 
 
 def test_best_is_metric_first_and_direction_aware():
-    nodes = [n("n0001", value=0.3, direction="minimize"), n("n0002", value=0.1, direction="minimize"), n("n0003", status="buggy")]
+    nodes = [
+        n("n0001", value=0.3, direction="minimize"),
+        n("n0002", value=0.1, direction="minimize"),
+        n("n0003", status="buggy"),
+    ]
     c = select_best(nodes)
     assert (c.node_id, c.method) == ("n0002", "metric")
     assert select_best([n("n0001", status="buggy")]).node_id is None
@@ -185,7 +224,12 @@ def test_incomparable_metrics_rank_after_the_primary_metric():
     c = select_best(nodes)
     assert c.node_id == "n0003" and c.evidence["metric_key"] == ["acc", "maximize", None]
     assert [r["id"] for r in c.evidence["ranking"]] == ["n0003", "n0002", "n0001", "n0004"]
-    assert select_best([Node("n0001", None, 1, "draft", "good"), Node("n0002", None, 1, "draft", "good")]).node_id == "n0001"
+    assert (
+        select_best(
+            [Node("n0001", None, 1, "draft", "good"), Node("n0002", None, 1, "draft", "good")]
+        ).node_id
+        == "n0001"
+    )
 
 
 # ------------------------------------------------------------------- seeds --

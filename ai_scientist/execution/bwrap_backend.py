@@ -30,7 +30,7 @@ from .subprocess_backend import _chown_tree, _next_uid, capabilities, untraversa
 _SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def bwrap_usable(binary: str = "bwrap") -> tuple[bool, str]:
     """(usable, detail), checked by running ``true`` inside a minimal bwrap sandbox once."""
     path = shutil.which(binary)

@@ -24,7 +24,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, HeadTail, Limits, SandboxError, normalize_command
+from .base import (
+    SANDBOX_RESOURCES,
+    SANDBOX_WORKSPACE,
+    ExecResult,
+    HeadTail,
+    Limits,
+    SandboxError,
+    normalize_command,
+)
 from .lineage import SANDBOX_ENV
 from .sandbox_env import TMP_DIRNAME, sandbox_environ
 from .subprocess_backend import _chown_tree, _next_uid

@@ -35,7 +35,7 @@ UID_BASE = 1_500_000_000
 _uid_counter = itertools.count()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _works(*argv: str) -> bool:
     try:
         return subprocess.run(list(argv), capture_output=True, timeout=10).returncode == 0

@@ -60,6 +60,7 @@ class NodeContext:
     memory: Any | None = None  # per-node memory view (None when memory.enabled is false)
     journal: Any | None = None  # ai_scientist.treesearch.journal.Journal: every change is recorded
     exec_env: dict[str, str] = field(default_factory=dict)  # extra env for experiment commands
+    extra_values: dict[str, Any] = field(default_factory=dict)  # e.g. a forest tree's solved example
 
     @property
     def dir(self) -> Path:
@@ -109,6 +110,7 @@ class NodeContext:
             "resource_index": self.resource_text,
             "task": self.run.idea.to_markdown(),
             "python": self.cfg.exec.python,
+            **self.extra_values,
             **values,
             "response_schema": schema,
         }
@@ -161,3 +163,12 @@ def parent_file(ctx: NodeContext, name: str) -> Any:
 
 def short_json(obj: Any) -> str:
     return json.dumps(obj, indent=2, ensure_ascii=False)
+
+
+def code_text(answer: dict) -> str:
+    """The text files of a code answer, each under a ``### path`` heading."""
+    parts = []
+    for f in answer.get("files", []):
+        if f.get("encoding", "utf-8") == "utf-8":
+            parts.append(f"### {f.get('path')}\n{f.get('content', '')}")
+    return "\n\n".join(parts)

@@ -7,7 +7,7 @@ is set (the choice is recorded as an event); seed re-runs always reuse it.
 from __future__ import annotations
 
 from ..llm.types import LLMError
-from .base import NodeContext, PhaseFailed, parent_file, short_json
+from .base import NodeContext, PhaseFailed, code_text, parent_file, short_json
 from .schemas import PLAN_SCHEMA, validate_plan
 
 PLAN_FILE = "plan.json"
@@ -20,21 +20,13 @@ def _stage_inputs(ctx: NodeContext) -> dict[str, str]:
     if ctx.parent is not None:
         code = parent_file(ctx, "code_answer.json")
         if code:
-            values["prior_code"] = _code_text(code)
+            values["prior_code"] = code_text(code)
         review = parent_file(ctx, "review.json")
         if review:
             values["prior_outputs"] = short_json(review)
         if ctx.parent.error:
             values["execution_output"] = ctx.parent.error
     return values
-
-
-def _code_text(answer: dict) -> str:
-    parts = []
-    for f in answer.get("files", []):
-        if f.get("encoding", "utf-8") == "utf-8":
-            parts.append(f"### {f.get('path')}\n{f.get('content', '')}")
-    return "\n\n".join(parts)
 
 
 def run_phase0(ctx: NodeContext) -> dict:
@@ -46,7 +38,9 @@ def run_phase0(ctx: NodeContext) -> dict:
     )
     plan = parent_file(ctx, PLAN_FILE) if reuse else None
     if plan is not None:
-        ctx.run.event("plan_reused", node_id=ctx.node.id, parent_id=ctx.parent.id, operation=ctx.node.operation)
+        ctx.run.event(
+            "plan_reused", node_id=ctx.node.id, parent_id=ctx.parent.id, operation=ctx.node.operation
+        )
     else:
         try:
             result = ctx.ask(

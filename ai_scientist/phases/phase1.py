@@ -101,8 +101,11 @@ def run_phase1(ctx: NodeContext, plan: dict) -> dict:
         return _finish(ctx, state)
     ctx.save(STATE_FILE, state)
     hint = "" if ctx.cfg.exec.network else " (exec.network is false: downloads cannot work in the sandbox)"
-    raise PhaseFailed("phase1", f"dependencies not installed after {len(state['steps'])} steps{hint}: "
-                      f"{state.get('last_check_output', '')}".strip())
+    raise PhaseFailed(
+        "phase1",
+        f"dependencies not installed after {len(state['steps'])} steps{hint}: "
+        f"{state.get('last_check_output', '')}".strip(),
+    )
 
 
 def _refusal(reason: str) -> dict[str, Any]:
@@ -120,7 +123,10 @@ def _check(ctx: NodeContext, check: str | None, state: dict) -> bool:
 def _ask_step(ctx: NodeContext, plan: dict, state: dict, step: int) -> dict:
     values = {
         "plan_snippet": json.dumps(
-            {"dependencies": plan.get("dependencies"), "guidance": (plan.get("phase_guidance") or {}).get("phase1")},
+            {
+                "dependencies": plan.get("dependencies"),
+                "guidance": (plan.get("phase_guidance") or {}).get("phase1"),
+            },
             indent=2,
         ),
         "history": _history_text(state["steps"]) or "(no command run yet)",

@@ -13,9 +13,8 @@ import json
 from typing import Any
 
 from ..llm.types import LLMError
-from .base import NodeContext, PhaseFailed, parent_file, short_json
+from .base import NodeContext, PhaseFailed, code_text, parent_file, short_json
 from .execution import run_command
-from .phase0 import _code_text
 from .schemas import CODE_SCHEMA, METRICS_PARSER_SCHEMA, validate_code
 
 ANSWER_FILE = "code_answer.json"
@@ -32,7 +31,9 @@ def _values(ctx: NodeContext, plan: dict) -> dict[str, str]:
                 "goal_summary": plan.get("goal_summary"),
                 "implementation_strategy": plan.get("implementation_strategy"),
                 "dependencies": plan.get("dependencies"),
-                "phase_guidance": {k: guidance.get(k) for k in ("phase2", "phase3", "phase4") if guidance.get(k)},
+                "phase_guidance": {
+                    k: guidance.get(k) for k in ("phase2", "phase3", "phase4") if guidance.get(k)
+                },
                 "risks_and_mitigations": plan.get("risks_and_mitigations"),
             }
         ),
@@ -42,7 +43,7 @@ def _values(ctx: NodeContext, plan: dict) -> dict[str, str]:
     if ctx.parent is not None:
         answer = parent_file(ctx, ANSWER_FILE)
         if answer:
-            values["prior_code"] = _code_text(answer)
+            values["prior_code"] = code_text(answer)
         run = parent_file(ctx, RUN_FILE)
         if run:
             values["execution_output"] = short_json(run.get("outputs", []))
@@ -105,8 +106,9 @@ def compile_code(ctx: NodeContext, answer: dict) -> dict:
         results.append({"command": cmd, "exit_code": res.exit_code, "stderr": res.stderr[-3000:]})
         if not res.ok:
             ctx.save("compile.json", {"commands": results, "ok": False})
-            raise PhaseFailed("phase3", f"build command {i} failed ({res.reason or res.exit_code}): "
-                                        f"{res.stderr[-800:]}")
+            raise PhaseFailed(
+                "phase3", f"build command {i} failed ({res.reason or res.exit_code}): {res.stderr[-800:]}"
+            )
     out = {"commands": results, "ok": True, "language": build.get("language")}
     ctx.save("compile.json", out)
     ctx.mark_done("phase3")
@@ -191,6 +193,12 @@ def normalise_metrics(data: Any) -> list[dict]:
         value = float(m["value"])
         if value != value:  # NaN
             raise ValueError(f"metric {m['name']}: value is NaN")
-        out.append({"name": str(m["name"]), "value": value, "direction": direction,
-                    "dataset": (str(m["dataset"]) if m.get("dataset") else None)})
+        out.append(
+            {
+                "name": str(m["name"]),
+                "value": value,
+                "direction": direction,
+                "dataset": (str(m["dataset"]) if m.get("dataset") else None),
+            }
+        )
     return out

@@ -12,8 +12,8 @@ import time
 from typing import Any
 
 from ..llm.types import LLMError
-from .base import NodeContext, PhaseFailed, short_json
-from .phase0 import _code_text, run_phase0
+from .base import NodeContext, PhaseFailed, code_text, short_json
+from .phase0 import run_phase0
 from .phase1 import run_phase1
 from .phase234 import compile_code, generate_code, run_experiment
 from .schemas import REVIEW_SCHEMA
@@ -24,16 +24,21 @@ def review_execution(ctx: NodeContext, run_record: dict) -> dict:
     if "review" in ctx.node.phases_done and ctx.load("review.json"):
         return ctx.load("review.json")
     values = {
-        "execution_output": short_json({"outputs": run_record.get("outputs", []),
-                                        "metrics": run_record.get("metrics"),
-                                        "metrics_source": run_record.get("metrics_source")}),
-        "prior_code": _code_text(ctx.load("code_answer.json") or {}),
+        "execution_output": short_json(
+            {
+                "outputs": run_record.get("outputs", []),
+                "metrics": run_record.get("metrics"),
+                "metrics_source": run_record.get("metrics_source"),
+            }
+        ),
+        "prior_code": code_text(ctx.load("code_answer.json") or {}),
         "operation": ctx.node.operation,
         "stage_name": f"stage {ctx.node.stage}",
     }
     try:
-        review = ctx.ask("exec_review", values, phase="review", label="exec_review",
-                         role="feedback", schema=REVIEW_SCHEMA).parsed
+        review = ctx.ask(
+            "exec_review", values, phase="review", label="exec_review", role="feedback", schema=REVIEW_SCHEMA
+        ).parsed
     except LLMError as exc:
         # the review is advice on top of hard evidence (exit codes, metrics): record and go on
         review = {"is_bug": False, "summary": f"review unavailable: {exc}", "error": str(exc)}
@@ -45,8 +50,10 @@ def review_execution(ctx: NodeContext, run_record: dict) -> dict:
 def _metric_objects(metrics: list[dict]) -> tuple[Any, list[Any]]:
     from ..treesearch.node import Metric
 
-    objs = [Metric(name=m["name"], value=m["value"], direction=m["direction"], dataset=m.get("dataset"))
-            for m in metrics]
+    objs = [
+        Metric(name=m["name"], value=m["value"], direction=m["direction"], dataset=m.get("dataset"))
+        for m in metrics
+    ]
     return (objs[0] if objs else None), objs
 
 
@@ -69,8 +76,14 @@ def run_node(ctx: NodeContext) -> None:
             raise PhaseFailed("review", f"execution review found a bug: {review.get('summary', '')}")
         metric, metrics = _metric_objects(record["metrics"])
         summary = str(review.get("summary") or ctx.node.summary)[:500]
-        ctx.update(status="good", error=None, metric=metric, metrics=tuple(metrics),
-                   summary=summary, finished_at=time.time())
+        ctx.update(
+            status="good",
+            error=None,
+            metric=metric,
+            metrics=tuple(metrics),
+            summary=summary,
+            finished_at=time.time(),
+        )
     except PhaseFailed as exc:
         ctx.update(status="buggy", error=f"{exc.phase}: {exc.reason}"[:4000], finished_at=time.time())
         ctx.run.event("node_failed", node_id=ctx.node.id, phase=exc.phase, reason=exc.reason[:1000])

@@ -65,8 +65,11 @@ class PromptAdapter:
         if schema is not None:
             fmt.append(render("phases/response_format.j2", schema_json=json.dumps(schema, indent=1)))
         if v.get("memory") is not None and self.cfg.memory.enabled:
-            fmt.append(render("phases/memory_format.j2", structured=schema is not None,
-                              protocol=self._memory_protocol()))
+            fmt.append(
+                render(
+                    "phases/memory_format.j2", structured=schema is not None, protocol=self._memory_protocol()
+                )
+            )
         if fmt:
             v["response_format"] = "\n\n".join(fmt)
         p = assemble(prompt, v, self.budget, self.counter(role), self.cfg.context)

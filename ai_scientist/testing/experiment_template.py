@@ -82,12 +82,12 @@ if __name__ == "__main__":
     main()
 '''
 
-BUGGY_PROGRAM = '''\
+BUGGY_PROGRAM = """\
 import json
 print("training...")
 accuracy = compute_accuracy()  # NameError: the function was never written
 json.dump({"val_accuracy": accuracy}, open("metrics.json", "w"))
-'''
+"""
 
 
 def render(

@@ -152,8 +152,14 @@ class ExampleResponder:
 
     # -------------------------------------------------------- reporting --
     def _plots(self, text: str, ctx: Any) -> str:
-        return json.dumps({"script": PLOT_SCRIPT, "figures": [
-            {"file": "train_loss.png", "caption": "Training loss per epoch of the best nodes."}]})
+        return json.dumps(
+            {
+                "script": PLOT_SCRIPT,
+                "figures": [
+                    {"file": "train_loss.png", "caption": "Training loss per epoch of the best nodes."}
+                ],
+            }
+        )
 
     def _writeup(self, text: str, ctx: Any) -> str:
         if "citation" in ctx.label:

@@ -8,8 +8,16 @@ from .best import Choice, TieBreak, select_best
 from .journal import Journal, JournalError, JournalView, load
 from .node import Metric, Node, NodeError
 from .policies import Action, decision_rng, dedupe_ideas, make_policy, nearest_solved_example
-from .seeds import aggregate_seeds, seed_plan
-from .stages import STAGES, StageOutcome, StageRules, StageState, next_stage_state, stage_outcome
+from .seeds import aggregate_seeds, missing_seeds, seed_metrics, seed_plan
+from .stages import (
+    STAGES,
+    StageOutcome,
+    StageRules,
+    StageState,
+    ideas_tried,
+    next_stage_state,
+    stage_outcome,
+)
 
 __all__ = [
     "Action",
@@ -28,10 +36,13 @@ __all__ = [
     "aggregate_seeds",
     "decision_rng",
     "dedupe_ideas",
+    "ideas_tried",
+    "missing_seeds",
     "load",
     "make_policy",
     "nearest_solved_example",
     "next_stage_state",
+    "seed_metrics",
     "seed_plan",
     "select_best",
     "stage_outcome",

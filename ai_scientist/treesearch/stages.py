@@ -12,7 +12,8 @@ outcome's ``reason``):
 - stage 1: a good node exists and at least ``num_drafts`` drafts were created,
   or the cap; at the cap without a good node the outcome is "no working
   experiment" (the run ends with exit 3);
-- stage 2: ``StageRules.stage2_good_nodes`` good nodes in the stage, or the cap;
+- stage 2: ``StageRules.stage2_good_nodes`` good nodes in the stage, or the
+  orchestrator reported that no untried idea is left (``ideas_exhausted``), or the cap;
 - stage 3: ``StageRules.stage3_patience`` finished nodes in a row that do not
   beat the best so far (the carried node counts), or the cap;
 - stage 4: every planned ablation idea has a finished node, or the orchestrator
@@ -66,7 +67,7 @@ class StageState:
     ``carried_id``: node the stage starts from (stages 2-4). ``ideas``: planned
     hyper-parameter / ablation ideas, if the orchestrator asked for a list
     (policies then hand them out in order). ``ideas_exhausted``: the LLM offered
-    no untried idea (ends stage 4).
+    no untried idea (ends stages 2 and 4).
     """
 
     stage: int
@@ -193,6 +194,8 @@ def _criteria(
     if s == 2:
         good = len(view.good_nodes(2))
         k = rules.stage2_good_nodes
+        if state.ideas_exhausted:
+            return True, f"no untried hyper-parameter idea left ({good} of {k} good tuning node(s))"
         return good >= k, f"{good} of {k} good tuning node(s)"
     if s == 3:
         streak = no_improvement_streak(view, 3, carried)
