@@ -159,3 +159,11 @@ def test_reasoning_stripping_variants():
     assert strip_reasoning("no thinking here") == ("no thinking here", "")
     val, removed = strip_value([{"content": "<think>x</think>y", "reasoning_content": "zz"}])
     assert val == [{"content": "y"}] and removed > 0
+
+
+def test_json_preview_keeps_both_ends_of_long_strings():
+    record = {"exit_code": 1, "stdout": "epoch 1 ok\n" * 500 + "Traceback: CUDA out of memory\n"}
+    p = json.loads(preview_json(record, PreviewParams(string_cap=120)))
+    assert p["exit_code"] == 1
+    assert p["stdout"].startswith("epoch 1 ok") and p["stdout"].endswith("CUDA out of memory\n")
+    assert "chars cut" in p["stdout"] and len(p["stdout"]) < 200

@@ -207,3 +207,17 @@ def test_embedder_from_config():
     from ai_scientist.memory.embed import embedder_from_config
 
     assert embedder_from_config(load_config(overrides=["memory.embedding.backend=none"])) is None
+
+
+def test_fts_skips_common_words_when_rare_ones_exist(tmp_path):
+    from ai_scientist.memory.search import COMMON_DF
+
+    s = MemoryStore(tmp_path / "m.sqlite")
+    s.fork(None, "n1")
+    s.archival_many("n1", [f"training run {i} finished normally" for i in range(COMMON_DF + 50)])
+    target = s.archival_write("n1", "training run exploded with nan gradients")
+    assert s.archival_search("training run nan", 1, lanes=("fts",))[0].id == target
+    common_only = s.archival_search("training run finished", 3, lanes=("fts",))
+    assert len(common_only) == 3  # all-common query still answers (AND of its words)
+    s.archival_write("n1", "second nan run")  # cache reuse must still see new passages
+    assert len(s.archival_search("nan", 5, lanes=("fts",))) == 2

@@ -300,16 +300,15 @@ def assemble(
         room = 0
     if room <= 0:
         raise ContextBudgetError(f"prompt {prompt_name!r} cannot fit {limit} tokens ({budget.source})")
-    ledger = []
-    for layer in layers:
-        if layer.name in empty:
-            ledger.append(empty[layer.name].to_dict())
-        else:
-            st = states[layer.name]
-            e = _entry(
-                st, outcomes[layer.name], counter.exact, handles.get(layer.name), values.get("state_op")
-            )
-            ledger.append(e.to_dict())
+    state_op = values.get("state_op")
+    ledger = [
+        empty[layer.name].to_dict()
+        if layer.name in empty
+        else _entry(
+            states[layer.name], outcomes[layer.name], counter.exact, handles.get(layer.name), state_op
+        ).to_dict()
+        for layer in layers
+    ]
     if conv_entry is not None:
         ledger.append(conv_entry.to_dict())
     return Prompt(prompt_name, messages, ledger, total, limit, counter.exact, counter.name, sections)

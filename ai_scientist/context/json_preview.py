@@ -5,7 +5,8 @@ The preview keeps the structure of the payload and is always valid JSON:
 * every list longer than ``list_head + 1`` — at any depth, not only ``results`` —
   keeps its first ``list_head`` items and its LAST item, with a marker string
   between them saying how many were omitted and the total;
-* strings longer than ``string_cap`` are cut with a marker giving the cut length;
+* strings longer than ``string_cap`` keep their first third and last two thirds
+  around a marker giving the cut length (stdout/stderr put errors last);
 * metadata fields (freshness, confidence, sources, status, errors, ...) keep
   more: 4x the string cap and at least 8 list items;
 * a top-level ``_preview`` object records the original size, the ``handle`` of
@@ -69,9 +70,12 @@ class _Walker:
             return self._list(node, path, meta, depth)
         if isinstance(node, str):
             cap = self.p.string_cap * (4 if meta else 1)
-            if len(node) > cap:
+            if len(node) > cap:  # keep both ends: logs put the error last
                 self.strings_capped += 1
-                return f"{node[:cap]}... [{len(node) - cap} more chars]"
+                head = cap // 3
+                return (
+                    f"{node[:head]} [... {len(node) - cap} chars cut ...] {node[len(node) - (cap - head) :]}"
+                )
         return node
 
     def _list(self, node: list[Any], path: str, meta: bool, depth: int) -> Any:

@@ -66,7 +66,7 @@ PROMPTS: dict[str, list[str]] = {
     # Phase 0: plan the node (download / install / compile / run), from idea + history
     "phase0_plan": [*_BASE, "task", "history", "prior_outputs", *_TAIL],
     # Phase 1: next installer command, given the plan and the steps so far
-    "phase1_install": [*_BASE, "task", "plan_snippet", "install_steps", *_TAIL],
+    "phase1_install": [*_BASE, "task", "plan_snippet", "history", "install_steps", *_TAIL],
     # Phase 2/3/4: write the code + compile + run commands for one node operation
     "phase234_code": [
         *_BASE,
@@ -84,6 +84,8 @@ PROMPTS: dict[str, list[str]] = {
     ],  # fmt: skip
     # judge one execution: bug or not, metric, summary
     "exec_review": ["system", "task", "prior_code", "execution_output", *_TAIL],
+    # fallback: read the metrics from the run output when metrics.json is missing
+    "metrics_parse": ["system", "task", "execution_output", *_TAIL],
     # node summary that later becomes history
     "node_summary": ["system", "task", "prior_code", "execution_output", "plot_feedback", *_TAIL],
     # LLM tie-break between candidate nodes

@@ -68,7 +68,20 @@ class _Cgroup:
                     v1 / f"system.slice/docker-{cid}.scope/memory.peak"],
             "pids": [v1 / "pids/docker" / cid / "pids.current",
                      v1 / f"system.slice/docker-{cid}.scope/pids.current"],
+            "oom": [v1 / "memory/docker" / cid / "memory.oom_control",
+                    v1 / f"system.slice/docker-{cid}.scope/memory.events"],
         }
+
+    def oom_kills(self) -> int:
+        """How many processes the kernel OOM-killed in this container so far (0 if unknown)."""
+        for path in self.candidates["oom"]:
+            try:
+                for line in path.read_text().splitlines():
+                    if line.startswith("oom_kill "):
+                        return int(line.split()[1])
+            except (OSError, ValueError):
+                continue
+        return 0
 
     def read(self, what: str) -> int | None:
         for path in self.candidates[what]:
@@ -92,6 +105,7 @@ class DockerExecutor:
         self.resources_dir = Path(resources_dir).resolve() if resources_dir else None
         self.reuse = reuse
         self._reused: dict[tuple, Any] = {}
+        self._owner = uuid.uuid4().hex
         self._lock = threading.Lock()
         import docker.errors
 
@@ -201,12 +215,12 @@ class DockerExecutor:
                         out.feed(o)
                     if e:
                         err.feed(e)
-                    if out.total + err.total > limits.output_hard_cap:
-                        if state["killed_by"] is None:
-                            state["killed_by"] = "output"
-                            state["reason"] = f"output exceeded {limits.output_hard_cap} bytes (flood)"
-                            kill()
-                        break  # stop draining what the daemon buffered: it is discarded
+                    if out.total + err.total > limits.output_hard_cap and state["killed_by"] is None:
+                        state["killed_by"] = "output"
+                        state["reason"] = f"output exceeded {limits.output_hard_cap} bytes (flood)"
+                        # Kill from another thread and keep draining: the daemon holds the
+                        # container's lock while its output copier is blocked on an unread stream.
+                        threading.Thread(target=kill, daemon=True).start()
             except Exception as exc:  # the stream breaks when the container is killed
                 state.setdefault("stream_error", str(exc))
             finally:
@@ -247,7 +261,7 @@ class DockerExecutor:
             self._reused.clear()
             c = self.client.containers.run(
                 self.image, command=["sleep", "infinity"], environment=env, detach=True,
-                user=self._user(ws, install_dir), labels={LABEL: "reused"},
+                user=self._user(ws, install_dir), labels={LABEL: f"reused-{self._owner}"},
                 **self._host_config(ws, limits, install_dir))
             self._reused[key] = c
             return c
@@ -260,10 +274,16 @@ class DockerExecutor:
         stream = api.exec_start(exec_id, stream=True, demux=True)
 
         def kill_all() -> None:
-            _quiet(lambda: container.exec_run(["/bin/sh", "-c", "kill -9 -1"]))
+            # detached: never wait on a stream the daemon may be blocked on
+            def go() -> None:
+                kid = api.exec_create(container.id, ["/bin/sh", "-c", "kill -9 -1"])["Id"]
+                api.exec_start(kid, detach=True)
+
+            _quiet(go)
 
         out, err, state = self._pump(stream, limits, kill=kill_all)
         cg = _Cgroup(container.id)
+        ooms_before = cg.oom_kills()
         peak, first_kill = 0, None
         while not state["done"].wait(POLL_S):
             peak = max(peak, cg.read("mem") or 0)
@@ -281,22 +301,27 @@ class DockerExecutor:
                     _quiet(container.kill)
         kill_all()  # background children of this command do not outlive it
         code = api.exec_inspect(exec_id).get("ExitCode")
+        oom = cg.oom_kills() > ooms_before
         container.reload()
         if container.status != "running":  # OOM or kill took init down: start afresh next time
             with self._lock:
                 self._reused.clear()
             _quiet(lambda: container.remove(force=True))
         killed_by, reason = state["killed_by"], state["reason"]
-        if killed_by is None and code == 137 and peak >= limits.memory_mb * 2**20 * 0.9:
+        if killed_by is None and (oom or (code == 137 and peak >= limits.memory_mb * 2**20 * 0.9)):
             killed_by, reason = "memory", f"OOM-killed at the {limits.memory_mb} MB memory limit"
         return _make_result(argv, code, out, err, peak / 2**20 if peak else None, killed_by, reason, start, limits)
 
     def close(self) -> None:
         """Remove the reused container, if any."""
         with self._lock:
-            for c in self._reused.values():
-                _quiet(lambda c=c: c.remove(force=True))
             self._reused.clear()
+            try:
+                left = self.client.containers.list(all=True, filters={"label": f"{LABEL}=reused-{self._owner}"})
+            except Exception:
+                left = []
+            for c in left:
+                _quiet(lambda c=c: c.remove(force=True))
 
 
 def _quiet(fn) -> None:

@@ -108,8 +108,8 @@ def _sample(root: psutil.Process, state: _State, limits: Limits, kill) -> None:
         "memory", f"resident memory {rss // 2**20} MB exceeded the {limits.memory_mb} MB limit"
     ):
         kill()
-    elif len(procs) > limits.pids and state.decide(
-        "pids", f"{len(procs)} processes exceeded the pids limit {limits.pids}"
+    elif len(procs) >= limits.pids and state.decide(
+        "pids", f"{len(procs)} processes reached the pids limit {limits.pids}"
     ):
         kill()
 

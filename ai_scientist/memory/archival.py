@@ -108,7 +108,7 @@ class ArchivalMixin:
         limit = max(4 * k, 20) if scope == "global" else max(20 * k, 100)
         ranked: dict[str, list[int]] = {}
         if "fts" in lanes:
-            ranked["fts"] = self.db.read(lambda c: S.fts_lane(c, query, limit))
+            ranked["fts"] = self.db.read(lambda c: S.fts_lane(c, query, limit, self._dfc))
         if "exact" in lanes:
             ranked["exact"] = self.db.read(lambda c: S.exact_lane(c, query, limit))
         if "vector" in lanes and self.vectors is not None:

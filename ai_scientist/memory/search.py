@@ -138,14 +138,35 @@ def _capped_df(conn: sqlite3.Connection, term: str) -> int:
     ).fetchone()[0]
 
 
-def fts_lane(conn: sqlite3.Connection, query: str, limit: int) -> list[int]:
+class DocFreqCache:
+    """Capped document frequencies, reused until the archive grows by 10 % (they change slowly)."""
+
+    def __init__(self) -> None:
+        self._dfs: dict[str, int] = {}
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, conn: sqlite3.Connection, terms: list[str]) -> dict[str, int]:
+        size = conn.execute("SELECT coalesce(max(id), 0) FROM archival").fetchone()[0]
+        with self._lock:
+            if size > self._size * 1.1 or size < self._size:
+                self._dfs, self._size = {}, size
+            known = {t: self._dfs[t] for t in terms if t in self._dfs}
+        fresh = {t: _capped_df(conn, t) for t in terms if t not in known}
+        with self._lock:
+            self._dfs.update(fresh)
+        return {**known, **fresh}
+
+
+def fts_lane(conn: sqlite3.Connection, query: str, limit: int, dfc: DocFreqCache | None = None) -> list[int]:
     """Archival ids matching the query's words, best bm25 first.
 
     Words found in ``COMMON_DF`` passages or more carry little bm25 weight yet make an OR query
     score a large share of the archive, so they are left out whenever rarer words exist; a
     query of common words only requires its four rarest words (AND) instead.
     """
-    dfs = {t: _capped_df(conn, t) for t in fts_terms(query)}
+    terms = fts_terms(query)
+    dfs = dfc.get(conn, terms) if dfc is not None else {t: _capped_df(conn, t) for t in terms}
     present = sorted((t for t in dfs if dfs[t] > 0), key=lambda t: dfs[t])
     if not present:
         return []

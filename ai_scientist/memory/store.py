@@ -71,6 +71,7 @@ class MemoryStore(ArchivalMixin):
         self.db = Database(self.path)
         self.vector_errors: list[str] = []
         self._chains: dict[str, list[tuple[str, int, int, int]]] = {}
+        self._dfc = S.DocFreqCache()
         self.vectors = (
             S.VectorIndex(self.path.with_suffix(".faiss"), self.db, embedder.name, ivf_threshold)
             if embedder is not None

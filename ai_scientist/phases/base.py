@@ -126,12 +126,15 @@ class NodeContext:
         result = self.llm.complete(messages, role=role, ctx=call, schema=schema, validator=validator)
         if self.memory is None:
             return result
-        convo, last = list(messages), [result]
+        convo: list[dict[str, Any]] = []
+        last = [result]
 
         def follow_up(text: str) -> LLMResult:
+            # read rounds are re-assembled under the same budget (old turns pruned, thinking stripped)
             convo.extend([{"role": "assistant", "content": last[0].text}, {"role": "user", "content": text}])
-            ctx2 = self.call_ctx(phase, f"{label}_memory", ledger)
-            last[0] = self.llm.complete(convo, role=role, ctx=ctx2, schema=schema, validator=validator)
+            msgs, led = self.prompts.build(prompt, full, node_id=self.node.id, role=role, conversation=convo)
+            ctx2 = self.call_ctx(phase, f"{label}_memory", led)
+            last[0] = self.llm.complete(msgs, role=role, ctx=ctx2, schema=schema, validator=validator)
             return last[0]
 
         return self.memory.exchange(result, follow_up)

@@ -46,14 +46,13 @@ def dependency_check_command(deps: dict[str, list[str]], python: str) -> str | N
     return " && ".join(checks) if checks else None
 
 
-def _history_text(history: list[dict[str, Any]]) -> str:
-    lines = []
-    for i, h in enumerate(history, 1):
-        lines.append(
-            f"step {i}: $ {h['command']}\n  exit={h['exit_code']} killed_by={h.get('killed_by')}\n"
-            f"  stdout: {h['stdout'][-600:]}\n  stderr: {h['stderr'][-600:]}"
-        )
-    return "\n".join(lines)
+def _steps_for_prompt(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The installer log as a list (the layer's history policy prunes old steps whole)."""
+    return [
+        {"step": i, "command": h["command"], "exit_code": h["exit_code"], "killed_by": h.get("killed_by"),
+         "stdout_tail": h["stdout"][-600:], "stderr_tail": h["stderr"][-600:], "notes": h.get("notes", "")}
+        for i, h in enumerate(steps, 1)
+    ]
 
 
 def run_phase1(ctx: NodeContext, plan: dict) -> dict:
@@ -129,7 +128,7 @@ def _ask_step(ctx: NodeContext, plan: dict, state: dict, step: int) -> dict:
             },
             indent=2,
         ),
-        "history": _history_text(state["steps"]) or "(no command run yet)",
+        "install_steps": _steps_for_prompt(state["steps"]),
         "step_info": f"step {step} of {ctx.cfg.exec.phase1_max_steps}; "
         f"network {'allowed' if ctx.cfg.exec.network else 'OFF'}; "
         f"last dependency check: {state.get('last_check_output') or 'failed'}",

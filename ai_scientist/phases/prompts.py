@@ -56,7 +56,13 @@ class PromptAdapter:
         return self._memory_rules
 
     def build(
-        self, prompt: str, values: dict[str, Any], *, node_id: str, role: str = "code"
+        self,
+        prompt: str,
+        values: dict[str, Any],
+        *,
+        node_id: str,
+        role: str = "code",
+        conversation: list[dict[str, Any]] | None = None,
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         v = {**_DEFAULTS, **values}
         schema = v.pop("response_schema", None)
@@ -72,5 +78,5 @@ class PromptAdapter:
             )
         if fmt:
             v["response_format"] = "\n\n".join(fmt)
-        p = assemble(prompt, v, self.budget, self.counter(role), self.cfg.context)
+        p = assemble(prompt, v, self.budget, self.counter(role), self.cfg.context, conversation=conversation)
         return p.messages, p.ledger

@@ -84,8 +84,14 @@ def params_from_idea(idea: str) -> dict[str, Any]:
 class ExampleResponder:
     """``responder(messages, schema, ctx) -> str`` for ``ScriptedBackend``."""
 
-    def __init__(self, buggy_nodes: Iterable[str] = ("n0001",), hostile: dict[str, str] | None = None):
+    def __init__(
+        self,
+        buggy_nodes: Iterable[str] = ("n0001",),
+        hostile: dict[str, str] | None = None,
+        always_buggy: bool = False,
+    ):
         self.buggy_nodes = set(buggy_nodes)
+        self.always_buggy = always_buggy
         self.hostile = dict(hostile or {})
         self.calls: list[tuple[str, str, str]] = []
         self._lock = threading.Lock()
@@ -124,7 +130,7 @@ class ExampleResponder:
         op = op_m.group(1) if op_m else "draft"
         idea_m = _IDEA.search(text)
         idea = idea_m.group(1).strip() if idea_m else ""
-        if op == "draft" and ctx.node_id in self.buggy_nodes:
+        if self.always_buggy or (op == "draft" and ctx.node_id in self.buggy_nodes):
             program = BUGGY_PROGRAM
         else:
             program = render(**params_from_idea(idea))

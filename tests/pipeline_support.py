@@ -1,0 +1,80 @@
+"""Helpers for the pipeline tests: start a run of the bundled example with a scripted LLM."""
+
+from __future__ import annotations
+
+import json
+import sys
+from argparse import Namespace
+from pathlib import Path
+from typing import Any
+
+from ai_scientist.commands import execute, setup_run
+from ai_scientist.llm.scripted_backend import ScriptedBackend
+from ai_scientist.testing.scripted import ExampleResponder
+
+ROOT = Path(__file__).resolve().parents[1]
+IDEA = ROOT / "examples" / "label_noise" / "idea.md"
+
+# small, fast, sandbox = subprocess (always available); the sandbox python is this venv's python
+# only when the system python lacks what the plot script needs (numpy-free experiment otherwise)
+FAST = [
+    "agent.stages.stage1_max_iters=4",
+    "agent.stages.stage2_max_iters=2",
+    "agent.stages.stage3_max_iters=1",
+    "agent.stages.stage4_max_iters=2",
+    "agent.stages.stage2_good_nodes=2",
+    "agent.search.num_drafts=2",
+    "agent.search.debug_prob=1.0",
+    "agent.multi_seed_eval.num_seeds=2",
+    "exec.backend=subprocess",
+    "exec.timeout=60",
+    "memory.embedding.backend=none",
+    "report.enabled=false",
+]
+
+
+def run_args(tmp_path: Path, *overrides: str, name: str = "run") -> Namespace:
+    return Namespace(
+        config=None,
+        overrides=[*FAST, *overrides],
+        idea=str(IDEA),
+        resources=None,
+        out=str(tmp_path / "experiments"),
+        name=name,
+        from_phase=None,
+        run_dir=None,
+        stop_after=None,
+    )
+
+
+def start_run(tmp_path: Path, *overrides: str, responder: Any = None, name: str = "run",
+              latency_s: float = 0.0) -> tuple[int, Path, ExampleResponder]:
+    """Create and execute a run with the scripted example LLM; returns (exit code, run dir, responder)."""
+    responder = responder or ExampleResponder()
+    run, resources = setup_run(run_args(tmp_path, *overrides, name=name))
+    code = execute(run, resources=resources, backend=ScriptedBackend(responder, latency_s=latency_s))
+    return code, run.dir, responder
+
+
+def journal_nodes(run_dir: Path) -> dict[str, dict]:
+    latest: dict[str, dict] = {}
+    for line in (run_dir / "journal.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        latest[rec["node"]["id"]] = rec["node"]
+    return latest
+
+
+def events(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+
+
+def python_has(module: str, python: str = "/usr/bin/python3") -> bool:
+    import subprocess
+
+    try:
+        return subprocess.run([python, "-c", f"import {module}"], capture_output=True, timeout=30).returncode == 0
+    except OSError:
+        return False
+
+
+PYTHON = sys.executable

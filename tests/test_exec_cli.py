@@ -1,0 +1,71 @@
+"""`ai-scientist exec` through the real CLI entry point; `doctor` rows; auto resolution."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import psutil
+
+from ai_scientist.cli import main
+from ai_scientist.config import load_config
+from ai_scientist.execution.doctor import check_sandboxes
+from ai_scientist.execution.registry import make_executor, resolve_backend
+
+
+def _survivors(marker: str) -> list[int]:
+    time.sleep(0.3)
+    return [p.pid for p in psutil.process_iter(["cmdline"])
+            if marker in " ".join(p.info["cmdline"] or []) and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_exec_timeout_leaves_no_process_behind(capsys):
+    marker = f"aisci_cli_{uuid.uuid4().hex}"
+    code = main(["exec", "--backend", "subprocess", "--timeout", "2", "--",
+                 "bash", "-c", "(sleep 300) & sleep 300", marker])
+    assert code == 124
+    err = capsys.readouterr().err
+    assert "killed_by=timeout" in err and "backend=subprocess" in err
+    assert _survivors(marker) == []
+
+
+def test_exec_prints_output_and_returns_exit_code(capsys, tmp_path):
+    code = main(["exec", "--backend", "subprocess", "--workspace", str(tmp_path), "--",
+                 "sh", "-c", "echo out; echo err >&2; echo f > made; exit 7"])
+    cap = capsys.readouterr()
+    assert code == 7
+    assert cap.out == "out\n" and cap.err.startswith("err\n") and "exit=7" in cap.err
+    assert (tmp_path / "made").read_text() == "f\n"
+
+
+def test_exec_usage_errors_exit_2(capsys):
+    assert main(["exec", "--backend", "subprocess", "--"]) == 2
+    assert main(["exec", "--backend", "nope", "--", "true"]) == 2
+    assert "unknown backend" in capsys.readouterr().err
+    assert main(["exec", "--set", "exec.timeout=-1", "--", "true"]) == 2
+
+
+def test_doctor_rows_name_auto_choice():
+    rows = check_sandboxes(load_config())
+    names = [r["name"] for r in rows]
+    assert names == ["docker", "apptainer", "bwrap", "subprocess", "auto"]
+    sub = rows[3]
+    assert sub["ok"] and "ran `true`" in sub["detail"]
+    auto = rows[-1]
+    first_ok = next(r["name"] for r in rows[:-1] if r["ok"])
+    assert auto["detail"] == f"auto picks {first_ok}"
+    app = rows[1]
+    assert not app["ok"] and "not found" in app["detail"]
+
+
+def test_resolve_backend_auto_and_explicit():
+    cfg = load_config(overrides=["exec.backend=subprocess"])
+    assert resolve_backend(cfg) == ("subprocess", "configured exec.backend=subprocess")
+    cfg = load_config(overrides=["exec.apptainer_binary=definitely-missing"])
+    name, why = resolve_backend(cfg)
+    assert name in ("docker", "bwrap", "subprocess") and f"auto picked {name}" in why
+    ex = make_executor(cfg)
+    try:
+        assert ex.name == name
+    finally:
+        ex.close()
