@@ -170,7 +170,7 @@ def build_services(
     if cfg.memory.enabled:
         from .memory.store import MemoryStore
 
-        store = MemoryStore.open_run(run.dir, cfg, redactor=run.redactor)
+        store = MemoryStore.open_run(run.dir, cfg)
     from .reporting.progress import Progress
 
     return Services(

@@ -34,8 +34,11 @@ def fake(tmp_path, monkeypatch):
     log = tmp_path / "argv.jsonl"
     # the fake reads these from its own environment: the backend passes the host PATH/LANG only,
     # so bake them into the script instead
-    binary.write_text(FAKE.replace('os.environ["FAKE_LOG"]', repr(str(log))).replace(
-        'os.environ["FAKE_IMAGE"]', repr("/images/sandbox.sif")))
+    binary.write_text(
+        FAKE.replace('os.environ["FAKE_LOG"]', repr(str(log))).replace(
+            'os.environ["FAKE_IMAGE"]', repr("/images/sandbox.sif")
+        )
+    )
     return binary, log
 
 
@@ -51,8 +54,13 @@ def test_argv_has_containment_binds_and_env(fake, tmp_path, monkeypatch):
     ws = tmp_path / "ws"
     ws.mkdir()
     ex = ApptainerExecutor("/images/sandbox.sif", binary=str(binary), resources_dir=res)
-    r = ex.run(["echo", "hello"], workspace=ws, limits=Limits(timeout_s=20), env={"SEED": "1"},
-               install_dir=tmp_path / "env")
+    r = ex.run(
+        ["echo", "hello"],
+        workspace=ws,
+        limits=Limits(timeout_s=20),
+        env={"SEED": "1"},
+        install_dir=tmp_path / "env",
+    )
     assert r.ok and r.stdout == "hello\n", r.stderr
     argv = _argvs(log)[0]
     assert argv[:4] == ["exec", "--containall", "--cleanenv", "--no-home"]

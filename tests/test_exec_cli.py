@@ -15,14 +15,29 @@ from ai_scientist.execution.registry import make_executor, resolve_backend
 
 def _survivors(marker: str) -> list[int]:
     time.sleep(0.3)
-    return [p.pid for p in psutil.process_iter(["cmdline"])
-            if marker in " ".join(p.info["cmdline"] or []) and p.status() != psutil.STATUS_ZOMBIE]
+    return [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if marker in " ".join(p.info["cmdline"] or []) and p.status() != psutil.STATUS_ZOMBIE
+    ]
 
 
 def test_exec_timeout_leaves_no_process_behind(capsys):
     marker = f"aisci_cli_{uuid.uuid4().hex}"
-    code = main(["exec", "--backend", "subprocess", "--timeout", "2", "--",
-                 "bash", "-c", "(sleep 300) & sleep 300", marker])
+    code = main(
+        [
+            "exec",
+            "--backend",
+            "subprocess",
+            "--timeout",
+            "2",
+            "--",
+            "bash",
+            "-c",
+            "(sleep 300) & sleep 300",
+            marker,
+        ]
+    )
     assert code == 124
     err = capsys.readouterr().err
     assert "killed_by=timeout" in err and "backend=subprocess" in err
@@ -30,8 +45,19 @@ def test_exec_timeout_leaves_no_process_behind(capsys):
 
 
 def test_exec_prints_output_and_returns_exit_code(capsys, tmp_path):
-    code = main(["exec", "--backend", "subprocess", "--workspace", str(tmp_path), "--",
-                 "sh", "-c", "echo out; echo err >&2; echo f > made; exit 7"])
+    code = main(
+        [
+            "exec",
+            "--backend",
+            "subprocess",
+            "--workspace",
+            str(tmp_path),
+            "--",
+            "sh",
+            "-c",
+            "echo out; echo err >&2; echo f > made; exit 7",
+        ]
+    )
     cap = capsys.readouterr()
     assert code == 7
     assert cap.out == "out\n" and cap.err.startswith("err\n") and "exit=7" in cap.err
@@ -69,3 +95,30 @@ def test_resolve_backend_auto_and_explicit():
         assert ex.name == name
     finally:
         ex.close()
+
+
+def test_limits_from_config_uses_exec_keys():
+    from ai_scientist.execution.base import Limits
+
+    cfg = load_config(
+        overrides=[
+            "exec.timeout=5",
+            "exec.memory_mb=700",
+            "exec.pids_limit=40",
+            "exec.max_output_bytes=4096",
+            "exec.network=true",
+            "exec.gpus=[0,2]",
+            "exec.cpus=2",
+        ]
+    )
+    lim = Limits.from_config(cfg.exec)
+    assert (lim.timeout_s, lim.memory_mb, lim.pids, lim.output_bytes, lim.network, lim.gpus, lim.cpus) == (
+        5.0,
+        700,
+        40,
+        4096,
+        True,
+        (0, 2),
+        2.0,
+    )
+    assert lim.output_hard_cap == 16 * 4096 and lim.cpu_seconds == 12

@@ -96,7 +96,9 @@ LIM = Limits(timeout_s=15, memory_mb=512, pids=64, output_bytes=64 * 1024)
 
 def test_fork_bomb_is_contained(executor, workspace, marker):
     # the parent stays alive (sleep) so the bomb grows until a limit stops it
-    r = executor.run(["bash", "-c", "bomb(){ bomb|bomb& }; bomb; sleep 30", marker], workspace=workspace, limits=LIM)
+    r = executor.run(
+        ["bash", "-c", "bomb(){ bomb|bomb& }; bomb; sleep 30", marker], workspace=workspace, limits=LIM
+    )
     assert not r.ok
     assert r.killed_by in ("pids", "timeout"), r.summary()
     assert r.reason
@@ -196,7 +198,9 @@ def test_write_outside_workspace_fails(executor, workspace, marker):
             "    except OSError as e:\n        print('DENIED', p, type(e).__name__)\n"
             "open('inside.txt', 'w').write('ok')\n"
         )
-        r = executor.run(["python3", "-c", code, str(target), str(etc_target), marker], workspace=workspace, limits=LIM)
+        r = executor.run(
+            ["python3", "-c", code, str(target), str(etc_target), marker], workspace=workspace, limits=LIM
+        )
         assert r.ok, r.summary() + r.stderr
         assert "WROTE" not in r.stdout
         assert not target.exists() and not etc_target.exists()
@@ -210,8 +214,12 @@ def test_host_secret_is_not_visible(executor, workspace, marker, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     monkeypatch.setenv("AI_SCI_TEST_SECRET", secret)
     code = "import os; print(sorted(os.environ)); print(repr(dict(os.environ)))"
-    r = executor.run(["python3", "-c", code, marker], workspace=workspace, limits=LIM,
-                     env={"MY_API_KEY": secret, "SEED": "3"})
+    r = executor.run(
+        ["python3", "-c", code, marker],
+        workspace=workspace,
+        limits=LIM,
+        env={"MY_API_KEY": secret, "SEED": "3"},
+    )
     assert r.ok, r.summary() + r.stderr
     assert secret not in r.stdout + r.stderr
     assert "OPENAI_API_KEY" not in r.stdout
@@ -231,7 +239,9 @@ def test_background_children_killed_at_timeout(executor, workspace, marker):
 
 def test_background_children_of_a_finished_command_are_killed(executor, workspace, marker):
     s = SLEEPER.format(m=marker)
-    r = executor.run(["bash", "-c", f"( setsid {s} & ) ; {s} & echo started"], workspace=workspace, limits=LIM)
+    r = executor.run(
+        ["bash", "-c", f"( setsid {s} & ) ; {s} & echo started"], workspace=workspace, limits=LIM
+    )
     assert r.ok and "started" in r.stdout
     assert survivors(marker) == []
 

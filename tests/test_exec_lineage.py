@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -30,33 +29,48 @@ def test_child_sees_parent_install_and_adds_its_own(run_dir):
         d.chmod(0o755)
     ex = SubprocessExecutor()
     lim = Limits(timeout_s=30)
-    install = ("import os, pathlib; site = pathlib.Path(os.environ['PYTHONPATH']); site.mkdir(parents=True);"
-               "(site / 'fancylib.py').write_text('VALUE = 41\\n');"
-               "b = pathlib.Path(os.environ['PREFIX']) / 'bin'; b.mkdir(); (b / 'fancytool').write_text('#!/bin/sh\\necho tool\\n');"
-               "(b / 'fancytool').chmod(0o755)")
-    r = ex.run(["python3", "-c", install], workspace=parent / "workspace", limits=lim,
-               install_dir=node_env_dir(parent))
+    install = (
+        "import os, pathlib; site = pathlib.Path(os.environ['PYTHONPATH']); site.mkdir(parents=True);"
+        "(site / 'fancylib.py').write_text('VALUE = 41\\n');"
+        "b = pathlib.Path(os.environ['PREFIX']) / 'bin'; b.mkdir(); (b / 'fancytool').write_text('#!/bin/sh\\necho tool\\n');"
+        "(b / 'fancytool').chmod(0o755)"
+    )
+    r = ex.run(
+        ["python3", "-c", install],
+        workspace=parent / "workspace",
+        limits=lim,
+        install_dir=node_env_dir(parent),
+    )
     assert r.ok, r.stderr
     info = inherit_install_state(parent, child)
     assert info["method"] in ("reflink", "hardlink", "copy")
-    r = ex.run(["sh", "-c", "python3 -c 'import fancylib; print(fancylib.VALUE + 1)' && fancytool"],
-               workspace=child / "workspace", limits=lim, install_dir=child / "env")
+    r = ex.run(
+        ["sh", "-c", "python3 -c 'import fancylib; print(fancylib.VALUE + 1)' && fancytool"],
+        workspace=child / "workspace",
+        limits=lim,
+        install_dir=child / "env",
+    )
     assert r.ok, r.stderr
     assert r.stdout.split() == ["42", "tool"]
     # what the child adds stays its own
-    r = ex.run(["sh", "-c", 'echo x > "$PREFIX/bin/childonly"'], workspace=child / "workspace", limits=lim,
-               install_dir=child / "env")
+    r = ex.run(
+        ["sh", "-c", 'echo x > "$PREFIX/bin/childonly"'],
+        workspace=child / "workspace",
+        limits=lim,
+        install_dir=child / "env",
+    )
     assert r.ok and (child / "env/bin/childonly").exists()
     assert not (parent / "env/bin/childonly").exists()
 
 
-def test_inherit_without_parent_prefix_and_refuse_overwrite(tmp_path):
+def test_inherit_without_parent_prefix_and_keep_existing(tmp_path):
     info = inherit_install_state(tmp_path / "p", tmp_path / "c")
     assert info["method"] == "empty" and (tmp_path / "c/env").is_dir()
     (tmp_path / "p/env").mkdir(parents=True)
+    (tmp_path / "p/env/parent").write_text("p")
     (tmp_path / "c/env/x").write_text("x")
-    with pytest.raises(FileExistsError, match="already populated"):
-        inherit_install_state(tmp_path / "p", tmp_path / "c")
+    assert inherit_install_state(tmp_path / "p", tmp_path / "c")["method"] == "existing"
+    assert not (tmp_path / "c/env/parent").exists() and (tmp_path / "c/env/x").read_text() == "x"
 
 
 def test_install_environ_points_everything_at_the_prefix():
@@ -77,4 +91,3 @@ def test_head_tail_keeps_both_ends_and_counts_total():
     small = HeadTail(100)
     small.feed(b"hello")
     assert small.text() == "hello"
-    assert os.path.isabs("/env")

@@ -10,7 +10,10 @@ from ai_scientist.cli import main
 
 
 def test_full_run_tells_the_whole_story(tmp_path, capsys):
-    code, run_dir, responder = start_run(tmp_path)
+    from ai_scientist.testing.scripted import ExampleResponder
+
+    # both drafts crash, so stage 1 must debug one of them before it can finish
+    code, run_dir, responder = start_run(tmp_path, responder=ExampleResponder(buggy_nodes=("n0001", "n0002")))
     assert code == 0, [e for e in events(run_dir) if e["type"] in ("internal_error", "node_failed")]
     nodes = journal_nodes(run_dir)
     ops = [n["operation"] for n in nodes.values()]
@@ -18,7 +21,7 @@ def test_full_run_tells_the_whole_story(tmp_path, capsys):
     # a draft that fails, and a debug that fixes it
     assert nodes["n0001"]["operation"] == "draft" and nodes["n0001"]["status"] == "buggy"
     assert "phase4" in nodes["n0001"]["error"] and "NameError" in nodes["n0001"]["error"]
-    debug = [n for n in nodes.values() if n["operation"] == "debug" and n["parent_id"] == "n0001"]
+    debug = [n for n in nodes.values() if n["operation"] == "debug" and n["parent_id"] in ("n0001", "n0002")]
     assert debug and debug[0]["status"] == "good"
     # tuning, research and ablation nodes, and seed re-runs
     assert {"tune", "improve", "ablate", "seed_eval"} <= set(ops), ops
@@ -26,7 +29,9 @@ def test_full_run_tells_the_whole_story(tmp_path, capsys):
     tunes = [n for n in nodes.values() if n["operation"] == "tune"]
     assert all(n["idea"] for n in tunes) and len({n["idea"] for n in tunes}) == len(tunes), "ideas deduplicated"
     seeds = [n for n in nodes.values() if n["operation"] == "seed_eval"]
-    assert len(seeds) == 2 * 4 and all(n["status"] == "good" for n in seeds)
+    bests = {e["node_id"] for e in events(run_dir) if e["type"] == "stage_best"}
+    assert len(seeds) == 2 * len(bests) and all(n["status"] == "good" for n in seeds)
+    assert {n["parent_id"] for n in seeds} == bests
 
     # metrics come from metrics.json written by the experiment
     good = [n for n in nodes.values() if n["status"] == "good"]

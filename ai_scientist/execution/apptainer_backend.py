@@ -18,8 +18,9 @@ import shutil
 import uuid
 from pathlib import Path
 
+from ..resources import bind_sources
 from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, SandboxError, normalize_command
-from .lineage import SANDBOX_ENV
+from .lineage import SANDBOX_ENV, take_install_dir
 from .process import rlimit_preexec, supervise
 from .sandbox_env import TMP_DIRNAME, sandbox_environ
 
@@ -36,28 +37,50 @@ def find_apptainer(binary: str = "apptainer") -> str | None:
 class ApptainerExecutor:
     name = "apptainer"
 
-    def __init__(self, image: str | None, *, binary: str = "apptainer", python: str = "/usr/bin/python3",
-                 resources_dir: Path | None = None, phase1: bool = False):
+    def __init__(
+        self,
+        image: str | None,
+        *,
+        binary: str = "apptainer",
+        python: str = "/usr/bin/python3",
+        resources_dir: Path | None = None,
+        phase1: bool = False,
+    ):
         path = find_apptainer(binary)
         if not path:
-            raise SandboxError(f"{binary!r} not found (nor apptainer / singularity) on PATH; "
-                               "set exec.apptainer_binary to its full path")
+            raise SandboxError(
+                f"{binary!r} not found (nor apptainer / singularity) on PATH; "
+                "set exec.apptainer_binary to its full path"
+            )
         if not image:
-            raise SandboxError("exec.apptainer_image is not set: give the path of a .sif built from "
-                               "containers/ai-scientist.def (`apptainer build sandbox.sif containers/ai-scientist.def`)")
+            raise SandboxError(
+                "exec.apptainer_image is not set: give the path of a .sif built from "
+                "containers/ai-scientist.def (`apptainer build sandbox.sif containers/ai-scientist.def`)"
+            )
         self.binary = path
         self.image = image
         self.python = python
         self.resources_dir = Path(resources_dir).resolve() if resources_dir else None
         self.phase1 = phase1
 
-    def build_argv(self, argv: list[str], ws: Path, limits: Limits, env: dict[str, str],
-                   install_dir: Path | None = None) -> list[str]:
+    def build_argv(
+        self, argv: list[str], ws: Path, limits: Limits, env: dict[str, str], install_dir: Path | None = None
+    ) -> list[str]:
         """The full command line handed to apptainer (pure; what the tests check)."""
-        args = [self.binary, "exec", "--containall", "--cleanenv", "--no-home",
-                "--bind", f"{ws}:{SANDBOX_WORKSPACE}", "--pwd", SANDBOX_WORKSPACE]
+        args = [
+            self.binary,
+            "exec",
+            "--containall",
+            "--cleanenv",
+            "--no-home",
+            "--bind",
+            f"{ws}:{SANDBOX_WORKSPACE}",
+            "--pwd",
+            SANDBOX_WORKSPACE,
+        ]
         if self.resources_dir:
             args += ["--bind", f"{self.resources_dir}:{SANDBOX_RESOURCES}:ro"]
+            args += [a for src in bind_sources(self.resources_dir) for a in ("--bind", f"{src}:{src}:ro")]
         if install_dir:
             args += ["--bind", f"{Path(install_dir).resolve()}:{SANDBOX_ENV}"]
         if not limits.network:
@@ -81,18 +104,29 @@ class ApptainerExecutor:
     ) -> ExecResult:
         limits = limits or Limits()
         argv = normalize_command(command)
+        env, install_dir = take_install_dir(env, install_dir)
         ws = Path(workspace).resolve()
         (ws / TMP_DIRNAME).mkdir(parents=True, exist_ok=True)
         full_env, dropped = sandbox_environ(
-            workspace=SANDBOX_WORKSPACE, extra=env, python=self.python,
+            workspace=SANDBOX_WORKSPACE,
+            extra=env,
+            python=self.python,
             resources=SANDBOX_RESOURCES if self.resources_dir else None,
-            install_prefix=SANDBOX_ENV if install_dir else None, marker=uuid.uuid4().hex)
+            install_prefix=SANDBOX_ENV if install_dir else None,
+            marker=uuid.uuid4().hex,
+        )
         host_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
         if limits.gpus:
             host_env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in limits.gpus)
-        result = supervise(self.build_argv(argv, ws, limits, full_env, install_dir), cwd=ws, env=host_env,
-                           limits=limits, backend=self.name, display_command=argv,
-                           preexec=rlimit_preexec(limits, address_space=False))
+        result = supervise(
+            self.build_argv(argv, ws, limits, full_env, install_dir),
+            cwd=ws,
+            env=host_env,
+            limits=limits,
+            backend=self.name,
+            display_command=argv,
+            preexec=rlimit_preexec(limits, address_space=False),
+        )
         result.extra.update(dropped_env=dropped, image=self.image)
         return result
 

@@ -21,8 +21,9 @@ import subprocess
 import uuid
 from pathlib import Path
 
+from ..resources import bind_sources
 from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, SandboxError, normalize_command
-from .lineage import SANDBOX_ENV
+from .lineage import SANDBOX_ENV, take_install_dir
 from .process import rlimit_preexec, supervise
 from .sandbox_env import TMP_DIRNAME, sandbox_environ
 from .subprocess_backend import _chown_tree, _next_uid, capabilities, untraversable_ancestor
@@ -36,8 +37,20 @@ def bwrap_usable(binary: str = "bwrap") -> tuple[bool, str]:
     path = shutil.which(binary)
     if not path:
         return False, "bwrap not found (apt-get install bubblewrap)"
-    argv = [path, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
-            *_system_links(), "--proc", "/proc", "--dev", "/dev", "true"]
+    argv = [
+        path,
+        "--unshare-all",
+        "--die-with-parent",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        *_system_links(),
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "true",
+    ]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -72,17 +85,40 @@ class BwrapExecutor:
         self.caps = capabilities()
 
     def _argv(self, ws: Path, limits: Limits, env: dict[str, str], install_dir: Path | None) -> list[str]:
-        args = [self.binary, "--unshare-all", "--die-with-parent", "--new-session",
-                "--ro-bind", "/usr", "/usr", *_system_links(), "--ro-bind", "/etc", "/etc",
-                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-                "--bind", str(ws), SANDBOX_WORKSPACE, "--chdir", SANDBOX_WORKSPACE,
-                "--hostname", "sandbox"]
+        args = [
+            self.binary,
+            "--unshare-all",
+            "--die-with-parent",
+            "--new-session",
+            "--ro-bind",
+            "/usr",
+            "/usr",
+            *_system_links(),
+            "--ro-bind",
+            "/etc",
+            "/etc",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/tmp",
+            "--bind",
+            str(ws),
+            SANDBOX_WORKSPACE,
+            "--chdir",
+            SANDBOX_WORKSPACE,
+            "--hostname",
+            "sandbox",
+        ]
         if limits.network:
             args.append("--share-net")
         if self.resources_dir:
             args += ["--ro-bind", str(self.resources_dir), SANDBOX_RESOURCES]
             if not (ws / "resources").is_symlink():
                 args += ["--ro-bind", str(self.resources_dir), f"{SANDBOX_WORKSPACE}/resources"]
+            for src in bind_sources(self.resources_dir):
+                args += ["--ro-bind", str(src), str(src)]
         if install_dir:
             args += ["--bind", str(Path(install_dir).resolve()), SANDBOX_ENV]
         for dev in _gpu_devices(limits.gpus):
@@ -103,12 +139,17 @@ class BwrapExecutor:
     ) -> ExecResult:
         limits = limits or Limits()
         argv = normalize_command(command)
+        env, install_dir = take_install_dir(env, install_dir)
         ws = Path(workspace).resolve()
         (ws / TMP_DIRNAME).mkdir(parents=True, exist_ok=True)
         full_env, dropped = sandbox_environ(
-            workspace=SANDBOX_WORKSPACE, extra=env, python=self.python,
+            workspace=SANDBOX_WORKSPACE,
+            extra=env,
+            python=self.python,
             resources=SANDBOX_RESOURCES if self.resources_dir else None,
-            install_prefix=SANDBOX_ENV if install_dir else None, marker=uuid.uuid4().hex)
+            install_prefix=SANDBOX_ENV if install_dir else None,
+            marker=uuid.uuid4().hex,
+        )
         uid = _next_uid() if self.caps["drop_uid"] else None
         if uid is not None and untraversable_ancestor(ws.parent) is not None:
             uid = None  # the fresh uid could not reach the workspace to bind it
@@ -120,9 +161,15 @@ class BwrapExecutor:
             wrap = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
         host_env = {"PATH": "/usr/bin:/bin"}  # bwrap's own environment; the command's is --setenv
         result = supervise(
-            wrap + self._argv(ws, limits, full_env, install_dir) + ["--", *argv], cwd=ws, env=host_env,
-            limits=limits, backend=self.name, display_command=argv,
-            preexec=rlimit_preexec(limits, address_space=True), sweep_uid=uid)
+            wrap + self._argv(ws, limits, full_env, install_dir) + ["--", *argv],
+            cwd=ws,
+            env=host_env,
+            limits=limits,
+            backend=self.name,
+            display_command=argv,
+            preexec=rlimit_preexec(limits, address_space=True),
+            sweep_uid=uid,
+        )
         result.extra.update(uid=uid, dropped_env=dropped, network=limits.network)
         return result
 

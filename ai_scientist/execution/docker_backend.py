@@ -24,6 +24,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ..resources import bind_sources
 from .base import (
     SANDBOX_RESOURCES,
     SANDBOX_WORKSPACE,
@@ -33,7 +34,7 @@ from .base import (
     SandboxError,
     normalize_command,
 )
-from .lineage import SANDBOX_ENV
+from .lineage import SANDBOX_ENV, take_install_dir
 from .sandbox_env import TMP_DIRNAME, sandbox_environ
 from .subprocess_backend import _chown_tree, _next_uid
 
@@ -64,12 +65,18 @@ class _Cgroup:
     def __init__(self, cid: str):
         v1 = Path("/sys/fs/cgroup")
         self.candidates = {
-            "mem": [v1 / "memory/docker" / cid / "memory.max_usage_in_bytes",
-                    v1 / f"system.slice/docker-{cid}.scope/memory.peak"],
-            "pids": [v1 / "pids/docker" / cid / "pids.current",
-                     v1 / f"system.slice/docker-{cid}.scope/pids.current"],
-            "oom": [v1 / "memory/docker" / cid / "memory.oom_control",
-                    v1 / f"system.slice/docker-{cid}.scope/memory.events"],
+            "mem": [
+                v1 / "memory/docker" / cid / "memory.max_usage_in_bytes",
+                v1 / f"system.slice/docker-{cid}.scope/memory.peak",
+            ],
+            "pids": [
+                v1 / "pids/docker" / cid / "pids.current",
+                v1 / f"system.slice/docker-{cid}.scope/pids.current",
+            ],
+            "oom": [
+                v1 / "memory/docker" / cid / "memory.oom_control",
+                v1 / f"system.slice/docker-{cid}.scope/memory.events",
+            ],
         }
 
     def oom_kills(self) -> int:
@@ -97,8 +104,15 @@ class DockerExecutor:
 
     name = "docker"
 
-    def __init__(self, image: str, *, python: str = "/usr/bin/python3", resources_dir: Path | None = None,
-                 reuse: bool = False, client: Any = None):
+    def __init__(
+        self,
+        image: str,
+        *,
+        python: str = "/usr/bin/python3",
+        resources_dir: Path | None = None,
+        reuse: bool = False,
+        client: Any = None,
+    ):
         self.client = client or docker_client()
         self.image = image
         self.python = python
@@ -112,7 +126,9 @@ class DockerExecutor:
         try:
             self.client.images.get(image)
         except docker.errors.ImageNotFound:
-            raise SandboxError(f"Docker image {image!r} not found; " + BUILD_HINT.format(image=image)) from None
+            raise SandboxError(
+                f"Docker image {image!r} not found; " + BUILD_HINT.format(image=image)
+            ) from None
 
     # ------------------------------------------------------------ config --
     def _network_mode(self, allowed: bool) -> str:
@@ -130,18 +146,31 @@ class DockerExecutor:
         if install_dir:
             volumes[str(Path(install_dir).resolve())] = {"bind": SANDBOX_ENV, "mode": "rw"}
         kw: dict[str, Any] = dict(
-            volumes=volumes, working_dir=SANDBOX_WORKSPACE, network_mode=self._network_mode(limits.network),
-            mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m",
-            nano_cpus=int(limits.cpus * 1e9), pids_limit=limits.pids, read_only=True,
-            tmpfs={"/tmp": "rw,nosuid,nodev,size=512m,mode=1777"}, cap_drop=["ALL"],
-            security_opt=["no-new-privileges"], hostname="sandbox",
+            volumes=volumes,
+            working_dir=SANDBOX_WORKSPACE,
+            network_mode=self._network_mode(limits.network),
+            mem_limit=f"{limits.memory_mb}m",
+            memswap_limit=f"{limits.memory_mb}m",
+            nano_cpus=int(limits.cpus * 1e9),
+            pids_limit=limits.pids,
+            read_only=True,
+            tmpfs={"/tmp": "rw,nosuid,nodev,size=512m,mode=1777"},
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            hostname="sandbox",
             ulimits=[docker.types.Ulimit(name="core", soft=0, hard=0)],
         )
+        for src in bind_sources(self.resources_dir):
+            volumes[str(src)] = {"bind": str(src), "mode": "ro"}
         if self.resources_dir and not (ws / "resources").is_symlink():
-            kw["volumes"][str(self.resources_dir) + "/."] = {"bind": f"{SANDBOX_WORKSPACE}/resources", "mode": "ro"}
+            kw["volumes"][str(self.resources_dir) + "/."] = {
+                "bind": f"{SANDBOX_WORKSPACE}/resources",
+                "mode": "ro",
+            }
         if limits.gpus:
-            kw["device_requests"] = [docker.types.DeviceRequest(
-                device_ids=[str(g) for g in limits.gpus], capabilities=[["gpu"]])]
+            kw["device_requests"] = [
+                docker.types.DeviceRequest(device_ids=[str(g) for g in limits.gpus], capabilities=[["gpu"]])
+            ]
         return kw
 
     def _user(self, ws: Path, install_dir: Path | None) -> str:
@@ -165,12 +194,17 @@ class DockerExecutor:
     ) -> ExecResult:
         limits = limits or Limits()
         argv = normalize_command(command)
+        env, install_dir = take_install_dir(env, install_dir)
         ws = Path(workspace).resolve()
         (ws / TMP_DIRNAME).mkdir(parents=True, exist_ok=True)
         full_env, dropped = sandbox_environ(
-            workspace=SANDBOX_WORKSPACE, extra=env, python=self.python,
+            workspace=SANDBOX_WORKSPACE,
+            extra=env,
+            python=self.python,
             resources=SANDBOX_RESOURCES if self.resources_dir else None,
-            install_prefix=SANDBOX_ENV if install_dir else None, marker=uuid.uuid4().hex)
+            install_prefix=SANDBOX_ENV if install_dir else None,
+            marker=uuid.uuid4().hex,
+        )
         full_env["PATH"] = full_env["PATH"]  # image PATH is replaced by the allow-listed one
         if self.reuse:
             result = self._run_reused(argv, ws, limits, full_env, install_dir)
@@ -185,9 +219,14 @@ class DockerExecutor:
         start = time.monotonic()
         try:
             container = self.client.containers.create(
-                self.image, command=argv, environment=env, user=self._user(ws, install_dir),
-                labels={LABEL: env["AI_SCIENTIST_SANDBOX_ID"]}, detach=True,
-                **self._host_config(ws, limits, install_dir))
+                self.image,
+                command=argv,
+                environment=env,
+                user=self._user(ws, install_dir),
+                labels={LABEL: env["AI_SCIENTIST_SANDBOX_ID"]},
+                detach=True,
+                **self._host_config(ws, limits, install_dir),
+            )
         except docker.errors.APIError as exc:
             raise SandboxError(f"docker could not create the container: {exc}") from None
         try:
@@ -239,19 +278,36 @@ class DockerExecutor:
                 break
             peak = max(peak, cg.read("mem") or 0)
             if state["killed_by"] is None and time.monotonic() - start > limits.timeout_s:
-                state["killed_by"], state["reason"] = "timeout", f"wall-clock timeout of {limits.timeout_s:g}s"
+                state["killed_by"], state["reason"] = (
+                    "timeout",
+                    f"wall-clock timeout of {limits.timeout_s:g}s",
+                )
                 _quiet(container.kill)
             pids = cg.read("pids")
             if state["killed_by"] is None and pids is not None and pids >= limits.pids:
-                state["killed_by"], state["reason"] = "pids", f"{pids} processes reached the pids limit {limits.pids}"
+                state["killed_by"], state["reason"] = (
+                    "pids",
+                    f"{pids} processes reached the pids limit {limits.pids}",
+                )
                 _quiet(container.kill)
-            time.sleep(POLL_S)
+            try:  # returns as soon as the container exits
+                container.wait(timeout=POLL_S)
+            except Exception:  # requests' ReadTimeout / ConnectionError: still running
+                pass
         code = container.attrs["State"].get("ExitCode")
         return code, state["killed_by"], state["reason"], (peak / 2**20 if peak else None)
 
     # ------------------------------------------------------------ reuse --
     def _container_for(self, ws, limits, env, install_dir):
-        key = (str(ws), str(install_dir), limits.network, limits.memory_mb, limits.cpus, limits.pids, limits.gpus)
+        key = (
+            str(ws),
+            str(install_dir),
+            limits.network,
+            limits.memory_mb,
+            limits.cpus,
+            limits.pids,
+            limits.gpus,
+        )
         with self._lock:
             c = self._reused.get(key)
             if c is not None:
@@ -260,9 +316,14 @@ class DockerExecutor:
                 _quiet(lambda o=other: o.remove(force=True))
             self._reused.clear()
             c = self.client.containers.run(
-                self.image, command=["sleep", "infinity"], environment=env, detach=True,
-                user=self._user(ws, install_dir), labels={LABEL: f"reused-{self._owner}"},
-                **self._host_config(ws, limits, install_dir))
+                self.image,
+                command=["sleep", "infinity"],
+                environment=env,
+                detach=True,
+                user=self._user(ws, install_dir),
+                labels={LABEL: f"reused-{self._owner}"},
+                **self._host_config(ws, limits, install_dir),
+            )
             self._reused[key] = c
             return c
 
@@ -289,9 +350,15 @@ class DockerExecutor:
             peak = max(peak, cg.read("mem") or 0)
             pids = cg.read("pids")
             if state["killed_by"] is None and time.monotonic() - start > limits.timeout_s:
-                state["killed_by"], state["reason"] = "timeout", f"wall-clock timeout of {limits.timeout_s:g}s"
+                state["killed_by"], state["reason"] = (
+                    "timeout",
+                    f"wall-clock timeout of {limits.timeout_s:g}s",
+                )
             elif state["killed_by"] is None and pids is not None and pids >= limits.pids:
-                state["killed_by"], state["reason"] = "pids", f"{pids} processes reached the pids limit {limits.pids}"
+                state["killed_by"], state["reason"] = (
+                    "pids",
+                    f"{pids} processes reached the pids limit {limits.pids}",
+                )
             if state["killed_by"] is not None:
                 if first_kill is None:
                     first_kill = time.monotonic()
@@ -310,14 +377,18 @@ class DockerExecutor:
         killed_by, reason = state["killed_by"], state["reason"]
         if killed_by is None and (oom or (code == 137 and peak >= limits.memory_mb * 2**20 * 0.9)):
             killed_by, reason = "memory", f"OOM-killed at the {limits.memory_mb} MB memory limit"
-        return _make_result(argv, code, out, err, peak / 2**20 if peak else None, killed_by, reason, start, limits)
+        return _make_result(
+            argv, code, out, err, peak / 2**20 if peak else None, killed_by, reason, start, limits
+        )
 
     def close(self) -> None:
         """Remove the reused container, if any."""
         with self._lock:
             self._reused.clear()
             try:
-                left = self.client.containers.list(all=True, filters={"label": f"{LABEL}=reused-{self._owner}"})
+                left = self.client.containers.list(
+                    all=True, filters={"label": f"{LABEL}=reused-{self._owner}"}
+                )
             except Exception:
                 left = []
             for c in left:
@@ -341,5 +412,17 @@ def _make_result(argv, code, out, err, peak, killed_by, reason, start, limits) -
         if mem:
             killed_by, reason = "memory", mem
     sig = code - 128 if code is not None and code > 128 and killed_by else None
-    return ExecResult(list(argv), code, sig, round(time.monotonic() - start, 4), out.text(), stderr,
-                      out.total, err.total, peak, killed_by, reason, "docker")
+    return ExecResult(
+        list(argv),
+        code,
+        sig,
+        round(time.monotonic() - start, 4),
+        out.text(),
+        stderr,
+        out.total,
+        err.total,
+        peak,
+        killed_by,
+        reason,
+        "docker",
+    )

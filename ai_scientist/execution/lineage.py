@@ -21,6 +21,9 @@ import subprocess
 from pathlib import Path
 
 ENV_DIRNAME = "env"
+# Host path of a node's prefix, passed through ``run(env=...)``; every backend takes it out of
+# the command's environment and mounts the directory (at /env in containers) instead.
+INSTALL_DIR_ENV = "AI_SCIENTIST_INSTALL_DIR"
 # Where the prefix is mounted inside container-like backends.
 SANDBOX_ENV = "/env"
 
@@ -35,13 +38,14 @@ def node_env_dir(node_dir: Path) -> Path:
 def inherit_install_state(parent_node_dir: Path, child_node_dir: Path) -> dict[str, str]:
     """Give the child a copy of the parent's install prefix; returns ``{"method", "env_dir"}``.
 
-    ``method`` is ``reflink``, ``hardlink``, ``copy`` or ``empty`` (parent had no prefix).
-    Raises ``FileExistsError`` if the child already has a non-empty prefix.
+    ``method`` is ``reflink``, ``hardlink``, ``copy``, ``empty`` (parent had no prefix) or
+    ``existing``: the child already has a non-empty prefix (a resumed node, or a second call),
+    which is kept as it is, so calling this before every command is safe.
     """
     src = Path(parent_node_dir) / ENV_DIRNAME
     dst = Path(child_node_dir) / ENV_DIRNAME
-    if dst.exists() and any(dst.iterdir()):
-        raise FileExistsError(f"{dst}: child install prefix already populated; refusing to overwrite")
+    if dst.is_dir() and any(dst.iterdir()):
+        return {"method": "existing", "env_dir": str(dst)}
     if dst.exists():
         dst.rmdir()
     dst.parent.mkdir(parents=True, exist_ok=True)
@@ -55,6 +59,24 @@ def inherit_install_state(parent_node_dir: Path, child_node_dir: Path) -> dict[s
         shutil.rmtree(dst, ignore_errors=True)
     shutil.copytree(src, dst, symlinks=True)
     return {"method": "copy", "env_dir": str(dst)}
+
+
+def install_env(node_dir: Path) -> dict[str, str]:
+    """The ``env`` entry that makes any executor use the node's install prefix (created if missing)."""
+    return {INSTALL_DIR_ENV: str(node_env_dir(Path(node_dir)).resolve())}
+
+
+def take_install_dir(
+    env: dict[str, str] | None, install_dir: Path | None
+) -> tuple[dict[str, str], Path | None]:
+    """Split the prefix marker out of a command's env: (env without it, prefix dir or None)."""
+    env = dict(env or {})
+    marked = env.pop(INSTALL_DIR_ENV, None)
+    if install_dir is None and marked:
+        install_dir = Path(marked)
+    if install_dir is not None:
+        Path(install_dir).mkdir(parents=True, exist_ok=True)
+    return env, install_dir
 
 
 def _pyver(python: str) -> str:

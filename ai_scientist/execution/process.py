@@ -197,8 +197,20 @@ def supervise(
             close_fds=True,
         )
     except OSError as exc:
-        return ExecResult(display_command, 127, None, 0.0, "", str(exc), 0, len(str(exc)),
-                          None, None, f"could not start: {exc}", backend)
+        return ExecResult(
+            display_command,
+            127,
+            None,
+            0.0,
+            "",
+            str(exc),
+            0,
+            len(str(exc)),
+            None,
+            None,
+            f"could not start: {exc}",
+            backend,
+        )
     kill_once = threading.Event()
 
     def kill() -> None:
@@ -220,7 +232,10 @@ def supervise(
             break
         if enforce_memory:
             _sample(root, state, limits, kill)
-        time.sleep(POLL_S)
+        try:
+            proc.wait(timeout=POLL_S)  # returns as soon as the child exits: no idle latency
+        except subprocess.TimeoutExpired:
+            pass
     # The main child has exited (or been killed): anything it left behind goes too.
     kill_everything(proc, state, sweep_uid)
     proc.wait()
@@ -246,5 +261,17 @@ def _result(proc, state, out, err, limits, backend, display_command, duration) -
         if mem:
             killed_by, reason = "memory", mem
     peak = state.peak_rss / 2**20 if state.peak_rss else None
-    return ExecResult(list(display_command), exit_code, sig, round(duration, 4), out.text(), stderr_text,
-                      out.total, err.total, peak, killed_by, reason, backend)
+    return ExecResult(
+        list(display_command),
+        exit_code,
+        sig,
+        round(duration, 4),
+        out.text(),
+        stderr_text,
+        out.total,
+        err.total,
+        peak,
+        killed_by,
+        reason,
+        backend,
+    )

@@ -34,13 +34,15 @@ def make_executor(cfg: Any, backend: str | None = None, *, resources_dir: Path |
     if name == "docker":
         from .docker_backend import DockerExecutor
 
-        return DockerExecutor(ex.docker_image, python=ex.python, resources_dir=resources_dir,
-                              reuse=ex.docker_reuse_container)
+        return DockerExecutor(
+            ex.docker_image, python=ex.python, resources_dir=resources_dir, reuse=ex.docker_reuse_container
+        )
     if name == "apptainer":
         from .apptainer_backend import ApptainerExecutor
 
-        return ApptainerExecutor(ex.apptainer_image, binary=ex.apptainer_binary, python=ex.python,
-                                 resources_dir=resources_dir)
+        return ApptainerExecutor(
+            ex.apptainer_image, binary=ex.apptainer_binary, python=ex.python, resources_dir=resources_dir
+        )
     raise SandboxError(f"exec.backend: unknown backend {name!r}; choose one of auto, {', '.join(BACKENDS)}")
 
 

@@ -28,6 +28,7 @@ import uuid
 from pathlib import Path
 
 from .base import ExecResult, Limits, normalize_command
+from .lineage import take_install_dir
 from .process import rlimit_preexec, supervise
 from .sandbox_env import TMP_DIRNAME, sandbox_environ
 
@@ -50,9 +51,18 @@ def capabilities() -> dict[str, bool]:
     setpriv = shutil.which("setpriv")
     userns = bool(unshare) and _works("unshare", "-r", "--pid", "--fork", "--kill-child", "--net", "true")
     rootns = root and bool(unshare) and _works("unshare", "--pid", "--fork", "--kill-child", "--net", "true")
-    drop = root and bool(setpriv) and _works("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "true")
-    return {"pid_namespace": rootns or userns, "net_namespace": rootns or userns, "drop_uid": drop,
-            "root": root, "user_namespace": userns}
+    drop = (
+        root
+        and bool(setpriv)
+        and _works("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "true")
+    )
+    return {
+        "pid_namespace": rootns or userns,
+        "net_namespace": rootns or userns,
+        "drop_uid": drop,
+        "root": root,
+        "user_namespace": userns,
+    }
 
 
 def _next_uid() -> int:
@@ -99,8 +109,15 @@ class SubprocessExecutor:
             if not limits.network:
                 wrap.append("--net")
         if uid is not None:
-            wrap += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                     "--inh-caps=-all", "--bounding-set=-all", "--"]
+            wrap += [
+                "setpriv",
+                f"--reuid={uid}",
+                f"--regid={uid}",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+                "--",
+            ]
         return wrap
 
     def run(
@@ -114,15 +131,19 @@ class SubprocessExecutor:
     ) -> ExecResult:
         limits = limits or Limits()
         argv = normalize_command(command)
+        env, install_dir = take_install_dir(env, install_dir)
         ws = Path(workspace).resolve()
         (ws / TMP_DIRNAME).mkdir(parents=True, exist_ok=True)
         if self.resources_dir and not (ws / "resources").exists():
             (ws / "resources").symlink_to(self.resources_dir)
         full_env, dropped = sandbox_environ(
-            workspace=str(ws), extra=env, python=self.python,
+            workspace=str(ws),
+            extra=env,
+            python=self.python,
             resources=str(self.resources_dir) if self.resources_dir else None,
             install_prefix=str(Path(install_dir).resolve()) if install_dir else None,
-            marker=uuid.uuid4().hex)
+            marker=uuid.uuid4().hex,
+        )
         uid = _next_uid() if self.caps["drop_uid"] else None
         blocked = untraversable_ancestor(ws.parent) if uid is not None else None
         if blocked is not None:
@@ -134,12 +155,24 @@ class SubprocessExecutor:
                 _chown_tree(Path(install_dir), uid)
         network_isolated = limits.network or self.caps["net_namespace"]
         result = supervise(
-            self._wrapper(limits, uid) + argv, cwd=ws, env=full_env, limits=limits,
-            backend=self.name, display_command=argv, preexec=rlimit_preexec(limits), sweep_uid=uid)
+            self._wrapper(limits, uid) + argv,
+            cwd=ws,
+            env=full_env,
+            limits=limits,
+            backend=self.name,
+            display_command=argv,
+            preexec=rlimit_preexec(limits),
+            sweep_uid=uid,
+        )
         if blocked is not None:
             result.extra["uid_drop_skipped"] = f"{blocked} is not traversable by other users (chmod o+x)"
-        result.extra.update(uid=uid, dropped_env=dropped, pid_namespace=self.caps["pid_namespace"],
-                            network=limits.network, network_isolated=network_isolated)
+        result.extra.update(
+            uid=uid,
+            dropped_env=dropped,
+            pid_namespace=self.caps["pid_namespace"],
+            network=limits.network,
+            network_isolated=network_isolated,
+        )
         return result
 
     def close(self) -> None:

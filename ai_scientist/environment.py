@@ -1,0 +1,290 @@
+"""Environment probe: what this machine offers, measured once per run, never an env dump.
+
+``probe_environment(cfg)`` returns a JSON-able dict (the run saves it as
+``environment.json`` and reuses it on resume): OS release, CPU (model, cores,
+NUMA nodes), memory, GPUs via pynvml (``{"count": 0, "reason": ...}`` when
+there are none), compilers and build tools with their versions, libraries
+(pkg-config and ldconfig summaries), the sandbox Python with key packages,
+real network reachability (a ~1 s TCP connect to an IP literal: no DNS), and
+the sandbox backends with a live check. No environment variable is read into
+it beyond what the tools themselves print. ``render_environment`` turns it
+into the environment prompt layer through ``prompt/environment/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from .util.io import atomic_write_json, read_json
+
+COMPILERS = (
+    "gcc",
+    "g++",
+    "clang",
+    "gfortran",
+    "nvcc",
+    "mpicc",
+    "mpicxx",
+    "cmake",
+    "make",
+    "rustc",
+    "go",
+    "java",
+)
+NOTABLE_LIBS = (
+    "openblas",
+    "blas",
+    "lapack",
+    "mkl",
+    "fftw",
+    "hdf5",
+    "netcdf",
+    "mpi",
+    "cuda",
+    "cudnn",
+    "nccl",
+    "boost",
+    "eigen",
+    "gsl",
+    "omp",
+    "tbb",
+    "zlib",
+    "ssl",
+)
+KEY_PACKAGES = (
+    "numpy",
+    "scipy",
+    "pandas",
+    "scikit-learn",
+    "matplotlib",
+    "torch",
+    "torchvision",
+    "jax",
+    "tensorflow",
+    "transformers",
+    "datasets",
+    "sympy",
+    "numba",
+    "mpi4py",
+)
+# An IP literal so the probe never depends on DNS; port 443 answers almost everywhere.
+DEFAULT_NETWORK_TARGET = ("1.1.1.1", 443)
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+_PKG_SCRIPT = """
+import json, sys
+from importlib import metadata
+out = {}
+for name in sys.argv[1:]:
+    try:
+        out[name] = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        pass
+print(json.dumps({"version": sys.version.split()[0], "packages": out}))
+"""
+
+
+def _run(argv: list[str], timeout: float = 5.0) -> str | None:
+    # Tools run with a minimal fixed environment: nothing from the host environment leaks in.
+    try:
+        proc = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={"PATH": SYSTEM_PATH, "LANG": "C.UTF-8"},
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (proc.stdout or proc.stderr).strip() if proc.returncode == 0 or proc.stdout else None
+
+
+def os_info() -> dict[str, Any]:
+    rel: dict[str, str] = {}
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            key, _, value = line.partition("=")
+            rel[key] = value.strip().strip('"')
+    except OSError:
+        pass
+    return {
+        "name": rel.get("PRETTY_NAME", platform.system()),
+        "id": rel.get("ID"),
+        "version_id": rel.get("VERSION_ID"),
+        "kernel": platform.release(),
+        "arch": platform.machine(),
+    }
+
+
+def cpu_info() -> dict[str, Any]:
+    model = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    numa = len(list(Path("/sys/devices/system/node").glob("node[0-9]*"))) or 1
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {
+        "model": model or platform.processor() or "unknown",
+        "logical_cores": os.cpu_count(),
+        "physical_cores": psutil.cpu_count(logical=False),
+        "usable_cores": usable,
+        "numa_nodes": numa,
+    }
+
+
+def memory_info() -> dict[str, Any]:
+    vm = psutil.virtual_memory()
+    return {
+        "total_mb": vm.total // 2**20,
+        "available_mb": vm.available // 2**20,
+        "swap_mb": psutil.swap_memory().total // 2**20,
+    }
+
+
+def gpu_info() -> dict[str, Any]:
+    """GPUs through NVML; ``count: 0`` with the reason when there are none."""
+    try:
+        import pynvml
+    except ImportError:
+        return {"count": 0, "devices": [], "reason": "nvidia-ml-py not installed"}
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # NVMLError subclasses vary by failure (no driver, no library)
+        return {"count": 0, "devices": [], "reason": f"no NVIDIA driver/GPU ({type(exc).__name__})"}
+    try:
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        devices = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            mem = pynvml.nvmlDeviceGetMemoryInfo(h)
+            devices.append(
+                {"index": i, "name": _s(pynvml.nvmlDeviceGetName(h)), "memory_mb": mem.total // 2**20}
+            )
+        return {"count": len(devices), "devices": devices, "driver": _s(driver)}
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _s(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def compilers() -> dict[str, str]:
+    """Tool name -> first line of its version output, for the tools found on the system PATH."""
+
+    def one(name: str) -> tuple[str, str | None]:
+        path = shutil.which(name, path=SYSTEM_PATH)
+        if not path:
+            return name, None
+        flag = "-version" if name == "java" else ("version" if name == "go" else "--version")
+        out = _run([path, flag])
+        return name, (out.splitlines()[0][:160] if out else "present (version unknown)")
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return {k: v for k, v in pool.map(one, COMPILERS) if v}
+
+
+def libraries() -> dict[str, Any]:
+    pc = _run(["pkg-config", "--list-all"]) or ""
+    pc_names = sorted(line.split()[0] for line in pc.splitlines() if line.strip())
+    ld = _run(["ldconfig", "-p"]) or _run(["/sbin/ldconfig", "-p"]) or ""
+    sonames = sorted({line.split()[0] for line in ld.splitlines()[1:] if line.strip()})
+    notable = sorted({n for n in NOTABLE_LIBS for so in sonames if so.startswith(f"lib{n}")})
+    return {
+        "pkg_config_count": len(pc_names),
+        "pkg_config": pc_names[:80],
+        "ldconfig_count": len(sonames),
+        "notable": notable,
+    }
+
+
+def python_info(python: str) -> dict[str, Any]:
+    out = _run([python, "-c", _PKG_SCRIPT, *KEY_PACKAGES], timeout=20)
+    try:
+        data = json.loads(out.splitlines()[-1]) if out else None
+    except (json.JSONDecodeError, IndexError):
+        data = None
+    if not data:
+        return {"interpreter": python, "error": "could not run the sandbox interpreter"}
+    return {"interpreter": python, **data}
+
+
+def network_info(target: tuple[str, int] = DEFAULT_NETWORK_TARGET, timeout_s: float = 1.0) -> dict[str, Any]:
+    """A real TCP connect (not a DNS lookup) to ``target``; reachable or the error."""
+    host, port = target
+    start = time.monotonic()
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+        return {
+            "reachable": True,
+            "target": f"{host}:{port}",
+            "latency_ms": round((time.monotonic() - start) * 1000, 1),
+        }
+    except OSError as exc:
+        return {"reachable": False, "target": f"{host}:{port}", "error": type(exc).__name__}
+
+
+def sandbox_info(cfg: Any) -> list[dict[str, Any]]:
+    from .execution.doctor import check_sandboxes
+
+    return check_sandboxes(cfg)
+
+
+def probe_environment(
+    cfg: Any, *, run_dir: Path | None = None, network_target: tuple[str, int] = DEFAULT_NETWORK_TARGET
+) -> dict[str, Any]:
+    """The environment dict; with ``run_dir``, read from / saved to ``run_dir/environment.json``."""
+    cache = Path(run_dir) / "environment.json" if run_dir else None
+    if cache is not None:
+        cached = read_json(cache)
+        if cached:
+            return cached
+    env = {
+        "probed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "os": os_info(),
+        "cpu": cpu_info(),
+        "memory": memory_info(),
+        "gpus": gpu_info(),
+        "compilers": compilers(),
+        "libraries": libraries(),
+        "python": python_info(cfg.exec.python),
+        "network": network_info(network_target),
+        "sandbox_network": bool(cfg.exec.network),
+        "sandboxes": sandbox_info(cfg),
+        "limits": {
+            "timeout_s": cfg.exec.timeout,
+            "memory_mb": cfg.exec.memory_mb,
+            "cpus": cfg.exec.cpus,
+            "gpus": list(cfg.exec.gpus),
+        },
+    }
+    if cache is not None:
+        atomic_write_json(cache, env)
+    return env
+
+
+def render_environment(env: dict[str, Any], budget_chars: int | None = None) -> str:
+    """The environment prompt layer; shortened (compact form, then cut) to ``budget_chars`` if given."""
+    from .context.templates import render
+
+    text = render("environment/environment.md.j2", env=env, compact=False)
+    if budget_chars is None or len(text) <= budget_chars:
+        return text
+    text = render("environment/environment.md.j2", env=env, compact=True)
+    return text if len(text) <= budget_chars else text[: max(0, budget_chars - 20)] + "\n[... truncated]"
