@@ -63,7 +63,6 @@ def cmd_resume(args: Any) -> int:
         print(f"{run.dir}: already completed (exit {run.state.get('exit_code')})", file=sys.stderr)
         return int(run.state.get("exit_code") or 0)
     print(run.dir, flush=True)
-    run.event("run_resumed", previous_status=run.state.get("status"))
     return execute(run, resources=None, resumed=True)
 
 
@@ -106,6 +105,8 @@ def execute(
     from .llm.types import CostCapExceeded
     from .orchestrator import Orchestrator, build_services
 
+    if resumed:
+        run.event("run_resumed", previous_status=run.state.get("status"))
     services = build_services(run, resources=resources, backend=backend, replay_from=replay_from)
     run.save_state(status="running")
     try:

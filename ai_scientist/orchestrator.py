@@ -26,6 +26,7 @@ from .treesearch.journal import Journal
 from .treesearch.node import Node
 from .treesearch.policies import decision_rng, dedupe_ideas, make_policy
 from .treesearch.stages import STAGES, StageRules, StageState, next_stage_state, stage_outcome
+from .util import failpoints
 
 
 class Orchestrator:
@@ -104,7 +105,10 @@ class Orchestrator:
         batch: list[Node] = []
         for _ in range(self.cfg.agent.num_workers):
             state = self._stage_state_now(state)
-            if not stage_outcome(self.journal, state, self.cfg, self.rules).accepting or state.ideas_exhausted:
+            if (
+                not stage_outcome(self.journal, state, self.cfg, self.rules).accepting
+                or state.ideas_exhausted
+            ):
                 break
             next_id = self.journal.next_node_id()
             action = self.policy.next_action(
@@ -190,6 +194,7 @@ class Orchestrator:
             ctx = self._context(node, slot)
             run_node(ctx)
             self.s.write_state(self.journal, ctx.node)
+            failpoints.hit(f"after_node:{node.id}")
         except CostCapExceeded as exc:
             errors.append(exc)
         except Exception as exc:  # a bug in our code: record it on the node, keep the run alive
@@ -245,6 +250,7 @@ class Orchestrator:
             tie_break=tie_break,
         )
         self.run_.event("stage_best", stage=state.stage, **choice.to_dict())
+        failpoints.hit(f"stage_end:{state.stage}")
         seeds = self._seed_eval(state.stage, choice.node_id) if choice.node_id else None
         stages = dict(self.run_.state.get("stages") or {})
         stages[str(state.stage)] = {"best": choice.to_dict(), "seeds": seeds}

@@ -25,12 +25,18 @@ for b in "${BINS[@]}"; do
   src=""; for d in /usr/bin /bin /usr/sbin /sbin; do [ -x "$d/$b" ] && { src="$d/$b"; break; }; done
   [ -n "$src" ] && cp -aL "$src" "$ROOT/usr/bin/$b" 2>/dev/null || true
 done
-# the Python standard library (no site/dist-packages from the host: those are the user's)
+# the Python standard library, and the Debian-packaged Python modules (python3-numpy,
+# python3-matplotlib, ... when apt installed them), so the image offers what /usr/bin/python3
+# offers on the host; AI_SCI_IMAGE_NO_DIST=1 leaves the latter out
 cp -a "/usr/lib/$PYVER" "$ROOT/usr/lib/"
 rm -rf "$ROOT/usr/lib/$PYVER/test" "$ROOT/usr/lib/$PYVER/site-packages" "$ROOT/usr/lib/$PYVER"/__pycache__
 mkdir -p "$ROOT/usr/lib/$PYVER/site-packages"
+if [ -d /usr/lib/python3/dist-packages ] && [ -z "${AI_SCI_IMAGE_NO_DIST:-}" ]; then
+  mkdir -p "$ROOT/usr/lib/python3"; cp -a /usr/lib/python3/dist-packages "$ROOT/usr/lib/python3/"
+fi
 # every shared library the binaries and Python extension modules load
-{ for f in "$ROOT"/usr/bin/* "$ROOT/usr/lib/$PYVER"/lib-dynload/*.so; do ldd "$f" 2>/dev/null || true; done; } \
+{ for f in "$ROOT"/usr/bin/* "$ROOT/usr/lib/$PYVER"/lib-dynload/*.so \
+           $(find "$ROOT/usr/lib/python3" -name '*.so*' -type f 2>/dev/null); do ldd "$f" 2>/dev/null || true; done; } \
   | grep -oE '/[^ ]+\.so[^ ]*' | sort -u | while read -r lib; do
       mkdir -p "$ROOT$(dirname "$lib")"; cp -aL "$lib" "$ROOT$lib"; done
 # ld.so itself under its canonical path

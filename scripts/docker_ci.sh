@@ -41,7 +41,8 @@ start() {
   fi
   DOCKER_HOST="unix://$SOCK" "$DOCKER" version >/dev/null 2>&1 \
     || { tail -n 20 "$LOG" >&2 || true; die "dockerd did not come up on $SOCK (log: $LOG)"; }
-  if ! DOCKER_HOST="unix://$SOCK" "$DOCKER" image inspect "$IMAGE" >/dev/null 2>&1; then
+  # AI_SCI_REBUILD_IMAGE=1 rebuilds it (e.g. after apt-installing python3-numpy on the host)
+  if [ -n "${AI_SCI_REBUILD_IMAGE:-}" ] || ! DOCKER_HOST="unix://$SOCK" "$DOCKER" image inspect "$IMAGE" >/dev/null 2>&1; then
     DOCKER_HOST="unix://$SOCK" DOCKER="$DOCKER" "$HERE/containers/build_rootfs_image.sh" "$IMAGE" >&2
   fi
   echo "export DOCKER_HOST=unix://$SOCK"

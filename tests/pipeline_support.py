@@ -57,9 +57,10 @@ def start_run(tmp_path: Path, *overrides: str, responder: Any = None, name: str 
 
 
 def journal_nodes(run_dir: Path) -> dict[str, dict]:
+    from ai_scientist.util.io import read_jsonl
+
     latest: dict[str, dict] = {}
-    for line in (run_dir / "journal.jsonl").read_text().splitlines():
-        rec = json.loads(line)
+    for rec in read_jsonl(run_dir / "journal.jsonl"):  # skips a torn tail like the journal does
         latest[rec["node"]["id"]] = rec["node"]
     return latest
 

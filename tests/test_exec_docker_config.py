@@ -47,7 +47,7 @@ def test_missing_image_says_how_to_build_and_never_pulls():
 
 def test_host_config_is_locked_down(tmp_path):
     ex = DockerExecutor("img", client=FakeClient(), resources_dir=tmp_path / "res")
-    (tmp_path / "res").mkdir()
+    assert (tmp_path / "res").is_dir()  # created so the bind always has a target
     kw = ex._host_config(tmp_path, Limits(memory_mb=300, cpus=0.5, pids=32, gpus=(1,)), tmp_path / "env")
     assert kw["network_mode"] == "none" and kw["read_only"] is True
     assert kw["mem_limit"] == "300m" and kw["memswap_limit"] == "300m"

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from ai_scientist.execution.base import HeadTail, Limits
-from ai_scientist.execution.lineage import inherit_install_state, install_environ, node_env_dir
-from ai_scientist.execution.subprocess_backend import SubprocessExecutor
+from ai_scientist.execution.lineage import inherit_install_state, install_env, install_environ
 
 
 @pytest.fixture
@@ -21,13 +20,20 @@ def run_dir():
     shutil.rmtree(path, ignore_errors=True)
 
 
-def test_child_sees_parent_install_and_adds_its_own(run_dir):
+@pytest.mark.parametrize("backend", ["subprocess", "bwrap", "docker"])
+def test_child_sees_parent_install_and_adds_its_own(run_dir, backend):
+    from ai_scientist.config import load_config
+    from ai_scientist.execution import SandboxError, make_executor
+
     parent, child = run_dir / "nodes/n0001", run_dir / "nodes/n0002"
     for d in (parent, child):
         (d / "workspace").mkdir(parents=True)
     for d in (run_dir, run_dir / "nodes", parent, child):
         d.chmod(0o755)
-    ex = SubprocessExecutor()
+    try:
+        ex = make_executor(load_config(overrides=["exec.docker_reuse_container=false"]), backend)
+    except SandboxError as exc:
+        pytest.skip(f"{backend} unavailable: {exc}")
     lim = Limits(timeout_s=30)
     install = (
         "import os, pathlib; site = pathlib.Path(os.environ['PYTHONPATH']); site.mkdir(parents=True);"
@@ -35,30 +41,35 @@ def test_child_sees_parent_install_and_adds_its_own(run_dir):
         "b = pathlib.Path(os.environ['PREFIX']) / 'bin'; b.mkdir(); (b / 'fancytool').write_text('#!/bin/sh\\necho tool\\n');"
         "(b / 'fancytool').chmod(0o755)"
     )
-    r = ex.run(
-        ["python3", "-c", install],
-        workspace=parent / "workspace",
-        limits=lim,
-        install_dir=node_env_dir(parent),
-    )
-    assert r.ok, r.stderr
-    info = inherit_install_state(parent, child)
-    assert info["method"] in ("reflink", "hardlink", "copy")
-    r = ex.run(
-        ["sh", "-c", "python3 -c 'import fancylib; print(fancylib.VALUE + 1)' && fancytool"],
-        workspace=child / "workspace",
-        limits=lim,
-        install_dir=child / "env",
-    )
-    assert r.ok, r.stderr
-    assert r.stdout.split() == ["42", "tool"]
-    # what the child adds stays its own
-    r = ex.run(
-        ["sh", "-c", 'echo x > "$PREFIX/bin/childonly"'],
-        workspace=child / "workspace",
-        limits=lim,
-        install_dir=child / "env",
-    )
+    try:
+        # the pipeline's way: the marker from install_env() in the command's env
+        r = ex.run(
+            ["python3", "-c", install],
+            workspace=parent / "workspace",
+            limits=lim,
+            env={"SEED": "1", **install_env(parent)},
+        )
+        assert r.ok, r.stderr
+        info = inherit_install_state(parent, child)
+        assert info["method"] in ("reflink", "hardlink", "copy")
+        r = ex.run(
+            ["sh", "-c", "python3 -c 'import fancylib; print(fancylib.VALUE + 1)' && fancytool; env"],
+            workspace=child / "workspace",
+            limits=lim,
+            env=install_env(child),
+        )
+        assert r.ok, r.stderr
+        assert r.stdout.split()[:2] == ["42", "tool"]
+        assert "AI_SCIENTIST_INSTALL_DIR" not in r.stdout
+        # what the child adds stays its own
+        r = ex.run(
+            ["sh", "-c", 'echo x > "$PREFIX/bin/childonly"'],
+            workspace=child / "workspace",
+            limits=lim,
+            install_dir=child / "env",
+        )
+    finally:
+        ex.close()
     assert r.ok and (child / "env/bin/childonly").exists()
     assert not (parent / "env/bin/childonly").exists()
 

@@ -22,7 +22,7 @@ from ..resources import bind_sources
 from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, SandboxError, normalize_command
 from .lineage import SANDBOX_ENV, take_install_dir
 from .process import rlimit_preexec, supervise
-from .sandbox_env import TMP_DIRNAME, sandbox_environ
+from .sandbox_env import TMP_DIRNAME, ensure_dir, sandbox_environ
 
 
 def find_apptainer(binary: str = "apptainer") -> str | None:
@@ -60,7 +60,8 @@ class ApptainerExecutor:
         self.binary = path
         self.image = image
         self.python = python
-        self.resources_dir = Path(resources_dir).resolve() if resources_dir else None
+        # created now if missing, so every later bind / symlink has a real target
+        self.resources_dir = ensure_dir(resources_dir)
         self.phase1 = phase1
 
     def build_argv(

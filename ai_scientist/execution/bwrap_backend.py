@@ -25,7 +25,7 @@ from ..resources import bind_sources
 from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, SandboxError, normalize_command
 from .lineage import SANDBOX_ENV, take_install_dir
 from .process import rlimit_preexec, supervise
-from .sandbox_env import TMP_DIRNAME, sandbox_environ
+from .sandbox_env import TMP_DIRNAME, ensure_dir, sandbox_environ
 from .subprocess_backend import _chown_tree, _next_uid, capabilities, untraversable_ancestor
 
 _SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -81,7 +81,8 @@ class BwrapExecutor:
             raise SandboxError(detail)
         self.binary = detail
         self.python = python
-        self.resources_dir = Path(resources_dir).resolve() if resources_dir else None
+        # created now if missing, so every later bind / symlink has a real target
+        self.resources_dir = ensure_dir(resources_dir)
         self.caps = capabilities()
 
     def _argv(self, ws: Path, limits: Limits, env: dict[str, str], install_dir: Path | None) -> list[str]:

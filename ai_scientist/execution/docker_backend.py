@@ -35,7 +35,7 @@ from .base import (
     normalize_command,
 )
 from .lineage import SANDBOX_ENV, take_install_dir
-from .sandbox_env import TMP_DIRNAME, sandbox_environ
+from .sandbox_env import TMP_DIRNAME, ensure_dir, sandbox_environ
 from .subprocess_backend import _chown_tree, _next_uid
 
 BUILD_HINT = (
@@ -116,7 +116,8 @@ class DockerExecutor:
         self.client = client or docker_client()
         self.image = image
         self.python = python
-        self.resources_dir = Path(resources_dir).resolve() if resources_dir else None
+        # created now if missing, so every later bind / symlink has a real target
+        self.resources_dir = ensure_dir(resources_dir)
         self.reuse = reuse
         self._reused: dict[tuple, Any] = {}
         self._owner = uuid.uuid4().hex
@@ -369,8 +370,11 @@ class DockerExecutor:
         kill_all()  # background children of this command do not outlive it
         code = api.exec_inspect(exec_id).get("ExitCode")
         oom = cg.oom_kills() > ooms_before
-        container.reload()
-        if container.status != "running":  # OOM or kill took init down: start afresh next time
+        alive = True
+        if code is None or code >= 128:  # only a kill can have taken the container down
+            container.reload()
+            alive = container.status == "running"
+        if not alive:  # OOM or kill took init down: start afresh next time
             with self._lock:
                 self._reused.clear()
             _quiet(lambda: container.remove(force=True))

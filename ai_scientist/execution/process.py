@@ -197,19 +197,9 @@ def supervise(
             close_fds=True,
         )
     except OSError as exc:
+        msg = f"could not start: {exc}"
         return ExecResult(
-            display_command,
-            127,
-            None,
-            0.0,
-            "",
-            str(exc),
-            0,
-            len(str(exc)),
-            None,
-            None,
-            f"could not start: {exc}",
-            backend,
+            list(display_command), 127, None, 0.0, "", msg, 0, len(msg), None, None, msg, backend
         )
     kill_once = threading.Event()
 
@@ -224,24 +214,34 @@ def supervise(
     ]
     for t in readers:
         t.start()
-    root = psutil.Process(proc.pid)
-    while proc.poll() is None:
-        if time.monotonic() - start > limits.timeout_s:
-            if state.decide("timeout", f"wall-clock timeout of {limits.timeout_s:g}s"):
-                kill()
-            break
-        if enforce_memory:
-            _sample(root, state, limits, kill)
-        try:
-            proc.wait(timeout=POLL_S)  # returns as soon as the child exits: no idle latency
-        except subprocess.TimeoutExpired:
-            pass
+    _watch(proc, state, limits, kill, start, enforce_memory)
     # The main child has exited (or been killed): anything it left behind goes too.
     kill_everything(proc, state, sweep_uid)
     proc.wait()
     for t in readers:
         t.join(timeout=5)
     return _result(proc, state, out, err, limits, backend, display_command, time.monotonic() - start)
+
+
+def _watch(
+    proc: subprocess.Popen, state: _State, limits: Limits, kill, start: float, enforce_memory: bool
+) -> None:
+    """Block until the child exits, killing it on timeout or when the memory / pids poller says so."""
+    try:
+        root = psutil.Process(proc.pid)
+    except psutil.Error:
+        return
+    while proc.poll() is None:
+        if time.monotonic() - start > limits.timeout_s:
+            if state.decide("timeout", f"wall-clock timeout of {limits.timeout_s:g}s"):
+                kill()
+            return
+        if enforce_memory:
+            _sample(root, state, limits, kill)
+        try:
+            proc.wait(timeout=POLL_S)  # returns as soon as the child exits: no idle latency
+        except subprocess.TimeoutExpired:
+            pass
 
 
 def _result(proc, state, out, err, limits, backend, display_command, duration) -> ExecResult:

@@ -60,3 +60,14 @@ def sandbox_environ(
             continue
         env[str(key)] = str(value)
     return env, dropped
+
+
+def ensure_dir(path: str | os.PathLike | None):
+    """The resolved directory (created if missing), or None."""
+    if not path:
+        return None
+    from pathlib import Path
+
+    p = Path(path).resolve()
+    p.mkdir(parents=True, exist_ok=True)
+    return p

@@ -30,7 +30,7 @@ from pathlib import Path
 from .base import ExecResult, Limits, normalize_command
 from .lineage import take_install_dir
 from .process import rlimit_preexec, supervise
-from .sandbox_env import TMP_DIRNAME, sandbox_environ
+from .sandbox_env import TMP_DIRNAME, ensure_dir, sandbox_environ
 
 UID_BASE = 1_500_000_000
 _uid_counter = itertools.count()
@@ -98,7 +98,8 @@ class SubprocessExecutor:
 
     def __init__(self, python: str = "/usr/bin/python3", resources_dir: Path | None = None):
         self.python = python
-        self.resources_dir = Path(resources_dir).resolve() if resources_dir else None
+        # created now if missing, so every later bind / symlink has a real target
+        self.resources_dir = ensure_dir(resources_dir)
         self.caps = capabilities()
 
     def _wrapper(self, limits: Limits, uid: int | None) -> list[str]:

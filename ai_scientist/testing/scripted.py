@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
+from pathlib import Path
 from collections.abc import Iterable
 from typing import Any
 
@@ -89,9 +91,15 @@ class ExampleResponder:
         buggy_nodes: Iterable[str] = ("n0001",),
         hostile: dict[str, str] | None = None,
         always_buggy: bool = False,
+        hang_at: tuple[str, str, str] | None = None,
+        slow_nodes: dict[str, float] | None = None,
     ):
         self.buggy_nodes = set(buggy_nodes)
         self.always_buggy = always_buggy
+        # crash tests: (node_id, phase, marker file) -> touch the marker and hang inside the call
+        self.hang_at = hang_at
+        # crash tests: node_id -> seconds its experiment sleeps after touching STARTED
+        self.slow_nodes = dict(slow_nodes or {})
         self.hostile = dict(hostile or {})
         self.calls: list[tuple[str, str, str]] = []
         self._lock = threading.Lock()
@@ -100,6 +108,9 @@ class ExampleResponder:
         with self._lock:
             self.calls.append((ctx.node_id, ctx.phase, ctx.label))
         text = _text(messages)
+        if self.hang_at and (ctx.node_id, ctx.phase) == self.hang_at[:2]:
+            Path(self.hang_at[2]).touch()
+            time.sleep(3600)
         kind = self.hostile.get(ctx.node_id)
         if kind and ctx.phase == "phase2":
             return self._hostile(kind)
@@ -134,6 +145,9 @@ class ExampleResponder:
             program = BUGGY_PROGRAM
         else:
             program = render(**params_from_idea(idea))
+        if ctx.node_id in self.slow_nodes:
+            program = (f"import pathlib, time\npathlib.Path('STARTED').touch()\n"
+                       f"time.sleep({self.slow_nodes[ctx.node_id]})\n") + program
         return json.dumps(
             {
                 "summary": f"{op}: logistic regression {idea or 'baseline'}",

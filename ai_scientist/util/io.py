@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from . import failpoints
+
 
 def _fsync_dir(path: Path) -> None:
     try:
@@ -92,6 +94,10 @@ def append_jsonl(path: str | Path, record: Any) -> None:
     line = (json.dumps(record, ensure_ascii=False, default=_default) + "\n").encode("utf-8")
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        if isinstance(record, dict) and failpoints.armed(f"torn_append:{path.name}:{record.get('seq')}"):
+            os.write(fd, line[: len(line) // 2])  # a torn record, as a crash mid-write leaves it
+            os.fsync(fd)
+            failpoints.hit(f"torn_append:{path.name}:{record.get('seq')}")
         os.write(fd, line)
         os.fsync(fd)
     finally:

@@ -1,0 +1,27 @@
+"""Fault-injection points for crash tests (the way databases test crash safety).
+
+``AI_SCIENTIST_FAILPOINTS=name1,name2`` makes the process kill itself with
+SIGKILL — exactly what ``kill -9`` does — when execution reaches a named point.
+Unset (the normal case), a point costs one dictionary lookup. Names used:
+``after_node:<id>`` (a node's final state is journaled), ``stage_end:<N>`` (the
+stage's best node is chosen, before its seed re-runs), and
+``torn_append:<file>:<seq>`` (half of that JSONL record is written, then kill).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ENV = "AI_SCIENTIST_FAILPOINTS"
+
+
+def armed(name: str) -> bool:
+    spec = os.environ.get(ENV)
+    return bool(spec) and name in spec.split(",")
+
+
+def hit(name: str) -> None:
+    """SIGKILL this process if ``name`` is armed."""
+    if armed(name):
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,434 @@
+"""Orchestration overhead and worker throughput of the research pipeline, with a fake LLM.
+
+    python bench/orchestration.py [--quick] [--seed 0] [--sizes 100,2000] [--out JSON]
+
+Two measurements, each with its baseline from the same run:
+
+1. **Per-node overhead** (everything but LLM and experiment time): whole runs of
+   the bundled example with a zero-latency scripted LLM at a small and a large
+   node count (default 100 and 2,000), memory on and off. The LLM backend and
+   the sandbox executor are wrapped in timing proxies; with one worker the run
+   is sequential, so ``overhead = wall - time in backend.complete() - time in
+   executor.run()`` exactly. The baseline is the small run: the ratio
+   (large per-node / small per-node) is 1.0 when the total grows linearly.
+2. **Throughput** with 1 vs 4 workers at a simulated 1 s LLM latency, same
+   search (stage 1 only, ``num_drafts`` drafts, then one batch of seed re-runs),
+   as nodes per second; the baseline is 1 worker.
+
+The experiment is a trivial shell script (``printf`` of ``metrics.json``), so
+the sandbox cost stays small; it is excluded from the overhead anyway. Node
+outcomes are a deterministic mix (about a quarter of experiments fail, so the
+search also debugs) drawn from ``--seed``. Results go to
+``bench/results/orchestration.json`` (or ``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import sys
+import tempfile
+import threading
+import time
+from argparse import Namespace
+from pathlib import Path
+from typing import Any
+
+from ai_scientist.commands import setup_run
+from ai_scientist.llm.scripted_backend import ScriptedBackend
+from ai_scientist.orchestrator import Orchestrator, build_services
+from ai_scientist.reporting.progress import Progress
+from ai_scientist.testing.scripted import ExampleResponder
+
+ROOT = Path(__file__).resolve().parents[1]
+IDEA = ROOT / "examples" / "label_noise" / "idea.md"
+RESULTS = ROOT / "bench" / "results" / "orchestration.json"
+OVERHEAD_TARGET_MS = 50.0
+FLAT_TARGET = 1.25  # large/small per-node ratio we still call flat (timing noise on shared cores)
+SPEEDUP_TARGET = 3.6
+IDEAS_PER_PROPOSAL = 8  # what one "propose ideas" answer lists (asked again when all are taken)
+
+GOOD_SCRIPT = (
+    'printf \'{"metrics": [{"name": "val_accuracy", "value": %s, '
+    '"direction": "maximize", "dataset": "val"}]}\' {value} > metrics.json\n'
+    "echo val_accuracy={value}\n"
+)
+BUGGY_SCRIPT = "echo 'Traceback (most recent call last): ZeroDivisionError: division by zero' >&2\nexit 1\n"
+
+
+# ------------------------------------------------------------ fake LLM --
+class TrivialResponder(ExampleResponder):
+    """The example responder, but the experiment is a one-line shell script.
+
+    Whether a node's experiment fails and what accuracy it reports are drawn
+    from a hash of (seed, node id), so runs are reproducible. Idea proposals
+    return ``n_ideas`` fresh ideas each time, so stages 2 and 4 run to their caps.
+    """
+
+    def __init__(self, seed: int, bug_rate: float, n_ideas: int):
+        super().__init__(buggy_nodes=())
+        self.seed, self.bug_rate, self.n_ideas = seed, bug_rate, n_ideas
+        self._proposals = 0
+
+    def _draw(self, node_id: str) -> float:
+        h = hashlib.sha256(f"{self.seed}:{node_id}".encode()).digest()
+        return int.from_bytes(h[:8], "big") / 2**64
+
+    def _phase2(self, text: str, ctx: Any) -> str:
+        u = self._draw(ctx.node_id)
+        if u < self.bug_rate:
+            script = BUGGY_SCRIPT
+        else:
+            script = GOOD_SCRIPT.replace("{value}", f"{0.6 + 0.35 * self._draw(ctx.node_id + 'm'):.4f}")
+        return json.dumps(
+            {
+                "summary": f"shell experiment for {ctx.node_id}",
+                "files": [{"path": "run.sh", "content": script, "encoding": "utf-8"}],
+                "build": {"language": "bash", "commands": []},
+                "run": {"commands": ["sh run.sh"], "expected_outputs": ["metrics.json"]},
+            }
+        )
+
+    def _ideas(self, text: str, ctx: Any) -> str:
+        with self._lock:
+            self._proposals += 1
+            k = self._proposals
+        if ctx.label == "ablate":
+            ideas = [f"ablation no_component_{k}_{i}" for i in range(self.n_ideas)]
+        else:
+            ideas = [f"lr=0.{k:03d}{i:04d} l2=0.01" for i in range(self.n_ideas)]
+        return json.dumps({"ideas": ideas})
+
+
+# ------------------------------------------------------- timing proxies --
+class TimedBackend:
+    """Wraps an LLM backend; ``seconds`` is the total time spent in ``complete()``."""
+
+    def __init__(self, inner: Any):
+        self._inner = inner
+        self.seconds = 0.0
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def complete(self, messages: Any, **kwargs: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return self._inner.complete(messages, **kwargs)
+        finally:
+            with self._lock:
+                self.seconds += time.perf_counter() - t
+                self.calls += 1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class TimedExecutor:
+    """Wraps a sandbox executor; ``seconds`` is the total time spent in ``run()``."""
+
+    def __init__(self, inner: Any):
+        self._inner = inner
+        self.seconds = 0.0
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return self._inner.run(*args, **kwargs)
+        finally:
+            with self._lock:
+                self.seconds += time.perf_counter() - t
+                self.calls += 1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+# ------------------------------------------------------------ one run --
+COMMON = [
+    "exec.backend=subprocess",
+    "exec.timeout=60",
+    "report.enabled=false",
+    "search.policy=bfts",
+    "agent.search.max_debug_depth=3",
+]
+
+
+def overhead_overrides(n: int, memory: bool, seed: int) -> list[str]:
+    """Caps that make a whole 4-stage run create about ``n`` nodes in a realistic mix.
+
+    Stage 1: n/10 drafts; stage 2: n/5 tune/debug nodes; stage 4: one planned
+    list of ablations (plus debugs); stage 3 (improve/debug, patience = cap) the rest.
+    """
+    s1, s2, s4 = max(4, n // 10), max(2, n // 5), max(2, n // 10)
+    s3 = max(2, n - s1 - s2 - IDEAS_PER_PROPOSAL - 12)  # stage 4 ~ one idea list; 4 x 2 seed re-runs
+    return [
+        *COMMON,
+        f"agent.seed={seed}",
+        "agent.num_workers=1",
+        f"agent.search.num_drafts={s1}",
+        "agent.search.debug_prob=0.5",
+        f"agent.stages.stage1_max_iters={s1}",
+        f"agent.stages.stage2_max_iters={s2}",
+        f"agent.stages.stage3_max_iters={s3}",
+        f"agent.stages.stage4_max_iters={s4}",
+        f"agent.stages.stage2_good_nodes={s2}",
+        f"agent.stages.stage3_patience={s3}",
+        "agent.multi_seed_eval.num_seeds=2",
+        f"memory.enabled={'true' if memory else 'false'}",
+    ]
+
+
+def throughput_overrides(drafts: int, workers: int, seed: int) -> list[str]:
+    """Stage 1 only: ``drafts`` drafts (batches of ``workers``), then ``workers`` seed re-runs."""
+    return [
+        *COMMON,
+        f"agent.seed={seed}",
+        f"agent.num_workers={workers}",
+        f"agent.search.num_drafts={drafts}",
+        f"agent.stages.stage1_max_iters={drafts}",
+        "agent.stages.stage2_max_iters=0",
+        "agent.stages.stage3_max_iters=0",
+        "agent.stages.stage4_max_iters=0",
+        "agent.multi_seed_eval.num_seeds=4",
+        "memory.enabled=true",
+    ]
+
+
+def run_once(
+    workdir: Path, overrides: list[str], responder: Any, latency_s: float, name: str
+) -> dict[str, Any]:
+    """One whole run; times the orchestrator and the time spent in the LLM and the sandbox."""
+    args = Namespace(
+        config=None,
+        overrides=overrides,
+        idea=str(IDEA),
+        resources=None,
+        out=str(workdir),
+        name=name,
+        from_phase=None,
+        run_dir=None,
+        stop_after=None,
+    )
+    t0 = time.perf_counter()
+    run, _ = setup_run(args)
+    backend = TimedBackend(ScriptedBackend(responder, latency_s=latency_s))
+    services = build_services(run, backend=backend)
+    executor = TimedExecutor(services.executor)
+    services.executor = executor
+    # keep the progress updates (they read cost.json) but not their terminal output
+    services.progress = Progress(stream=open(os.devnull, "w"), live=False)  # noqa: SIM115
+    setup_s = time.perf_counter() - t0
+    run.save_state(status="running")
+    t1 = time.perf_counter()
+    try:
+        code = Orchestrator(run, services).run()
+    finally:
+        wall = time.perf_counter() - t1
+        services.close()
+    nodes = [json.loads(line)["node"] for line in (run.dir / "journal.jsonl").read_text().splitlines()]
+    latest = {n["id"]: n for n in nodes}
+    ops: dict[str, int] = {}
+    for n in latest.values():
+        ops[n["operation"]] = ops.get(n["operation"], 0) + 1
+    n_nodes = len(latest)
+    overhead = wall - backend.seconds - executor.seconds
+    return {
+        "exit_code": code,
+        "nodes": n_nodes,
+        "good": sum(1 for n in latest.values() if n["status"] == "good"),
+        "buggy": sum(1 for n in latest.values() if n["status"] == "buggy"),
+        "operations": ops,
+        "max_depth": max((n["depth"] for n in latest.values()), default=0),
+        "setup_s": round(setup_s, 3),
+        "wall_s": round(wall, 3),
+        "llm_s": round(backend.seconds, 3),
+        "llm_calls": backend.calls,
+        "exec_s": round(executor.seconds, 3),
+        "exec_calls": executor.calls,
+        "overhead_s": round(overhead, 3),
+        "overhead_ms_per_node": round(1000 * overhead / max(n_nodes, 1), 2),
+        "nodes_per_s": round(n_nodes / wall, 4) if wall > 0 else None,
+        "run_dir": str(run.dir),
+    }
+
+
+# ------------------------------------------------------------ measurements --
+def measure_overhead(workdir: Path, sizes: list[int], memory_modes: list[bool], seed: int) -> list[dict]:
+    out = []
+    for memory in memory_modes:
+        for n in sizes:
+            responder = TrivialResponder(seed, bug_rate=0.25, n_ideas=IDEAS_PER_PROPOSAL)
+            name = f"overhead-{n}-mem{int(memory)}"
+            print(f"  running {name} ...", flush=True)
+            r = run_once(workdir, overhead_overrides(n, memory, seed), responder, 0.0, name)
+            out.append({"target_nodes": n, "memory": memory, **r})
+    return out
+
+
+def measure_throughput(workdir: Path, drafts: int, latency_s: float, seed: int) -> list[dict]:
+    out = []
+    for workers in (1, 4):
+        responder = TrivialResponder(seed, bug_rate=0.0, n_ideas=4)
+        name = f"throughput-w{workers}"
+        print(f"  running {name} ...", flush=True)
+        r = run_once(workdir, throughput_overrides(drafts, workers, seed), responder, latency_s, name)
+        out.append({"workers": workers, "latency_s": latency_s, **r})
+    return out
+
+
+def summarise(overhead: list[dict], throughput: list[dict], sizes: list[int]) -> dict[str, Any]:
+    small, large = min(sizes), max(sizes)
+    flat = {}
+    for memory in sorted({r["memory"] for r in overhead}, reverse=True):
+        by = {r["target_nodes"]: r for r in overhead if r["memory"] == memory}
+        a, b = by[small]["overhead_ms_per_node"], by[large]["overhead_ms_per_node"]
+        ratio = b / a if a > 0 else None
+        flat[f"memory_{'on' if memory else 'off'}"] = {
+            "small_ms_per_node": a,
+            "large_ms_per_node": b,
+            "ratio_large_over_small": round(ratio, 3) if ratio else None,
+            "flat": bool(ratio is not None and ratio <= FLAT_TARGET),
+            "under_target": max(a, b) < OVERHEAD_TARGET_MS,
+        }
+    t1 = next(r for r in throughput if r["workers"] == 1)
+    t4 = next(r for r in throughput if r["workers"] == 4)
+    speedup = t4["nodes_per_s"] / t1["nodes_per_s"]
+    return {
+        "per_node_overhead": flat,
+        "throughput": {
+            "nodes_per_s_1_worker": t1["nodes_per_s"],
+            "nodes_per_s_4_workers": t4["nodes_per_s"],
+            "speedup": round(speedup, 3),
+            "target": SPEEDUP_TARGET,
+            "met": speedup >= SPEEDUP_TARGET,
+        },
+    }
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def report(result: dict[str, Any]) -> str:
+    rows = [["memory", "nodes", "good/buggy", "wall s", "LLM s", "exec s", "overhead s", "ms/node"]]
+    for r in result["overhead"]:
+        rows.append(
+            [
+                "on" if r["memory"] else "off",
+                str(r["nodes"]),
+                f"{r['good']}/{r['buggy']}",
+                f"{r['wall_s']:.1f}",
+                f"{r['llm_s']:.1f}",
+                f"{r['exec_s']:.1f}",
+                f"{r['overhead_s']:.1f}",
+                f"{r['overhead_ms_per_node']:.1f}",
+            ]
+        )
+    out = ["Per-node orchestration overhead (zero-latency fake LLM, 1 worker)", _table(rows), ""]
+    for key, f in result["summary"]["per_node_overhead"].items():
+        verdict = "flat" if f["flat"] else f"NOT flat (target ratio <= {FLAT_TARGET})"
+        limit = "under" if f["under_target"] else "OVER"
+        out.append(
+            f"{key}: {f['large_ms_per_node']:.1f} / {f['small_ms_per_node']:.1f} ms per node = "
+            f"{f['ratio_large_over_small']}x -> {verdict}; {limit} the {OVERHEAD_TARGET_MS:.0f} ms target"
+        )
+    rows = [["workers", "nodes", "wall s", "LLM s (sum)", "exec s (sum)", "nodes/s"]]
+    for r in result["throughput"]:
+        rows.append(
+            [
+                str(r["workers"]),
+                str(r["nodes"]),
+                f"{r['wall_s']:.1f}",
+                f"{r['llm_s']:.1f}",
+                f"{r['exec_s']:.1f}",
+                f"{r['nodes_per_s']:.3f}",
+            ]
+        )
+    t = result["summary"]["throughput"]
+    out += [
+        "",
+        f"Throughput (fake LLM latency {result['throughput'][0]['latency_s']} s per call)",
+        _table(rows),
+        "",
+        f"speed-up 4 vs 1 workers: {t['speedup']}x -> "
+        + ("target met" if t["met"] else f"TARGET MISSED (>= {SPEEDUP_TARGET}x)"),
+    ]
+    return "\n".join(out)
+
+
+def _save_partial(out: Path, result: dict[str, Any]) -> None:
+    """Keep what is measured so far (a long run cut short still leaves its figures)."""
+    out.write_text(json.dumps({**result, "partial": True}, indent=2) + "\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--quick", action="store_true", help="tiny sizes (smoke test): 16/40 nodes, 0.05 s latency"
+    )
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--sizes", default=None, help="node counts, comma separated (default 100,2000)")
+    ap.add_argument("--memory", choices=("both", "on", "off"), default="both")
+    ap.add_argument(
+        "--drafts", type=int, default=None, help="search nodes of the throughput runs (default 20)"
+    )
+    ap.add_argument("--latency", type=float, default=None, help="fake LLM latency in s (default 1.0)")
+    ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--keep", action="store_true", help="keep the run directories (printed)")
+    a = ap.parse_args(argv)
+    sizes = [int(x) for x in a.sizes.split(",")] if a.sizes else ([16, 40] if a.quick else [100, 2000])
+    drafts = a.drafts or (8 if a.quick else 20)
+    latency = a.latency if a.latency is not None else (0.05 if a.quick else 1.0)
+    memory_modes = {"both": [True, False], "on": [True], "off": [False]}[a.memory]
+    tmp = tempfile.TemporaryDirectory(prefix="bench-orch-")
+    workdir = Path(tmp.name)
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    result: dict[str, Any] = {
+        "command": "python bench/orchestration.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "loadavg_start": os.getloadavg(),
+        },
+        "seed": a.seed,
+        "sizes": sizes,
+        "overhead": [],
+        "throughput": [],
+    }
+    t0 = time.perf_counter()
+    # one-off costs (imports, BPE table, embedding model) are paid here, not by the first measured run
+    print("warm-up run (not measured) ...", flush=True)
+    run_once(workdir, overhead_overrides(12, True, a.seed), TrivialResponder(a.seed, 0.25, 8), 0.0, "warmup")
+    print("throughput:", flush=True)
+    result["throughput"] = measure_throughput(workdir, drafts, latency, a.seed)
+    _save_partial(out, result)
+    print("per-node overhead:", flush=True)
+    for memory in memory_modes:
+        result["overhead"] += measure_overhead(workdir, sizes, [memory], a.seed)
+        _save_partial(out, result)
+    result["summary"] = summarise(result["overhead"], result["throughput"], sizes)
+    result["machine"]["loadavg_end"] = os.getloadavg()
+    result["total_s"] = round(time.perf_counter() - t0, 1)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print()
+    print(report(result))
+    print(f"\nwritten {out} (total {result['total_s']} s)")
+    if a.keep:
+        print(f"run directories kept under {workdir}")
+    else:
+        tmp.cleanup()
+    return result
+
+
+if __name__ == "__main__":
+    main()
