@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .cli import EXIT_INTERRUPTED, EXIT_NO_WORKING_EXPERIMENT, EXIT_OK, UsageError
+from .cli import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_NO_WORKING_EXPERIMENT, EXIT_OK, UsageError
 from .config import Config, ConfigError, load_config
 from .idea import load_idea
 from .run import Run
@@ -102,7 +102,7 @@ def execute(
     backend: Any = None,
 ) -> int:
     """Run the search (and reporting) to the end; returns the CLI exit code."""
-    from .llm.types import CostCapExceeded
+    from .llm.types import CostCapExceeded, UnrecordedPrompt
     from .orchestrator import Orchestrator, build_services
 
     if resumed:
@@ -116,6 +116,11 @@ def execute(
         run.event("run_interrupted", reason="KeyboardInterrupt (Ctrl-C); resume with ai-scientist resume")
         print(f"interrupted; state saved. Resume with: ai-scientist resume {run.dir}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except UnrecordedPrompt as exc:
+        run.save_state(status="replay_diverged")
+        run.event("replay_diverged", reason=str(exc))
+        print(f"replay diverged from the recording: {exc}", file=sys.stderr)
+        return EXIT_INTERNAL
     except CostCapExceeded as exc:
         run.save_state(status="cost_cap")
         run.event("run_stopped", reason=str(exc))

@@ -18,7 +18,7 @@ import traceback
 from typing import Any
 
 from .cli import EXIT_NO_WORKING_EXPERIMENT, EXIT_OK
-from .llm.types import CostCapExceeded, LLMError
+from .llm.types import CostCapExceeded, LLMError, UnrecordedPrompt
 from .phases.base import NodeContext
 from .phases.pipeline import run_node
 from .services import Services, build_services  # noqa: F401  (re-exported for commands)
@@ -162,6 +162,8 @@ class Orchestrator:
                 stage=state.stage,
             )
             fresh = dedupe_ideas([str(i)[:300] for i in res.parsed.get("ideas", [])], [*tried, *state.ideas])
+        except UnrecordedPrompt:
+            raise
         except LLMError as exc:
             self.run_.event("ideas_failed", stage=state.stage, reason=str(exc)[:500])
             fresh = []
@@ -174,12 +176,13 @@ class Orchestrator:
 
     # ------------------------------------------------------------ batch --
     def _run_batch(self, nodes: list[Node]) -> None:
+        """Run ``nodes`` in parallel. Memory branches and outcome events are written in node
+        order from this thread, so memory ids (shown in prompts) do not depend on timing."""
         errors: list[BaseException] = []
+        contexts = [self._context(node, slot) for slot, node in enumerate(nodes)]
         threads = [
-            threading.Thread(
-                target=self._worker, args=(node, slot, errors), daemon=True, name=f"worker-{slot}-{node.id}"
-            )
-            for slot, node in enumerate(nodes)
+            threading.Thread(target=self._worker, args=(ctx, errors), daemon=True, name=f"worker-{ctx.node.id}")
+            for ctx in contexts
         ]
         for t in threads:
             t.start()
@@ -188,21 +191,23 @@ class Orchestrator:
                 t.join(timeout=0.2)  # short joins keep Ctrl-C deliverable to the main thread
         for exc in errors:
             raise exc
+        for ctx in contexts:
+            if ctx.memory is not None:
+                ctx.memory.record_outcome(ctx.node)
+            self._progress(ctx.node.stage)
 
-    def _worker(self, node: Node, slot: int, errors: list[BaseException]) -> None:
+    def _worker(self, ctx: NodeContext, errors: list[BaseException]) -> None:
+        node = ctx.node
         try:
-            ctx = self._context(node, slot)
             run_node(ctx)
             self.s.write_state(self.journal, ctx.node)
             failpoints.hit(f"after_node:{node.id}")
-        except CostCapExceeded as exc:
+        except (CostCapExceeded, UnrecordedPrompt) as exc:
             errors.append(exc)
         except Exception as exc:  # a bug in our code: record it on the node, keep the run alive
             tb = traceback.format_exc()
-            self.journal.update(node.id, status="buggy", error=f"internal error: {exc!r}"[:2000])
+            ctx.node = self.journal.update(node.id, status="buggy", error=f"internal error: {exc!r}"[:2000])
             self.run_.event("internal_error", node_id=node.id, error=repr(exc), traceback=tb[-4000:])
-        finally:
-            self._progress(node.stage)
 
     def _context(self, node: Node, slot: int) -> NodeContext:
         parent = self.journal.get(node.parent_id) if node.parent_id else None

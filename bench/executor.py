@@ -96,7 +96,9 @@ def render(rows, notes, n: int) -> str:
         "",
         f"`python bench/executor.py --n {n}` on {platform.machine()}, {os.cpu_count()} CPU(s), "
         f"kernel {platform.release()}; one `{PY} -c pass` per command, {n} runs each after one warm-up, "
-        "all in the same process and run. Overhead = backend median / bare median.",
+        "all in the same process and run. Overhead = backend median / bare median. "
+        "The docker figures include the SDK's HTTP round trips (create / start / wait / remove, or "
+        "exec create / start / inspect plus the `kill -9 -1` sweep for a reused container).",
         "",
         "| how | median ms | p90 ms | x bare |",
         "|---|---|---|---|",

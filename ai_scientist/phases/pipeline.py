@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..llm.types import LLMError
+from ..llm.types import LLMError, UnrecordedPrompt
 from .base import NodeContext, PhaseFailed, code_text, short_json
 from .phase0 import run_phase0
 from .phase1 import run_phase1
@@ -39,6 +39,8 @@ def review_execution(ctx: NodeContext, run_record: dict) -> dict:
         review = ctx.ask(
             "exec_review", values, phase="review", label="exec_review", role="feedback", schema=REVIEW_SCHEMA
         ).parsed
+    except UnrecordedPrompt:
+        raise
     except LLMError as exc:
         # the review is advice on top of hard evidence (exit codes, metrics): record and go on
         review = {"is_bug": False, "summary": f"review unavailable: {exc}", "error": str(exc)}
@@ -85,10 +87,10 @@ def run_node(ctx: NodeContext) -> None:
             finished_at=time.time(),
         )
     except PhaseFailed as exc:
+        if isinstance(exc.__cause__, UnrecordedPrompt):
+            raise exc.__cause__ from None  # a replay that diverged stops instead of inventing a tree
         ctx.update(status="buggy", error=f"{exc.phase}: {exc.reason}"[:4000], finished_at=time.time())
         ctx.run.event("node_failed", node_id=ctx.node.id, phase=exc.phase, reason=exc.reason[:1000])
-    if ctx.memory is not None:
-        ctx.memory.record_outcome(ctx.node)
 
 
 def _tail(record: dict) -> str:

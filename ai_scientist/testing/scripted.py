@@ -18,8 +18,8 @@ import json
 import re
 import threading
 import time
-from pathlib import Path
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from .experiment_template import BUGGY_PROGRAM, render
