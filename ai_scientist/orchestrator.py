@@ -60,6 +60,7 @@ class Orchestrator:
             if state.stage == 1 and outcome.no_working_experiment:
                 self.run_.save_state(stage_state=None, search_done=True)
                 self.run_.event("run_result", result="no working experiment", reason=outcome.reason)
+                self.s.write_view()
                 return EXIT_NO_WORKING_EXPERIMENT
             state = self._finish_stage(state)
         self.run_.save_state(stage_state=None, search_done=True)

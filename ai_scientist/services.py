@@ -196,7 +196,7 @@ def _executor(run: Any, replay_from: Path | None) -> Any:
 
     name, reason = resolve_backend(run.cfg)
     run.event("sandbox_backend", backend=name, reason=reason)
-    return make_executor(run.cfg, backend=name)
+    return make_executor(run.cfg, backend=name, resources_dir=run.dir / "resources")
 
 
 def _resources(run: Any, spec: Any, executor: Any) -> tuple[Any, Path | None]:
@@ -204,7 +204,9 @@ def _resources(run: Any, spec: Any, executor: Any) -> tuple[Any, Path | None]:
 
     res_dir = run.dir / "resources"
     if spec is not None:
-        index = stage_resources(spec, run.dir, executor=executor)
+        from .execution.base import Limits
+
+        index = stage_resources(spec, run.dir, executor=executor, limits=Limits.from_config(run.cfg.exec))
         run.event("resources_staged", items=len(getattr(index, "items", []) or []))
         return index, res_dir
     return load_index(run.dir), res_dir

@@ -107,6 +107,10 @@ def test_kill_during_execution(tmp_path):
     proc, run_dir = _start(tmp_path, "--slow", "n0002", "20")
     _wait_for(run_dir / "nodes" / "n0002" / "workspace" / "STARTED", proc)
     _kill(proc)
+    deadline = time.time() + 5
+    while _survivors(tmp_path) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _survivors(tmp_path), "the experiment outlived the killed orchestrator"
     _resume_and_check(run_dir, tmp_path)
 
 

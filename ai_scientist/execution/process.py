@@ -47,10 +47,22 @@ class _State:
             return False
 
 
+def _die_with_parent() -> None:
+    """PR_SET_PDEATHSIG(SIGKILL): if the orchestrator is killed (kill -9), the command dies too."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the supervisor's timeout still applies
+
+
 def rlimit_preexec(limits: Limits, address_space: bool = True) -> Callable[[], None]:
     """A preexec function setting rlimits in the child; each limit the host refuses is skipped."""
 
     def apply() -> None:
+        _die_with_parent()
         wanted = [
             (resource.RLIMIT_CPU, limits.cpu_seconds),
             (resource.RLIMIT_FSIZE, limits.file_bytes),
