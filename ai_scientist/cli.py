@@ -106,7 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     lsub.add_parser("cost", help="tokens and USD by role, phase and node")
     for q in lsub.choices.values():
         # SUPPRESS: `logs RUN --json nodes` and `logs RUN nodes --json` both work
-        q.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
+        q.add_argument(
+            "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
+        )
 
     p = sub.add_parser("view", help="write a self-contained offline HTML view of the run's tree")
     p.add_argument("run_dir")

@@ -182,7 +182,9 @@ class Orchestrator:
         errors: list[BaseException] = []
         contexts = [self._context(node, slot) for slot, node in enumerate(nodes)]
         threads = [
-            threading.Thread(target=self._worker, args=(ctx, errors), daemon=True, name=f"worker-{ctx.node.id}")
+            threading.Thread(
+                target=self._worker, args=(ctx, errors), daemon=True, name=f"worker-{ctx.node.id}"
+            )
             for ctx in contexts
         ]
         for t in threads:

@@ -47,8 +47,9 @@ def run_args(tmp_path: Path, *overrides: str, name: str = "run") -> Namespace:
     )
 
 
-def start_run(tmp_path: Path, *overrides: str, responder: Any = None, name: str = "run",
-              latency_s: float = 0.0) -> tuple[int, Path, ExampleResponder]:
+def start_run(
+    tmp_path: Path, *overrides: str, responder: Any = None, name: str = "run", latency_s: float = 0.0
+) -> tuple[int, Path, ExampleResponder]:
     """Create and execute a run with the scripted example LLM; returns (exit code, run dir, responder)."""
     responder = responder or ExampleResponder()
     run, resources = setup_run(run_args(tmp_path, *overrides, name=name))
@@ -73,7 +74,10 @@ def python_has(module: str, python: str = "/usr/bin/python3") -> bool:
     import subprocess
 
     try:
-        return subprocess.run([python, "-c", f"import {module}"], capture_output=True, timeout=30).returncode == 0
+        return (
+            subprocess.run([python, "-c", f"import {module}"], capture_output=True, timeout=30).returncode
+            == 0
+        )
     except OSError:
         return False
 

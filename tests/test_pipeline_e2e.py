@@ -27,7 +27,9 @@ def test_full_run_tells_the_whole_story(tmp_path, capsys):
     assert {"tune", "improve", "ablate", "seed_eval"} <= set(ops), ops
     assert {n["stage"] for n in nodes.values()} == {1, 2, 3, 4}
     tunes = [n for n in nodes.values() if n["operation"] == "tune"]
-    assert all(n["idea"] for n in tunes) and len({n["idea"] for n in tunes}) == len(tunes), "ideas deduplicated"
+    assert all(n["idea"] for n in tunes) and len({n["idea"] for n in tunes}) == len(tunes), (
+        "ideas deduplicated"
+    )
     seeds = [n for n in nodes.values() if n["operation"] == "seed_eval"]
     bests = {e["node_id"] for e in events(run_dir) if e["type"] == "stage_best"}
     assert len(seeds) == 2 * len(bests) and all(n["status"] == "good" for n in seeds)

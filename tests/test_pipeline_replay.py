@@ -40,8 +40,12 @@ def test_replay_gives_the_same_tree(tmp_path, capsys):
 
 
 def test_replay_of_a_changed_run_names_the_divergence(tmp_path, capsys):
-    code, src, _ = start_run(tmp_path, "agent.stages.stage2_max_iters=0", "agent.stages.stage3_max_iters=0",
-                             "agent.stages.stage4_max_iters=0")
+    code, src, _ = start_run(
+        tmp_path,
+        "agent.stages.stage2_max_iters=0",
+        "agent.stages.stage3_max_iters=0",
+        "agent.stages.stage4_max_iters=0",
+    )
     assert code == 0
     # tamper with the recorded idea: every prompt of the replay differs from the recording
     idea = src / "idea.json"

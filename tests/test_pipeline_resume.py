@@ -48,7 +48,10 @@ def _finished_snapshot(run_dir: Path) -> dict[str, tuple[int, int]]:
     for nid, node in journal_nodes(run_dir).items():
         if node["status"] in ("good", "buggy"):
             d = run_dir / "nodes" / nid
-            snap[nid] = (len(list((d / "exec").glob("*.json"))), len(list((d / "prompt_logs").glob("*.json"))))
+            snap[nid] = (
+                len(list((d / "exec").glob("*.json"))),
+                len(list((d / "prompt_logs").glob("*.json"))),
+            )
     return snap
 
 
@@ -67,14 +70,17 @@ def _survivors(root: Path) -> list[psutil.Process]:
 def _resume_and_check(run_dir: Path, tmp_path: Path) -> None:
     before = _finished_snapshot(run_dir)
     Journal(run_dir / "journal.jsonl")  # the journal parses (a torn tail is repaired)
-    res = subprocess.run([sys.executable, str(DRIVER), "resume", str(run_dir)], capture_output=True,
-                         text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, str(DRIVER), "resume", str(run_dir)], capture_output=True, text=True, timeout=300
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     state = json.loads((run_dir / "state.json").read_text())
     assert state["status"] == "completed" and state["exit_code"] == 0
     after = _finished_snapshot(run_dir)
     for nid, counts in before.items():
-        assert after[nid] == counts, f"{nid} finished before the crash but ran again: {counts} -> {after[nid]}"
+        assert after[nid] == counts, (
+            f"{nid} finished before the crash but ran again: {counts} -> {after[nid]}"
+        )
     nodes = journal_nodes(run_dir)
     assert all(n["status"] in ("good", "buggy") for n in nodes.values())
     assert {n["stage"] for n in nodes.values()} == {1, 2, 3, 4}
@@ -122,7 +128,9 @@ def test_kill_during_execution(tmp_path):
 def test_kill_at_failpoint(tmp_path, failpoint):
     proc, run_dir = _start(tmp_path, env={"AI_SCIENTIST_FAILPOINTS": failpoint})
     proc.wait(timeout=300)
-    assert proc.returncode == -signal.SIGKILL, f"the failpoint {failpoint} was never reached: {proc.stderr.read()}"
+    assert proc.returncode == -signal.SIGKILL, (
+        f"the failpoint {failpoint} was never reached: {proc.stderr.read()}"
+    )
     if failpoint.startswith("torn_append"):
         assert not (run_dir / "journal.jsonl").read_bytes().endswith(b"\n"), "the record was torn"
     _resume_and_check(run_dir, tmp_path)

@@ -49,8 +49,15 @@ def dependency_check_command(deps: dict[str, list[str]], python: str) -> str | N
 def _steps_for_prompt(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The installer log as a list (the layer's history policy prunes old steps whole)."""
     return [
-        {"step": i, "command": h["command"], "exit_code": h["exit_code"], "killed_by": h.get("killed_by"),
-         "stdout_tail": h["stdout"][-600:], "stderr_tail": h["stderr"][-600:], "notes": h.get("notes", "")}
+        {
+            "step": i,
+            "command": h["command"],
+            "exit_code": h["exit_code"],
+            "killed_by": h.get("killed_by"),
+            "stdout_tail": h["stdout"][-600:],
+            "stderr_tail": h["stderr"][-600:],
+            "notes": h.get("notes", ""),
+        }
         for i, h in enumerate(steps, 1)
     ]
 

@@ -146,8 +146,10 @@ class ExampleResponder:
         else:
             program = render(**params_from_idea(idea))
         if ctx.node_id in self.slow_nodes:
-            program = (f"import pathlib, time\npathlib.Path('STARTED').touch()\n"
-                       f"time.sleep({self.slow_nodes[ctx.node_id]})\n") + program
+            program = (
+                f"import pathlib, time\npathlib.Path('STARTED').touch()\n"
+                f"time.sleep({self.slow_nodes[ctx.node_id]})\n"
+            ) + program
         return json.dumps(
             {
                 "summary": f"{op}: logistic regression {idea or 'baseline'}",
