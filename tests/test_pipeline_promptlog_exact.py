@@ -104,7 +104,7 @@ def test_requests_equal_prompt_logs_and_key_never_written(tmp_path, monkeypatch,
     by_key = {json.dumps(r["messages"], sort_keys=True): r for r in records}
     for body in sent:
         rec = by_key[json.dumps(body["messages"], sort_keys=True)]
-        for m_sent, m_log in zip(body["messages"], rec["messages"]):
+        for m_sent, m_log in zip(body["messages"], rec["messages"], strict=True):
             assert m_sent["content"].encode() == m_log["content"].encode()
         assert rec["params"]["model"] == body["model"]
     assert all(a == f"Bearer {SECRET}" for a in server.auth)
