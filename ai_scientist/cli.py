@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="start a research run from an idea and a config")
     _config_args(p, positional=True)
-    p.add_argument("--idea", required=True, help="idea file (markdown or AI-Scientist-v2 JSON)")
+    p.add_argument("--idea", default=None, help="idea file (markdown or AI-Scientist-v2 JSON); required")
     p.add_argument("--resources", default=None, help="resources file (YAML or JSON)")
     p.add_argument("--out", default="experiments", help="output root (default: experiments/)")
     p.add_argument("--name", default=None, help="run name (default: timestamp + idea name)")

@@ -50,6 +50,8 @@ def setup_run(args: Any) -> tuple[Run, Any]:
 def cmd_run(args: Any) -> int:
     if args.from_phase:
         return _rerun_reporting(args)
+    if not args.idea:
+        raise UsageError("--idea FILE is required (markdown or AI-Scientist-v2 JSON idea)")
     run, resources = setup_run(args)
     print(run.dir, flush=True)
     if args.stop_after == "setup":

@@ -103,7 +103,8 @@ class Services:
 
             best = self.run.state.get("stages") or {}
             last = [v["best"]["node_id"] for k, v in sorted(best.items()) if v and v.get("best")]
-            branch = self.memory_store.branch_for(last[-1]) if last and last[-1] else None
+            # a node's memory branch id is its node id
+            branch = last[-1] if last and last[-1] and self.memory_store.has_branch(last[-1]) else None
             digest = digest_markdown(self.memory_store, branch) if branch else ""
         return run_reporting(
             self.run.dir, self.run.cfg, self.llm, self.executor, memory_digest=digest, from_phase=from_phase

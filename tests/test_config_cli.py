@@ -256,3 +256,17 @@ def test_no_prompt_prose_in_python():
                 if doc and node.body and isinstance(node.body[0], ast.Expr):
                     docstrings.add(f"{p.relative_to(ROOT)}:{node.body[0].lineno}")
     assert not [o for o in offenders if o not in docstrings], offenders
+
+
+def test_doctor_json_reports_every_section(capsys):
+    code = main(["doctor", "--json", "--set", "exec.backend=subprocess"])
+    data = json.loads(capsys.readouterr().out)
+    assert set(data) >= {"ready", "llm", "sandbox", "latex", "gpu", "disk"}
+    assert code == (0 if data["ready"] else 1)
+    assert any(c["name"] == "subprocess" and c["ok"] for c in data["sandbox"]), data["sandbox"]
+    assert (
+        data["disk"][0]["detail"].endswith(str(Path(".").resolve()))
+        or "GiB free" in data["disk"][0]["detail"]
+    )
+    text = json.dumps(data)
+    assert "OPENAI_API_KEY=" not in text

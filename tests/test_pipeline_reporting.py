@@ -1,0 +1,61 @@
+"""The whole product: search, then plots, VLM, LaTeX paper and reviews, then `--from-phase`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from pipeline_support import events, python_has, start_run
+
+from ai_scientist.cli import main
+
+
+@pytest.mark.slow
+def test_search_then_reporting_then_rerun_review(tmp_path, capsys):
+    if not (shutil.which("pdflatex") and shutil.which("bibtex")):
+        pytest.skip("LaTeX not installed (scripts/setup.sh installs texlive + latexmk)")
+    if not python_has("matplotlib"):
+        pytest.skip("/usr/bin/python3 lacks matplotlib (scripts/setup.sh installs python3-matplotlib)")
+    code, run_dir, responder = start_run(
+        tmp_path,
+        "report.enabled=true",
+        "report.citations.enabled=false",
+        "report.num_reviews=1",
+        "agent.stages.stage3_max_iters=1",
+        "agent.stages.stage4_max_iters=1",
+    )
+    assert code == 0
+    steps = {e["step"]: e for e in events(run_dir) if e["type"] == "report_step"}
+    assert steps["plots"]["status"] == "ok", steps["plots"]
+    assert steps["writeup"]["status"] == "ok", steps["writeup"]
+    assert steps["review"]["status"] == "ok", steps["review"]
+    figs = json.loads((run_dir / "figures" / "figures.json").read_text())
+    assert figs and (run_dir / "figures" / "train_loss.png").exists()
+    assert list((run_dir / "paper").glob("*.pdf"))
+    review = json.loads((run_dir / "review.json").read_text())
+    assert review and "meta" in json.dumps(review).lower()
+    assert (run_dir / "tree.html").exists()
+
+    # re-run only the review phase on the finished run
+    before = len(responder.calls)
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "run",
+                "--from-phase",
+                "review",
+                "--run-dir",
+                str(run_dir),
+                "--set",
+                "llm.backend=replay",
+                "--set",
+                f"llm.replay_dir={run_dir}",
+            ]
+        )
+        == 0
+    )
+    review_steps = [e for e in events(run_dir) if e["type"] == "report_step" and e["step"] == "review"]
+    assert len(review_steps) == 2 and review_steps[-1]["status"] == "ok"
+    assert len(responder.calls) == before
