@@ -171,7 +171,7 @@ class LayerBudget(_Strict):
 
 
 class ContextPolicies(_Strict):
-    tail_window_chars: int = Field(4000, ge=100)
+    tail_window_chars: int = Field(24000, ge=100)
     json_preview_threshold_chars: int = Field(5000, ge=200)
     json_preview_list_head: int = Field(2, ge=0)
     json_preview_string_cap: int = Field(500, ge=20)

@@ -52,10 +52,9 @@ class Services:
         from .resources import render_resource_index
 
         query = " ".join(x for x in (self.run.idea.title, node.idea or "", node.summary or "") if x)
+        # about a quarter of the prompt budget (4 chars per token); the packer may cut it further
         return render_resource_index(
-            self.resource_index,
-            relevant_to=query,
-            budget_chars=self.run.cfg.context.policies.tail_window_chars,
+            self.resource_index, relevant_to=query, budget_chars=self.run.cfg.context.max_prompt_tokens
         )
 
     def node_memory(self, node: Any, parent: Any) -> Any:

@@ -24,13 +24,12 @@ import itertools
 import os
 import shutil
 import subprocess
-import uuid
 from pathlib import Path
 
-from .base import ExecResult, Limits, normalize_command
-from .lineage import take_install_dir
+from .base import ExecResult, Limits
 from .process import rlimit_preexec, supervise
-from .sandbox_env import TMP_DIRNAME, ensure_dir, sandbox_environ
+from .run_setup import prepare_run
+from .sandbox_env import ensure_dir
 
 UID_BASE = 1_500_000_000
 _uid_counter = itertools.count()
@@ -130,21 +129,13 @@ class SubprocessExecutor:
         env: dict[str, str] | None = None,
         install_dir: Path | None = None,
     ) -> ExecResult:
-        limits = limits or Limits()
-        argv = normalize_command(command)
-        env, install_dir = take_install_dir(env, install_dir)
-        ws = Path(workspace).resolve()
-        (ws / TMP_DIRNAME).mkdir(parents=True, exist_ok=True)
+        run = prepare_run(
+            command, workspace=workspace, limits=limits, env=env, install_dir=install_dir,
+            python=self.python, resources_dir=self.resources_dir, host_paths=True,
+        )  # fmt: skip
+        limits, argv, ws, install_dir = run.limits, run.argv, run.workspace, run.install_dir
         if self.resources_dir and not (ws / "resources").exists():
             (ws / "resources").symlink_to(self.resources_dir)
-        full_env, dropped = sandbox_environ(
-            workspace=str(ws),
-            extra=env,
-            python=self.python,
-            resources=str(self.resources_dir) if self.resources_dir else None,
-            install_prefix=str(Path(install_dir).resolve()) if install_dir else None,
-            marker=uuid.uuid4().hex,
-        )
         uid = _next_uid() if self.caps["drop_uid"] else None
         blocked = untraversable_ancestor(ws.parent) if uid is not None else None
         if blocked is not None:
@@ -158,7 +149,7 @@ class SubprocessExecutor:
         result = supervise(
             self._wrapper(limits, uid) + argv,
             cwd=ws,
-            env=full_env,
+            env=run.env,
             limits=limits,
             backend=self.name,
             display_command=argv,
@@ -169,7 +160,7 @@ class SubprocessExecutor:
             result.extra["uid_drop_skipped"] = f"{blocked} is not traversable by other users (chmod o+x)"
         result.extra.update(
             uid=uid,
-            dropped_env=dropped,
+            dropped_env=run.dropped,
             pid_namespace=self.caps["pid_namespace"],
             network=limits.network,
             network_isolated=network_isolated,
