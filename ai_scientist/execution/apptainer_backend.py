@@ -15,14 +15,14 @@ with a fake binary that records its argv (see tests/test_exec_apptainer.py).
 from __future__ import annotations
 
 import shutil
-import uuid
 from pathlib import Path
 
 from ..resources import bind_sources
-from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, SandboxError, normalize_command
-from .lineage import SANDBOX_ENV, take_install_dir
+from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, SandboxError
+from .lineage import SANDBOX_ENV
 from .process import rlimit_preexec, supervise
-from .sandbox_env import TMP_DIRNAME, ensure_dir, sandbox_environ
+from .run_setup import RunSetup, SandboxBackend
+from .sandbox_env import ensure_dir
 
 
 def find_apptainer(binary: str = "apptainer") -> str | None:
@@ -34,7 +34,7 @@ def find_apptainer(binary: str = "apptainer") -> str | None:
     return None
 
 
-class ApptainerExecutor:
+class ApptainerExecutor(SandboxBackend):
     name = "apptainer"
 
     def __init__(
@@ -94,28 +94,9 @@ class ApptainerExecutor:
             args += ["--env", f"{key}={env[key]}"]
         return args + [self.image, *argv]
 
-    def run(
-        self,
-        command: list[str] | str,
-        *,
-        workspace: Path,
-        limits: Limits | None = None,
-        env: dict[str, str] | None = None,
-        install_dir: Path | None = None,
-    ) -> ExecResult:
-        limits = limits or Limits()
-        argv = normalize_command(command)
-        env, install_dir = take_install_dir(env, install_dir)
-        ws = Path(workspace).resolve()
-        (ws / TMP_DIRNAME).mkdir(parents=True, exist_ok=True)
-        full_env, dropped = sandbox_environ(
-            workspace=SANDBOX_WORKSPACE,
-            extra=env,
-            python=self.python,
-            resources=SANDBOX_RESOURCES if self.resources_dir else None,
-            install_prefix=SANDBOX_ENV if install_dir else None,
-            marker=uuid.uuid4().hex,
-        )
+    def _launch(self, setup: RunSetup) -> ExecResult:
+        limits, argv, ws, install_dir = setup.limits, setup.argv, setup.workspace, setup.install_dir
+        full_env, dropped = setup.env, setup.dropped
         host_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
         if limits.gpus:
             host_env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in limits.gpus)

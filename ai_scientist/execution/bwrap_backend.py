@@ -18,14 +18,14 @@ import glob
 import os
 import shutil
 import subprocess
-import uuid
 from pathlib import Path
 
 from ..resources import bind_sources
-from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, SandboxError, normalize_command
-from .lineage import SANDBOX_ENV, take_install_dir
+from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, SandboxError
+from .lineage import SANDBOX_ENV
 from .process import rlimit_preexec, supervise
-from .sandbox_env import TMP_DIRNAME, ensure_dir, sandbox_environ
+from .run_setup import RunSetup, SandboxBackend
+from .sandbox_env import ensure_dir
 from .subprocess_backend import _chown_tree, _next_uid, capabilities, untraversable_ancestor
 
 _SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -70,7 +70,7 @@ def _system_links() -> list[str]:
     return args
 
 
-class BwrapExecutor:
+class BwrapExecutor(SandboxBackend):
     """Runs each command in a fresh bubblewrap sandbox; see the module docstring."""
 
     name = "bwrap"
@@ -129,28 +129,9 @@ class BwrapExecutor:
             args += ["--setenv", key, value]
         return args
 
-    def run(
-        self,
-        command: list[str] | str,
-        *,
-        workspace: Path,
-        limits: Limits | None = None,
-        env: dict[str, str] | None = None,
-        install_dir: Path | None = None,
-    ) -> ExecResult:
-        limits = limits or Limits()
-        argv = normalize_command(command)
-        env, install_dir = take_install_dir(env, install_dir)
-        ws = Path(workspace).resolve()
-        (ws / TMP_DIRNAME).mkdir(parents=True, exist_ok=True)
-        full_env, dropped = sandbox_environ(
-            workspace=SANDBOX_WORKSPACE,
-            extra=env,
-            python=self.python,
-            resources=SANDBOX_RESOURCES if self.resources_dir else None,
-            install_prefix=SANDBOX_ENV if install_dir else None,
-            marker=uuid.uuid4().hex,
-        )
+    def _launch(self, setup: RunSetup) -> ExecResult:
+        limits, argv, ws, install_dir = setup.limits, setup.argv, setup.workspace, setup.install_dir
+        full_env, dropped = setup.env, setup.dropped
         uid = _next_uid() if self.caps["drop_uid"] else None
         if uid is not None and untraversable_ancestor(ws.parent) is not None:
             uid = None  # the fresh uid could not reach the workspace to bind it

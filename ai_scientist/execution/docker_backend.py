@@ -32,10 +32,10 @@ from .base import (
     HeadTail,
     Limits,
     SandboxError,
-    normalize_command,
 )
-from .lineage import SANDBOX_ENV, take_install_dir
-from .sandbox_env import TMP_DIRNAME, ensure_dir, sandbox_environ
+from .lineage import SANDBOX_ENV
+from .run_setup import RunSetup, SandboxBackend
+from .sandbox_env import ensure_dir
 from .subprocess_backend import _chown_tree, _next_uid
 
 BUILD_HINT = (
@@ -99,7 +99,7 @@ class _Cgroup:
         return None
 
 
-class DockerExecutor:
+class DockerExecutor(SandboxBackend):
     """See the module docstring. ``client`` may be injected (tests); default is ``docker.from_env()``."""
 
     name = "docker"
@@ -184,28 +184,9 @@ class DockerExecutor:
         return f"{uid}:{uid}"
 
     # --------------------------------------------------------------- run --
-    def run(
-        self,
-        command: list[str] | str,
-        *,
-        workspace: Path,
-        limits: Limits | None = None,
-        env: dict[str, str] | None = None,
-        install_dir: Path | None = None,
-    ) -> ExecResult:
-        limits = limits or Limits()
-        argv = normalize_command(command)
-        env, install_dir = take_install_dir(env, install_dir)
-        ws = Path(workspace).resolve()
-        (ws / TMP_DIRNAME).mkdir(parents=True, exist_ok=True)
-        full_env, dropped = sandbox_environ(
-            workspace=SANDBOX_WORKSPACE,
-            extra=env,
-            python=self.python,
-            resources=SANDBOX_RESOURCES if self.resources_dir else None,
-            install_prefix=SANDBOX_ENV if install_dir else None,
-            marker=uuid.uuid4().hex,
-        )
+    def _launch(self, setup: RunSetup) -> ExecResult:
+        limits, argv, ws, install_dir = setup.limits, setup.argv, setup.workspace, setup.install_dir
+        full_env, dropped = setup.env, setup.dropped
         full_env["PATH"] = full_env["PATH"]  # image PATH is replaced by the allow-listed one
         if self.reuse:
             result = self._run_reused(argv, ws, limits, full_env, install_dir)

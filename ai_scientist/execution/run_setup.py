@@ -2,7 +2,8 @@
 
 One place decides how a command, its workspace and its environment are made
 ready, so the four backends cannot drift apart on it (e.g. one forgetting the
-private TMP dir or the secret filter).
+private TMP dir or the secret filter). Backends inherit :class:`SandboxBackend`
+and implement only ``_launch(setup)``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, Limits, normalize_command
+from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, normalize_command
 from .lineage import SANDBOX_ENV, take_install_dir
 from .sandbox_env import TMP_DIRNAME, sandbox_environ
 
@@ -30,16 +31,19 @@ class RunSetup:
 
 def prepare_run(
     command: list[str] | str,
-    *,
     workspace: Path,
     limits: Limits | None,
     env: dict[str, str] | None,
     install_dir: Path | None,
+    *,
     python: str,
-    resources_dir: Path | None,
+    resources: Path | None,
     host_paths: bool = False,
 ) -> RunSetup:
-    """Normalise the inputs of ``Executor.run`` and build the sandbox environment.
+    """Normalise the arguments of a backend's ``run()`` and build the sandbox environment.
+
+    ``python`` is the interpreter path inside the sandbox, ``resources`` the
+    backend's resolved resources directory (or None).
 
     ``limits`` defaults to :class:`Limits`. The install prefix may come from
     ``install_dir`` or the marker variable in ``env`` (see :func:`take_install_dir`).
@@ -53,17 +57,59 @@ def prepare_run(
     ws = Path(workspace).resolve()
     (ws / TMP_DIRNAME).mkdir(parents=True, exist_ok=True)
     if host_paths:
-        paths = (str(ws), str(resources_dir) if resources_dir else None)
-        prefix = str(Path(install_dir).resolve()) if install_dir else None
+        seen_ws, seen_res = str(ws), (str(resources) if resources else None)
+        seen_prefix = str(Path(install_dir).resolve()) if install_dir else None
     else:
-        paths = (SANDBOX_WORKSPACE, SANDBOX_RESOURCES if resources_dir else None)
-        prefix = SANDBOX_ENV if install_dir else None
+        seen_ws, seen_res = SANDBOX_WORKSPACE, (SANDBOX_RESOURCES if resources else None)
+        seen_prefix = SANDBOX_ENV if install_dir else None
     full_env, dropped = sandbox_environ(
-        workspace=paths[0],
+        workspace=seen_ws,
         extra=env,
         python=python,
-        resources=paths[1],
-        install_prefix=prefix,
+        resources=seen_res,
+        install_prefix=seen_prefix,
         marker=uuid.uuid4().hex,
     )
     return RunSetup(limits or Limits(), argv, ws, install_dir, full_env, dropped)
+
+
+class SandboxBackend:
+    """Base of the sandbox backends: ``run()`` is :func:`prepare_run`, then the backend's ``_launch``.
+
+    Subclasses set ``python`` and ``resources_dir`` (resolved, or None) and
+    implement ``_launch(setup) -> ExecResult``; ``host_paths = True`` gives the
+    command host paths in its environment instead of the container mounts.
+    """
+
+    name: str
+    python: str
+    resources_dir: Path | None
+    host_paths = False
+
+    def run(
+        self,
+        command: list[str] | str,
+        *,
+        workspace: Path,
+        limits: Limits | None = None,
+        env: dict[str, str] | None = None,
+        install_dir: Path | None = None,
+    ) -> ExecResult:
+        """Run one command in ``workspace`` (see :class:`~.base.Executor`: a failing command is a value).
+
+        ``install_dir`` (or the lineage marker in ``env``) is the writable install prefix.
+        """
+        setup = prepare_run(
+            command,
+            workspace,
+            limits,
+            env,
+            install_dir,
+            python=self.python,
+            resources=self.resources_dir,
+            host_paths=self.host_paths,
+        )
+        return self._launch(setup)
+
+    def _launch(self, setup: RunSetup) -> ExecResult:
+        raise NotImplementedError(f"{type(self).__name__} must implement _launch(setup)")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from .base import ExecResult, Limits
 from .process import rlimit_preexec, supervise
-from .run_setup import prepare_run
+from .run_setup import RunSetup, SandboxBackend
 from .sandbox_env import ensure_dir
 
 UID_BASE = 1_500_000_000
@@ -90,10 +90,11 @@ def _chown_tree(path: Path, uid: int) -> None:
                 pass
 
 
-class SubprocessExecutor:
+class SubprocessExecutor(SandboxBackend):
     """The weakest isolation, always available; see the module docstring for what it enforces."""
 
     name = "subprocess"
+    host_paths = True  # no mounts: the command sees the real workspace and resources paths
 
     def __init__(self, python: str = "/usr/bin/python3", resources_dir: Path | None = None):
         self.python = python
@@ -120,20 +121,8 @@ class SubprocessExecutor:
             ]
         return wrap
 
-    def run(
-        self,
-        command: list[str] | str,
-        *,
-        workspace: Path,
-        limits: Limits | None = None,
-        env: dict[str, str] | None = None,
-        install_dir: Path | None = None,
-    ) -> ExecResult:
-        run = prepare_run(
-            command, workspace=workspace, limits=limits, env=env, install_dir=install_dir,
-            python=self.python, resources_dir=self.resources_dir, host_paths=True,
-        )  # fmt: skip
-        limits, argv, ws, install_dir = run.limits, run.argv, run.workspace, run.install_dir
+    def _launch(self, setup: RunSetup) -> ExecResult:
+        limits, argv, ws, install_dir = setup.limits, setup.argv, setup.workspace, setup.install_dir
         if self.resources_dir and not (ws / "resources").exists():
             (ws / "resources").symlink_to(self.resources_dir)
         uid = _next_uid() if self.caps["drop_uid"] else None
@@ -149,7 +138,7 @@ class SubprocessExecutor:
         result = supervise(
             self._wrapper(limits, uid) + argv,
             cwd=ws,
-            env=run.env,
+            env=setup.env,
             limits=limits,
             backend=self.name,
             display_command=argv,
@@ -160,7 +149,7 @@ class SubprocessExecutor:
             result.extra["uid_drop_skipped"] = f"{blocked} is not traversable by other users (chmod o+x)"
         result.extra.update(
             uid=uid,
-            dropped_env=run.dropped,
+            dropped_env=setup.dropped,
             pid_namespace=self.caps["pid_namespace"],
             network=limits.network,
             network_isolated=network_isolated,
