@@ -19,7 +19,9 @@ The experiment is a trivial shell script (``printf`` of ``metrics.json``), so
 the sandbox cost stays small; it is excluded from the overhead anyway. Node
 outcomes are a deterministic mix (about a quarter of experiments fail, so the
 search also debugs) drawn from ``--seed``. Results go to
-``bench/results/orchestration.json`` (or ``--out``).
+``bench/results/orchestration.json`` (or ``--out``); with more than one
+worker LLM and sandbox time overlap, so those runs record no overhead figure.
+``--quick`` uses tiny sizes (the smoke test); ``--keep`` keeps the run directories.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import threading
@@ -371,7 +374,7 @@ def _save_partial(out: Path, result: dict[str, Any]) -> None:
     out.write_text(json.dumps({**result, "partial": True}, indent=2) + "\n", encoding="utf-8")
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def _args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--quick", action="store_true", help="tiny sizes (smoke test): 16/40 nodes, 0.05 s latency"
@@ -386,12 +389,30 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--keep", action="store_true", help="keep the run directories (printed)")
     a = ap.parse_args(argv)
-    sizes = [int(x) for x in a.sizes.split(",")] if a.sizes else ([16, 40] if a.quick else [100, 2000])
-    drafts = a.drafts or (8 if a.quick else 20)
-    latency = a.latency if a.latency is not None else (0.05 if a.quick else 1.0)
-    memory_modes = {"both": [True, False], "on": [True], "off": [False]}[a.memory]
-    tmp = tempfile.TemporaryDirectory(prefix="bench-orch-")
-    workdir = Path(tmp.name)
+    a.sizes = [int(x) for x in a.sizes.split(",")] if a.sizes else ([16, 40] if a.quick else [100, 2000])
+    a.drafts = a.drafts or (8 if a.quick else 20)
+    a.latency = a.latency if a.latency is not None else (0.05 if a.quick else 1.0)
+    a.memory_modes = {"both": [True, False], "on": [True], "off": [False]}[a.memory]
+    return a
+
+
+def measure_all(a: argparse.Namespace, workdir: Path, out: Path, result: dict[str, Any]) -> None:
+    """Warm-up, throughput, then overhead per memory mode; partial results saved after each."""
+    # one-off costs (imports, BPE table, embedding model) are paid here, not by the first measured run
+    print("warm-up run (not measured) ...", flush=True)
+    run_once(workdir, overhead_overrides(12, True, a.seed), TrivialResponder(a.seed, 0.25, 8), 0.0, "warmup")
+    print("throughput:", flush=True)
+    result["throughput"] = measure_throughput(workdir, a.drafts, a.latency, a.seed)
+    _save_partial(out, result)
+    print("per-node overhead:", flush=True)
+    for memory in a.memory_modes:
+        result["overhead"] += measure_overhead(workdir, a.sizes, [memory], a.seed)
+        _save_partial(out, result)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run every measurement, print the tables, write the JSON; returns the result dict."""
+    a = _args(argv)
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {
@@ -403,32 +424,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "loadavg_start": os.getloadavg(),
         },
         "seed": a.seed,
-        "sizes": sizes,
+        "sizes": a.sizes,
         "overhead": [],
         "throughput": [],
     }
+    workdir = Path(tempfile.mkdtemp(prefix="bench-orch-"))
     t0 = time.perf_counter()
-    # one-off costs (imports, BPE table, embedding model) are paid here, not by the first measured run
-    print("warm-up run (not measured) ...", flush=True)
-    run_once(workdir, overhead_overrides(12, True, a.seed), TrivialResponder(a.seed, 0.25, 8), 0.0, "warmup")
-    print("throughput:", flush=True)
-    result["throughput"] = measure_throughput(workdir, drafts, latency, a.seed)
-    _save_partial(out, result)
-    print("per-node overhead:", flush=True)
-    for memory in memory_modes:
-        result["overhead"] += measure_overhead(workdir, sizes, [memory], a.seed)
-        _save_partial(out, result)
-    result["summary"] = summarise(result["overhead"], result["throughput"], sizes)
+    try:
+        measure_all(a, workdir, out, result)
+    finally:
+        if a.keep:
+            print(f"run directories kept under {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    result["summary"] = summarise(result["overhead"], result["throughput"], a.sizes)
     result["machine"]["loadavg_end"] = os.getloadavg()
     result["total_s"] = round(time.perf_counter() - t0, 1)
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print()
     print(report(result))
     print(f"\nwritten {out} (total {result['total_s']} s)")
-    if a.keep:
-        print(f"run directories kept under {workdir}")
-    else:
-        tmp.cleanup()
     return result
 
 

@@ -121,7 +121,8 @@ class NodeContext:
             full["memory"] = self.memory.render(values)
         messages, ledger = self.prompts.build(prompt, full, node_id=self.node.id, role=role)
         if self.memory is not None:
-            ledger = ledger + [dict(e, layer=f"memory.{e.get('layer')}") for e in self.memory.last_ledger]
+            ledger = ledger + list(self.memory.last_ledger)  # entries named memory.core, ...
+
         call = self.call_ctx(phase, label, ledger)
         result = self.llm.complete(messages, role=role, ctx=call, schema=schema, validator=validator)
         if self.memory is None:
