@@ -14,6 +14,7 @@ run rebuilds everything from them.
 from __future__ import annotations
 
 import threading
+import time
 import traceback
 from typing import Any
 
@@ -44,6 +45,7 @@ class Orchestrator:
                 bytes_dropped=self.journal.recovered.bytes_dropped,
             )
         self.policy = make_policy(self.cfg)
+        self._last_progress = 0.0
         st = self.cfg.agent.stages
         self.rules = StageRules(stage2_good_nodes=st.stage2_good_nodes, stage3_patience=st.stage3_patience)
 
@@ -90,7 +92,7 @@ class Orchestrator:
         while True:
             state = self._stage_state_now(state)
             outcome = stage_outcome(self.journal, state, self.cfg, self.rules)
-            self._progress(state.stage)
+            self._progress(state.stage, force=outcome.done)
             if outcome.done:
                 return outcome
             batch = self._plan_batch(state)
@@ -311,7 +313,12 @@ class Orchestrator:
             raise ValueError(f"tie-break chose {chosen!r}, not one of {sorted(ids)}")
         return chosen, str(res.parsed.get("reasoning", ""))
 
-    def _progress(self, stage: int) -> None:
+    def _progress(self, stage: int, force: bool = False) -> None:
+        # at most a few refreshes a second: counting the tree is O(nodes)
+        now = time.monotonic()
+        if not force and now - self._last_progress < 0.5:
+            return
+        self._last_progress = now
         nodes = self.journal.nodes
         best = self.journal.best_node(stage)
         self.s.progress_update(

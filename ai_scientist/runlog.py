@@ -85,11 +85,11 @@ class PromptLogger:
         rec["call_id"] = f"{node_id}/{n:03d}"
         rec["node_id"] = node_id
         rec = self.redactor.redact_obj(rec)
-        atomic_write_json(path, rec)
+        atomic_write_json(path, rec, durable=False)  # kill -9 safe; see util.io
         if self.write_markdown:
             from .promptlog_render import render_markdown
 
-            atomic_write_text(path.with_suffix(".md"), render_markdown(rec))
+            atomic_write_text(path.with_suffix(".md"), render_markdown(rec), durable=False)
         rec["path"] = str(path)
         return rec
 

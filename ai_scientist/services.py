@@ -87,10 +87,9 @@ class Services:
             parent_state = p.read_text(encoding="utf-8") if p.exists() else ""
         entry = node.summary if node.is_good else f"FAILED: {node.error or ''}"
         state, op = next_state(parent_state, node.operation, f"[{node.id}] {entry}")
-        atomic_write_text(self.run.node_dir(node.id) / "state.md", state)
-        atomic_write_json(
-            self.run.node_dir(node.id) / "node.json", journal.update(node.id, state_op=op).to_dict()
-        )
+        atomic_write_text(self.run.node_dir(node.id) / "state.md", state, durable=False)
+        node_json = journal.update(node.id, state_op=op).to_dict()
+        atomic_write_json(self.run.node_dir(node.id) / "node.json", node_json, durable=False)
 
     # ---------------------------------------------------------- reporting --
     def run_reporting(self, from_phase: str | None = None) -> dict:
@@ -117,8 +116,7 @@ class Services:
     def progress_update(self, **fields: Any) -> None:
         if self.progress is None:
             return
-        cost = read_json(self.run.cost_path, {}) or {}
-        total = cost.get("total") or {}
+        total = self.llm.cost.totals()
         self.progress.update(
             **fields,
             tokens=total.get("prompt_tokens", 0) + total.get("completion_tokens", 0),

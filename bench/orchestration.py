@@ -388,6 +388,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--latency", type=float, default=None, help="fake LLM latency in s (default 1.0)")
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--keep", action="store_true", help="keep the run directories (printed)")
+    ap.add_argument("--no-warmup", action="store_true", help="skip the unmeasured warm-up run")
     a = ap.parse_args(argv)
     a.sizes = [int(x) for x in a.sizes.split(",")] if a.sizes else ([16, 40] if a.quick else [100, 2000])
     a.drafts = a.drafts or (8 if a.quick else 20)
@@ -399,8 +400,10 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
 def measure_all(a: argparse.Namespace, workdir: Path, out: Path, result: dict[str, Any]) -> None:
     """Warm-up, throughput, then overhead per memory mode; partial results saved after each."""
     # one-off costs (imports, BPE table, embedding model) are paid here, not by the first measured run
-    print("warm-up run (not measured) ...", flush=True)
-    run_once(workdir, overhead_overrides(12, True, a.seed), TrivialResponder(a.seed, 0.25, 8), 0.0, "warmup")
+    if not a.no_warmup:
+        print("warm-up run (not measured) ...", flush=True)
+        responder = TrivialResponder(a.seed, 0.25, IDEAS_PER_PROPOSAL)
+        run_once(workdir, overhead_overrides(12, True, a.seed), responder, 0.0, "warmup")
     print("throughput:", flush=True)
     result["throughput"] = measure_throughput(workdir, a.drafts, a.latency, a.seed)
     _save_partial(out, result)

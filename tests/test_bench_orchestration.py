@@ -18,7 +18,8 @@ def _bench():
 
 def test_quick_run_writes_every_figure(tmp_path, capsys):
     out = tmp_path / "orchestration.json"
-    _bench().main(["--quick", "--memory", "off", "--drafts", "4", "--latency", "0.02", "--out", str(out)])
+    args = ["--quick", "--no-warmup", "--memory", "off", "--drafts", "4", "--latency", "0.02"]
+    _bench().main([*args, "--out", str(out)])
     data = json.loads(out.read_text())
     assert "partial" not in data
 

@@ -98,8 +98,14 @@ class CostLedger:
             if price is None and model not in self.data["unpriced_models"]:
                 self.data["unpriced_models"].append(model)
             if self.path is not None:
-                atomic_write_json(self.path, self.data)
+                # compact and without fsync: rewritten on every call, safe against kill -9
+                atomic_write_json(self.path, self.data, durable=False, compact=True)
         return usd
+
+    def totals(self) -> dict[str, Any]:
+        """A copy of the run's total (cheap: for progress displays)."""
+        with self._lock:
+            return dict(self.data["total"])
 
     def snapshot(self) -> dict[str, Any]:
         """A copy of the current totals (the content of ``cost.json``)."""

@@ -85,10 +85,18 @@ def _json_path(path: Any) -> str:
 
 def check_schema(schema: dict[str, Any]) -> None:
     """Raise ValueError when ``schema`` itself is not a valid JSON schema (a caller bug)."""
+    key = json.dumps(schema, sort_keys=True)
+    if key in _CHECKED:  # the same few schemas come back on every call
+        return
     try:
         validator_for(schema).check_schema(schema)
     except jsonschema.SchemaError as exc:
         raise ValueError(f"invalid JSON schema given to the LLM client: {exc.message}") from None
+    if len(_CHECKED) < 256:
+        _CHECKED.add(key)
+
+
+_CHECKED: set[str] = set()
 
 
 def validate_answer(

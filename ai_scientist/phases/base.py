@@ -141,7 +141,8 @@ class NodeContext:
         return self.memory.exchange(result, follow_up)
 
     def save(self, name: str, data: Any) -> Path:
-        return atomic_write_json(self.dir / name, data)
+        # not fsync'd: a phase whose artifact is missing after a power loss is simply redone
+        return atomic_write_json(self.dir / name, data, durable=False)
 
     def load(self, name: str) -> Any:
         return read_json(self.dir / name)

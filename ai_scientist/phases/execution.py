@@ -45,5 +45,5 @@ def run_command(
         env=dict(ctx.exec_env),
     )
     record = {"phase": phase, "label": label, **result.to_dict()}
-    atomic_write_json(path, ctx.run.redactor.redact_obj(record))
+    atomic_write_json(path, ctx.run.redactor.redact_obj(record), durable=False)
     return result

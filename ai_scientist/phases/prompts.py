@@ -69,7 +69,9 @@ class PromptAdapter:
         v["instructions"] = render(f"phases/{prompt}.j2", **v)
         fmt = []
         if schema is not None:
-            fmt.append(render("phases/response_format.j2", schema_json=json.dumps(schema, separators=(",", ":"))))
+            fmt.append(
+                render("phases/response_format.j2", schema_json=json.dumps(schema, separators=(",", ":")))
+            )
         if v.get("memory") is not None and self.cfg.memory.enabled:
             fmt.append(
                 render(

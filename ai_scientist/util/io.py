@@ -32,8 +32,13 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (temp file, fsync, rename)."""
+def atomic_write_bytes(path: str | Path, data: bytes, durable: bool = True) -> Path:
+    """Write ``data`` to ``path`` atomically (temp file, fsync, rename).
+
+    The rename alone makes the write safe against a killed process (kill -9 cannot tear it);
+    ``durable`` adds the fsyncs that also survive a power loss. Files that can be recreated
+    (prompt logs, exec records, node artifacts whose phase is redone when missing) skip them.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -41,7 +46,8 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -49,12 +55,13 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
         except OSError:
             pass
         raise
-    _fsync_dir(path.parent)
+    if durable:
+        _fsync_dir(path.parent)
     return path
 
 
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    return atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: str | Path, text: str, durable: bool = True) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"), durable)
 
 
 def dumps(obj: Any) -> str:
@@ -76,8 +83,10 @@ def _default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-def atomic_write_json(path: str | Path, obj: Any) -> Path:
-    return atomic_write_text(path, dumps(obj) + "\n")
+def atomic_write_json(path: str | Path, obj: Any, *, durable: bool = True, compact: bool = False) -> Path:
+    """``compact`` skips indentation (json's C encoder: much faster for large files)."""
+    text = json.dumps(obj, ensure_ascii=False, default=_default) if compact else dumps(obj)
+    return atomic_write_text(path, text + "\n", durable)
 
 
 def read_json(path: str | Path, default: Any = None) -> Any:

@@ -110,9 +110,9 @@ def dedupe_ideas(candidates: Iterable[str], tried: Iterable[str], threshold: flo
 
 def next_planned_idea(view: JournalView, state: StageState) -> str | None:
     """The first planned idea of the stage no node (finished or in flight) has taken yet."""
-    taken = ideas_tried(view, state.stage, finished_only=False)
-    left = dedupe_ideas(state.ideas, taken, threshold=0.999)
-    return left[0] if left else None
+    # the planned ideas were deduplicated when planned: an exact (normalised) lookup suffices
+    taken = {normalise_idea(t) for t in ideas_tried(view, state.stage, finished_only=False)}
+    return next((i for i in state.ideas if normalise_idea(i) not in taken), None)
 
 
 # ------------------------------------------------------------- selection --
