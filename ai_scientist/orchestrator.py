@@ -205,7 +205,7 @@ class Orchestrator:
         node = ctx.node
         try:
             run_node(ctx)
-            self.s.write_state(self.journal, ctx.node)
+            self.s.write_state(ctx.node)
             failpoints.hit(f"after_node:{node.id}")
         except (CostCapExceeded, UnrecordedPrompt) as exc:
             errors.append(exc)

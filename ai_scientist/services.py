@@ -77,7 +77,7 @@ class Services:
         env.update(install_env(node_dir))
         return env
 
-    def write_state(self, journal: Any, node: Any) -> None:
+    def write_state(self, node: Any) -> None:
         """``nodes/<id>/state.md``: the parent's state appended to or replaced by this node's."""
         from .context.state import next_state
 
@@ -86,10 +86,9 @@ class Services:
             p = self.run.node_dir(node.parent_id) / "state.md"
             parent_state = p.read_text(encoding="utf-8") if p.exists() else ""
         entry = node.summary if node.is_good else f"FAILED: {node.error or ''}"
-        state, op = next_state(parent_state, node.operation, f"[{node.id}] {entry}")
+        state, _ = next_state(parent_state, node.operation, f"[{node.id}] {entry}")  # op: on the node already
         atomic_write_text(self.run.node_dir(node.id) / "state.md", state, durable=False)
-        node_json = journal.update(node.id, state_op=op).to_dict()
-        atomic_write_json(self.run.node_dir(node.id) / "node.json", node_json, durable=False)
+        atomic_write_json(self.run.node_dir(node.id) / "node.json", node.to_dict(), durable=False)
 
     # ---------------------------------------------------------- reporting --
     def run_reporting(self, from_phase: str | None = None) -> dict:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..context.state import state_op_for
 from ..llm.types import LLMError, UnrecordedPrompt
 from .base import NodeContext, PhaseFailed, code_text, short_json
 from .phase0 import run_phase0
@@ -89,7 +90,12 @@ def run_node(ctx: NodeContext) -> None:
     except PhaseFailed as exc:
         if isinstance(exc.__cause__, UnrecordedPrompt):
             raise exc.__cause__ from None  # a replay that diverged stops instead of inventing a tree
-        ctx.update(status="buggy", error=f"{exc.phase}: {exc.reason}"[:4000], finished_at=time.time())
+        ctx.update(
+            status="buggy",
+            error=f"{exc.phase}: {exc.reason}"[:4000],
+            finished_at=time.time(),
+            state_op=state_op_for(ctx.node.operation),
+        )
         ctx.run.event("node_failed", node_id=ctx.node.id, phase=exc.phase, reason=exc.reason[:1000])
 
 
