@@ -123,6 +123,7 @@ class Services:
         )
 
     def close(self) -> None:
+        self.llm.cost.flush()
         for closer in (self.progress, self.executor, self.memory_store):
             if closer is not None and hasattr(closer, "close"):
                 try:

@@ -5,20 +5,24 @@ longest configured name the model starts with (``gpt-4o-mini`` prices
 ``gpt-4o-mini-2024-07-18``). A model with no price costs 0 and is listed under
 ``unpriced_models`` so a user sees the total is incomplete. Models named
 ``local:<file>`` (the in-process llama.cpp backend) are free and priced.
-``cost.json`` is rewritten atomically after every call and reloaded on start, so a
-resumed run continues its totals.
+``cost.json`` is rewritten atomically after every call (at most once a second once it is
+large; ``flush()`` at the end) and reloaded on start, so a resumed run continues its totals.
 """
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
-from ..util.io import atomic_write_json, read_json
+from ..util.io import atomic_write_text, read_json
 from .types import Usage
 
 BUCKETS = ("by_role", "by_phase", "by_node", "by_model")
+LARGE_BYTES = 64 * 1024
+WRITE_INTERVAL_S = 1.0
 LOCAL_PREFIX = "local:"
 
 
@@ -37,6 +41,7 @@ class CostLedger:
         self.max_cost_usd = max_cost_usd
         self._lock = threading.Lock()
         self.data = self._load()
+        self._dirty, self._last_write, self._last_size = False, float("-inf"), 0
 
     def _load(self) -> dict[str, Any]:
         fresh: dict[str, Any] = {"total": _empty(), **{b: {} for b in BUCKETS}, "unpriced_models": []}
@@ -97,10 +102,29 @@ class CostLedger:
                 t["estimated_calls"] += int(usage.estimated)
             if price is None and model not in self.data["unpriced_models"]:
                 self.data["unpriced_models"].append(model)
-            if self.path is not None:
-                # compact and without fsync: rewritten on every call, safe against kill -9
-                atomic_write_json(self.path, self.data, durable=False, compact=True)
+            self._dirty = True
+            self._maybe_write()
         return usd
+
+    def _maybe_write(self) -> None:
+        # Rewritten after every call while small; once the per-node table makes it large, at most
+        # once a second (and on flush()), so a 2,000-node run does not rewrite it 8,000 times.
+        # Compact and without fsync: kill -9 cannot tear it; each call's cost is also in its
+        # prompt-log record.
+        if self.path is None or not self._dirty:
+            return
+        now = time.monotonic()
+        if self._last_size > LARGE_BYTES and now - self._last_write < WRITE_INTERVAL_S:
+            return
+        text = json.dumps(self.data, ensure_ascii=False)
+        atomic_write_text(self.path, text + "\n", durable=False)
+        self._last_size, self._last_write, self._dirty = len(text), now, False
+
+    def flush(self) -> None:
+        """Write ``cost.json`` now if it is behind (the run calls this when it ends)."""
+        with self._lock:
+            self._last_write = float("-inf")
+            self._maybe_write()
 
     def totals(self) -> dict[str, Any]:
         """A copy of the run's total (cheap: for progress displays)."""
