@@ -85,7 +85,8 @@ class PromptLogger:
         rec["call_id"] = f"{node_id}/{n:03d}"
         rec["node_id"] = node_id
         rec = self.redactor.redact_obj(rec)
-        atomic_write_json(path, rec, durable=False)  # kill -9 safe; see util.io
+        # compact (json's C encoder) and not fsync'd (kill -9 safe; see util.io); the .md is for reading
+        atomic_write_json(path, rec, durable=False, compact=True)
         if self.write_markdown:
             from .promptlog_render import render_markdown
 

@@ -37,6 +37,23 @@ class TokenCounter(Protocol):
     def count(self, text: str) -> int: ...
 
 
+class _Memo:
+    """Counts of recently seen texts: the system, environment, task and format layers come back
+    unchanged in every prompt of a run, and the packer measures a layer several times."""
+
+    def __init__(self, limit: int = 4096):
+        self._d: dict[str, int] = {}
+        self._limit = limit
+
+    def get(self, text: str) -> int | None:
+        return self._d.get(text)
+
+    def put(self, text: str, n: int) -> None:
+        if len(self._d) >= self._limit:
+            self._d.clear()  # cheap bound; the hot texts come straight back
+        self._d[text] = n
+
+
 class BPECounter:
     """Exact counts with an OpenAI BPE table shipped inside ``bpe_openai``."""
 
@@ -45,13 +62,20 @@ class BPECounter:
     def __init__(self, encoding: str):
         self.name = f"bpe:{encoding}"
         self._enc = _encoding(encoding)
+        self._memo = _Memo()
 
     def count(self, text: str) -> int:
         if not text:
             return 0
+        hit = self._memo.get(text)
+        if hit is not None:
+            return hit
         if len(text) < _CHUNK_CHARS:
-            return len(self._enc.encode_ordinary(text))
-        return sum(len(self._enc.encode_ordinary(piece)) for piece in _pieces(text))
+            n = len(self._enc.encode_ordinary(text))
+        else:
+            n = sum(len(self._enc.encode_ordinary(piece)) for piece in _pieces(text))
+        self._memo.put(text, n)
+        return n
 
 
 class CallableCounter:
@@ -62,9 +86,16 @@ class CallableCounter:
     def __init__(self, fn: Callable[[str], int], name: str = "callable"):
         self._fn = fn
         self.name = name
+        self._memo = _Memo()
 
     def count(self, text: str) -> int:
-        return int(self._fn(text)) if text else 0
+        if not text:
+            return 0
+        hit = self._memo.get(text)
+        if hit is None:
+            hit = int(self._fn(text))
+            self._memo.put(text, hit)
+        return hit
 
 
 class EstimateCounter:
