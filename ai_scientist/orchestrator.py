@@ -85,7 +85,7 @@ class Orchestrator:
     # ------------------------------------------------------------ stage --
     def _run_stage(self, state: StageState) -> Any:
         self._save_stage_state(state)
-        leftover = [n for n in self.journal.in_flight(state.stage) if n.operation != "seed_eval"]
+        leftover = self.journal.in_flight(state.stage)  # nodes (and seed re-runs) a crash interrupted
         if leftover:
             self.run_.event("nodes_resumed", node_ids=[n.id for n in leftover])
             self._run_batch(leftover)
