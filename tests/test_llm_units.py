@@ -169,3 +169,12 @@ def test_prompt_mode_instruction_and_reasoning_stripped_text() -> None:
     res = client.complete([{"role": "user", "content": "go"}], role="code", ctx=CallContext(), schema=schema)
     assert res.parsed == {"ok": True} and res.text == '{"ok": true}' and res.raw.startswith("<think>")
     assert seen[0][-1]["content"].startswith("go\n\n") and '"boolean"' in seen[0][-1]["content"]
+
+
+def test_parse_answer_accepts_raw_newlines_in_strings():
+    from ai_scientist.llm.structured import parse_answer
+
+    raw = '{"files": [{"path": "a.py", "content": "import json\nprint(1)\n"}], "run": {"commands": ["x"]}}'
+    value = parse_answer(raw)
+    assert value["files"][0]["content"] == "import json\nprint(1)\n"
+    assert isinstance(value, dict)  # not an inner array picked after a strict-mode failure

@@ -46,23 +46,25 @@ def _describe_decode_error(exc: json.JSONDecodeError, where: str) -> str:
 def parse_answer(text: str) -> Any:
     """The JSON value in ``text``: whole text, else a fenced block, else the first ``{``/``[`` value.
 
+    Raw control characters inside strings (a literal newline in a code string, which models and
+    llama.cpp grammars produce) are accepted (``strict=False``).
     Raises :class:`AnswerError` naming the first parse error of the most likely candidate.
     """
     stripped = text.strip()
     if not stripped:
         raise AnswerError("the answer is empty; a JSON value was expected")
     try:
-        return json.loads(stripped)
+        return json.loads(stripped, strict=False)
     except json.JSONDecodeError as exc:
         first_error = _describe_decode_error(exc, "in the answer")
     fences = [m.group(1).strip() for m in _FENCE.finditer(stripped)]
     for block in fences:
         try:
-            return json.loads(block)
+            return json.loads(block, strict=False)
         except json.JSONDecodeError as exc:
             first_error = _describe_decode_error(exc, "inside the ``` code block")
             break
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(strict=False)
     starts = [m.start() for m in re.finditer(r"[\[{]", stripped)][:_MAX_CANDIDATES]
     for i, start in enumerate(starts):
         try:
