@@ -10,13 +10,25 @@ from __future__ import annotations
 
 from typing import Any
 
-_STR_LIST = {"type": "array", "items": {"type": "string"}}
+# Length bounds on lists and short texts: with grammar-constrained decoding (llama.cpp) they are
+# what stops a weak model that starts repeating itself ("pip", "pip", ...) from running to
+# max_tokens. Long fields (file contents) stay unbounded: llama.cpp expands a maxLength into one
+# nested grammar rule per character.
+def _text(n: int) -> dict[str, Any]:
+    return {"type": "string", "maxLength": n}
+
+
+def _list(n: int, item_len: int = 300) -> dict[str, Any]:
+    return {"type": "array", "items": _text(item_len), "maxItems": n}
+
+
+_STR_LIST = _list(20, 100)  # package names
 
 PLAN_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "goal_summary": {"type": "string"},
-        "implementation_strategy": {"type": "string"},
+        "goal_summary": _text(400),
+        "implementation_strategy": _text(800),
         "dependencies": {
             "type": "object",
             "properties": {"apt": _STR_LIST, "pip": _STR_LIST, "source": _STR_LIST},
@@ -24,10 +36,10 @@ PLAN_SCHEMA: dict[str, Any] = {
         },
         "phase_guidance": {
             "type": "object",
-            "properties": {k: {"type": "string"} for k in ("phase1", "phase2", "phase3", "phase4")},
+            "properties": {k: _text(400) for k in ("phase1", "phase2", "phase3", "phase4")},
         },
-        "risks_and_mitigations": _STR_LIST,
-        "time_budget_estimate": {"type": "string"},
+        "risks_and_mitigations": _list(8, 200),
+        "time_budget_estimate": _text(100),
     },
     "required": ["goal_summary", "implementation_strategy", "dependencies"],
 }
@@ -35,9 +47,9 @@ PLAN_SCHEMA: dict[str, Any] = {
 INSTALL_STEP_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "command": {"type": "string"},
+        "command": _text(500),
         "done": {"type": "boolean"},
-        "notes": {"type": "string"},
+        "notes": _text(300),
     },
     "required": ["command", "done"],
 }
@@ -45,13 +57,14 @@ INSTALL_STEP_SCHEMA: dict[str, Any] = {
 CODE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "summary": {"type": "string"},
+        "summary": _text(300),
         "files": {
             "type": "array",
+            "maxItems": 50,
             "items": {
                 "type": "object",
                 "properties": {
-                    "path": {"type": "string"},
+                    "path": _text(200),
                     "content": {"type": "string"},
                     "encoding": {"type": "string", "enum": ["utf-8", "base64"]},
                 },
@@ -61,17 +74,17 @@ CODE_SCHEMA: dict[str, Any] = {
         "build": {
             "type": "object",
             "properties": {
-                "language": {"type": "string"},
-                "compiler": {"type": "string"},
-                "flags": _STR_LIST,
-                "commands": _STR_LIST,
-                "output": {"type": "string"},
+                "language": _text(40),
+                "compiler": _text(80),
+                "flags": _list(20, 100),
+                "commands": _list(10, 300),
+                "output": _text(200),
             },
             "required": ["language"],
         },
         "run": {
             "type": "object",
-            "properties": {"commands": _STR_LIST, "expected_outputs": _STR_LIST},
+            "properties": {"commands": _list(10, 300), "expected_outputs": _list(10, 200)},
             "required": ["commands"],
         },
     },
@@ -80,19 +93,19 @@ CODE_SCHEMA: dict[str, Any] = {
 
 REVIEW_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"is_bug": {"type": "boolean"}, "summary": {"type": "string"}},
+    "properties": {"is_bug": {"type": "boolean"}, "summary": _text(500)},
     "required": ["is_bug", "summary"],
 }
 
 IDEAS_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"ideas": {"type": "array", "items": {"type": "string"}, "minItems": 1}},
+    "properties": {"ideas": {"type": "array", "items": _text(200), "minItems": 1, "maxItems": 8}},
     "required": ["ideas"],
 }
 
 TIEBREAK_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"node_id": {"type": "string"}, "reasoning": {"type": "string"}},
+    "properties": {"node_id": _text(20), "reasoning": _text(600)},
     "required": ["node_id", "reasoning"],
 }
 
