@@ -164,16 +164,23 @@ class Orchestrator:
                 schema=IDEAS_SCHEMA,
                 stage=state.stage,
             )
-            fresh = dedupe_ideas([str(i)[:300] for i in res.parsed.get("ideas", [])], [*tried, *state.ideas])
+            offered = [str(i)[:300] for i in res.parsed.get("ideas", [])]
+            fresh = dedupe_ideas(offered, [*tried, *state.ideas])
         except UnrecordedPrompt:
             raise
         except LLMError as exc:
             self.run_.event("ideas_failed", stage=state.stage, reason=str(exc)[:500])
-            fresh = []
+            offered, fresh = [], []
         new_state = StageState(state.stage, state.carried_id, (*state.ideas, *fresh), not fresh)
         self._save_stage_state(new_state)
         self.run_.event(
-            "ideas_planned", stage=state.stage, kind=kind, new=fresh, tried=tried, exhausted=not fresh
+            "ideas_planned",
+            stage=state.stage,
+            kind=kind,
+            new=fresh,
+            rejected=[i for i in offered if i.strip() not in fresh],  # repeats of tried / planned ideas
+            tried_count=len(tried),
+            exhausted=not fresh,
         )
         return fresh[0] if fresh else None
 

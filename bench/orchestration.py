@@ -293,9 +293,14 @@ def summarise(overhead: list[dict], throughput: list[dict], sizes: list[int]) ->
         by = {r["target_nodes"]: r for r in overhead if r["memory"] == memory}
         a, b = by[small]["overhead_ms_per_node"], by[large]["overhead_ms_per_node"]
         ratio = b / a if a > 0 else None
+        # cost of each node added between the two sizes: above the averages if the total
+        # grows faster than linearly; the averages also carry the run's fixed start/end cost
+        dn = by[large]["nodes"] - by[small]["nodes"]
+        marginal = 1000 * (by[large]["overhead_s"] - by[small]["overhead_s"]) / dn if dn > 0 else None
         flat[f"memory_{'on' if memory else 'off'}"] = {
             "small_ms_per_node": a,
             "large_ms_per_node": b,
+            "marginal_ms_per_node": round(marginal, 2) if marginal is not None else None,
             "ratio_large_over_small": round(ratio, 3) if ratio else None,
             "flat": bool(ratio is not None and ratio <= FLAT_TARGET),
             "under_target": max(a, b) < OVERHEAD_TARGET_MS,
@@ -343,7 +348,8 @@ def report(result: dict[str, Any]) -> str:
         limit = "under" if f["under_target"] else "OVER"
         out.append(
             f"{key}: {f['large_ms_per_node']:.1f} / {f['small_ms_per_node']:.1f} ms per node = "
-            f"{f['ratio_large_over_small']}x -> {verdict}; {limit} the {OVERHEAD_TARGET_MS:.0f} ms target"
+            f"{f['ratio_large_over_small']}x -> {verdict}; {limit} the {OVERHEAD_TARGET_MS:.0f} ms target; "
+            f"marginal {f['marginal_ms_per_node']} ms per added node"
         )
     rows = [["workers", "nodes", "wall s", "LLM s (sum)", "exec s (sum)", "nodes/s"]]
     for r in result["throughput"]:

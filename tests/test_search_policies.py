@@ -101,7 +101,7 @@ def test_bfts_stage2_always_tunes_the_carried_node_greedy_hill_climbs():
     rng = random.Random(0)
     a = BFTSPolicy(debug_prob=0.0).next_action(view, state, rng)
     assert (a.operation, a.parent_id, a.idea) == ("tune", "n0001", None)
-    assert a.evidence["tried_ideas"] == ["lr 0.1"]
+    assert a.evidence["tried_count"] == 1 and a.evidence["recent_tried"] == ["lr 0.1"]
     g = GreedyPolicy(debug_prob=0.0).next_action(view, state, rng)
     assert (g.operation, g.parent_id) == ("tune", "n0002")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+
 # Length bounds on lists and short texts: with grammar-constrained decoding (llama.cpp) they are
 # what stops a weak model that starts repeating itself ("pip", "pip", ...) from running to
 # max_tokens. Long fields (file contents) stay unbounded: llama.cpp expands a maxLength into one

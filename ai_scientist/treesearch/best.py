@@ -120,9 +120,37 @@ def select_best(
     else:
         top = max(scored, key=lambda t: t[0])[1].metric
         tied = [n for _, n in scored if values_close(n.metric.value, top.value, rel_tol, abs_tol)]  # type: ignore[union-attr]
-    tied = sorted(tied, key=lambda n: node_sort_key(n.id))
     ranking = [n for _, n in heapq.nlargest(10, scored, key=lambda t: t[0])]
     ranking += [n for n in good if comparable_metric(n, key) is None][: 10 - len(ranking)]
+    return _decide(tied, ranking, key, tie_break)
+
+
+def select_best_sorted(
+    ranked: Sequence[Node],
+    key: tuple[str, str, str | None] | None,
+    *,
+    tie_break: TieBreak | None = None,
+    rel_tol: float = TIE_REL_TOL,
+    abs_tol: float = TIE_ABS_TOL,
+) -> Choice:
+    """:func:`select_best` for candidates already ranked: good nodes, all with a valid
+    metric of the primary ``key``, best first (equal scores in candidate order), holding
+    at least the first 10 and everything tied with the first. Gives the same Choice as
+    ``select_best`` on the whole candidate list, without reading the rest of it."""
+    if not ranked:
+        return Choice(None, "none", "no good node among the candidates")
+    top = ranked[0].metric
+    tied = [n for n in ranked if values_close(n.metric.value, top.value, rel_tol, abs_tol)]  # type: ignore[union-attr]
+    return _decide(tied, list(ranked[:10]), key, tie_break)
+
+
+def _decide(
+    tied: Sequence[Node],
+    ranking: Sequence[Node],
+    key: tuple[str, str, str | None] | None,
+    tie_break: TieBreak | None,
+) -> Choice:
+    tied = sorted(tied, key=lambda n: node_sort_key(n.id))
     ev = {"metric_key": list(key) if key else None, "ranking": [_brief(n, key) for n in ranking]}
     ids = tuple(n.id for n in tied)
     if len(tied) == 1:

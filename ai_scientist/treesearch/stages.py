@@ -146,7 +146,7 @@ def max_iters(cfg: Any, stage: int) -> int:
 
 def iterations(view: JournalView, stage: int) -> int:
     """Search nodes created in the stage (pending ones included, seed re-runs excluded)."""
-    return len(view.stage_nodes(stage))
+    return view.count("search", stage)
 
 
 def stage_outcome(
@@ -158,9 +158,9 @@ def stage_outcome(
     s = state.stage
     cap = max_iters(cfg, s)
     its = iterations(view, s)
-    flying = len(view.in_flight(s))
+    flying = view.count("flight", s)
     carried = view.get(state.carried_id) if state.carried_id else None
-    working = bool(view.good_nodes(s)) or bool(carried and carried.is_good)
+    working = view.count("good", s) > 0 or bool(carried and carried.is_good)
     if s > 1 and carried is None:
         met, why = True, f"stage {s} has no node to start from (previous stage handed over none)"
     else:
@@ -186,13 +186,13 @@ def _criteria(
 ) -> tuple[bool, str]:
     s = state.stage
     if s == 1:
-        drafts = len(view.draft_nodes(1))
+        drafts = view.count("draft", 1)
         need = cfg.agent.search.num_drafts
-        good = len(view.good_nodes(1))
+        good = view.count("good", 1)
         met = good > 0 and drafts >= need
         return met, f"{good} good node(s), {drafts} of num_drafts={need} drafts created"
     if s == 2:
-        good = len(view.good_nodes(2))
+        good = view.count("good", 2)
         k = rules.stage2_good_nodes
         if state.ideas_exhausted:
             return True, f"no untried hyper-parameter idea left ({good} of {k} good tuning node(s))"
@@ -205,18 +205,16 @@ def _criteria(
     if state.ideas_exhausted:
         return True, f"no untried ablation idea left after {len(tried)} tried"
     if state.ideas:
-        left = [i for i in state.ideas if _norm(i) not in {_norm(t) for t in tried}]
+        taken = {_norm(t) for t in tried}
+        left = [i for i in state.ideas if _norm(i) not in taken]
         return not left, f"{len(state.ideas) - len(left)} of {len(state.ideas)} planned ablations tried"
     return False, f"{len(tried)} ablation idea(s) tried"
 
 
 def ideas_tried(view: JournalView, stage: int, finished_only: bool = True) -> list[str]:
     """Ideas of the stage's tune / ablate nodes (finished ones unless told otherwise)."""
-    return [
-        n.idea
-        for n in view.stage_nodes(stage)
-        if n.idea and n.operation in ("tune", "ablate") and (n.is_finished or not finished_only)
-    ]
+    get = view.get
+    return [get(i).idea for i in view.ids("idea_finished" if finished_only else "idea", stage)]  # type: ignore[misc]
 
 
 def _norm(text: str) -> str:
@@ -224,19 +222,43 @@ def _norm(text: str) -> str:
 
 
 def no_improvement_streak(view: JournalView, stage: int, carried: Node | None = None) -> int:
-    """Finished nodes since the last one that beat the running best (``carried`` is the start)."""
-    finished = [n for n in view.stage_nodes(stage) if n.is_finished]  # creation order
-    pool = [n for n in finished if n.is_good] + ([carried] if carried and carried.is_good else [])
-    key = primary_metric_key(pool)
-    best = comparable_metric(carried, key) if carried else None
-    streak = 0
-    for n in finished:
-        m = comparable_metric(n, key) if n.is_good else None
-        if m is not None and (best is None or m.better_than(best, TIE_REL_TOL, TIE_ABS_TOL)):
-            best, streak = m, 0
-        else:
-            streak += 1
-    return streak
+    """Finished nodes since the last one that beat the running best (``carried`` is the start).
+
+    Walks the stage's finished nodes in creation order. The walk is kept on the
+    journal and resumed from where the previous call stopped while the nodes it
+    covered are unchanged and the primary metric key is the same, so a call costs
+    O(new nodes); otherwise it starts over.
+    """
+    carried_id = carried.id if carried is not None and carried.id in view else None
+    key = view.primary_metric_key(stage, carried_id) if carried is None or carried_id else None
+    if carried is not None and carried_id is None:  # a carried node from elsewhere: no index
+        pool = view.good_nodes(stage) + ([carried] if carried.is_good else [])
+        key = primary_metric_key(pool)
+    finished = view.ids("finished", stage)
+    start = (
+        carried_id,
+        carried.status if carried else None,
+        carried.metric if carried else None,
+        key,
+        view.refinished,
+    )
+
+    def walk(prev: tuple | None) -> tuple:
+        done, best, streak = 0, (comparable_metric(carried, key) if carried else None), 0
+        if prev is not None and prev[0] == start and len(prev[1]) <= len(finished):
+            if finished[: len(prev[1])] == prev[1]:
+                done, best, streak = len(prev[1]), prev[2], prev[3]
+        get = view.get
+        for i in finished[done:]:
+            n = get(i)
+            m = comparable_metric(n, key) if n.is_good else None
+            if m is not None and (best is None or m.better_than(best, TIE_REL_TOL, TIE_ABS_TOL)):
+                best, streak = m, 0
+            else:
+                streak += 1
+        return start, finished, best, streak
+
+    return view.derived(("no_improvement_streak", stage), walk)[3]
 
 
 def next_stage_state(

@@ -14,6 +14,7 @@ decision from the run seed and the id the next node will get
 from __future__ import annotations
 
 import difflib
+import functools
 import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -78,9 +79,15 @@ _NON_WORD = re.compile(r"[^a-z0-9.]+|(?<![0-9])\.|\.(?![0-9])")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e-?\d+)?")
 
 
+@functools.lru_cache(maxsize=65536)
 def normalise_idea(text: str) -> str:
     """Lower-case, punctuation to spaces (decimal points kept), whitespace collapsed."""
     return " ".join(_NON_WORD.sub(" ", text.lower()).split())
+
+
+@functools.lru_cache(maxsize=65536)
+def _numbers(normalised: str) -> tuple[str, ...]:
+    return tuple(sorted(_NUMBER.findall(normalised)))
 
 
 def idea_similarity(a: str, b: str) -> float:
@@ -90,21 +97,33 @@ def idea_similarity(a: str, b: str) -> float:
     experiments, so numbers must match before wording is compared.
     """
     na, nb = normalise_idea(a), normalise_idea(b)
-    if sorted(_NUMBER.findall(na)) != sorted(_NUMBER.findall(nb)):
+    if _numbers(na) != _numbers(nb):
         return 0.0
     return difflib.SequenceMatcher(None, na, nb).ratio()
 
 
 def dedupe_ideas(candidates: Iterable[str], tried: Iterable[str], threshold: float = 0.85) -> list[str]:
-    """Candidates (in order) not similar (>= ``threshold``) to a tried idea or an earlier candidate."""
+    """Candidates (in order) not similar (>= ``threshold``) to a tried idea or an earlier candidate.
+
+    Only ideas naming the same numbers can be similar, so each candidate is compared
+    with that group alone (a proposal late in a long stage does not rescan every idea).
+    """
+    groups: dict[tuple[str, ...], list[str]] = {}
+
+    def add(idea: str) -> None:
+        groups.setdefault(_numbers(normalise_idea(idea)), []).append(idea)
+
+    for t in tried:
+        if t and t.strip():
+            add(t)
     kept: list[str] = []
-    seen = [t for t in tried if t and t.strip()]
     for c in candidates:
         if not c or not c.strip():
             continue
-        if all(idea_similarity(c, s) < threshold for s in seen):
+        same = groups.get(_numbers(normalise_idea(c)), [])
+        if all(idea_similarity(c, s) < threshold for s in same):
             kept.append(c.strip())
-            seen.append(c)
+            add(c)
     return kept
 
 
@@ -120,9 +139,7 @@ def next_planned_idea(view: JournalView, state: StageState) -> str | None:
 
 def debuggable_leaves(view: JournalView, stage: int, max_debug_depth: int) -> list[Node]:
     """Finished buggy leaves of the stage whose debug depth is below ``max_debug_depth``."""
-    return [
-        n for n in view.buggy_nodes(stage) if view.is_leaf(n.id) and view.debug_depth(n.id) < max_debug_depth
-    ]
+    return [n for n in view.buggy_leaves(stage) if view.debug_depth(n.id) < max_debug_depth]
 
 
 def stage_pool(view: JournalView, state: StageState) -> list[Node]:
@@ -135,6 +152,19 @@ def stage_pool(view: JournalView, state: StageState) -> list[Node]:
 
 def best_of(nodes: Sequence[Node], tie_break: TieBreak | None = None) -> Choice:
     return select_best(nodes, tie_break=tie_break)
+
+
+def stage_best_choice(
+    view: JournalView,
+    state: StageState,
+    *,
+    avoid_roots: Iterable[str] = (),
+    tie_break: TieBreak | None = None,
+) -> Choice:
+    """``best_of(stage_pool(view, state))``, passing over the trees in ``avoid_roots``
+    unless that leaves no candidate; answered from the journal's metric index."""
+    carried = state.carried_id if state.carried_id is not None and state.carried_id in view else None
+    return view.best_choice(state.stage, carried, avoid_roots=frozenset(avoid_roots), tie_break=tie_break)
 
 
 def require_carried(view: JournalView, state: StageState) -> Node:
@@ -167,7 +197,9 @@ def fanout_action(view: JournalView, state: StageState, parent: Node, why: str) 
         parent.tree,
         idea,
         f"{op} {parent.id} ({why}) with {source}; {len(tried)} idea(s) taken so far",
-        {"tried_ideas": tried},
+        # the count and the latest few, not the whole list: the event is written for every
+        # node, and the tried ideas are on the journal's nodes anyway
+        {"tried_count": len(tried), "recent_tried": tried[-5:]},
     )
 
 

@@ -13,8 +13,6 @@ best node), with v2's two differences:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from ..journal import JournalView
 from ..node import Node
 from ..stages import StageState
@@ -25,10 +23,8 @@ from .greedy import GreedyPolicy
 class BFTSPolicy(GreedyPolicy):
     name = "bfts"
 
-    def _prefer(self, view: JournalView, stage: int, nodes: Sequence[Node]) -> list[Node]:
-        busy = {view.root_of(n.id).id for n in view.in_flight(stage)}
-        idle = [n for n in nodes if view.root_of(n.id).id not in busy]
-        return idle or list(nodes)
+    def _avoid_roots(self, view: JournalView, stage: int) -> frozenset[str]:
+        return frozenset(view.root_id(n.id) for n in view.in_flight(stage))
 
     def _tune_parent(self, view: JournalView, state: StageState) -> tuple[Node, str]:
         return require_carried(view, state), "best node of stage 1"

@@ -20,12 +20,11 @@ from ..node import Node
 from ..stages import StageState
 from .base import (
     Action,
-    best_of,
     debug_action,
     debuggable_leaves,
     fanout_action,
     require_carried,
-    stage_pool,
+    stage_best_choice,
 )
 
 
@@ -43,12 +42,19 @@ class GreedyPolicy:
         return cls(s.num_drafts, s.debug_prob, s.max_debug_depth)
 
     # ---------------------------------------------------------------- hooks --
+    def _avoid_roots(self, view: JournalView, stage: int) -> frozenset[str]:
+        """Draft trees to pass over when another tree offers a candidate; greedy avoids none."""
+        return frozenset()
+
     def _prefer(self, view: JournalView, stage: int, nodes: Sequence[Node]) -> list[Node]:
-        """Which of ``nodes`` to choose from; greedy takes them all."""
-        return list(nodes)
+        """Which of ``nodes`` to choose from: those outside ``_avoid_roots``, or all if none is."""
+        avoid = self._avoid_roots(view, stage)
+        if not avoid:
+            return list(nodes)
+        return [n for n in nodes if view.root_id(n.id) not in avoid] or list(nodes)
 
     def _tune_parent(self, view: JournalView, state: StageState) -> tuple[Node, str]:
-        choice = best_of(stage_pool(view, state))
+        choice = stage_best_choice(view, state)
         return view.get(choice.node_id or require_carried(view, state).id), "best node so far"
 
     # --------------------------------------------------------------- policy --
@@ -72,8 +78,7 @@ class GreedyPolicy:
             return fanout_action(view, state, parent, why)
         if s == 4:
             return fanout_action(view, state, require_carried(view, state), "best node of stage 3")
-        pool = self._prefer(view, s, stage_pool(view, state))
-        choice = best_of(pool)
+        choice = stage_best_choice(view, state, avoid_roots=self._avoid_roots(view, s))
         if choice.node_id is None:
             if s == 1:
                 return Action("draft", None, 0, None, "no good node yet: draft a new solution")
@@ -98,4 +103,4 @@ class GreedyPolicy:
         tie_break: TieBreak | None = None,
     ) -> Choice:
         """Best of the stage's good nodes and its carried node (metric, then tie-break)."""
-        return best_of(stage_pool(view, state), tie_break)
+        return stage_best_choice(view, state, tie_break=tie_break)

@@ -1,0 +1,153 @@
+"""The journal's incremental indexes give the same answers as scanning the nodes.
+
+Random histories of creates and updates (statuses changing back and forth,
+metrics of two keys, missing and NaN metrics, seed re-runs, a carried node from
+an earlier stage) are applied to a journal; after every write the indexed
+views, ``best_choice`` (with and without roots to avoid) and the stage-3
+no-improvement streak are compared with brute-force versions written from the
+definitions in best.py / stages.py.
+"""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ai_scientist.treesearch import Journal, Metric
+from ai_scientist.treesearch.best import (
+    TIE_ABS_TOL,
+    TIE_REL_TOL,
+    comparable_metric,
+    primary_metric_key,
+    select_best,
+)
+from ai_scientist.treesearch.stages import no_improvement_streak
+
+KEYS = [("acc", "maximize", "val"), ("loss", "minimize", "val")]
+VALUES = [0.5, 0.7, 0.7, 0.9, 0.9000000001, 1.0, math.nan, -0.0, 0.0]
+
+
+def _metric(draw_key: int, value: float) -> Metric:
+    name, direction, dataset = KEYS[draw_key]
+    return Metric(name, value, direction, dataset)
+
+
+step = st.one_of(
+    # create: (kind, parent choice, stage choice, op choice)
+    st.tuples(st.just("create"), st.integers(0, 10**6), st.integers(0, 2), st.integers(0, 4)),
+    # update: (kind, node choice, status, metric key, value index or -1 for none)
+    st.tuples(
+        st.just("update"),
+        st.integers(0, 10**6),
+        st.sampled_from(["running", "good", "buggy", "good"]),
+        st.sampled_from([0, 0, 0, 1]),
+        st.integers(-1, len(VALUES) - 1),
+    ),
+)
+
+
+def _reference_streak(view, stage, carried):
+    finished = [n for n in view.nodes if n.stage == stage and not n.is_seed_eval and n.is_finished]
+    pool = [n for n in finished if n.is_good] + ([carried] if carried and carried.is_good else [])
+    key = primary_metric_key(pool)
+    best = comparable_metric(carried, key) if carried else None
+    streak = 0
+    for n in finished:
+        m = comparable_metric(n, key) if n.is_good else None
+        if m is not None and (best is None or m.better_than(best, TIE_REL_TOL, TIE_ABS_TOL)):
+            best, streak = m, 0
+        else:
+            streak += 1
+    return streak
+
+
+def _check(j: Journal, carried_id: str) -> None:
+    nodes = j.nodes
+    for stage in (None, 2, 3):
+        mine = [n for n in nodes if stage is None or n.stage == stage]
+        search = [n for n in mine if not n.is_seed_eval]
+        assert j.stage_nodes(stage) == search
+        assert j.stage_nodes(stage, include_seed_eval=True) == mine
+        assert j.good_nodes(stage) == [n for n in search if n.is_good]
+        assert j.buggy_nodes(stage) == [n for n in search if n.is_buggy]
+        assert j.finished_nodes(stage) == [n for n in search if n.is_finished]
+        assert j.in_flight(stage) == [n for n in mine if n.in_flight]
+        assert j.draft_nodes(stage) == [n for n in search if n.is_draft]
+        assert j.buggy_leaves(stage) == [
+            n for n in search if n.is_buggy and not any(not c.is_seed_eval for c in j.children(n.id))
+        ]
+        assert j.count("search", stage) == len(search)
+    carried = j.get(carried_id)
+    roots = sorted({j.root_id(n.id) for n in nodes})
+    for stage in (2, 3):
+        pool = [carried] + j.good_nodes(stage)
+        for avoid in ([], roots[:1], roots[1:2], roots):
+            idle = [n for n in pool if j.root_id(n.id) not in avoid] or pool
+            assert j.best_choice(stage, carried_id, avoid_roots=avoid) == select_best(idle), (stage, avoid)
+        asked, expected_asked = [], []
+
+        def last_of(cands, log):
+            log.append([c.id for c in cands])
+            return cands[-1].id, "last"
+
+        expected = select_best(pool, tie_break=lambda c, log=expected_asked: last_of(c, log))
+        assert j.best_choice(stage, carried_id, tie_break=lambda c, log=asked: last_of(c, log)) == expected
+        assert asked == expected_asked
+        assert j.primary_metric_key(stage, carried_id) == primary_metric_key([n for n in pool if n.is_good])
+    assert no_improvement_streak(j, 3, carried) == _reference_streak(j, 3, carried)
+    assert no_improvement_streak(j.snapshot(), 3, carried) == _reference_streak(j, 3, carried)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(step, min_size=1, max_size=60), carried_good=st.booleans())
+def test_indexes_match_brute_force(tmp_path_factory, steps, carried_good):
+    j = Journal(tmp_path_factory.mktemp("idx") / "journal.jsonl")
+    # stage 1: two drafts (two trees); the carried node comes from it
+    a = j.new_node(stage=1, operation="draft")
+    j.new_node(stage=1, operation="draft")
+    status = "good" if carried_good else "buggy"
+    j.update(a.id, status=status, metric=_metric(0, 0.8) if carried_good else None)
+    ops = ["improve", "debug", "tune", "seed_eval", "draft"]
+    for s in steps:
+        nodes = j.nodes
+        if s[0] == "create":
+            _, pick, stage_i, op_i = s
+            stage = (2, 3, 3)[stage_i]
+            op = ops[op_i]
+            parent = nodes[pick % len(nodes)].id
+            if op == "draft":
+                j.new_node(stage=stage, operation="improve", parent_id=parent)
+            else:
+                j.new_node(
+                    stage=stage, operation=op, parent_id=parent, idea="lr 0.1" if op == "tune" else None
+                )
+        else:
+            _, pick, status, key_i, v_i = s
+            later = [n for n in nodes if n.stage > 1]
+            if not later:
+                continue
+            n = later[pick % len(later)]
+            metric = None if v_i < 0 else _metric(key_i, VALUES[v_i])
+            j.update(n.id, status=status, metric=metric if status == "good" else None)
+        _check(j, a.id)
+
+
+def test_reopened_journal_has_the_same_indexes(tmp_path):
+    j = Journal(tmp_path / "journal.jsonl")
+    a = j.new_node(stage=1, operation="draft")
+    j.update(a.id, status="good", metric=_metric(0, 0.5))
+    prev = a.id
+    for i in range(30):
+        n = j.new_node(stage=3, operation="improve" if i % 3 else "debug", parent_id=prev)
+        if i % 4 == 0:
+            j.update(n.id, status="buggy")
+        else:
+            j.update(n.id, status="good", metric=_metric(0, 0.5 + (i % 7) / 10))
+            prev = n.id
+    again = Journal(tmp_path / "journal.jsonl")
+    for cat in ("search", "good", "buggy", "buggy_leaf", "finished", "flight"):
+        assert again.ids(cat, 3) == j.ids(cat, 3)
+    assert again.best_choice(3, a.id) == j.best_choice(3, a.id)
+    assert no_improvement_streak(again, 3, again.get(a.id)) == no_improvement_streak(j, 3, j.get(a.id))
