@@ -33,7 +33,7 @@ if [ ! -x .venv/bin/python ]; then
   echo "[setup] creating .venv with $($PY --version)"
   "$PY" -m venv .venv
 fi
-.venv/bin/pip install -q --upgrade pip wheel >/dev/null
+.venv/bin/pip install -q --upgrade pip wheel 'setuptools>=68' >/dev/null
 # llama-cpp-python builds from source (about 6 minutes on 2 cores); pip caches the wheel afterwards.
 echo "[setup] installing ai_scientist with extras local,dev (first time: llama.cpp compiles, ~6 min)"
 .venv/bin/pip install -q -e ".[local,dev]"

@@ -1,8 +1,10 @@
-"""The one jinja2 environment over the repository's ``prompt/`` directory.
+"""The one jinja2 environment over the prompt templates.
 
 Every template is rendered with ``StrictUndefined``: a variable the caller did
 not pass is an error naming the template, never silently blank text. The
-directory is ``<repo>/prompt`` unless ``AI_SCIENTIST_PROMPT_DIR`` points elsewhere.
+templates live in the package (``ai_scientist/prompt``, which the repository's
+top-level ``prompt/`` links to), so a plain ``pip install`` ships them;
+``AI_SCIENTIST_PROMPT_DIR`` points elsewhere.
 """
 
 from __future__ import annotations
@@ -17,17 +19,19 @@ import jinja2
 
 import ai_scientist
 
+PACKAGED_PROMPTS = Path(ai_scientist.__file__).resolve().parent / "prompt"
+
 
 class TemplateError(ValueError):
     """A prompt template is missing or needs a value the caller did not give."""
 
 
 def prompt_dir() -> Path:
-    """Where prompt templates live (``AI_SCIENTIST_PROMPT_DIR`` overrides the repo's ``prompt/``)."""
+    """Where prompt templates live (``AI_SCIENTIST_PROMPT_DIR`` overrides the packaged ones)."""
     override = os.environ.get("AI_SCIENTIST_PROMPT_DIR")
     if override:
         return Path(override)
-    return Path(ai_scientist.__file__).resolve().parent.parent / "prompt"
+    return PACKAGED_PROMPTS
 
 
 def as_text(value: Any) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 import jinja2
 
-PROMPT_DIR = Path(__file__).resolve().parents[2] / "prompt" / "reporting"
+PROMPT_DIR = Path(__file__).resolve().parents[1] / "prompt" / "reporting"
 
 
 @lru_cache(maxsize=1)
