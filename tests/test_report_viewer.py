@@ -112,3 +112,40 @@ def test_viewer_renders_every_node_in_headless_chromium(tmp_path):
     shot.unlink(missing_ok=True)
     done = _chromium(["--window-size=1300,1000", f"--screenshot={shot}", url], tmp_path)
     assert done.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_message_cap_shares_the_page_budget():
+    from ai_scientist.reporting import viewer
+
+    assert viewer.message_cap(10) == viewer.TEXT_CAP  # a small run inlines whole messages
+    assert viewer.message_cap(1000, budget=30_000_000) == 10_000
+    assert viewer.message_cap(10**7) == viewer.MIN_MESSAGE_CAP  # never below the floor
+
+
+def test_large_runs_cut_inlined_prompts_and_point_to_the_log(tmp_path, monkeypatch):
+    from ai_scientist.reporting import viewer
+
+    run = make_run(tmp_path)
+    log = run / "nodes" / "n0003" / "prompt_logs" / "001_phase2_code.json"
+    rec = json.loads(log.read_text())
+    rec["messages"] = [{"role": "system", "content": "S" * 15_000}, {"role": "user", "content": "U" * 50_000}]
+    atomic_write_json(log, rec)
+
+    def page(path: Path) -> dict:
+        html = write_view(run, path).read_text()
+        return json.loads(re.search(r'id="run-data">(.*?)</script>', html, re.S).group(1))
+
+    whole = page(tmp_path / "a.html")  # a handful of calls: the default budget keeps 15,000 chars
+    assert whole["nodes"]["n0003"]["calls"][0]["messages"][0]["content"] == "S" * 15_000
+    assert whole["run"]["message_cap"] == viewer.TEXT_CAP
+
+    n_calls = sum(1 for _ in run.glob("nodes/*/prompt_logs/*.json"))
+    monkeypatch.setattr(viewer, "TEXT_BUDGET", 3 * n_calls * 2_000)  # as if the run were huge
+    cut = page(tmp_path / "b.html")
+    cap = cut["run"]["message_cap"]
+    assert cap == 2_000
+    for m in cut["nodes"]["n0003"]["calls"][0]["messages"]:
+        head, _, marker = m["content"].partition("\n[... ")
+        assert len(head) == cap and "full text is in the linked prompt log" in marker
+    assert cut["nodes"]["n0003"]["calls"][0]["href"].endswith("001_phase2_code.json")
+    assert len((tmp_path / "b.html").read_text()) < len((tmp_path / "a.html").read_text()) - 25_000

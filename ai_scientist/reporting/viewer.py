@@ -27,6 +27,13 @@ CODE_SUFFIXES = {".py", ".sh", ".txt", ".md", ".yaml", ".yml", ".cfg", ".toml"}
 MAX_PLOTS_PER_NODE = 6
 IMAGE_SIDE = 900
 IMAGE_BUDGET = 25_000_000  # total bytes of inlined images; past it images are listed, not shown
+# Prompt text inlined for the LLM calls of the whole page. A large run (thousands of calls with
+# long prompts) would otherwise make a page of hundreds of MB: the per-message cap shrinks so the
+# calls share this budget, never below MIN_MESSAGE_CAP. The full text stays one click away in the
+# linked prompt log.
+TEXT_BUDGET = 24_000_000
+MIN_MESSAGE_CAP = 1_500
+MESSAGES_PER_CALL = 3  # system, user, answer: what one call usually inlines
 
 
 class _Images:
@@ -46,9 +53,20 @@ class _Images:
         return {"name": path.name, "url": url}
 
 
-def _cap(text: Any, n: int = TEXT_CAP) -> str:
+def _cap(text: Any, n: int = TEXT_CAP, where: str = "") -> str:
     text = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False, indent=1, default=str)
-    return text if len(text) <= n else text[:n] + f"\n[... {len(text) - n} more chars not shown]"
+    return text if len(text) <= n else text[:n] + f"\n[... {len(text) - n} more chars not shown{where}]"
+
+
+def message_cap(n_calls: int, budget: int | None = None) -> int:
+    """Characters inlined per message when ``n_calls`` calls share the page's text budget."""
+    budget = TEXT_BUDGET if budget is None else budget
+    share = budget // max(1, n_calls * MESSAGES_PER_CALL)
+    return max(MIN_MESSAGE_CAP, min(TEXT_CAP, share))
+
+
+def _prompt_logs(node_dir: Path) -> list[Path]:
+    return sorted((node_dir / "prompt_logs").glob("[0-9][0-9][0-9]_*.json"))
 
 
 def _content(content: Any) -> str:
@@ -73,9 +91,10 @@ def _href(path: Path, page_dir: Path | None) -> str | None:
         return None
 
 
-def _calls(node_dir: Path, page_dir: Path | None = None) -> list[dict[str, Any]]:
+def _calls(node_dir: Path, page_dir: Path | None = None, cap: int = TEXT_CAP) -> list[dict[str, Any]]:
     out = []
-    for path in sorted((node_dir / "prompt_logs").glob("[0-9][0-9][0-9]_*.json")):
+    where = "; the full text is in the linked prompt log"
+    for path in _prompt_logs(node_dir):
         try:
             rec = read_json(path, default={}) or {}
         except ValueError:
@@ -87,8 +106,8 @@ def _calls(node_dir: Path, page_dir: Path | None = None) -> list[dict[str, Any]]
                 "file": path.name,
                 "href": _href(path.with_suffix(".md") if path.with_suffix(".md").exists() else path, page_dir),
                 **{k: rec.get(k) for k in ("phase", "label", "role", "model", "usage", "cost_usd", "latency_s", "error")},
-                "messages": [{"role": m.get("role"), "content": _cap(_content(m.get("content")))} for m in rec.get("messages") or []],
-                "response": _cap(resp.get("raw") if isinstance(resp, dict) else resp),
+                "messages": [{"role": m.get("role"), "content": _cap(_content(m.get("content")), cap, where)} for m in rec.get("messages") or []],
+                "response": _cap(resp.get("raw") if isinstance(resp, dict) else resp, cap, where),
                 "ledger": rec.get("ledger") or [],
                 "memory_snapshot": rec.get("memory_snapshot"),
             }
@@ -118,7 +137,7 @@ def _plan(node: dict[str, Any], node_dir: Path, calls: list[dict[str, Any]]) -> 
 
 
 def node_view(
-    view: Any, node: dict[str, Any], images: _Images, page_dir: Path | None = None
+    view: Any, node: dict[str, Any], images: _Images, page_dir: Path | None = None, cap: int = TEXT_CAP
 ) -> dict[str, Any]:
     """Everything the page shows for one node."""
     nd = view.node_dir(node["id"])
@@ -128,7 +147,7 @@ def node_view(
         for p in sorted(ws.rglob("*"))[:200]:
             if p.is_file() and p.suffix in CODE_SUFFIXES and len(code) < 10:
                 code.append({"name": str(p.relative_to(ws)), "text": read_text(p, TEXT_CAP)})
-    calls = _calls(nd, page_dir)
+    calls = _calls(nd, page_dir, cap)
     plots = [images.url(p) for p in sorted((nd / "plots").glob("*.png"))[:MAX_PLOTS_PER_NODE]]
     usage = [c.get("usage") or {} for c in calls]
     return {
@@ -156,6 +175,7 @@ def build_view_data(run_dir: Path, page_dir: Path | None = None) -> dict[str, An
     images = _Images()
     figures = (read_json(run_dir / "figures" / "figures.json", default={}) or {}).get("figures", [])
     events = list(read_jsonl(run_dir / "events.jsonl"))[-300:]
+    cap = message_cap(sum(len(_prompt_logs(view.node_dir(nid))) for nid in view.nodes))
     return {
         "run": {
             "name": run_dir.resolve().name,
@@ -167,9 +187,10 @@ def build_view_data(run_dir: Path, page_dir: Path | None = None) -> dict[str, An
                 for f in figures
             ],
             "review": (read_json(run_dir / "review.json", default={}) or {}).get("meta_review"),
+            "message_cap": cap,
         },
         "stages": {str(s): [n["id"] for n in nodes] for s, nodes in view.by_stage().items()},
-        "nodes": {nid: node_view(view, node, images, page_dir) for nid, node in view.nodes.items()},
+        "nodes": {nid: node_view(view, node, images, page_dir, cap) for nid, node in view.nodes.items()},
     }
 
 
