@@ -37,4 +37,16 @@ fi
 # llama-cpp-python builds from source (about 6 minutes on 2 cores); pip caches the wheel afterwards.
 echo "[setup] installing ai_scientist with extras local,dev (first time: llama.cpp compiles, ~6 min)"
 .venv/bin/pip install -q -e ".[local,dev]"
+
+if [ "$want_test_tools" = 1 ] && [ "$(id -u)" = "0" ] && [ -x /usr/bin/python3 ]; then
+  # For tests/test_exec_nonroot.py: the project (non-editable) in a venv of the system python,
+  # in a world-readable place, so the sandbox tests can also run as an unprivileged user.
+  NR="${AI_SCI_NONROOT_DIR:-/tmp/ai-scientist-nonroot}"
+  echo "[setup] non-root test venv in $NR"
+  [ -x "$NR/venv/bin/python" ] || /usr/bin/python3 -m venv "$NR/venv"
+  "$NR/venv/bin/pip" install -q --upgrade pip wheel 'setuptools>=68' >/dev/null
+  "$NR/venv/bin/pip" install -q --force-reinstall --no-deps . >/dev/null
+  "$NR/venv/bin/pip" install -q . pytest >/dev/null
+  chmod -R a+rX "$NR"
+fi
 echo "[setup] done: $(.venv/bin/ai-scientist --version)"
