@@ -107,41 +107,21 @@ class TrivialResponder(ExampleResponder):
 
 
 # ------------------------------------------------------- timing proxies --
-class TimedBackend:
-    """Wraps an LLM backend; ``seconds`` is the total time spent in ``complete()``."""
+class Timed:
+    """Wraps an object; ``seconds`` is the total time spent in its method ``method``."""
 
-    def __init__(self, inner: Any):
+    def __init__(self, inner: Any, method: str):
         self._inner = inner
+        self._method = getattr(inner, method)
         self.seconds = 0.0
         self.calls = 0
         self._lock = threading.Lock()
+        setattr(self, method, self._timed)
 
-    def complete(self, messages: Any, **kwargs: Any) -> Any:
+    def _timed(self, *args: Any, **kwargs: Any) -> Any:
         t = time.perf_counter()
         try:
-            return self._inner.complete(messages, **kwargs)
-        finally:
-            with self._lock:
-                self.seconds += time.perf_counter() - t
-                self.calls += 1
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
-class TimedExecutor:
-    """Wraps a sandbox executor; ``seconds`` is the total time spent in ``run()``."""
-
-    def __init__(self, inner: Any):
-        self._inner = inner
-        self.seconds = 0.0
-        self.calls = 0
-        self._lock = threading.Lock()
-
-    def run(self, *args: Any, **kwargs: Any) -> Any:
-        t = time.perf_counter()
-        try:
-            return self._inner.run(*args, **kwargs)
+            return self._method(*args, **kwargs)
         finally:
             with self._lock:
                 self.seconds += time.perf_counter() - t
@@ -219,9 +199,9 @@ def run_once(
     )
     t0 = time.perf_counter()
     run, _ = setup_run(args)
-    backend = TimedBackend(ScriptedBackend(responder, latency_s=latency_s))
+    backend = Timed(ScriptedBackend(responder, latency_s=latency_s), "complete")
     services = build_services(run, backend=backend)
-    executor = TimedExecutor(services.executor)
+    executor = Timed(services.executor, "run")
     services.executor = executor
     # keep the progress updates (they read cost.json) but not their terminal output
     services.progress = Progress(stream=open(os.devnull, "w"), live=False)  # noqa: SIM115

@@ -45,8 +45,7 @@ if [ "$want_test_tools" = 1 ] && [ "$(id -u)" = "0" ] && [ -x /usr/bin/python3 ]
   echo "[setup] non-root test venv in $NR"
   [ -x "$NR/venv/bin/python" ] || /usr/bin/python3 -m venv "$NR/venv"
   "$NR/venv/bin/pip" install -q --upgrade pip wheel 'setuptools>=68' >/dev/null
-  "$NR/venv/bin/pip" install -q --force-reinstall --no-deps . >/dev/null
-  "$NR/venv/bin/pip" install -q . pytest >/dev/null
+  "$NR/venv/bin/pip" install -q . pytest >/dev/null  # a local directory is always rebuilt and reinstalled
   chmod -R a+rX "$NR"
 fi
 echo "[setup] done: $(.venv/bin/ai-scientist --version)"

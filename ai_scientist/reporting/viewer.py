@@ -91,10 +91,10 @@ def _href(path: Path, page_dir: Path | None) -> str | None:
         return None
 
 
-def _calls(node_dir: Path, page_dir: Path | None = None, cap: int = TEXT_CAP) -> list[dict[str, Any]]:
+def _calls(logs: list[Path], page_dir: Path | None = None, cap: int = TEXT_CAP) -> list[dict[str, Any]]:
     out = []
     where = "; the full text is in the linked prompt log"
-    for path in _prompt_logs(node_dir):
+    for path in logs:
         try:
             rec = read_json(path, default={}) or {}
         except ValueError:
@@ -137,9 +137,14 @@ def _plan(node: dict[str, Any], node_dir: Path, calls: list[dict[str, Any]]) -> 
 
 
 def node_view(
-    view: Any, node: dict[str, Any], images: _Images, page_dir: Path | None = None, cap: int = TEXT_CAP
+    view: Any,
+    node: dict[str, Any],
+    logs: list[Path],
+    images: _Images,
+    page_dir: Path | None = None,
+    cap: int = TEXT_CAP,
 ) -> dict[str, Any]:
-    """Everything the page shows for one node."""
+    """Everything the page shows for one node; ``logs`` are its prompt-log files."""
     nd = view.node_dir(node["id"])
     ws = nd / "workspace"
     code = []
@@ -147,7 +152,7 @@ def node_view(
         for p in sorted(ws.rglob("*"))[:200]:
             if p.is_file() and p.suffix in CODE_SUFFIXES and len(code) < 10:
                 code.append({"name": str(p.relative_to(ws)), "text": read_text(p, TEXT_CAP)})
-    calls = _calls(nd, page_dir, cap)
+    calls = _calls(logs, page_dir, cap)
     plots = [images.url(p) for p in sorted((nd / "plots").glob("*.png"))[:MAX_PLOTS_PER_NODE]]
     usage = [c.get("usage") or {} for c in calls]
     return {
@@ -175,7 +180,8 @@ def build_view_data(run_dir: Path, page_dir: Path | None = None) -> dict[str, An
     images = _Images()
     figures = (read_json(run_dir / "figures" / "figures.json", default={}) or {}).get("figures", [])
     events = list(read_jsonl(run_dir / "events.jsonl"))[-300:]
-    cap = message_cap(sum(len(_prompt_logs(view.node_dir(nid))) for nid in view.nodes))
+    logs = {nid: _prompt_logs(view.node_dir(nid)) for nid in view.nodes}
+    cap = message_cap(sum(map(len, logs.values())))
     return {
         "run": {
             "name": run_dir.resolve().name,
@@ -190,7 +196,9 @@ def build_view_data(run_dir: Path, page_dir: Path | None = None) -> dict[str, An
             "message_cap": cap,
         },
         "stages": {str(s): [n["id"] for n in nodes] for s, nodes in view.by_stage().items()},
-        "nodes": {nid: node_view(view, node, images, page_dir, cap) for nid, node in view.nodes.items()},
+        "nodes": {
+            nid: node_view(view, node, logs[nid], images, page_dir, cap) for nid, node in view.nodes.items()
+        },
     }
 
 

@@ -347,11 +347,6 @@ class JournalView:
         self.get(node_id)
         return self._data.roots[node_id]
 
-    def order(self, node_id: str) -> int:
-        """Creation ordinal (0 for the first node)."""
-        self.get(node_id)
-        return self._data.order[node_id]
-
     def debug_depth(self, node_id: str) -> int:
         """Number of consecutive debug steps ending at this node (0 if it is not a debug)."""
         self.get(node_id)
@@ -449,30 +444,32 @@ class JournalView:
         if carried is not None:
             pool_roots.add(d.roots[carried.id])
         avoid = pool_roots.intersection(avoid_roots)
-        fast = (
-            (not avoid or avoid == pool_roots)
-            and not d.cats.get((stage, "good_nometric"))
-            and (carried is None or carried.stage < stage)
-        )
-        key = self.primary_metric_key(stage, carried_id) if fast else None
-        if fast:
-            keys = [k for k in d.ranked if k[0] == stage]
-            good_carried = carried is not None and carried.is_good
-            fast = keys in ([], [(stage, key)]) and (
-                not good_carried
-                or (carried.metric is not None and carried.metric.is_valid and carried.metric.key == key)
-            )
-        if not fast:
+        key = self.primary_metric_key(stage, carried_id)
+        if (avoid and avoid != pool_roots) or not self._ranked_alone(stage, key, carried):
             pool = ([carried] if carried is not None else []) + self.good_nodes(stage)
             if avoid and avoid != pool_roots:
                 pool = [n for n in pool if d.roots[n.id] not in avoid] or pool
             return select_best(pool, tie_break=tie_break)
-        entries = d.ranked.get((stage, key), ()) if key else ()
+        entries = d.ranked.get((stage, key), ())
         if carried is not None and carried.is_good:
             e = (-carried.metric.score, d.order[carried.id], carried.id)  # type: ignore[union-attr]
             i = bisect.bisect_left(entries, e)
             entries = entries[:i] + (e,) + entries[i:]
         return select_best_sorted([d.nodes[e[2]] for e in _top(entries)], key, tie_break=tie_break)
+
+    def _ranked_alone(self, stage: int, key: tuple | None, carried: Node | None) -> bool:
+        """Whether the ranking of ``key`` holds every good candidate in candidate order: no good
+        node without a valid metric, no other metric key, and a carried node (first in the
+        pool) from an earlier stage with a valid metric of ``key`` if it is good."""
+        d = self._data
+        if d.cats.get((stage, "good_nometric")) or any(k[0] == stage and k[1] != key for k in d.ranked):
+            return False
+        if carried is None:
+            return True
+        m = carried.metric
+        return carried.stage < stage and (
+            not carried.is_good or (m is not None and m.is_valid and m.key == key)
+        )
 
 
 def _top(entries: tuple) -> tuple:

@@ -230,10 +230,10 @@ def no_improvement_streak(view: JournalView, stage: int, carried: Node | None = 
     O(new nodes); otherwise it starts over.
     """
     carried_id = carried.id if carried is not None and carried.id in view else None
-    key = view.primary_metric_key(stage, carried_id) if carried is None or carried_id else None
-    if carried is not None and carried_id is None:  # a carried node from elsewhere: no index
-        pool = view.good_nodes(stage) + ([carried] if carried.is_good else [])
-        key = primary_metric_key(pool)
+    if carried is not None and carried_id is None:  # not in this journal: the index cannot count it
+        key = primary_metric_key(view.good_nodes(stage) + ([carried] if carried.is_good else []))
+    else:
+        key = view.primary_metric_key(stage, carried_id)
     finished = view.ids("finished", stage)
     start = (
         carried_id,
