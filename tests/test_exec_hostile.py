@@ -254,3 +254,16 @@ def test_workspace_is_writable_and_result_is_complete(executor, workspace):
     assert (workspace / "made.txt").read_text() == "data\n"
     d = r.to_dict()
     assert d["backend"] == executor.name and d["ok"] is False
+
+
+def test_limit_reason_names_refused_allocations_and_forks():
+    from ai_scientist.execution.base import limit_reason
+
+    lim = Limits(memory_mb=512, pids=64)
+    bash = (
+        "bash: fork: retry: Resource temporarily unavailable\nbash: fork: Resource temporarily unavailable\n"
+    )
+    assert limit_reason(bash, 254, lim) == ("pids", "a new process was refused by the process limit (64)")
+    assert limit_reason("Traceback ...\nMemoryError\n", 1, lim)[0] == "memory"
+    assert limit_reason(bash, 0, lim) is None  # a command that succeeded was not stopped
+    assert limit_reason("ZeroDivisionError\n", 1, lim) is None

@@ -180,10 +180,20 @@ def normalize_command(command: list[str] | str) -> list[str]:
     return argv
 
 
-def memory_reason(stderr_text: str, exit_code: int | None, limits: Limits) -> str | None:
-    """Recognise an allocation refused by the address-space limit (the process exits by itself)."""
+def limit_reason(stderr_text: str, exit_code: int | None, limits: Limits) -> tuple[KilledBy, str] | None:
+    """Recognise a command that stopped by itself because a limit refused it something: an
+    allocation refused by the address-space limit, or a fork refused by the process limit
+    (RLIMIT_NPROC; shells retry a refused fork for about 15 s, then give up)."""
     if exit_code in (None, 0):
         return None
+    needles = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "out of memory")
+    if any(n in stderr_text for n in needles):
+        return "memory", f"allocation refused by the {limits.memory_mb} MB memory limit"
+    forks = ("fork: Resource temporarily unavailable", "fork: retry: Resource temporarily unavailable",
+             "BlockingIOError: [Errno 11] Resource temporarily unavailable")  # fmt: skip
+    if any(n in stderr_text for n in forks):
+        return "pids", f"a new process was refused by the process limit ({limits.pids})"
+    return None
     needles = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "out of memory")
     if any(n in stderr_text for n in needles):
         return f"allocation refused by the {limits.memory_mb} MB memory limit"

@@ -389,13 +389,11 @@ def _quiet(fn) -> None:
 
 
 def _make_result(argv, code, out, err, peak, killed_by, reason, start, limits) -> ExecResult:
-    from .base import memory_reason
+    from .base import limit_reason
 
     stderr = err.text()
     if killed_by is None:
-        mem = memory_reason(stderr, code, limits)
-        if mem:
-            killed_by, reason = "memory", mem
+        killed_by, reason = limit_reason(stderr, code, limits) or (None, reason)
     sig = code - 128 if code is not None and code > 128 and killed_by else None
     return ExecResult(
         list(argv),

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import psutil
 
-from .base import ExecResult, HeadTail, KilledBy, Limits, memory_reason
+from .base import ExecResult, HeadTail, KilledBy, Limits, limit_reason
 
 POLL_S = 0.05
 TERM_GRACE_S = 0.5
@@ -269,9 +269,7 @@ def _result(proc, state, out, err, limits, backend, display_command, duration) -
     elif killed_by is None and sig:
         killed_by, reason = "signal", f"terminated by signal {signal.Signals(sig).name}"
     elif killed_by is None:
-        mem = memory_reason(stderr_text, exit_code, limits)
-        if mem:
-            killed_by, reason = "memory", mem
+        killed_by, reason = limit_reason(stderr_text, exit_code, limits) or (None, reason)
     peak = state.peak_rss / 2**20 if state.peak_rss else None
     return ExecResult(
         list(display_command),
