@@ -16,7 +16,7 @@ apt_pkgs=(bubblewrap python3-venv python3-dev build-essential cmake git
           python3-numpy python3-matplotlib
           texlive-latex-base texlive-latex-recommended texlive-fonts-recommended latexmk chktex poppler-utils)
 if [ "$want_test_tools" = 1 ]; then
-  apt_pkgs+=(docker.io chromium)
+  apt_pkgs+=(docker.io chromium slurmctld slurmd slurm-client munge)  # slurm: scripts/slurm_ci.sh
 fi
 missing=()
 for p in "${apt_pkgs[@]}"; do
@@ -33,7 +33,7 @@ if [ ! -x .venv/bin/python ]; then
   echo "[setup] creating .venv with $($PY --version)"
   "$PY" -m venv .venv
 fi
-.venv/bin/pip install -q --upgrade pip wheel 'setuptools>=68' >/dev/null
+.venv/bin/pip install -q --upgrade pip wheel 'setuptools>=77' >/dev/null
 # llama-cpp-python builds from source (about 6 minutes on 2 cores); pip caches the wheel afterwards.
 echo "[setup] installing ai_scientist with extras local,dev (first time: llama.cpp compiles, ~6 min)"
 .venv/bin/pip install -q -e ".[local,dev]"
@@ -44,7 +44,7 @@ if [ "$want_test_tools" = 1 ] && [ "$(id -u)" = "0" ] && [ -x /usr/bin/python3 ]
   NR="${AI_SCI_NONROOT_DIR:-/tmp/ai-scientist-nonroot}"
   echo "[setup] non-root test venv in $NR"
   [ -x "$NR/venv/bin/python" ] || /usr/bin/python3 -m venv "$NR/venv"
-  "$NR/venv/bin/pip" install -q --upgrade pip wheel 'setuptools>=68' >/dev/null
+  "$NR/venv/bin/pip" install -q --upgrade pip wheel 'setuptools>=77' >/dev/null
   "$NR/venv/bin/pip" install -q . pytest >/dev/null  # a local directory is always rebuilt and reinstalled
   chmod -R a+rX "$NR"
 fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything the tests need and run the whole suite (the README's test command).
 # Starts a private Docker daemon for the Docker sandbox tests when docker.io is installed,
-# and stops it (by its pid) afterwards.
+# and a private single-node Slurm cluster (scripts/slurm_ci.sh) for the Slurm tests,
+# and stops them (by their pids) afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --with-test-tools
@@ -15,7 +16,17 @@ if [ -x scripts/docker_ci.sh ] || [ -f scripts/docker_ci.sh ]; then
     echo "[test] private dockerd could not start; Docker tests will skip with the reason" >&2
   fi
 fi
-cleanup() { if [ "$docker_started" = 1 ]; then bash scripts/docker_ci.sh stop || true; fi; }
+slurm_started=0
+if env_out=$(bash scripts/slurm_ci.sh start); then
+  eval "$env_out"
+  slurm_started=1
+else
+  echo "[test] private Slurm cluster could not start; real-cluster Slurm tests will skip with the reason" >&2
+fi
+cleanup() {
+  if [ "$docker_started" = 1 ]; then bash scripts/docker_ci.sh stop || true; fi
+  if [ "$slurm_started" = 1 ]; then bash scripts/slurm_ci.sh stop || true; fi
+}
 trap cleanup EXIT
 
 set +e
