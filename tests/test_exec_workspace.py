@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ai_scientist.execution.workspace import WorkspaceError, write_files
+from ai_scientist.execution.workspace import FileSpec, WorkspaceError, validate_files, write_files
 
 OK = {"path": "main.py", "content": "print('hi')\n"}
 
@@ -136,3 +136,254 @@ def test_good_files_are_written_with_mode_and_encoding(tmp_path):
 
 def test_not_a_list_is_rejected(tmp_path):
     assert _rejected(tmp_path, {"path": "a", "content": "b"}).rules == {"bad_entry"}
+
+
+# ---- exact limits and rules, one boundary each (mutation testing found these untested) ----------
+
+
+def _errors(ws: Path, files, max_files: int = 20, max_file_bytes: int = 1000):
+    plan, errors = validate_files(ws, files, max_files=max_files, max_file_bytes=max_file_bytes)
+    return plan, [(e.path, e.rule) for e in errors]
+
+
+def test_writing_into_a_subdirectory_that_already_exists(tmp_path):
+    _write(tmp_path, [{"path": "src/a.py", "content": "a"}])
+    report = _write(tmp_path, [{"path": "src/b.py", "content": "b"}, {"path": "src/a.py", "content": "A"}])
+    assert report.written == ["src/b.py", "src/a.py"]
+    assert (tmp_path / "src/b.py").read_text() == "b" and (tmp_path / "src/a.py").read_text() == "A"
+    assert sorted(p.name for p in (tmp_path / "src").iterdir()) == ["a.py", "b.py"]  # no temp file left
+
+
+def test_two_hop_symlink_chain_out_of_the_workspace_is_rejected_by_validate_files(tmp_path):
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    (ws / "d").mkdir(parents=True)
+    outside.mkdir()
+    (ws / "d" / "l2").symlink_to(outside)  # hop 2: leaves the workspace
+    (ws / "l1").symlink_to(ws / "d")  # hop 1: stays inside
+    (ws / "l3").symlink_to("d/l2")  # one component, two hops
+    for path in ("l1/l2/evil.py", "l3/evil.py", "l1/l2/new/evil.py"):
+        plan, errors = _errors(ws, [{"path": path, "content": "x"}])
+        assert plan == [] and errors == [(path, "symlink_escape")], path
+    # the walk names the link that leaves; the whole-chain check stands behind it
+    err = validate_files(ws, [{"path": "l1/l2/evil.py", "content": "x"}], max_files=2, max_file_bytes=9)[1][0]
+    assert err.message == "'l2' is a symlink leading outside the workspace"
+    assert list(outside.iterdir()) == []
+
+
+def test_a_sibling_directory_sharing_the_workspace_prefix_is_outside(tmp_path):
+    ws, sibling = tmp_path / "ws", tmp_path / "ws2"
+    ws.mkdir()
+    sibling.mkdir()
+    (ws / "link").symlink_to(sibling)
+    assert _errors(ws, [{"path": "link/x.py", "content": "x"}])[1] == [("link/x.py", "symlink_escape")]
+
+
+def test_dangling_or_file_symlink_as_a_directory_is_rejected_before_writing(tmp_path):
+    # Found while testing the symlink rules: a dangling link used as a directory passed
+    # validation and write_files then crashed in mkdir with FileExistsError.
+    (tmp_path / "file.txt").write_text("x")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "to_file").symlink_to(tmp_path / "file.txt")
+    exc = _rejected(
+        tmp_path, [{"path": "dangling/x.py", "content": "x"}, {"path": "to_file/x.py", "content": "x"}]
+    )
+    assert [(e.path, e.rule) for e in exc.rejections] == [
+        ("dangling/x.py", "not_a_directory"),
+        ("to_file/x.py", "not_a_directory"),
+    ]
+    assert exc.rejections[0].message == "'dangling' is a symlink to no directory"
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_symlink_loop_is_not_a_directory(tmp_path):
+    (tmp_path / "loop").symlink_to("loop")
+    plan, errors = _errors(tmp_path, [{"path": "loop/x.py", "content": "x"}])
+    assert errors == [("loop/x.py", "not_a_directory")]
+
+
+def test_a_component_that_cannot_be_inspected_is_rejected(tmp_path, monkeypatch):
+    # As root nothing is unreadable; stand in for a directory without search permission.
+    (tmp_path / "locked").mkdir()
+    real_lstat = os.lstat
+
+    def lstat(path, *a, **kw):
+        if str(path).endswith("locked/x.py"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_lstat(path, *a, **kw)
+
+    monkeypatch.setattr(os, "lstat", lstat)
+    plan, errors = validate_files(
+        tmp_path, [{"path": "locked/x.py", "content": "x"}], max_files=2, max_file_bytes=9
+    )
+    assert [(e.path, e.rule) for e in errors] == [("locked/x.py", "unreadable")]
+    assert errors[0].message.startswith(f"cannot inspect {tmp_path.resolve()}/locked/x.py: [Errno 13]")
+
+
+@pytest.mark.parametrize(
+    "path,ok",
+    [
+        ("with space.py", True),
+        ("tilde~and:colon.py", True),
+        ("a", True),
+        ("é.py", True),
+        ("unit\x1fsep.py", False),
+        ("del\x7f.py", False),
+        ("tab\t.py", False),
+    ],
+)
+def test_characters_in_names_on_the_boundary(tmp_path, path, ok):
+    plan, errors = _errors(tmp_path, [{"path": path, "content": "x"}])
+    assert (errors == []) is ok
+    if not ok:
+        assert errors == [(path, "control_char")]
+
+
+def test_whitespace_only_and_drive_like_paths(tmp_path):
+    cases = {"   ": "empty_path", "c:x.py": "absolute", "\\\\share\\x": "absolute", "/": "absolute"}
+    for path, rule in cases.items():
+        assert _errors(tmp_path, [{"path": path, "content": "x"}])[1] == [(path, rule)]
+    plan, errors = _errors(
+        tmp_path, [{"path": "ab:c.py", "content": "x"}, {"path": "x/./y.py", "content": "y"}]
+    )
+    assert errors == [] and [str(p[0]) for p in plan] == ["ab:c.py", "x/y.py"]
+
+
+def test_path_length_limits_are_inclusive(tmp_path):
+    comp = "c" * 200
+    exact = "/".join([comp] * 5) + "/" + "d" * (1024 - 5 * 201)
+    assert len(exact) == 1024
+    plan, errors = _errors(tmp_path, [{"path": exact, "content": "x"}])
+    assert errors == [] and len(plan) == 1
+    over = exact + "e"
+    assert _errors(tmp_path, [{"path": over, "content": "x"}])[1] == [(over[:80] + "...", "too_long")]
+
+    name255, name256 = "n" * 255, "n" * 256
+    assert _errors(tmp_path, [{"path": name255, "content": "x"}])[1] == []
+    assert _errors(tmp_path, [{"path": f"d/{name256}", "content": "x"}])[1] == [(f"d/{name256}", "too_long")]
+    # the limit is in bytes: 128 two-byte characters are 256 bytes
+    wide = "é" * 128
+    assert _errors(tmp_path, [{"path": wide, "content": "x"}])[1] == [(wide, "too_long")]
+    assert _errors(tmp_path, [{"path": "é" * 127, "content": "x"}])[1] == []
+
+
+def test_max_files_is_inclusive_and_refuses_before_looking_at_the_files(tmp_path):
+    files = [{"path": f"f{i}.txt", "content": "x"} for i in range(3)]
+    plan, errors = _errors(tmp_path, files, max_files=3)
+    assert errors == [] and len(plan) == 3
+    plan, errors = validate_files(
+        tmp_path, [*files, {"path": "/abs", "content": "x"}], max_files=3, max_file_bytes=9
+    )
+    assert plan == [] and [(e.path, e.rule) for e in errors] == [("*", "too_many_files")]
+    assert "4 files proposed; the limit is 3" in errors[0].message
+
+
+def test_max_file_bytes_is_inclusive_and_counts_bytes(tmp_path):
+    plan, errors = _errors(tmp_path, [{"path": "a.txt", "content": "x" * 10}], max_file_bytes=10)
+    assert errors == [] and plan[0][1] == b"x" * 10
+    plan, errors = validate_files(
+        tmp_path, [{"path": "a.txt", "content": "é" * 6}], max_files=5, max_file_bytes=11
+    )
+    assert [(e.path, e.rule) for e in errors] == [("a.txt", "too_large")]
+    assert "12 bytes exceeds the limit of 11" in errors[0].message
+
+
+def test_write_files_default_limits(tmp_path):
+    assert len(write_files(tmp_path / "a", [{"path": "big", "content": "x" * 5_000_000}]).written) == 1
+    with pytest.raises(WorkspaceError) as exc:
+        write_files(tmp_path / "b", [{"path": "big", "content": "x" * 5_000_001}])
+    assert exc.value.rules == {"too_large"}
+    many = [{"path": f"f{i}", "content": ""} for i in range(200)]
+    assert len(write_files(tmp_path / "c", many).written) == 200
+    with pytest.raises(WorkspaceError) as exc:
+        write_files(tmp_path / "d", [*many, {"path": "one-more", "content": ""}])
+    assert exc.value.rules == {"too_many_files"}
+
+
+@pytest.mark.parametrize(
+    "mode,result",
+    [
+        (None, 0o644),
+        ("0", 0),
+        (0o777, 0o777),
+        ("777", 0o777),
+        ("0o640", 0o640),
+        ("8", "bad_mode"),
+        (0o1000, "dangerous_mode"),
+        (0o4000, "dangerous_mode"),
+        (0o7777, "dangerous_mode"),
+        (0o10000, "bad_mode"),
+        (-1, "bad_mode"),
+        (True, "bad_mode"),
+        ([7], "bad_mode"),
+        (6.9, 6),
+    ],
+)
+def test_mode_range(tmp_path, mode, result):
+    plan, errors = validate_files(
+        tmp_path, [{"path": "f", "content": "x", "mode": mode}], max_files=5, max_file_bytes=9
+    )
+    if isinstance(result, int):
+        assert errors == [] and plan[0][2] == result
+    else:
+        assert plan == [] and [e.rule for e in errors] == [result]
+        assert repr(mode) in errors[0].message or f"{mode:o}" in errors[0].message
+
+
+def test_mode_is_applied_to_the_written_file(tmp_path):
+    _write(tmp_path, [{"path": "ro.txt", "content": "x", "mode": "0400"}])
+    assert stat.S_IMODE((tmp_path / "ro.txt").stat().st_mode) == 0o400
+
+
+def test_lone_surrogates_and_non_strict_base64_are_refused(tmp_path):
+    cases = [
+        ({"path": "s.txt", "content": "ok \ud800 not"}, "bad_content"),
+        ({"path": "b.bin", "content": "aGk=\n", "encoding": "base64"}, "bad_base64"),
+        ({"path": "c.bin", "content": "aG k=", "encoding": "base64"}, "bad_base64"),
+        ({"path": "d.bin", "content": "aGk", "encoding": "base64"}, "bad_base64"),
+        ({"path": "e.bin", "content": b"aGk=", "encoding": "base64"}, "bad_content"),
+    ]
+    plan, errors = _errors(tmp_path, [c for c, _ in cases])
+    assert plan == [] and errors == [(c["path"], rule) for c, rule in cases]
+    plan, errors = _errors(tmp_path, [{"path": "ok.bin", "content": "aGk=", "encoding": "base64"}])
+    assert errors == [] and plan[0][1] == b"hi"
+
+
+def test_every_bad_file_is_reported_and_good_ones_are_planned_in_order(tmp_path):
+    files = [
+        {"path": "a.py", "content": "a"},
+        {"path": "../x", "content": "x"},
+        FileSpec("b.py", "b", encoding="utf-8", mode="0600"),
+        {"path": "a.py", "content": "again"},
+        {"path": "c.py", "content": "c", "encoding": None},
+        42,
+    ]
+    plan, errors = validate_files(tmp_path, files, max_files=10, max_file_bytes=10)
+    assert [(str(r), d, m) for r, d, m in plan] == [
+        ("a.py", b"a", 0o644),
+        ("b.py", b"b", 0o600),
+        ("c.py", b"c", 0o644),
+    ]
+    assert [(e.path, e.rule) for e in errors] == [
+        ("../x", "parent_ref"),
+        ("a.py", "duplicate"),
+        ("42", "bad_entry"),
+    ]
+    assert "expected a mapping with path/content, got int" in errors[2].message
+    exc = WorkspaceError(errors)
+    assert exc.rules == {"parent_ref", "duplicate", "bad_entry"}
+    assert str(exc).startswith("'../x': '..' is not allowed in workspace paths [parent_ref]; 'a.py': ")
+
+
+def test_duplicates_are_found_after_normalising(tmp_path):
+    errors = _errors(tmp_path, [{"path": "x//y.py", "content": "1"}, {"path": "./x/y.py", "content": "2"}])[1]
+    assert errors == [("./x/y.py", "duplicate")]
+    # a rejected first entry does not make the second a duplicate
+    errors = _errors(tmp_path, [{"path": "z.py", "content": 1}, {"path": "z.py", "content": "2"}])[1]
+    assert errors == [("z.py", "bad_content")]
+
+
+def test_non_string_path_is_shown_by_repr(tmp_path):
+    errors = _errors(tmp_path, [{"path": 5, "content": "x"}])[1]
+    assert errors == [("5", "empty_path")]
+    err = validate_files(tmp_path, [{"path": ["a"], "content": "x"}], max_files=2, max_file_bytes=2)[1][0]
+    assert (err.path, err.message) == ("['a']", "path must be a non-empty string")

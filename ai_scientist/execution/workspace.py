@@ -3,7 +3,7 @@
 Every file list is validated completely before anything is written (all or
 nothing). Rejected: absolute paths, ``..``, empty paths and components, NUL or
 control characters, over-long names, paths through a symlink that leads out of
-the workspace, targets that are directories or special files (devices, FIFOs,
+the workspace (judged where a chain of symlinks finally lands) or to no directory, targets that are directories or special files (devices, FIFOs,
 sockets), oversize files (``exec.max_file_bytes``), too many files
 (``exec.max_files``), duplicate paths, bad encodings or base64, and modes with
 setuid / setgid / sticky bits. Each problem is a :class:`FileRejection` value
@@ -107,7 +107,24 @@ def _check_path(raw: Any) -> tuple[PurePosixPath | None, FileRejection | None]:
     return PurePosixPath(*parts), None
 
 
+def _inside(ws: Path, path: str) -> bool:
+    return os.path.commonpath([path, str(ws)]) == str(ws)
+
+
 def _check_target(ws: Path, rel: PurePosixPath, raw: str) -> FileRejection | None:
+    """The target's existing components are safe, and its directory resolves inside the workspace.
+
+    The second check resolves the whole chain at once, so a symlink leading to another
+    symlink (two hops or more) is judged by where it finally lands, here and not only
+    at write time.
+    """
+    err = _walk_target(ws, rel, raw)
+    if err is None and not _inside(ws, os.path.realpath(ws / rel.parent)):
+        return FileRejection(raw, "symlink_escape", "its directory resolves outside the workspace")
+    return err
+
+
+def _walk_target(ws: Path, rel: PurePosixPath, raw: str) -> FileRejection | None:
     """Walk the existing components: no symlink may lead out, no special file or directory at the end."""
     cur = ws
     for i, part in enumerate(rel.parts):
@@ -121,10 +138,12 @@ def _check_target(ws: Path, rel: PurePosixPath, raw: str) -> FileRejection | Non
             return FileRejection(raw, "unreadable", f"cannot inspect {cur}: {exc}")
         if stat.S_ISLNK(st.st_mode):
             target = os.path.realpath(cur)
-            if not last and os.path.commonpath([target, str(ws)]) != str(ws):
+            if not last and not _inside(ws, target):
                 return FileRejection(
                     raw, "symlink_escape", f"'{part}' is a symlink leading outside the workspace"
                 )
+            if not last and not os.path.isdir(target):  # dangling: mkdir would fail at write time
+                return FileRejection(raw, "not_a_directory", f"'{part}' is a symlink to no directory")
             if not last:
                 continue
             return None  # replaced by rename, never followed
@@ -233,7 +252,7 @@ def write_files(
         target = ws / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         # Re-check after mkdir: a directory created concurrently must still be inside the workspace.
-        if os.path.commonpath([os.path.realpath(target.parent), str(ws)]) != str(ws):
+        if not _inside(ws, os.path.realpath(target.parent)):
             raise WorkspaceError(
                 [FileRejection(str(rel), "symlink_escape", "parent resolves outside the workspace")]
             )
