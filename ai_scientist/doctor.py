@@ -52,6 +52,7 @@ def gather(cfg: Any) -> dict[str, list[dict[str, Any]]]:
     return {
         "llm": check_llm(cfg),
         "sandbox": check_sandboxes(cfg),
+        "slurm": __import__("ai_scientist.execution.doctor", fromlist=["x"]).check_slurm(cfg),
         "latex": check_reporting_tools(),
         "gpu": check_gpus(),
         "disk": check_disk(),

@@ -403,3 +403,56 @@ def test_preview_ladder_steps():
         PreviewParams(1, 20),
         PreviewParams(0, 20),
     ]
+
+
+# ---- boundaries found by mutation testing --------------------------------------------------
+
+
+def test_tail_cut_starts_after_the_first_newline_in_the_window():
+    text = "x" * 100 + "ab\n" + "cd\n" + "z" * 95  # keep 100: start 101, window 101..110
+    assert TailWindow.cut(text, 100) == f"[... 103 earlier characters cut; last 98 kept ...]\ncd\n{'z' * 95}"
+
+
+def test_json_original_size_is_that_of_the_text_as_given():
+    text = json.dumps(ROWS, indent=2)  # larger than the compact form the preview would measure
+    params = PolicyParams(json_preview_threshold_chars=1000)
+    out, _ = JSONPreview().prepare(text, params, None)
+    assert json.loads(out)["_preview"]["original_chars"] == len(text)
+    out, _ = JSONPreview().shrink(text, under(3000), params, None)
+    assert json.loads(out)["_preview"]["original_chars"] == len(text)
+
+
+def test_history_shrink_never_goes_below_keeping_no_step():
+    steps = list(range(12))
+    # a (non-monotone) fits that refuses the keep=0 candidate: nothing smaller may be offered
+    fits = lambda c: len(c) == 2 and c != HistoryPrune.prune(steps, 0)  # noqa: E731
+    assert HistoryPrune().shrink(steps, fits, PolicyParams(history_keep_turns=8), None) is None
+    only_zero = lambda c: len(c) == 2  # noqa: E731
+    assert HistoryPrune().shrink(steps, only_zero, PolicyParams(history_keep_turns=8), None) == (
+        HistoryPrune.prune(steps, 0),
+        "kept first + last 0 of 12 steps",
+    )
+
+
+def test_every_capped_string_is_counted():
+    p = PreviewParams(string_cap=20)
+    out = json.loads(preview_json({"a": "x" * 21, "b": ["y" * 30, "short"], "c": "z" * 20}, p))
+    assert out["_preview"]["strings_capped"] == 2
+
+
+def test_items_of_a_long_metadata_list_keep_the_metadata_cap():
+    p = PreviewParams(list_head=2, string_cap=20)
+    sources = ["s" * 60 for _ in range(12)]  # over the cap, under 4x the cap
+    out = json.loads(preview_json({"sources": sources}, p))
+    assert out["sources"] == [*sources[:8], "... 3 more items omitted (12 total) ...", sources[-1]]
+
+
+def test_items_of_a_long_list_go_one_level_deeper():
+    p = PreviewParams(list_head=1, string_cap=50, max_depth=3)
+    data = {"xs": [{"a": {"b": 1}}, {"a": {"b": 2}}, {"a": {"b": 3}}]}
+    out = json.loads(preview_json(data, p))
+    # $ (0) -> xs (1) -> item (2) -> a (3: at the limit, its object is summarised)
+    assert out["xs"] == [{"a": "{... object with 1 keys omitted ...}"}, "... 1 more items omitted (3 total) ...",
+                         {"a": "{... object with 1 keys omitted ...}"}]  # fmt: skip
+    out = json.loads(preview_json(data, PreviewParams(list_head=1, string_cap=50, max_depth=4)))
+    assert out["xs"] == [{"a": {"b": 1}}, "... 1 more items omitted (3 total) ...", {"a": {"b": 3}}]

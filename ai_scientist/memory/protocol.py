@@ -152,9 +152,12 @@ def _balanced_prefix(s: str) -> str:
     """The shortest prefix of ``s`` whose brackets balance (outside strings)."""
     depth, quote, esc = 0, "", False
     for i, ch in enumerate(s):
-        if quote:
-            esc = (ch == "\\") and not esc
-            if ch == quote and not esc:
+        if quote:  # inside a string: skip an escaped character, stop at the closing quote
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == quote:
                 quote = ""
             continue
         if ch in "\"'":
