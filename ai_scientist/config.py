@@ -107,6 +107,9 @@ class ExecConfig(_Strict):
     apptainer_binary: str = "apptainer"
     apptainer_image: str | None = None
     python: str = "/usr/bin/python3"
+    # a backend that cannot isolate generated code here (e.g. subprocess as non-root) refuses
+    # to start unless this is true (docs/execution.md, "Security")
+    allow_unsafe_sandbox: bool = False
 
 
 # --------------------------------------------------------------- memory ----

@@ -8,7 +8,12 @@ prefix ``/env``), resources read-only at ``/resources`` and
 network is shared only when allowed. ``--die-with-parent`` and the pid
 namespace mean killing bwrap kills everything inside. When the orchestrator is
 root, bwrap itself runs under a fresh unprivileged uid, as in the subprocess
-backend, so RLIMIT_NPROC holds against fork bombs.
+backend, so RLIMIT_NPROC holds against fork bombs and the sandbox holds no
+capability of the host; directories that uid cannot enter on the way to the
+workspace (the 0700 run directory, ``/root``) are covered and the needed paths
+bound back first (:class:`~.isolation.MountPlan`). A root orchestrator that
+cannot drop the uid refuses to start (bwrap run as root keeps its capabilities)
+unless ``exec.allow_unsafe_sandbox``.
 """
 
 from __future__ import annotations
@@ -22,11 +27,12 @@ from pathlib import Path
 
 from ..resources import bind_sources
 from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, SandboxError
+from .isolation import plan_mounts, refuse
 from .lineage import SANDBOX_ENV
 from .process import rlimit_preexec, supervise
 from .run_setup import RunSetup, SandboxBackend
 from .sandbox_env import ensure_dir
-from .subprocess_backend import _chown_tree, _next_uid, capabilities, untraversable_ancestor
+from .subprocess_backend import _chown_tree, _next_uid, capabilities, needed_paths
 
 _SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
@@ -75,7 +81,13 @@ class BwrapExecutor(SandboxBackend):
 
     name = "bwrap"
 
-    def __init__(self, python: str = "/usr/bin/python3", resources_dir: Path | None = None):
+    def __init__(
+        self,
+        python: str = "/usr/bin/python3",
+        resources_dir: Path | None = None,
+        *,
+        allow_unsafe: bool = False,
+    ):
         ok, detail = bwrap_usable()
         if not ok:
             raise SandboxError(detail)
@@ -84,6 +96,14 @@ class BwrapExecutor(SandboxBackend):
         # created now if missing, so every later bind / symlink has a real target
         self.resources_dir = ensure_dir(resources_dir)
         self.caps = capabilities()
+        self.drop = self.caps["drop_uid"] and self.caps["mount_namespace"]
+        self.unsafe = None
+        if self.caps["root"] and not self.drop:
+            self.unsafe = "the orchestrator is root and cannot drop commands to another uid here"
+            if not allow_unsafe:
+                raise refuse(
+                    self.name, self.unsafe, "install util-linux (setpriv) and allow mount namespaces"
+                )
 
     def _argv(self, ws: Path, limits: Limits, env: dict[str, str], install_dir: Path | None) -> list[str]:
         args = [
@@ -132,26 +152,42 @@ class BwrapExecutor(SandboxBackend):
     def _launch(self, setup: RunSetup) -> ExecResult:
         limits, argv, ws, install_dir = setup.limits, setup.argv, setup.workspace, setup.install_dir
         full_env, dropped = setup.env, setup.dropped
-        uid = _next_uid() if self.caps["drop_uid"] else None
-        if uid is not None and untraversable_ancestor(ws.parent) is not None:
-            uid = None  # the fresh uid could not reach the workspace to bind it
+        uid = _next_uid() if self.drop else None
         wrap: list[str] = []
+        plan = None
         if uid is not None:
             _chown_tree(ws, uid)
             if install_dir:
                 _chown_tree(Path(install_dir), uid)
             wrap = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+            # the fresh uid must reach what bwrap binds: hidden ancestors are covered, paths bound back
+            needed = needed_paths(ws, install_dir, self.resources_dir, None)
+            plan = plan_mounts(needed, workdir=ws, drop_uid=True, private_tmp=False)
+        rlimits = rlimit_preexec(limits, address_space=True)
+
+        def preexec() -> None:
+            if plan is not None:
+                plan.apply()
+            rlimits()
+
         host_env = {"PATH": "/usr/bin:/bin"}  # bwrap's own environment; the command's is --setenv
-        result = supervise(
-            wrap + self._argv(ws, limits, full_env, install_dir) + ["--", *argv],
-            cwd=ws,
-            env=host_env,
-            limits=limits,
-            backend=self.name,
-            display_command=argv,
-            preexec=rlimit_preexec(limits, address_space=True),
-            sweep_uid=uid,
-        )
+        try:
+            result = supervise(
+                wrap + self._argv(ws, limits, full_env, install_dir) + ["--", *argv],
+                cwd=ws,
+                env=host_env,
+                limits=limits,
+                backend=self.name,
+                display_command=argv,
+                preexec=preexec,
+                sweep_uid=uid,
+            )
+        except subprocess.SubprocessError as exc:
+            raise SandboxError(
+                f"bwrap: the sandbox could not be set up ({exc}); run `ai-scientist doctor`"
+            ) from None
+        if self.unsafe:
+            result.extra["unsafe_sandbox"] = self.unsafe
         result.extra.update(uid=uid, dropped_env=dropped, network=limits.network)
         return result
 

@@ -21,16 +21,17 @@ def make_executor(cfg: Any, backend: str | None = None, *, resources_dir: Path |
     """
     ex = cfg.exec
     name = backend or ex.backend
+    unsafe = bool(ex.allow_unsafe_sandbox)  # else a backend that cannot isolate here refuses (exit 2)
     if name == "auto":
         name, _ = resolve_backend(cfg)
     if name == "subprocess":
         from .subprocess_backend import SubprocessExecutor
 
-        return SubprocessExecutor(python=ex.python, resources_dir=resources_dir)
+        return SubprocessExecutor(python=ex.python, resources_dir=resources_dir, allow_unsafe=unsafe)
     if name == "bwrap":
         from .bwrap_backend import BwrapExecutor
 
-        return BwrapExecutor(python=ex.python, resources_dir=resources_dir)
+        return BwrapExecutor(python=ex.python, resources_dir=resources_dir, allow_unsafe=unsafe)
     if name == "docker":
         from .docker_backend import DockerExecutor
 
@@ -75,7 +76,9 @@ def _resolve_cached(key: tuple) -> tuple[str, str]:
             why = f"auto picked {name} ({detail})"
             return name, why + (f"; not usable: {'; '.join(skipped)}" if skipped else "")
         skipped.append(f"{name}: {detail}")
-    raise SandboxError("no sandbox backend works here: " + "; ".join(skipped))
+    from .isolation import SandboxUnavailable
+
+    raise SandboxUnavailable("no sandbox backend works here: " + "; ".join(skipped))
 
 
 class _CfgKey:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, normalize_command
+from .isolation import harden_orchestrator
 from .lineage import SANDBOX_ENV, take_install_dir
 from .sandbox_env import TMP_DIRNAME, sandbox_environ
 
@@ -45,6 +46,7 @@ def prepare_run(
     ``python`` is the interpreter path inside the sandbox, ``resources`` the
     backend's resolved resources directory (or None).
 
+    Makes the orchestrator non-dumpable (:func:`~.isolation.harden_orchestrator`) first.
     ``limits`` defaults to :class:`Limits`. The install prefix may come from
     ``install_dir`` or the marker variable in ``env`` (see :func:`take_install_dir`).
     Paths in the environment are those seen inside a container (``/workspace``,
@@ -53,6 +55,7 @@ def prepare_run(
     empty command, before touching the filesystem.
     """
     argv = normalize_command(command)
+    harden_orchestrator()  # before any generated code runs: nothing can read this process's memory
     env, install_dir = take_install_dir(env, install_dir)
     ws = Path(workspace).resolve()
     (ws / TMP_DIRNAME).mkdir(parents=True, exist_ok=True)

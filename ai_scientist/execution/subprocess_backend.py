@@ -1,20 +1,26 @@
-"""``subprocess`` backend: a local child process with limits and no host secrets.
+"""``subprocess`` backend: a local child process with limits, namespaces and no host secrets.
 
-What it enforces (each where the host permits; ``capabilities()`` says which):
+What it enforces (``capabilities()`` checks each on this host; where isolation cannot be had
+the executor refuses to start, see :mod:`.isolation`):
 - own session / process group; timeout -> SIGTERM then SIGKILL to the whole group
   and every descendant seen, including ones that escaped with ``setsid``;
-- ``unshare --pid --fork --kill-child``: the command runs in its own pid
-  namespace, so killing it kills everything it started (no cgroups needed);
-- ``unshare --net`` (root) or ``unshare -rn`` (unprivileged user namespaces)
-  when the network is off: only a private loopback exists;
-- when the orchestrator is root, the command runs under a fresh unprivileged
-  uid (``setpriv``): RLIMIT_NPROC then holds (root ignores it), the host
-  filesystem is read-only to it except the workspace, and a final sweep kills
-  every process of that uid;
+- a new mount namespace prepared before exec (:class:`~.isolation.MountPlan`): private
+  tmpfs over ``/tmp`` ``/var/tmp`` ``/dev/shm`` ``/run/lock``; directories the command's uid
+  cannot enter (the 0700 run directory, ``/root``...) covered by an empty tmpfs, with the
+  workspace, install prefix, resources (read-only) and interpreter (read-only) bound back;
+- ``unshare --pid --fork --kill-child --mount-proc --ipc``: its own pid namespace with a
+  fresh ``/proc`` (no host process, environment or command line is visible), own IPC;
+- ``unshare --net`` when the network is off: only a private loopback exists;
+- when the orchestrator is root, the command runs under a fresh unprivileged uid
+  (``setpriv``, no capabilities, ``no_new_privs``): RLIMIT_NPROC then holds, the host
+  filesystem is read-only to it except the workspace, and a final sweep kills every
+  process of that uid. Not root: the command would run as the orchestrator's user and
+  could read its files, so the backend refuses unless ``exec.allow_unsafe_sandbox`` (it
+  then still gets a user namespace, the fresh ``/proc``, private tmp and no capabilities);
 - rlimits: address space, CPU seconds, file size, processes;
 - allow-listed environment, HOME and TMPDIR inside the workspace;
 - output capped while streaming; a flood past the hard cap is killed.
-It cannot hide the host filesystem from reads: use ``bwrap`` or ``docker`` for that.
+Host files that every user may read stay readable: use ``bwrap`` or ``docker`` to hide them.
 """
 
 from __future__ import annotations
@@ -24,15 +30,19 @@ import itertools
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
-from .base import ExecResult, Limits
+from ..resources import bind_sources
+from .base import ExecResult, Limits, SandboxError
+from .isolation import MountPlan, interpreter_root, plan_mounts, refuse
 from .process import rlimit_preexec, supervise
 from .run_setup import RunSetup, SandboxBackend
 from .sandbox_env import ensure_dir
 
 UID_BASE = 1_500_000_000
 _uid_counter = itertools.count()
+_NS_FLAGS = ["--pid", "--fork", "--kill-child", "--mount-proc", "--ipc"]
 
 
 @functools.cache
@@ -43,13 +53,25 @@ def _works(*argv: str) -> bool:
         return False
 
 
+@functools.cache
+def _mount_namespace_works(root: bool) -> bool:
+    """A child can enter a fresh mount namespace with a private tmpfs (as root, or in a user ns)."""
+    ids = None if root else (os.getuid(), os.getgid())
+    with tempfile.TemporaryDirectory(prefix="ai-sci-nscheck-") as tmp:
+        plan = plan_mounts([(Path(tmp), "rw")], workdir=Path("/"), drop_uid=root, user_ns=ids)
+        try:
+            return subprocess.run(["true"], preexec_fn=plan.apply, timeout=10).returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            return False
+
+
 def capabilities() -> dict[str, bool]:
     """What this host lets the subprocess backend do (each checked by running it once)."""
     root = os.geteuid() == 0
     unshare = shutil.which("unshare")
     setpriv = shutil.which("setpriv")
-    userns = bool(unshare) and _works("unshare", "-r", "--pid", "--fork", "--kill-child", "--net", "true")
-    rootns = root and bool(unshare) and _works("unshare", "--pid", "--fork", "--kill-child", "--net", "true")
+    userns = bool(unshare) and _works("unshare", "-r", *_NS_FLAGS, "--net", "true")
+    rootns = root and bool(unshare) and _works("unshare", *_NS_FLAGS, "--net", "true")
     drop = (
         root
         and bool(setpriv)
@@ -58,10 +80,29 @@ def capabilities() -> dict[str, bool]:
     return {
         "pid_namespace": rootns or userns,
         "net_namespace": rootns or userns,
+        "mount_namespace": (rootns or userns) and _mount_namespace_works(root),
         "drop_uid": drop,
         "root": root,
         "user_namespace": userns,
     }
+
+
+def isolation_gap(caps: dict[str, bool]) -> tuple[str, str] | None:
+    """(what is missing, how to fix it) when the backend cannot isolate commands here, else None."""
+    if not caps["root"]:
+        return (
+            "the orchestrator is not root, so commands would run under its own uid and could read "
+            "every file it can (other runs, ~/.ssh, shell history)",
+            "use exec.backend: bwrap (apt-get install bubblewrap) or docker, or run as root",
+        )
+    missing = [k for k in ("pid_namespace", "mount_namespace", "drop_uid") if not caps[k]]
+    if missing:
+        return (
+            f"this host refuses {', '.join(missing)} (util-linux unshare / setpriv, namespaces)",
+            "run where namespaces are allowed (a container needs --privileged or CAP_SYS_ADMIN), "
+            "or use exec.backend: docker",
+        )
+    return None
 
 
 def _next_uid() -> int:
@@ -90,67 +131,123 @@ def _chown_tree(path: Path, uid: int) -> None:
                 pass
 
 
+def needed_paths(
+    ws: Path, install_dir: Path | None, resources_dir: Path | None, python: str | None
+) -> list[tuple[Path, str]]:
+    """Host paths a command must reach, with their access (``rw`` / ``ro`` / ``reach``, see
+    :func:`~.isolation.plan_mounts`): everything else of the run stays hidden."""
+    paths: list[tuple[Path, str]] = [(ws, "rw")]
+    if install_dir:
+        paths.append((Path(install_dir), "rw"))
+    if resources_dir:
+        paths.append((Path(resources_dir), "ro"))
+        paths += [(Path(src), "ro") for src in bind_sources(resources_dir)]
+    root = interpreter_root(python) if python else None
+    if python and root is not None:
+        paths.append((root, "reach"))
+        venv = Path(python).absolute().parent.parent
+        if venv != root:
+            paths.append((venv, "reach"))  # a venv in front of it
+    return paths
+
+
+def drop_privileges(uid: int | None) -> list[str]:
+    """``setpriv`` argv: a fresh uid (root orchestrator) or just no capabilities, never new privileges."""
+    ids = [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"] if uid is not None else []
+    return ["setpriv", *ids, "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+
+
 class SubprocessExecutor(SandboxBackend):
-    """The weakest isolation, always available; see the module docstring for what it enforces."""
+    """Local child processes in namespaces; see the module docstring for what it enforces.
+
+    Raises :class:`~.isolation.UnsafeSandbox` when this host (or a non-root orchestrator)
+    cannot isolate commands, unless ``allow_unsafe`` (``exec.allow_unsafe_sandbox``).
+    """
 
     name = "subprocess"
-    host_paths = True  # no mounts: the command sees the real workspace and resources paths
+    host_paths = True  # same paths as the host: the workspace is bound back at its own path
 
-    def __init__(self, python: str = "/usr/bin/python3", resources_dir: Path | None = None):
+    def __init__(
+        self,
+        python: str = "/usr/bin/python3",
+        resources_dir: Path | None = None,
+        *,
+        allow_unsafe: bool = False,
+    ):
         self.python = python
         # created now if missing, so every later bind / symlink has a real target
         self.resources_dir = ensure_dir(resources_dir)
         self.caps = capabilities()
+        gap = isolation_gap(self.caps)
+        if gap is not None and not allow_unsafe:
+            raise refuse(self.name, *gap)
+        self.unsafe = gap[0] if gap else None
 
     def _wrapper(self, limits: Limits, uid: int | None) -> list[str]:
         caps = self.caps
         wrap: list[str] = []
         if caps["pid_namespace"]:
-            wrap = ["unshare"] + ([] if caps["root"] else ["-r"]) + ["--pid", "--fork", "--kill-child"]
-            if not limits.network:
-                wrap.append("--net")
-        if uid is not None:
-            wrap += [
-                "setpriv",
-                f"--reuid={uid}",
-                f"--regid={uid}",
-                "--clear-groups",
-                "--inh-caps=-all",
-                "--bounding-set=-all",
-                "--",
-            ]
+            userns = not caps["root"] and not caps["mount_namespace"]
+            mount = ["--mount-proc"]
+            wrap = ["unshare"] + (["-r"] if userns else []) + ["--pid", "--fork", "--kill-child", "--ipc"]
+            wrap += mount + ([] if limits.network else ["--net"])
+        if uid is not None or caps["pid_namespace"]:
+            wrap += drop_privileges(uid)
         return wrap
+
+    def _plan(self, setup: RunSetup, uid: int | None) -> MountPlan | None:
+        if not self.caps["mount_namespace"]:
+            return None
+        needed = needed_paths(setup.workspace, setup.install_dir, self.resources_dir, self.python)
+        ids = None if self.caps["root"] else (os.getuid(), os.getgid())
+        return plan_mounts(
+            needed,
+            workdir=setup.workspace,
+            drop_uid=uid is not None,
+            user_ns=ids,
+            tmp_size_mb=setup.limits.memory_mb,
+        )
 
     def _launch(self, setup: RunSetup) -> ExecResult:
         limits, argv, ws, install_dir = setup.limits, setup.argv, setup.workspace, setup.install_dir
         if self.resources_dir and not (ws / "resources").exists():
             (ws / "resources").symlink_to(self.resources_dir)
-        uid = _next_uid() if self.caps["drop_uid"] else None
-        blocked = untraversable_ancestor(ws.parent) if uid is not None else None
-        if blocked is not None:
-            # A fresh uid could not reach the workspace; run as the orchestrator's uid instead.
-            uid = None
+        uid = _next_uid() if self.caps["drop_uid"] and self.caps["mount_namespace"] else None
         if uid is not None:
             _chown_tree(ws, uid)
             if install_dir:
                 _chown_tree(Path(install_dir), uid)
+        plan = self._plan(setup, uid)
+        rlimits = rlimit_preexec(limits)
+
+        def preexec() -> None:
+            if plan is not None:
+                plan.apply()
+            rlimits()
+
         network_isolated = limits.network or self.caps["net_namespace"]
-        result = supervise(
-            self._wrapper(limits, uid) + argv,
-            cwd=ws,
-            env=setup.env,
-            limits=limits,
-            backend=self.name,
-            display_command=argv,
-            preexec=rlimit_preexec(limits),
-            sweep_uid=uid,
-        )
-        if blocked is not None:
-            result.extra["uid_drop_skipped"] = f"{blocked} is not traversable by other users (chmod o+x)"
+        try:
+            result = supervise(
+                self._wrapper(limits, uid) + argv,
+                cwd=ws,
+                env=setup.env,
+                limits=limits,
+                backend=self.name,
+                display_command=argv,
+                preexec=preexec,
+                sweep_uid=uid,
+            )
+        except subprocess.SubprocessError as exc:
+            raise SandboxError(
+                f"subprocess: the sandbox could not be set up ({exc}); run `ai-scientist doctor`"
+            ) from None
+        if self.unsafe:
+            result.extra["unsafe_sandbox"] = self.unsafe
         result.extra.update(
             uid=uid,
             dropped_env=setup.dropped,
             pid_namespace=self.caps["pid_namespace"],
+            mount_namespace=plan is not None,
             network=limits.network,
             network_isolated=network_isolated,
         )

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from ..util.io import create_private
+
 T = TypeVar("T")
 
 SCHEMA_VERSION = 1
@@ -120,7 +122,7 @@ class Database:
 
     def __init__(self, path: str | Path, lock_timeout_s: float = 120.0):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        create_private(self.path)  # 0600: no other user reads a run's memory
         self.lock_timeout_s = lock_timeout_s
         self._local = threading.local()
         self.with_retry(self._init_schema)

@@ -5,6 +5,9 @@ over the target and fsync the directory, so a reader (or a resume after
 kill -9) sees either the old or the new content, never a torn file.
 ``append_jsonl`` appends one line and fsyncs; ``read_jsonl`` skips a torn last
 line (the only damage an interrupted append can leave).
+
+Every file these helpers create is private to its owner (0600, whatever the umask): a run's
+journal, events, memory and logs are readable by no other user (see docs/execution.md).
 """
 
 from __future__ import annotations
@@ -17,6 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from . import failpoints
+
+PRIVATE_FILE_MODE = 0o600
+
+
+def create_private(path: str | Path) -> Path:
+    """Create ``path`` empty with mode 0600 if it does not exist (e.g. before SQLite opens it:
+    SQLite would create it 0644, and gives its -wal / -shm files the database file's mode)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, PRIVATE_FILE_MODE))
+    return path
 
 
 def _fsync_dir(path: Path) -> None:
@@ -101,7 +115,7 @@ def append_jsonl(path: str | Path, record: Any) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     line = (json.dumps(record, ensure_ascii=False, default=_default) + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE)
     try:
         if isinstance(record, dict) and failpoints.armed(f"torn_append:{path.name}:{record.get('seq')}"):
             os.write(fd, line[: len(line) // 2])  # a torn record, as a crash mid-write leaves it

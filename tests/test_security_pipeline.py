@@ -1,0 +1,112 @@
+"""The exact case of issue 11 through the real pipeline: a run under a 0700 ``mktemp -d`` whose
+generated code is the attacker of ``tests/security_attack.py``.
+
+An orchestrator process (fake ``OPENAI_API_KEY`` in its initial environment) runs the bundled
+example twice with the scripted LLM: a first run, then a second whose first draft reads
+``/proc``, ptraces, lists fds, reads both runs' journal / events / memory / config / cost /
+state / prompt logs, and writes into the host temp dirs. The key, the first run's content and
+the host's processes must be invisible to it; the run itself goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+ROOT_USER = os.geteuid() == 0
+
+
+def drive(tmp_path: Path, backend: str) -> dict:
+    secret = "sk-test-" + uuid.uuid4().hex
+    spec = {
+        "backend": backend,
+        "canary": "canary-" + uuid.uuid4().hex,
+        "decoy_marker": "decoy-" + uuid.uuid4().hex,
+        "marker": "aisci-attack-" + uuid.uuid4().hex,
+        "out": str(tmp_path / "out.json"),
+    }
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"), "LANG": "C.UTF-8",
+           "OPENAI_API_KEY": secret, "PYTHONPATH": str(ROOT)}  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "security_attack.py"), "pipeline", json.dumps(spec)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    out = json.loads(Path(spec["out"]).read_text()) if Path(spec["out"]).exists() else {}
+    out.update(spec=spec, secret=secret, proc=proc)
+    return out
+
+
+@pytest.mark.parametrize("backend", ["subprocess", "bwrap"])
+def test_attacker_in_a_real_run_under_an_untraversable_directory(tmp_path, backend):
+    if backend == "subprocess" and not ROOT_USER:
+        pytest.skip("not root: the subprocess backend refuses (test_pipeline_refuses_unsafe_backend)")
+    if backend == "bwrap":
+        from ai_scientist.execution.bwrap_backend import bwrap_usable
+
+        ok, detail = bwrap_usable()
+        if not ok:
+            pytest.skip(f"bwrap unusable here: {detail}")
+    out = drive(tmp_path, backend)
+    proc = out["proc"]
+    try:
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        assert out["codes"] == {"other": 0, "this": 0}, proc.stderr[-3000:]
+        assert out["exfil"], "the attacker did not run"
+        report = json.loads(out["exfil"])
+        assert out["secret"] not in out["exfil"] + proc.stdout + proc.stderr
+        assert report["keys"] == []
+        loot = json.dumps(report["loot"])
+        assert out["spec"]["decoy_marker"] not in loot and out["spec"]["canary"] not in loot
+        stolen = [x for x in report["readable"] if x.startswith("file:") and "/experiments/" in x]
+        assert stolen == [], stolen[:5]
+        host = [str(p) for p in out["host_pids"]]  # the orchestrator, its parent, the decoy
+        assert [p for p in host if report["ptrace"].get(p) == "ATTACHED"] == [], report["ptrace"]
+        assert report["fds"] == []
+        for d in TEMP_DIRS:
+            assert not os.path.exists(os.path.join(d, out["spec"]["marker"]))
+        if ROOT_USER:
+            assert report["uid"] != 0  # the uid drop held although the ancestor is 0700
+        base = Path(out["base"])
+        assert stat.S_IMODE(base.stat().st_mode) == 0o700
+        for run in ("other", "this"):
+            run_dir = base / "experiments" / run
+            assert stat.S_IMODE(run_dir.stat().st_mode) == 0o700
+            for name in ("journal.jsonl", "events.jsonl", "memory.sqlite", "state.json", "cost.json",
+                         "config.resolved.yaml"):  # fmt: skip
+                path = run_dir / name
+                if path.exists():
+                    assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+            for path in run_dir.rglob("*"):  # the key reached no file of either run
+                if path.is_file() and path.stat().st_size < 50_000_000:
+                    assert out["secret"].encode() not in path.read_bytes(), path
+    finally:
+        if out.get("base"):
+            shutil.rmtree(out["base"], ignore_errors=True)
+
+
+def test_pipeline_refuses_unsafe_backend(tmp_path):
+    """As a non-root user the subprocess backend cannot isolate: `run` exits 2 with the fix."""
+    if ROOT_USER:
+        pytest.skip("root: the subprocess backend isolates (the test above)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": "sk-test-" + uuid.uuid4().hex}
+    idea = ROOT / "examples" / "label_noise" / "idea.md"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ai_scientist.cli", "run", "--idea", str(idea), "--out", str(tmp_path / "x"),
+         "--set", "exec.backend=subprocess", "--set", "report.enabled=false",
+         "--set", "memory.embedding.backend=none"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "cannot isolate generated code" in proc.stderr
+    assert "exec.allow_unsafe_sandbox: true" in proc.stderr and "Traceback" not in proc.stderr
