@@ -89,8 +89,26 @@ ROLES = (
 # ----------------------------------------------------------------- exec ----
 
 
+class SlurmConfig(_Strict):
+    """``exec.backend: slurm``: each command is a Slurm job (see docs/execution.md, "Slurm")."""
+
+    partition: str | None = None  # sbatch --partition; null = the cluster's default
+    account: str | None = None  # sbatch --account
+    qos: str | None = None  # sbatch --qos
+    shared_dir: str | None = None  # job directories, on storage the compute nodes see; null = <run>/slurm
+    gres: str | None = None  # sbatch --gres, e.g. "gpu:1"
+    cpus: int | None = Field(None, ge=1)  # --cpus-per-task; null = ceil(exec.cpus)
+    mem_mb: int | None = Field(None, ge=16)  # --mem; null = exec.memory_mb
+    time_margin_s: float = Field(60.0, ge=0)  # --time = exec timeout + this margin (whole minutes)
+    sandbox: Literal["subprocess", "bwrap", "apptainer"] = "subprocess"  # inner sandbox on the node
+    python: str | None = None  # interpreter with ai_scientist on the nodes; null = the orchestrator's
+    poll_interval_s: float = Field(1.0, gt=0, le=300)  # one squeue per interval for all jobs
+    lost_grace_s: float = Field(10.0, ge=0)  # an ended job's exit file may lag on shared storage
+    extra_args: list[str] = Field(default_factory=list)  # more sbatch options, e.g. ["--constraint=cpu"]
+
+
 class ExecConfig(_Strict):
-    backend: Literal["auto", "subprocess", "bwrap", "docker", "apptainer"] = "auto"
+    backend: Literal["auto", "subprocess", "bwrap", "docker", "apptainer", "slurm"] = "auto"
     timeout: float = Field(600.0, gt=0, le=7 * 24 * 3600)
     phase1_max_steps: int = Field(6, ge=0, le=100)
     log_prompts: bool = True
@@ -110,6 +128,7 @@ class ExecConfig(_Strict):
     # a backend that cannot isolate generated code here (e.g. subprocess as non-root) refuses
     # to start unless this is true (docs/execution.md, "Security")
     allow_unsafe_sandbox: bool = False
+    slurm: SlurmConfig = SlurmConfig()
 
 
 # --------------------------------------------------------------- memory ----

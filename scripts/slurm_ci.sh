@@ -10,7 +10,8 @@
 # key / socket / pid, spool and state directories, logs and pid files. No systemd, no cgroups, no
 # accounting database: the job's own exit file is the source of truth for exit codes (see
 # ai_scientist/execution/slurm_backend.py). Needs root. The daemons are started in their own
-# session (setsid) and stopped by their pid files, never by name.
+# session (setsid) and stopped by their pid files, never by name. The partition oversubscribes
+# cores 4x (OverSubscribe=FORCE:4) so 4 one-CPU jobs run at once on a 2-core CI machine.
 set -euo pipefail
 DIR="${AI_SCI_SLURM_DIR:-/tmp/ai-sci-slurm}"
 CONF="$DIR/slurm.conf"
@@ -59,7 +60,7 @@ MinJobAge=60
 ReturnToService=2
 MpiDefault=none
 $node NodeAddr=127.0.0.1 State=UNKNOWN
-PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
+PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 EOF
   [ -n "$mem" ] || die "could not read RealMemory from slurmd -C: $node"
 }

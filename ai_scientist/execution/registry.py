@@ -9,7 +9,7 @@ from typing import Any
 
 from .base import Executor, Limits, SandboxError
 
-BACKENDS = ("subprocess", "bwrap", "docker", "apptainer")
+BACKENDS = ("subprocess", "bwrap", "docker", "apptainer", "slurm")
 # ``auto`` prefers the strongest isolation that really runs here.
 AUTO_ORDER = ("docker", "apptainer", "bwrap", "subprocess")
 
@@ -44,6 +44,10 @@ def make_executor(cfg: Any, backend: str | None = None, *, resources_dir: Path |
         return ApptainerExecutor(
             ex.apptainer_image, binary=ex.apptainer_binary, python=ex.python, resources_dir=resources_dir
         )
+    if name == "slurm":
+        from .slurm_backend import SlurmExecutor
+
+        return SlurmExecutor(ex, resources_dir=resources_dir)
     raise SandboxError(f"exec.backend: unknown backend {name!r}; choose one of auto, {', '.join(BACKENDS)}")
 
 

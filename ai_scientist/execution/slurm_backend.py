@@ -1,0 +1,434 @@
+"""``slurm`` backend: every command of a node is one Slurm job (``exec.slurm.*``).
+
+The orchestrator stays on a login or service node; each ``run()`` writes a job
+directory on storage both sides see (``exec.slurm.shared_dir``)::
+
+    <shared_dir>/<run_id>/<node_id>/<key>-<k>/
+        spec.json     command, workspace, limits, environment (no secrets), inner sandbox
+        job.sh        the batch script with its #SBATCH options
+        job_id        written right after ``sbatch --parsable`` answered
+        stdout stderr the command's capped output (Slurm's --output / --error)
+        exit.json     written atomically by the job: the full ExecResult
+
+and submits it with ``sbatch``. Inside the job :mod:`.slurm_job` runs the
+command in the inner sandbox (``exec.slurm.sandbox``) with the usual limits:
+exact timeout, capped output, memory limit. One poller thread asks ``squeue``
+once per ``poll_interval_s`` about every job in flight; ``exit.json`` decides
+the outcome, and a job that ended without one maps to a named failure
+(:func:`failure_for`): Slurm time limit, memory kill, cancellation, launch
+failure, or lost (purged from the queue without an exit file).
+
+Re-attach: ``<key>`` digests the command and workspace, ``<k>`` counts its
+submissions for that node in this process. After a ``kill -9`` of the
+orchestrator the jobs keep running; on ``resume`` the node re-runs the same
+command, finds the directory, and waits for (or reads) that job instead of
+submitting a new one. ``close()`` (Ctrl-C, end of run) cancels this executor's
+unfinished jobs by id — never by user — and sets their directories aside so a
+later resume submits them afresh.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import re
+import shlex
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .base import ExecResult, HeadTail, Limits, SandboxError, normalize_command
+from .lineage import take_install_dir
+from .sandbox_env import ensure_dir, is_secret_name
+from .slurm_cli import JobState, SlurmCLI
+from .slurm_job import EXIT_FILE, SPEC_FILE
+
+_NAME_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_RESULT_FIELDS = {f.name for f in dataclasses.fields(ExecResult)}
+
+
+@dataclass
+class SlurmJob:
+    """One submitted (or re-attached) job and what the poller last saw of it."""
+
+    job_id: str
+    dir: Path
+    name: str
+    submitted: float  # time.time() of the submission (or of the re-attach)
+    reattached: bool = False
+    last_state: JobState | None = None
+    ended_at: float | None = None  # monotonic time it was first seen ended without an exit file
+    done: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def exit_file(self) -> Path:
+        return self.dir / EXIT_FILE
+
+
+def failure_for(
+    job: SlurmJob, state: JobState | None, mem_mb: int, time_min: int
+) -> tuple[str | None, int | None, str]:
+    """(killed_by, signal, reason) for a job that ended without writing its exit file (pure)."""
+    jid = job.job_id
+    if state is None:
+        return (
+            None,
+            None,
+            (
+                f"Slurm job {jid} left the queue without writing its exit status {job.exit_file} "
+                "(lost: purged from the controller, node rebooted, or the job directory is not shared)"
+            ),
+        )
+    where = f"Slurm job {jid} ended {state.state}" + (
+        f" ({state.reason})" if state.reason not in ("", "None") else ""
+    )
+    if state.state == "TIMEOUT":
+        return (
+            "timeout",
+            None,
+            f"{where}: Slurm time limit of {time_min} min reached; raise exec.slurm.time_margin_s",
+        )
+    if state.state == "OUT_OF_MEMORY" or (state.state == "FAILED" and state.signal == 9):
+        return (
+            "memory",
+            9,
+            f"{where}, killed by signal 9: memory above --mem={mem_mb} MB (Slurm memory enforcement)",
+        )
+    if state.state == "CANCELLED":
+        return "signal", 15, f"{where}: the job was cancelled (scancel by a user or administrator)"
+    if state.reason == "JobLaunchFailure":
+        return (
+            None,
+            None,
+            (
+                f"{where}: Slurm could not launch it; is the job directory {job.dir} on storage the "
+                "compute node sees (exec.slurm.shared_dir)?"
+            ),
+        )
+    if state.state in ("NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "DEADLINE"):
+        return "signal", state.signal, f"{where}: the scheduler stopped it"
+    return None, None, f"{where} without writing its exit status {job.exit_file}"
+
+
+class SlurmExecutor:
+    """Runs each command as a Slurm job; see the module docstring. Thread-safe: many jobs in flight."""
+
+    name = "slurm"
+
+    def __init__(self, exec_cfg: Any, *, resources_dir: Path | None = None, cli: SlurmCLI | None = None):
+        ok, detail = SlurmCLI.available()
+        if cli is None and not ok:
+            raise SandboxError(detail)
+        self.exec_cfg = exec_cfg
+        self.cfg = exec_cfg.slurm
+        self.cli = cli or SlurmCLI()
+        self.resources_dir = ensure_dir(resources_dir)
+        self.job_python = self.cfg.python or sys.executable
+        self.last_error = ""  # the last squeue failure (the poller keeps trying)
+        self._jobs: dict[str, SlurmJob] = {}
+        self._counts: Counter[str] = Counter()
+        self._cv = threading.Condition()
+        self._closed = threading.Event()
+        self._poller: threading.Thread | None = None
+        self._adhoc_run = f"adhoc-{os.getpid()}-{int(time.time())}"
+
+    # ------------------------------------------------------------ interface --
+
+    def run(
+        self,
+        command: list[str] | str,
+        *,
+        workspace: Path,
+        limits: Limits | None = None,
+        env: dict[str, str] | None = None,
+        install_dir: Path | None = None,
+    ) -> ExecResult:
+        """Run ``command`` as a Slurm job and wait for it (a failing command or job is a value)."""
+        if self._closed.is_set():
+            raise SandboxError("the Slurm executor is closed")
+        argv = normalize_command(command)
+        limits = limits or Limits()
+        env, install_dir = take_install_dir(env, install_dir)
+        dropped = sorted(k for k in env or {} if is_secret_name(k))
+        env = {k: str(v) for k, v in (env or {}).items() if not is_secret_name(k)}
+        ws = Path(workspace).resolve()
+        job = self._submit_or_attach(argv, ws, limits, env, install_dir)
+        self._wait(job)
+        result = self._result(job, argv, limits)
+        result.extra["dropped_env"] = dropped  # filtered here, before anything is written to the job dir
+        return result
+
+    def close(self) -> None:
+        """Cancel this executor's unfinished jobs (by id) and stop polling. Idempotent."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        with self._cv:
+            live = [j for j in self._jobs.values() if not j.done.is_set()]
+            self._cv.notify_all()
+        if live:
+            self.cli.scancel([j.job_id for j in live])
+            for j in live:  # a later resume must submit these afresh, not re-attach to a cancelled job
+                try:
+                    j.dir.rename(j.dir.with_name(f"{j.dir.name}.cancelled-{j.job_id}"))
+                except OSError:
+                    pass
+
+    def in_flight(self) -> list[str]:
+        """Ids of the jobs this executor is waiting for."""
+        with self._cv:
+            return [j.job_id for j in self._jobs.values() if not j.done.is_set()]
+
+    # ----------------------------------------------------------- submission --
+
+    def _job_dir(self, argv: list[str], ws: Path) -> tuple[str, Path]:
+        if ws.name == "workspace" and ws.parent.parent.name == "nodes":
+            run_dir, node_id = ws.parent.parent.parent, ws.parent.name
+            run_id = run_dir.name
+            root = Path(self.cfg.shared_dir) / run_id if self.cfg.shared_dir else run_dir / "slurm"
+        else:  # not a run's node (``ai-scientist exec``, checks): never re-attached across processes
+            run_id, node_id = self._adhoc_run, ws.name
+            base = (
+                Path(self.cfg.shared_dir)
+                if self.cfg.shared_dir
+                else Path(tempfile.gettempdir()) / "ai-sci-slurm-jobs"
+            )
+            root = base / run_id
+        key = hashlib.sha256(json.dumps([argv, str(ws)]).encode()).hexdigest()[:10]
+        with self._cv:
+            self._counts[f"{node_id}/{key}"] += 1
+            k = self._counts[f"{node_id}/{key}"]
+        name = _NAME_SAFE.sub("-", f"ais-{run_id}-{node_id}-{key}-{k}")
+        return name, root / _NAME_SAFE.sub("-", node_id) / f"{key}-{k}"
+
+    def _submit_or_attach(
+        self, argv: list[str], ws: Path, limits: Limits, env: dict[str, str], install_dir: Path | None
+    ) -> SlurmJob:
+        name, jdir = self._job_dir(argv, ws)
+        id_file = jdir / "job_id"
+        job_id = id_file.read_text().strip() if id_file.exists() else ""
+        if not job_id and (jdir / "job.sh").exists():
+            # killed between sbatch and writing job_id: the controller knows the job by its name
+            found = self.cli.find_by_name(name)
+            job_id = found[-1] if found else ""
+            if job_id:
+                _write_atomic(id_file, job_id + "\n")
+        if job_id:
+            job = SlurmJob(job_id, jdir, name, time.time(), reattached=True)
+            if job.exit_file.exists():  # it finished while no orchestrator was watching
+                job.done.set()
+        else:
+            jdir.mkdir(parents=True, exist_ok=True)
+            spec = {
+                "command": argv,
+                "workspace": str(ws),
+                "limits": {**dataclasses.asdict(limits), "gpus": list(limits.gpus)},
+                "env": env,
+                "install_dir": str(Path(install_dir).resolve()) if install_dir else None,
+                "sandbox": self.cfg.sandbox,
+                "python": self.exec_cfg.python,
+                "resources_dir": str(self.resources_dir) if self.resources_dir else None,
+                "apptainer_image": self.exec_cfg.apptainer_image,
+                "apptainer_binary": self.exec_cfg.apptainer_binary,
+                "allow_unsafe": bool(getattr(self.exec_cfg, "allow_unsafe_sandbox", False)),
+            }
+            _write_atomic(jdir / SPEC_FILE, json.dumps(spec, indent=1))
+            _write_atomic(jdir / "job.sh", self.script(name, jdir, limits))
+            job_id = self.cli.sbatch(jdir / "job.sh", cwd=jdir)
+            _write_atomic(id_file, job_id + "\n")
+            job = SlurmJob(job_id, jdir, name, time.time())
+        with self._cv:
+            self._jobs[job.job_id] = job
+            self._cv.notify_all()
+        self._ensure_poller()
+        return job
+
+    def time_minutes(self, limits: Limits) -> int:
+        """Slurm's --time: the command's timeout plus the margin, in whole minutes (at least 1)."""
+        return max(1, math.ceil((limits.timeout_s + self.cfg.time_margin_s) / 60))
+
+    def mem_mb(self, limits: Limits) -> int:
+        return int(self.cfg.mem_mb or limits.memory_mb)
+
+    def sbatch_options(self, name: str, jdir: Path, limits: Limits) -> list[str]:
+        """Every sbatch option of a job (pure apart from config; the tests read it)."""
+        c = self.cfg
+        opts = [
+            f"--job-name={name}",
+            f"--output={jdir / 'stdout'}",
+            f"--error={jdir / 'stderr'}",
+            f"--chdir={jdir}",
+            "--nodes=1",
+            "--ntasks=1",
+            f"--cpus-per-task={c.cpus or max(1, math.ceil(limits.cpus))}",
+            f"--mem={self.mem_mb(limits)}",
+            f"--time={self.time_minutes(limits)}",
+            "--export=NONE",  # the orchestrator's environment (API keys) never reaches the job
+        ]
+        for flag, value in (
+            ("partition", c.partition),
+            ("account", c.account),
+            ("qos", c.qos),
+            ("gres", c.gres),
+        ):
+            if value:
+                opts.append(f"--{flag}={value}")
+        return opts + list(c.extra_args)
+
+    def script(self, name: str, jdir: Path, limits: Limits) -> str:
+        lines = ["#!/bin/bash"] + [f"#SBATCH {o}" for o in self.sbatch_options(name, jdir, limits)]
+        run = f"{shlex.quote(self.job_python)} -m ai_scientist.execution.slurm_job {shlex.quote(str(jdir))}"
+        return "\n".join(lines + ["", f"exec {run}", ""])
+
+    # -------------------------------------------------------------- polling --
+
+    def _ensure_poller(self) -> None:
+        with self._cv:
+            if self._poller is None or not self._poller.is_alive():
+                self._poller = threading.Thread(target=self._poll_loop, name="slurm-poller", daemon=True)
+                self._poller.start()
+
+    def _poll_loop(self) -> None:
+        while not self._closed.is_set():
+            with self._cv:
+                pending = [j for j in self._jobs.values() if not j.done.is_set()]
+                if not pending:
+                    self._cv.wait(timeout=30)
+                    continue
+            self.poll_once(pending)
+            self._closed.wait(self.cfg.poll_interval_s)
+
+    def poll_once(self, jobs: list[SlurmJob]) -> None:
+        """One round: exit files first, then a single ``squeue`` for every job still unresolved."""
+        unresolved = []
+        for job in jobs:
+            if job.exit_file.exists():
+                job.done.set()
+            else:
+                unresolved.append(job)
+        if not unresolved:
+            return
+        try:
+            states = self.cli.squeue([j.job_id for j in unresolved])
+        except SandboxError as exc:
+            self.last_error = str(exc)  # controller unreachable: keep the jobs, ask again next round
+            return
+        now = time.monotonic()
+        for job in unresolved:
+            state = states.get(job.job_id)
+            if state is not None:
+                job.last_state = state
+                if state.active:
+                    job.ended_at = None
+                    continue
+            if job.ended_at is None:
+                job.ended_at = now
+            if now - job.ended_at >= self.cfg.lost_grace_s or job.exit_file.exists():
+                if state is None:
+                    job.last_state = None  # gone from the queue: lost unless the exit file shows up
+                job.done.set()
+
+    def _wait(self, job: SlurmJob) -> None:
+        while not job.done.wait(timeout=1.0):
+            if self._closed.is_set():
+                break
+        if self._closed.is_set() and not job.exit_file.exists():
+            if threading.current_thread().daemon:
+                # a run worker after Ctrl-C: the job was cancelled by close(); return nothing, so the
+                # node stays in flight in the journal and `resume` runs it again
+                threading.Event().wait()
+            raise SandboxError(f"Slurm job {job.job_id} was cancelled because the executor closed")
+
+    # --------------------------------------------------------------- result --
+
+    def _result(self, job: SlurmJob, argv: list[str], limits: Limits) -> ExecResult:
+        base_extra = {
+            "job_id": job.job_id,
+            "job_name": job.name,
+            "job_dir": str(job.dir),
+            "reattached": job.reattached,
+        }
+        if job.exit_file.exists():
+            record = json.loads(job.exit_file.read_text(encoding="utf-8"))
+            if "sandbox_error" in record:
+                raise SandboxError(f"Slurm job {job.job_id}: {record['sandbox_error']}")
+            if "launch_error" in record:
+                return self._failed(
+                    job,
+                    argv,
+                    limits,
+                    None,
+                    None,
+                    f"Slurm job {job.job_id}: {record['launch_error']}",
+                    base_extra,
+                )
+            kwargs = {k: record[k] for k in _RESULT_FIELDS if k in record}
+            kwargs["backend"] = self.name
+            result = ExecResult(**kwargs)
+            started = record.get("started")
+            result.extra.update(base_extra)
+            if started:
+                result.extra["queue_wait_s"] = round(max(0.0, started - job.submitted), 3)
+            return result
+        killed_by, sig, reason = failure_for(
+            job, job.last_state, self.mem_mb(limits), self.time_minutes(limits)
+        )
+        if job.last_state is not None:
+            base_extra["slurm_state"] = job.last_state.state
+            base_extra["slurm_reason"] = job.last_state.reason
+        return self._failed(job, argv, limits, killed_by, sig, reason, base_extra)
+
+    def _failed(
+        self,
+        job: SlurmJob,
+        argv: list[str],
+        limits: Limits,
+        killed_by: Any,
+        sig: int | None,
+        reason: str,
+        extra: dict,
+    ) -> ExecResult:
+        out, err = (
+            _capped(job.dir / "stdout", limits.output_bytes),
+            _capped(job.dir / "stderr", limits.output_bytes),
+        )
+        return ExecResult(
+            command=argv,
+            exit_code=None,
+            signal=sig,
+            duration_s=round(time.time() - job.submitted, 3),
+            stdout=out.text(),
+            stderr=err.text(),
+            stdout_bytes=out.total,
+            stderr_bytes=err.total,
+            peak_memory_mb=None,
+            killed_by=killed_by,
+            reason=reason,
+            backend=self.name,
+            extra=extra,
+        )
+
+
+def _capped(path: Path, cap: int) -> HeadTail:
+    ht = HeadTail(cap)
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 16):
+                ht.feed(chunk)
+    except OSError:
+        pass
+    return ht
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,129 @@
+"""What runs inside a Slurm job: ``python -m ai_scientist.execution.slurm_job JOB_DIR``.
+
+It reads ``JOB_DIR/spec.json`` (command, workspace, limits, environment,
+inner sandbox), runs the command in that sandbox with the usual limits — so the
+timeout is exact (Slurm's own limit is whole minutes, checked every ~30 s) and
+output is capped — prints the command's capped stdout / stderr (Slurm writes
+them to ``JOB_DIR/stdout`` / ``JOB_DIR/stderr``) and writes ``JOB_DIR/exit.json``
+atomically: the full :class:`~.base.ExecResult`, or ``{"sandbox_error": ...}``
+when the inner sandbox cannot run here. The orchestrator reads only that file
+for the outcome; the job's own exit code mirrors the command's for humans
+looking at ``squeue``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+EXIT_FILE = "exit.json"
+SPEC_FILE = "spec.json"
+
+
+def write_exit(job_dir: Path, record: dict[str, Any]) -> None:
+    """Atomic: the orchestrator sees no exit file or a complete one, never a torn one."""
+    tmp = job_dir / f".{EXIT_FILE}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(record, fh)
+        fh.flush()
+        os.fsync(fh.fileno())  # shared file systems: the data is on the server before the rename
+    os.replace(tmp, job_dir / EXIT_FILE)
+
+
+def inner_executor(spec: dict[str, Any]) -> Any:
+    """The sandbox named by ``spec["sandbox"]`` (subprocess | bwrap | apptainer)."""
+    name = spec["sandbox"]
+    res = spec.get("resources_dir")
+    if name == "subprocess":
+        from .subprocess_backend import SubprocessExecutor
+
+        return SubprocessExecutor(
+            python=spec["python"], resources_dir=res, **_unsafe(SubprocessExecutor, spec)
+        )
+    if name == "bwrap":
+        from .bwrap_backend import BwrapExecutor
+
+        return BwrapExecutor(python=spec["python"], resources_dir=res, **_unsafe(BwrapExecutor, spec))
+    if name == "apptainer":
+        from .apptainer_backend import ApptainerExecutor
+
+        return ApptainerExecutor(
+            spec.get("apptainer_image"),
+            binary=spec.get("apptainer_binary") or "apptainer",
+            python=spec["python"],
+            resources_dir=res,
+        )
+    from .base import SandboxError
+
+    raise SandboxError(f"exec.slurm.sandbox: unknown inner sandbox {name!r}")
+
+
+def _unsafe(cls: type, spec: dict[str, Any]) -> dict[str, Any]:
+    # exec.allow_unsafe_sandbox reaches the inner backend when that backend has the switch
+    import inspect
+
+    if "allow_unsafe" in inspect.signature(cls.__init__).parameters:
+        return {"allow_unsafe": bool(spec.get("allow_unsafe"))}
+    return {}
+
+
+def run_job(job_dir: Path) -> int:
+    """Run the spec of ``job_dir``; returns the job's exit code (the command's shell exit code)."""
+    from .base import Limits, SandboxError
+
+    spec = json.loads((job_dir / SPEC_FILE).read_text(encoding="utf-8"))
+    started = time.time()
+    workspace = Path(spec["workspace"])
+    if not workspace.is_dir():
+        # Slurm would silently fall back to /tmp for a missing --chdir; say so instead.
+        msg = f"workspace {workspace} does not exist on compute node {os.uname().nodename} (not on shared storage?)"
+        write_exit(job_dir, {"launch_error": msg, "host": os.uname().nodename, "started": started})
+        print(msg, file=sys.stderr)
+        return 2
+    limits = spec["limits"]
+    limits["gpus"] = tuple(limits.get("gpus") or ())
+    try:
+        executor = inner_executor(spec)
+        try:
+            result = executor.run(
+                spec["command"],
+                workspace=workspace,
+                limits=Limits(**limits),
+                env=spec.get("env") or {},
+                install_dir=Path(spec["install_dir"]) if spec.get("install_dir") else None,
+            )
+        finally:
+            executor.close()
+    except SandboxError as exc:
+        write_exit(job_dir, {"sandbox_error": str(exc), "host": os.uname().nodename, "started": started})
+        print(f"inner sandbox {spec['sandbox']}: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(result.stdout)
+    sys.stderr.write(result.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    record = result.to_dict()
+    record["extra"] = {
+        **record.get("extra", {}),
+        "host": os.uname().nodename,
+        "inner_backend": result.backend,
+    }
+    record["started"] = started
+    write_exit(job_dir, record)
+    return min(result.shell_exit_code, 255)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m ai_scientist.execution.slurm_job JOB_DIR", file=sys.stderr)
+        return 2
+    return run_job(Path(args[0]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
