@@ -38,7 +38,9 @@ def test_hostile_suite_as_an_unprivileged_user():
     try:
         shutil.copy(ROOT / "tests" / "test_exec_hostile.py", work)
         os.chmod(work, 0o777)  # the unprivileged run writes pytest's files here
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "LANG": "C.UTF-8", "TMPDIR": "/tmp"}
+        # the code under test is this tree (the venv only provides the dependencies)
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "LANG": "C.UTF-8", "TMPDIR": "/tmp",
+               "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
         proc = subprocess.run(
             [setpriv, f"--reuid={UID}", f"--regid={UID}", "--clear-groups", str(py), "-m", "pytest",
              "-q", "-rs", "-p", "no:cacheprovider", "--rootdir", str(work), "-k", "subprocess or bwrap",

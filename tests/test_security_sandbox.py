@@ -151,14 +151,15 @@ def test_subprocess_refuses_without_root(tmp_path):
 
 
 def test_unsafe_subprocess_still_hides_the_orchestrator(tmp_path):
-    # opted in: the command runs as this user, so it reads this user's files (the reason for the
-    # refusal), but the orchestrator's environment, memory and /proc stay out of reach
+    # opted in: the command runs as this user, so it could read this user's files outside the
+    # private temp dirs (the reason for the refusal; these runs live under /tmp, so they happen to
+    # be hidden), but the orchestrator's environment, memory and /proc stay out of reach
     if ROOT_USER:
         pytest.skip("root: no opt-in needed (test_generated_code_cannot_reach_the_key)")
     out = run_attack(tmp_path, "subprocess", allow_unsafe=True)
     report = assert_key_unreachable(out)
-    assert out["spec"]["canary"] in json.dumps(report["loot"])
-    assert out["result"]["extra"]["unsafe_sandbox"]
+    assert report["uid"] == 0  # root of its own user namespace, with no capability
+    assert "not root" in out["result"]["extra"]["unsafe_sandbox"]
 
 
 def test_cli_exec_refusal_is_exit_2(tmp_path):

@@ -106,11 +106,15 @@ class MountPlan:
     def apply(self) -> None:
         """Run in the forked child before exec (``preexec_fn``): raises OSError if a step fails."""
         if self.user_ns is not None:
+            # a non-dumpable process's /proc/self files belong to root: dumpable only while the
+            # maps are written (this fork of the orchestrator is in no sandbox's pid namespace)
+            _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
             _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(user, mount)")
             uid, gid = self.user_ns
             for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
                 with open(f"/proc/self/{name}", "w") as fh:
                     fh.write(text)
+            _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         else:
             _check(_libc.unshare(CLONE_NEWNS), "unshare(mount)")
         _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")

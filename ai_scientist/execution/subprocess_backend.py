@@ -35,7 +35,7 @@ from pathlib import Path
 
 from ..resources import bind_sources
 from .base import ExecResult, Limits, SandboxError
-from .isolation import MountPlan, interpreter_root, plan_mounts, refuse
+from .isolation import MountPlan, harden_orchestrator, interpreter_root, plan_mounts, refuse
 from .process import rlimit_preexec, supervise
 from .run_setup import RunSetup, SandboxBackend
 from .sandbox_env import ensure_dir
@@ -57,6 +57,7 @@ def _works(*argv: str) -> bool:
 def _mount_namespace_works(root: bool) -> bool:
     """A child can enter a fresh mount namespace with a private tmpfs (as root, or in a user ns)."""
     ids = None if root else (os.getuid(), os.getgid())
+    harden_orchestrator()  # checked as commands will run: from a non-dumpable orchestrator
     with tempfile.TemporaryDirectory(prefix="ai-sci-nscheck-") as tmp:
         plan = plan_mounts([(Path(tmp), "rw")], workdir=Path("/"), drop_uid=root, user_ns=ids)
         try:
