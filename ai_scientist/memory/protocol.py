@@ -31,6 +31,41 @@ OPS: dict[str, dict[str, Any]] = {
     "consolidate": {"req": {}, "opt": {"from_id": str, "to_id": str}},
     "expand": {"req": {"id": str}, "opt": {}},
 }
+# Bounds of each field when operations are asked for as JSON (the ``memory_update`` answer field):
+# grammar-constrained decoding stops a repeating model at these instead of at max_tokens.
+_FIELD_BOUNDS = {"key": 80, "value": 800, "text": 800, "query": 200, "kind": 40, "id": 20,
+                 "source_ref": 200, "from_id": 20, "to_id": 20}  # fmt: skip
+MAX_OPS = 8  # operations per answer
+_LIST_ITEMS, _LIST_ITEM_CHARS = 10, 40  # ids / tags
+
+
+def _field_schema(name: str, kind: type) -> dict[str, Any]:
+    if kind is str:
+        return {"type": "string", "maxLength": _FIELD_BOUNDS.get(name, 200)}
+    if kind is list:
+        return {
+            "type": "array",
+            "items": {"type": "string", "maxLength": _LIST_ITEM_CHARS},
+            "maxItems": _LIST_ITEMS,
+        }
+    return {"type": "integer" if kind is int else "number"}
+
+
+def memory_update_schema() -> dict[str, Any]:
+    """JSON schema of a list of operations (every field of every op, each bounded)."""
+    fields: dict[str, Any] = {}
+    for spec in OPS.values():
+        for name, kind in {**spec["req"], **spec["opt"]}.items():
+            fields.setdefault(name, _field_schema(name, kind))
+    item = {
+        "type": "object",
+        "properties": {"op": {"type": "string", "enum": list(OPS)}, **fields},
+        "required": ["op"],
+        "additionalProperties": False,
+    }
+    return {"type": "array", "items": item, "maxItems": MAX_OPS}
+
+
 READ_OPS = frozenset({"core_get", "recall_search", "archival_search", "expand"})
 ALIASES = {
     "core_update": "core_set",

@@ -10,11 +10,41 @@ from __future__ import annotations
 
 from typing import Any
 
+# Every array has a maxItems and every string a maxLength (``unbounded_fields`` finds a missing
+# one; tests walk every answer schema with it): with grammar-constrained decoding (llama.cpp)
+# they are what stops a weak model that starts repeating itself ("pip", "pip", ...) from running
+# to max_tokens. Long fields (file contents) get a generous bound that the validator enforces;
+# the local backend leaves bounds above GRAMMAR_MAX_LENGTH out of its grammar (llama.cpp
+# expands a maxLength into one nested rule per character), max_tokens bounds them there.
+LONG_TEXT = 60_000  # a generated source file
 
-# Length bounds on lists and short texts: with grammar-constrained decoding (llama.cpp) they are
-# what stops a weak model that starts repeating itself ("pip", "pip", ...) from running to
-# max_tokens. Long fields (file contents) stay unbounded: llama.cpp expands a maxLength into one
-# nested grammar rule per character.
+
+def unbounded_fields(schema: Any, path: str = "$") -> list[str]:
+    """Paths of the strings without ``maxLength`` and the arrays without ``maxItems`` in a JSON
+    schema (an ``enum`` or ``const`` is bounded); empty when every one is bounded."""
+    if not isinstance(schema, dict):
+        return []
+    out: list[str] = []
+    kinds = schema.get("type")
+    kinds = set(kinds) if isinstance(kinds, list) else {kinds}
+    fixed = "enum" in schema or "const" in schema
+    if "string" in kinds and not fixed and "maxLength" not in schema:
+        out.append(f"{path}: string without maxLength")
+    if "array" in kinds and not fixed and "maxItems" not in schema:
+        out.append(f"{path}: array without maxItems")
+    for name, sub in (schema.get("properties") or {}).items():
+        out += unbounded_fields(sub, f"{path}.{name}")
+    if isinstance(schema.get("additionalProperties"), dict):
+        out += unbounded_fields(schema["additionalProperties"], f"{path}.*")
+    items = schema.get("items")
+    for i, sub in enumerate(items if isinstance(items, list) else [items]):
+        out += unbounded_fields(sub, f"{path}[{i if isinstance(items, list) else ''}]")
+    for key in ("anyOf", "oneOf", "allOf"):
+        for i, sub in enumerate(schema.get(key) or []):
+            out += unbounded_fields(sub, f"{path}.{key}[{i}]")
+    return out
+
+
 def _text(n: int) -> dict[str, Any]:
     return {"type": "string", "maxLength": n}
 
@@ -66,7 +96,7 @@ CODE_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "properties": {
                     "path": _text(200),
-                    "content": {"type": "string"},
+                    "content": _text(LONG_TEXT),
                     "encoding": {"type": "string", "enum": ["utf-8", "base64"]},
                 },
                 "required": ["path", "content"],
@@ -118,13 +148,14 @@ METRICS_PARSER_SCHEMA: dict[str, Any] = {
             "items": {
                 "type": "object",
                 "properties": {
-                    "name": {"type": "string"},
+                    "name": _text(100),
                     "value": {"type": "number"},
                     "direction": {"type": "string", "enum": ["maximize", "minimize"]},
-                    "dataset": {"type": "string"},
+                    "dataset": _text(100),
                 },
                 "required": ["name", "value", "direction"],
             },
+            "maxItems": 30,
         }
     },
     "required": ["metrics"],

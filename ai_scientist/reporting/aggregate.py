@@ -30,15 +30,19 @@ _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,80}\.png$")
 PLOT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "script": {"type": "string"},
+        "script": {"type": "string", "maxLength": 30_000},
         "figures": {
             "type": "array",
             "items": {
                 "type": "object",
-                "properties": {"file": {"type": "string"}, "caption": {"type": "string"}},
+                "properties": {
+                    "file": {"type": "string", "maxLength": 100},
+                    "caption": {"type": "string", "maxLength": 600},
+                },
                 "required": ["file", "caption"],
                 "additionalProperties": False,
             },
+            "maxItems": 12,
         },
     },
     "required": ["script", "figures"],

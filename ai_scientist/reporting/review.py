@@ -35,8 +35,11 @@ _LISTS = ("strengths", "weaknesses", "questions", "limitations")
 REVIEW_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "summary": {"type": "string"},
-        **{k: {"type": "array", "items": {"type": "string"}} for k in _LISTS},
+        "summary": {"type": "string", "maxLength": 3000},
+        **{
+            k: {"type": "array", "items": {"type": "string", "maxLength": 600}, "maxItems": 10}
+            for k in _LISTS
+        },
         "ethical_concerns": {"type": "boolean"},
         **{k: {"type": "integer", "minimum": lo, "maximum": hi} for k, (lo, hi) in SCORES.items()},
         "decision": {"type": "string", "enum": ["Accept", "Reject"]},

@@ -37,14 +37,19 @@ CRITIQUE_SCHEMA: dict[str, Any] = {
             "items": {
                 "type": "object",
                 "properties": {
-                    "file": {"type": "string"},
-                    "assessment": {"type": "string"},
-                    "issues": {"type": "array", "items": {"type": "string"}},
+                    "file": {"type": "string", "maxLength": 200},
+                    "assessment": {"type": "string", "maxLength": 1500},
+                    "issues": {
+                        "type": "array",
+                        "items": {"type": "string", "maxLength": 400},
+                        "maxItems": 10,
+                    },
                     "useful": {"type": "boolean"},
                 },
                 "required": ["file", "assessment", "issues", "useful"],
                 "additionalProperties": False,
             },
+            "maxItems": 30,
         }
     },
     "required": ["critiques"],
@@ -53,10 +58,10 @@ CRITIQUE_SCHEMA: dict[str, Any] = {
 FIGURE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "description": {"type": "string"},
+        "description": {"type": "string", "maxLength": 1500},
         "caption_matches": {"type": "boolean"},
-        "issues": {"type": "array", "items": {"type": "string"}},
-        "suggested_caption": {"type": "string"},
+        "issues": {"type": "array", "items": {"type": "string", "maxLength": 400}, "maxItems": 10},
+        "suggested_caption": {"type": "string", "maxLength": 600},
         "score": {"type": "integer", "minimum": 1, "maximum": 10},
     },
     "required": ["description", "caption_matches", "issues", "suggested_caption", "score"],

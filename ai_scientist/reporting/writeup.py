@@ -30,13 +30,18 @@ SECTION_TITLES = {"related_work": "Related Work"}
 STAGE_NAMES = {1: "initial implementation", 2: "baseline tuning", 3: "creative research", 4: "ablations"}
 WRITEUP_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {k: {"type": "string"} for k in ("title", "abstract", *SECTIONS)},
+    "properties": {
+        "title": {"type": "string", "maxLength": 300},
+        **{k: {"type": "string", "maxLength": 20_000} for k in ("abstract", *SECTIONS)},
+    },
     "required": ["title", "abstract", *SECTIONS],
     "additionalProperties": False,
 }
 QUERY_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"queries": {"type": "array", "items": {"type": "string"}}},
+    "properties": {
+        "queries": {"type": "array", "items": {"type": "string", "maxLength": 200}, "maxItems": 10}
+    },
     "required": ["queries"],
     "additionalProperties": False,
 }
