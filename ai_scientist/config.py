@@ -128,9 +128,6 @@ class ExecConfig(_Strict):
     # a backend that cannot isolate generated code here (e.g. subprocess as non-root) refuses
     # to start unless this is true (docs/execution.md, "Security")
     allow_unsafe_sandbox: bool = False
-    # a backend that cannot isolate generated code here (e.g. subprocess as non-root) refuses
-    # to start unless this is true (docs/execution.md, "Security")
-    allow_unsafe_sandbox: bool = False
     slurm: SlurmConfig = SlurmConfig()
 
 
