@@ -138,8 +138,14 @@ def test_scripted_run_with_four_jobs_in_flight(tmp_path):
     ids = [r["extra"]["job_id"] for r in records]
     assert len(set(ids)) == len(ids), "a job id reused by two commands"
     assert not (set(ids) & squeue_ids()), "jobs of the run left in squeue"
-    # several jobs really were in flight together: some batch ran 4 nodes' commands at once
     assert any(e["type"] == "sandbox_backend" and e["backend"] == "slurm" for e in events(run_dir))
+    # jobs really were in flight together: submitted (job_id written) before another's exit.json
+    spans = []
+    for r in records:
+        jdir = Path(r["extra"]["job_dir"])
+        spans.append(((jdir / "job_id").stat().st_mtime, (jdir / "exit.json").stat().st_mtime))
+    most = max(sum(1 for a, b in spans if a <= t < b) for t, _ in spans)
+    assert most == 4, f"at most {most} jobs were in flight at once"
 
 
 def _driver(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, Path]:
