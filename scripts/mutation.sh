@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# Mutation testing of the core modules (issue 20): does the test suite notice when the logic changes?
+#
+#   scripts/mutation.sh                      # every core module (see MODULES below), ~30-45 min on 2 cores
+#   scripts/mutation.sh context/packer.py    # one or more modules, by path under ai_scientist/
+#   scripts/mutation.sh --changed origin/main  # the core modules whose code or tests changed (CI)
+#
+# For each module: copies the work tree (tracked + new, non-ignored files; or the commit
+# MUTATION_REV, e.g. HEAD, when set) to a temporary directory, runs mutmut 3 there on that one module with its focused tests (Hypothesis
+# deterministic: HYPOTHESIS_PROFILE=mutation, see tests/conftest.py), then prints a score table
+# and every surviving mutant with file:line and its diff. Nothing is written into the work tree.
+#
+# Score = detected / (mutants - equivalent). Detected: killed, timeout, segfault. A mutant
+# counts as equivalent only when docs/testing.md lists its name (in backticks) in the
+# "Equivalent mutants" section, with the reason.
+#
+# Environment: MUTATION_REV (measure a commit instead of the work tree), MUTATION_PYTHON (default .venv/bin/python, needs mutmut from the dev extra),
+# MUTATION_JOBS (parallel mutant runs, default 2), MUTATION_KEEP=1 keeps the temporary
+# directory (its path is printed) for `mutmut show` / `mutmut browse` there.
+# Exit status: 0 when every module reaches MUTATION_MIN (default 85) percent, 1 otherwise, 2 on bad usage.
+set -euo pipefail
+
+# The whole script is one function, read before it runs: editing this file during a run is safe.
+main() {
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+py="${MUTATION_PYTHON:-$repo/.venv/bin/python}"
+jobs="${MUTATION_JOBS:-2}"
+min_score="${MUTATION_MIN:-85}"
+
+# module (under ai_scientist/) -> its focused tests
+declare -A TESTS=(
+  [context/packer.py]="tests/test_context_packer.py tests/test_context_assemble.py"
+  [context/policies.py]="tests/test_context_shrink.py tests/test_context_policies.py"
+  [context/json_preview.py]="tests/test_context_shrink.py tests/test_context_policies.py"
+  [execution/workspace.py]="tests/test_exec_workspace.py"
+  [treesearch/best.py]="tests/test_search_best.py tests/test_search_stages.py tests/test_search_index.py"
+  [config.py]="tests/test_mut_config.py tests/test_config_cli.py"
+  [memory/protocol.py]="tests/test_mut_memory_protocol.py tests/test_memory_protocol.py"
+)
+MODULES=(context/packer.py context/policies.py context/json_preview.py execution/workspace.py
+  treesearch/best.py config.py memory/protocol.py)
+
+usage() {
+  echo "usage: scripts/mutation.sh [MODULE ...] | --changed REV    MODULE one of: ${MODULES[*]}" >&2
+  exit 2
+}
+mods=()
+if [ "${1:-}" = "--changed" ]; then
+  # The core modules whose code or focused tests differ between REV and the work tree (CI).
+  [ $# -eq 2 ] || usage
+  git -C "$repo" rev-parse -q --verify "$2^{commit}" >/dev/null || { echo "mutation.sh: '$2' is not a commit" >&2; exit 2; }
+  changed="$(git -C "$repo" diff --name-only "$2" --)"
+  for m in "${MODULES[@]}"; do
+    for f in "ai_scientist/$m" ${TESTS[$m]}; do
+      if grep -qxF "$f" <<<"$changed"; then mods+=("$m"); break; fi
+    done
+  done
+  if [ "${#mods[@]}" -eq 0 ]; then echo "[mutation] no core module or its tests changed since $2"; exit 0; fi
+else
+  for arg in "$@"; do
+    case "$arg" in -h | --help) usage ;; esac
+    m="${arg#ai_scientist/}"
+    [ -n "${TESTS[$m]+x}" ] || { echo "mutation.sh: unknown module '$arg'" >&2; usage; }
+    mods+=("$m")
+  done
+  [ "${#mods[@]}" -gt 0 ] || mods=("${MODULES[@]}")
+fi
+
+if [ -n "${MUTATION_REV:-}" ] && ! git -C "$repo" rev-parse -q --verify "$MUTATION_REV^{commit}" >/dev/null; then
+  echo "mutation.sh: MUTATION_REV=$MUTATION_REV is not a commit" >&2
+  exit 2
+fi
+if ! "$py" -c 'import mutmut' 2>/dev/null; then
+  echo "mutation.sh: mutmut is not installed for $py; run scripts/setup.sh --with-test-tools" \
+    "(or: .venv/bin/pip install -e '.[dev]')" >&2
+  exit 2
+fi
+mutmut_bin="$(dirname "$py")/mutmut"
+
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/ai-scientist-mutation.XXXXXX")"
+if [ "${MUTATION_KEEP:-0}" = 1 ]; then
+  echo "[mutation] working in $tmp (kept)"
+else
+  trap 'rm -rf "$tmp"' EXIT
+fi
+
+copy_tree() { # $1 = destination: the work tree's tracked and new (non-ignored) files, symlinks kept
+  mkdir -p "$1"
+  if [ -n "${MUTATION_REV:-}" ]; then
+    git -C "$repo" archive "$MUTATION_REV" | tar -x -C "$1"
+    return
+  fi
+  (cd "$repo" && git ls-files -z --cached --others --exclude-standard) |
+    (cd "$repo" && "$py" -c '
+import os, shutil, sys
+dest = sys.argv[1]
+for rel in sys.stdin.buffer.read().decode().split("\0"):
+    if not rel or not os.path.lexists(rel):
+        continue
+    out = os.path.join(dest, rel)
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    shutil.copy2(rel, out, follow_symlinks=False)
+' "$1")
+}
+
+results="$tmp/results.tsv"
+: >"$results"
+for m in "${mods[@]}"; do
+  work="$tmp/${m//\//_}"
+  copy_tree "$work"
+  tests=()
+  for t in ${TESTS[$m]}; do [ -f "$work/$t" ] && tests+=("$t"); done # an older MUTATION_REV may lack some
+  [ "${#tests[@]}" -gt 0 ] || { echo "mutation.sh: no focused test file for $m exists" >&2; exit 1; }
+  {
+    echo "[mutmut]"
+    echo "source_paths = ai_scientist"
+    echo "only_mutate = ai_scientist/$m"
+    echo "pytest_add_cli_args_test_selection ="
+    for t in "${tests[@]}"; do echo "    $t"; done
+    printf 'pytest_add_cli_args =\n    -p\n    no:cacheprovider\n'  # one argument per line
+    echo "use_git_change_detection = false"
+    echo "also_copy ="  # tests read files beside the package (bfts_config.yaml, examples/, prompt/)
+    for e in "$work"/*; do
+      case "${e##*/}" in ai_scientist | tests | setup.cfg) ;; *) echo "    ${e##*/}" ;; esac
+    done
+  } >"$work/setup.cfg"
+  echo "[mutation] $m: mutmut run with ${tests[*]}"
+  start=$(date +%s)
+  (cd "$work" && HYPOTHESIS_PROFILE=mutation "$mutmut_bin" run --max-children "$jobs" >"$work/mutmut-run.log" 2>&1) || {
+    echo "mutation.sh: mutmut failed for $m; last lines of its log:" >&2
+    tail -20 "$work/mutmut-run.log" >&2
+    exit 1
+  }
+  (cd "$work" && "$mutmut_bin" results --all true >"$work/results.txt")
+  echo -e "$m\t$work\t$(($(date +%s) - start))" >>"$results"
+done
+
+# Score table and survivors (file:line of the first changed line, then the diff).
+"$py" - "$results" "$repo/docs/testing.md" "$mutmut_bin" "$min_score" <<'PY'
+import ast, re, subprocess, sys
+from pathlib import Path
+
+results, doc, mutmut_bin, min_score = sys.argv[1], Path(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+DETECTED = {"killed", "timeout", "segfault", "caught by type check"}
+
+equivalent = set()
+if doc.exists():
+    section = re.split(r"^#+ Equivalent mutants.*$", doc.read_text(), maxsplit=1, flags=re.M)
+    if len(section) == 2:
+        body = re.split(r"^#+ ", section[1], maxsplit=1, flags=re.M)[0]
+        equivalent = set(re.findall(r"`(ai_scientist\.[^`\s]+__mutmut_\d+)`", body))
+
+
+def func_start(src_path, name):
+    """First line (decorators included) of the function a mutant name points to."""
+    key = name.rsplit("__mutmut_", 1)[0].rsplit(".", 1)[1]  # x_func or xǁClassǁmethod
+    parts = key.split("ǁ")
+    cls, func = (parts[1], parts[2]) if len(parts) == 3 else (None, key[2:])
+    tree = ast.parse(Path(src_path).read_text())
+    scope = tree.body
+    if cls:
+        scope = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls).body
+    fn = next(n for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == func)
+    return min([fn.lineno] + [d.lineno for d in fn.decorator_list])
+
+
+def locate(work, name, module):
+    diff = subprocess.run([mutmut_bin, "show", name], cwd=work, capture_output=True, text=True).stdout
+    lines = diff.splitlines()
+    line = None
+    for i, text in enumerate(lines):
+        m = re.match(r"@@ -(\d+)", text)
+        if m:
+            n = int(m.group(1))
+            for t in lines[i + 1 :]:
+                if t.startswith(("-", "+")):
+                    break
+                n += 1
+            line = func_start(Path(work) / "ai_scientist" / module, name) + n - 1
+            break
+    changed = [t for t in lines if t.startswith(("-", "+")) and not t.startswith(("---", "+++"))]
+    return line, changed
+
+
+rows, survivors, failed = [], [], False
+for row in Path(results).read_text().splitlines():
+    module, work, secs = row.split("\t")
+    status = {}
+    for text in Path(work, "results.txt").read_text().splitlines():
+        name, _, st = text.strip().rpartition(": ")
+        if name:
+            status[name] = st
+    total = len(status)
+    detected = sum(s in DETECTED for s in status.values())
+    undetected = [n for n, s in status.items() if s not in DETECTED]
+    equiv = [n for n in undetected if n in equivalent]
+    live = [n for n in undetected if n not in equivalent]
+    denom = total - len(equiv)
+    score = 100.0 * detected / denom if denom else 100.0
+    failed |= score < min_score
+    rows.append((module, total, detected, len(equiv), len(live), score, int(secs)))
+    for n in live:
+        survivors.append((module, work, n, status[n]))
+
+print()
+print("| module | mutants | killed | equivalent | survived | score | time |")
+print("|---|---|---|---|---|---|---|")
+for module, total, det, eq, live, score, secs in rows:
+    print(f"| `{module}` | {total} | {det} | {eq} | {live} | {score:.1f} % | {secs // 60}m{secs % 60:02d}s |")
+print()
+if survivors:
+    print(f"Survivors ({len(survivors)}):")
+for module, work, name, st in survivors:
+    line, changed = locate(work, name, module)
+    print(f"ai_scientist/{module}:{line}  {name}  [{st}]")
+    for text in changed:
+        print(f"    {text}")
+sys.exit(1 if failed else 0)
+PY
+}
+main "$@"
