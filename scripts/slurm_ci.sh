@@ -56,7 +56,7 @@ JobAcctGatherFrequency=1
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
-MinJobAge=60
+MinJobAge=10
 ReturnToService=2
 MpiDefault=none
 $node NodeAddr=127.0.0.1 State=UNKNOWN

@@ -281,3 +281,16 @@ def _foreign_script(tmp_path: Path) -> Path:
         f"#!/bin/bash\n#SBATCH --job-name=someone-else\n#SBATCH --output={tmp_path}/f.out\nsleep 1\n"
     )
     return p
+
+
+def test_doctor_without_slurm_client(tmp_path, monkeypatch):
+    from ai_scientist.execution.doctor import check_slurm
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch / squeue / scancel anywhere
+    needed = check_slurm(load_config(None, ["exec.backend=slurm"]))
+    assert [(r["name"], r["ok"], r["status"]) for r in needed] == [("slurm client", False, "missing")]
+    assert "slurm-client" in needed[0]["detail"]
+    optional = check_slurm(load_config(None, ["exec.backend=subprocess"]))
+    assert optional[0]["ok"] and optional[0]["status"] == "missing"
+    with pytest.raises(SandboxError, match="Slurm client not found"):
+        SlurmExecutor(load_config(None, ["exec.backend=slurm"]).exec)

@@ -232,3 +232,53 @@ def test_kill9_then_resume_reattaches_to_running_jobs(tmp_path):
         assert len(list((run_dir / "nodes" / nid / "exec").glob("*.json"))) == counts_before[nid]
     all_ids = {p.read_text().strip() for p in (tmp_path / "shared").glob("run/*/*/job_id")}
     assert not (all_ids & squeue_ids()), "jobs of the run left in squeue"
+
+
+def test_doctor_reports_client_controller_and_partitions():
+    from ai_scientist.execution.doctor import check_slurm
+
+    rows = {r["name"]: r for r in check_slurm(load_config(None, ["exec.backend=slurm"]))}
+    assert rows["slurm client"]["ok"] and "slurm" in rows["slurm client"]["detail"]
+    assert rows["slurm controller"]["ok"] and rows["slurm controller"]["status"] == "reachable"
+    sinfo = subprocess.run(
+        ["sinfo", "--noheader", "-o", "%P|%c|%l"], capture_output=True, text=True, check=True
+    )
+    for line in sinfo.stdout.splitlines():
+        part, cpus, limit = line.split("|")
+        row = rows[f"partition {part}"]
+        assert row["ok"] and f"{cpus} CPUs" in row["detail"] and f"time limit {limit}" in row["detail"]
+    wrong = check_slurm(load_config(None, ["exec.backend=slurm", "exec.slurm.partition=no-such-part"]))
+    assert [r for r in wrong if r["name"] == "partition no-such-part" and not r["ok"]]
+
+
+SUBMIT_AND_DIE = """
+import sys
+from pathlib import Path
+from ai_scientist.config import load_config
+from ai_scientist.execution.slurm_backend import SlurmExecutor
+cfg = load_config(None, sys.argv[2:])
+SlurmExecutor(cfg.exec).run(["sleep", "300"], workspace=Path(sys.argv[1]))
+"""
+
+
+@pytest.mark.slow
+def test_job_purged_before_its_exit_file_was_read_is_lost(tmp_path):
+    ws = node_ws(tmp_path)
+    sets = [*SLURM_RUN, f"exec.slurm.shared_dir={tmp_path / 'shared'}"]
+    proc = subprocess.Popen([sys.executable, "-c", SUBMIT_AND_DIE, str(ws), *sets])
+    deadline = time.time() + 60
+    while not list((tmp_path / "shared").glob("run1/n0001/*/job_id")):
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    job = next((tmp_path / "shared").glob("run1/n0001/*/job_id")).read_text().strip()
+    os.kill(proc.pid, signal.SIGKILL)  # the orchestrator dies; nobody reads the job's end
+    proc.wait(timeout=30)
+    subprocess.run(["scancel", job], check=True)
+    deadline = time.time() + 180  # MinJobAge plus the controller's purge interval (60 s)
+    while subprocess.run(["squeue", "--noheader", "--states=all", "-o", "%i", "-j", job], capture_output=True,
+                         text=True).stdout.strip():  # fmt: skip
+        assert time.time() < deadline, "the controller never purged the job"
+        time.sleep(1)
+    res = executor(tmp_path).run(["sleep", "300"], workspace=ws)  # resume: re-attach finds nothing
+    assert res.extra["job_id"] == job and res.extra["reattached"]
+    assert not res.ok and "lost" in res.reason and job in res.reason
