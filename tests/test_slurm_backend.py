@@ -294,3 +294,29 @@ def test_doctor_without_slurm_client(tmp_path, monkeypatch):
     assert optional[0]["ok"] and optional[0]["status"] == "missing"
     with pytest.raises(SandboxError, match="Slurm client not found"):
         SlurmExecutor(load_config(None, ["exec.backend=slurm"]).exec)
+
+
+def test_node_error_names_the_slurm_cause(fake, tmp_path, monkeypatch):
+    # every job of the run is killed by Slurm's memory enforcement: each node's error says so
+    from pipeline_support import journal_nodes, start_run
+
+    state, env = fake
+    slurm_fake.program(state, [{"run": False, "state": "FAILED", "reason": "None", "exit_status": 9}] * 200)
+    monkeypatch.setenv("PATH", env["PATH"])
+    monkeypatch.setenv("FAKE_SLURM_DIR", str(state))
+    code, run_dir, _ = start_run(
+        tmp_path,
+        "exec.backend=slurm",
+        *FAST,
+        "exec.slurm.mem_mb=300",
+        "agent.stages.stage1_max_iters=2",
+        f"exec.slurm.shared_dir={tmp_path / 'shared'}",
+    )
+    assert code == 3  # no working experiment
+    buggy = [n for n in journal_nodes(run_dir).values() if n["status"] == "buggy"]
+    assert buggy and all("memory above --mem=300 MB" in n["error"] for n in buggy), [
+        n["error"] for n in buggy
+    ]
+    submitted = [c for c in slurm_fake.calls(state) if c[0] == "sbatch"]
+    records = sorted(run_dir.glob("nodes/*/exec/*.json"))
+    assert len(records) == len(submitted)
