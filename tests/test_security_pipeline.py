@@ -38,6 +38,9 @@ def drive(tmp_path: Path, backend: str) -> dict:
     }
     env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"), "LANG": "C.UTF-8",
            "OPENAI_API_KEY": secret, "PYTHONPATH": str(ROOT)}  # fmt: skip
+    for name in ("DOCKER_HOST", "AI_SCI_SANDBOX_IMAGE"):
+        if name in os.environ:
+            env[name] = os.environ[name]
     proc = subprocess.run(
         [sys.executable, str(HERE / "security_attack.py"), "pipeline", json.dumps(spec)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
@@ -47,10 +50,18 @@ def drive(tmp_path: Path, backend: str) -> dict:
     return out
 
 
-@pytest.mark.parametrize("backend", ["subprocess", "bwrap"])
+@pytest.mark.parametrize("backend", ["subprocess", "bwrap", "docker"])
 def test_attacker_in_a_real_run_under_an_untraversable_directory(tmp_path, backend):
     if backend == "subprocess" and not ROOT_USER:
         pytest.skip("not root: the subprocess backend refuses (test_pipeline_refuses_unsafe_backend)")
+    if backend == "docker":
+        from ai_scientist.execution.base import SandboxError
+        from ai_scientist.execution.docker_backend import DockerExecutor
+
+        try:
+            DockerExecutor(os.environ.get("AI_SCI_SANDBOX_IMAGE", "ai-scientist-sandbox:latest")).close()
+        except SandboxError as exc:
+            pytest.skip(f"docker backend unavailable ({exc}); start one with scripts/docker_ci.sh start")
     if backend == "bwrap":
         from ai_scientist.execution.bwrap_backend import bwrap_usable
 
