@@ -110,17 +110,6 @@ def _next_uid() -> int:
     return UID_BASE + (os.getpid() % 100_000) * 1000 + next(_uid_counter) % 1000
 
 
-def untraversable_ancestor(path: Path) -> Path | None:
-    """The first ancestor of ``path`` another uid cannot enter (mode lacks o+x), if any."""
-    for parent in [path, *path.parents]:
-        try:
-            if not parent.stat().st_mode & 0o001:
-                return parent
-        except OSError:
-            return parent
-    return None
-
-
 def _chown_tree(path: Path, uid: int) -> None:
     # The per-run uid must own the workspace to write to it; lchown never follows symlinks out.
     os.lchown(path, uid, uid)
