@@ -12,6 +12,9 @@ import pytest
 from ai_scientist.execution.apptainer_backend import ApptainerExecutor
 from ai_scientist.execution.base import Limits, SandboxError
 
+# started by root, apptainer runs commands as root: the backend refuses unless opted in
+ROOT = os.geteuid() == 0
+
 FAKE = """#!/bin/sh
 # fake apptainer: record argv as JSON, then run what follows the image
 /usr/bin/python3 - "$@" <<'PY'
@@ -53,7 +56,7 @@ def test_argv_has_containment_binds_and_env(fake, tmp_path, monkeypatch):
     res.mkdir()
     ws = tmp_path / "ws"
     ws.mkdir()
-    ex = ApptainerExecutor("/images/sandbox.sif", binary=str(binary), resources_dir=res)
+    ex = ApptainerExecutor("/images/sandbox.sif", binary=str(binary), resources_dir=res, allow_unsafe=ROOT)
     r = ex.run(
         ["echo", "hello"],
         workspace=ws,
@@ -77,7 +80,7 @@ def test_argv_has_containment_binds_and_env(fake, tmp_path, monkeypatch):
 
 def test_gpus_network_and_phase1_flags(fake, tmp_path):
     binary, log = fake
-    ex = ApptainerExecutor("/images/sandbox.sif", binary=str(binary), phase1=True)
+    ex = ApptainerExecutor("/images/sandbox.sif", binary=str(binary), phase1=True, allow_unsafe=ROOT)
     argv = ex.build_argv(["true"], tmp_path, Limits(gpus=(0, 1), network=True), {})
     assert "--nv" in argv and "--fakeroot" in argv and "--writable-tmpfs" in argv
     assert "--network" not in argv and "--net" not in argv
@@ -85,7 +88,7 @@ def test_gpus_network_and_phase1_flags(fake, tmp_path):
 
 def test_timeout_kills_the_whole_group(fake, tmp_path):
     binary, _ = fake
-    ex = ApptainerExecutor("/images/sandbox.sif", binary=str(binary))
+    ex = ApptainerExecutor("/images/sandbox.sif", binary=str(binary), allow_unsafe=ROOT)
     r = ex.run(["sleep", "30"], workspace=tmp_path, limits=Limits(timeout_s=1))
     assert r.killed_by == "timeout" and r.shell_exit_code == 124
 
@@ -98,3 +101,25 @@ def test_missing_binary_and_image_are_clear_errors(fake, tmp_path, monkeypatch):
     with pytest.raises(SandboxError, match="apptainer_image"):
         ApptainerExecutor(None, binary=str(binary))
     assert os.access(binary, os.X_OK)
+
+
+def test_root_orchestrator_is_refused_unless_opted_in(fake, tmp_path):
+    from ai_scientist.config import ConfigError
+    from ai_scientist.execution.isolation import UnsafeSandbox
+
+    binary, _log = fake
+    if not ROOT:
+        ex = ApptainerExecutor("/images/sandbox.sif", binary=str(binary))  # an ordinary user: fine
+        assert ex.unsafe is None
+        return
+    with pytest.raises(UnsafeSandbox) as info:
+        ApptainerExecutor("/images/sandbox.sif", binary=str(binary))
+    assert isinstance(info.value, ConfigError)  # the CLI exits 2
+    assert "would run the command as root" in str(info.value)
+    assert "exec.allow_unsafe_sandbox: true" in str(info.value)
+    ws = tmp_path / "ws2"
+    ws.mkdir()
+    r = ApptainerExecutor("/images/sandbox.sif", binary=str(binary), allow_unsafe=True).run(
+        ["true"], workspace=ws, limits=Limits(timeout_s=20)
+    )
+    assert r.ok and "as root" in r.extra["unsafe_sandbox"]

@@ -8,17 +8,23 @@ group, output capped, memory polled). The environment is passed with
 ``--env`` from the same allow-list as every backend. ``phase1=True`` adds
 ``--fakeroot --writable-tmpfs`` so installers that insist on root work.
 
+A root orchestrator is refused (exit 2) unless ``exec.allow_unsafe_sandbox``: apptainer
+started by root runs the command as root with root's capabilities, which a bind-mounted
+workspace does not contain. Run it as the ordinary user, as clusters do.
+
 Apptainer is not installable on Debian 12 here: the tests drive this backend
 with a fake binary that records its argv (see tests/test_exec_apptainer.py).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 from ..resources import bind_sources
 from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, SandboxError
+from .isolation import refuse
 from .lineage import SANDBOX_ENV
 from .process import rlimit_preexec, supervise
 from .run_setup import RunSetup, SandboxBackend
@@ -45,6 +51,7 @@ class ApptainerExecutor(SandboxBackend):
         python: str = "/usr/bin/python3",
         resources_dir: Path | None = None,
         phase1: bool = False,
+        allow_unsafe: bool = False,
     ):
         path = find_apptainer(binary)
         if not path:
@@ -57,6 +64,13 @@ class ApptainerExecutor(SandboxBackend):
                 "exec.apptainer_image is not set: give the path of a .sif built from "
                 "containers/ai-scientist.def (`apptainer build sandbox.sif containers/ai-scientist.def`)"
             )
+        self.unsafe = None
+        if os.geteuid() == 0:
+            self.unsafe = "the orchestrator is root, and apptainer would run the command as root"
+            if not allow_unsafe:
+                raise refuse(
+                    self.name, self.unsafe, "run the orchestrator as an ordinary user, or use bwrap / docker"
+                )
         self.binary = path
         self.image = image
         self.python = python
@@ -109,6 +123,8 @@ class ApptainerExecutor(SandboxBackend):
             display_command=argv,
             preexec=rlimit_preexec(limits, address_space=False),
         )
+        if self.unsafe:
+            result.extra["unsafe_sandbox"] = self.unsafe
         result.extra.update(dropped_env=dropped, image=self.image)
         return result
 

@@ -42,7 +42,11 @@ def make_executor(cfg: Any, backend: str | None = None, *, resources_dir: Path |
         from .apptainer_backend import ApptainerExecutor
 
         return ApptainerExecutor(
-            ex.apptainer_image, binary=ex.apptainer_binary, python=ex.python, resources_dir=resources_dir
+            ex.apptainer_image,
+            binary=ex.apptainer_binary,
+            python=ex.python,
+            resources_dir=resources_dir,
+            allow_unsafe=unsafe,
         )
     if name == "slurm":
         from .slurm_backend import SlurmExecutor
