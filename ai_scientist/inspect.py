@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .cli import UsageError
+from .errors import UsageError
 from .promptlog_render import content_text as _content_text
-from .promptlog_render import record_sections
-from .runlog import list_records
+from .promptlog_render import ledger_lines, record_sections, response_lines
+from .runlog import call_counts, list_records, read_records
 from .util.io import read_json, read_jsonl
 
 INSPECT_TAIL_CHARS = 500
@@ -75,6 +75,23 @@ def _record(run: Path, node_id: str, call: int | None) -> dict[str, Any]:
     return rec
 
 
+def llm_line(counts: dict[str, Any]) -> str:
+    """One line of LLM counts (see ``runlog.call_counts`` for what a call and an attempt are)."""
+    models = ", ".join(counts["models"]) or "-"
+    return (
+        f"LLM: {counts['calls']} calls, {counts['attempts']} attempts ({counts['failed_attempts']} failed), "
+        f"tokens {counts['prompt_tokens']} prompt + {counts['completion_tokens']} completion, models: {models}"
+    )
+
+
+def run_counts(run: Path) -> dict[str, Any]:
+    """``call_counts`` over every prompt-log folder of the run (nodes and ``run``-level calls)."""
+    records: list[dict[str, Any]] = []
+    for folder in sorted((run / "nodes").glob("*/prompt_logs")):
+        records += read_records(run, folder.parent.name)
+    return call_counts(records)
+
+
 def _metric_text(metric: dict[str, Any] | None) -> str:
     if not metric or metric.get("value") is None:
         return "-"
@@ -123,7 +140,11 @@ def cmd_nodes(run: Path, args: Any) -> int:
         walk(root, 0)
     good = sum(1 for n in nodes.values() if n.get("status") == "good")
     lines.append(f"{len(nodes)} nodes, {good} good")
-    data = [{**n, "children": kids.get(nid, [])} for nid, n in nodes.items()]
+    lines.append(f"whole run (nodes and run-level calls) {llm_line(run_counts(run))}")
+    data = [
+        {**n, "children": kids.get(nid, []), "llm": call_counts(read_records(run, nid))}
+        for nid, n in nodes.items()
+    ]
     return _emit(args, data, "\n".join(lines))
 
 
@@ -131,11 +152,12 @@ def cmd_inspect(run: Path, args: Any, full: bool) -> int:
     nodes = load_nodes(run)
     nid = _resolve_node(run, nodes, args.node)
     node, state = nodes.get(nid, {"id": nid}), _state(run, nid)
-    calls = len(list_records(run, nid))
+    counts = call_counts(read_records(run, nid))
     shown = state if full or state is None else state[-INSPECT_TAIL_CHARS:]
     head = [
         _node_line(node) if "operation" in node else nid,
-        f"parent: {node.get('parent_id') or '-'}  depth: {node.get('depth', '-')}  prompt-log calls: {calls}",
+        f"parent: {node.get('parent_id') or '-'}  depth: {node.get('depth', '-')}",
+        llm_line(counts),
     ]
     if node.get("idea"):
         head.append(f"idea: {node['idea']}")
@@ -150,7 +172,7 @@ def cmd_inspect(run: Path, args: Any, full: bool) -> int:
             "full state" if full or len(state) <= INSPECT_TAIL_CHARS else f"last {INSPECT_TAIL_CHARS} chars"
         )
         head += [f"state: {len(state)} chars ({what})", "-" * 60, shown or ""]
-    data = {"node": node, "state_chars": None if state is None else len(state), "calls": calls}
+    data = {"node": node, "state_chars": None if state is None else len(state), **counts}
     data["state" if full else "state_tail"] = shown
     return _emit(args, data, "\n".join(head))
 
@@ -192,7 +214,8 @@ def cmd_show_prompt(run: Path, args: Any) -> int:
     nid = _resolve_node(run, nodes, args.node)
     rec = _record(run, nid, args.call)
     header = (
-        f"call {rec.get('call_id')}  {rec.get('phase')}/{rec.get('label')}  model {rec.get('model')}"
+        f"call {rec.get('call') or rec.get('call_id')} attempt {rec.get('attempt') or 1} "
+        f"(file {rec.get('call_id')})  {rec.get('phase')}/{rec.get('label')}  model {rec.get('model')}"
         f"  ({Path(rec['path']).name})"
     )
     if args.layer:
@@ -209,11 +232,14 @@ def cmd_show_prompt(run: Path, args: Any) -> int:
         body = text if text is not None else "(not in the prompt)"
         data = {"call_id": rec.get("call_id"), "layer": args.layer, "ledger": entry, "text": text}
         return _emit(args, data, f"{header}\n{info}\n{'-' * 60}\n{body}")
-    parts = [header]
+    parts = [header, "", *ledger_lines(rec.get("ledger") or []), ""]
     for i, msg in enumerate(rec.get("messages") or []):
         parts.append(f"===== message {i} ({msg.get('role')}) =====")
         parts.append(_content_text(msg.get("content")))
-    data = {k: rec.get(k) for k in ("call_id", "node_id", "phase", "label", "model", "messages", "ledger")}
+    parts += ["", *response_lines(rec)]
+    keys = ("call_id", "call", "attempt", "node_id", "phase", "label", "model", "messages", "ledger",
+            "response", "usage", "error")  # fmt: skip
+    data = {k: rec.get(k) for k in keys}
     return _emit(args, data, "\n".join(parts))
 
 
@@ -248,12 +274,27 @@ def diff_records(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def pick_pair(recs_a: list[dict[str, Any]], recs_b: list[dict[str, Any]]) -> tuple[dict, dict, str]:
+    """The two records ``logs diff`` compares, and why: the latest call of B whose phase/label A
+    also has, against A's latest of that phase/label (like with like); when they share none, the
+    last call of each, said so."""
+    latest_a = {(r.get("phase"), r.get("label")): r for r in recs_a}
+    for rec in reversed(recs_b):
+        other = latest_a.get((rec.get("phase"), rec.get("label")))
+        if other is not None:
+            return other, rec, f"the latest {rec.get('phase')}/{rec.get('label')} call of each node"
+    return recs_a[-1], recs_b[-1], "the nodes share no phase/label: the last call of each (unlike prompts)"
+
+
 def cmd_diff(run: Path, args: Any) -> int:
     nodes = load_nodes(run)
     na, nb = _resolve_node(run, nodes, args.node_a), _resolve_node(run, nodes, args.node_b)
-    a, b = _record(run, na, None), _record(run, nb, None)
+    for nid in (na, nb):
+        _record(run, nid, None)  # a node without prompt logs is a usage error
+    a, b, why = pick_pair(read_records(run, na), read_records(run, nb))
     rows = diff_records(a, b)
     lines = [
+        f"comparing {why}:",
         f"{a.get('call_id')} ({a.get('phase')}/{a.get('label')}) -> {b.get('call_id')} ({b.get('phase')}/{b.get('label')})",
         f"{'layer':<18} {'change':<8} {'tokens A -> B':>18} {'delta':>7} {'chars A -> B':>20}  actions",
     ]
@@ -262,7 +303,7 @@ def cmd_diff(run: Path, args: Any) -> int:
             f"{r['layer']:<18} {r['change']:<8} {r['tokens_a']:>8} -> {r['tokens_b']:<7} {r['tokens_delta']:>+7}"
             f" {r['chars_a']:>9} -> {r['chars_b']:<8}  {r['action_a'] or '-'} -> {r['action_b'] or '-'}"
         )
-    data = {"a": a.get("call_id"), "b": b.get("call_id"), "layers": rows}
+    data = {"a": a.get("call_id"), "b": b.get("call_id"), "compared": why, "layers": rows}
     return _emit(args, data, "\n".join(lines))
 
 

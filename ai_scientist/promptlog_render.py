@@ -71,6 +71,29 @@ def record_sections(rec: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def ledger_lines(ledger: list[dict[str, Any]]) -> list[str]:
+    """The ledger as a table (markdown, readable in a terminal): one row per layer."""
+    if not ledger:
+        return ["## Ledger", "", "(no ledger: this call was not assembled from layers)"]
+    return _ledger_table(ledger)
+
+
+def response_lines(rec: dict[str, Any]) -> list[str]:
+    """What came back for one attempt: the error, or the answer (raw, then as later prompts see
+    it when that differs), with its finish reason and usage."""
+    if rec.get("error"):
+        return ["## Response", "", f"no answer: {rec['error']}"]
+    resp = rec.get("response") or {}
+    finish = resp.get("finish_reason") or "not reported"
+    out = [f"## Response (raw; finish reason: {finish}; usage: {json.dumps(rec.get('usage'))})", ""]
+    out += ["````", str(resp.get("raw", "")), "````"]
+    if resp.get("context") is not None and resp.get("context") != resp.get("raw"):
+        out += ["", "## Response (as later prompts see it)", "", "````", str(resp.get("context")), "````"]
+    if rec.get("structured_error"):
+        out += ["", f"the answer was not usable: {rec['structured_error']}"]
+    return out
+
+
 def _ledger_table(ledger: list[dict[str, Any]]) -> list[str]:
     out = [
         "## Ledger",
@@ -95,7 +118,8 @@ def render_markdown(rec: dict[str, Any]) -> str:
         f"# {rec.get('call_id')} — {rec.get('phase')} / {rec.get('label')}",
         "",
         f"- node: `{rec.get('node_id')}`  stage: `{rec.get('stage')}`  role: `{rec.get('role')}`",
-        f"- backend: `{rec.get('backend')}`  model: `{rec.get('model')}`  attempt: {rec.get('attempt')}",
+        f"- backend: `{rec.get('backend')}`  model: `{rec.get('model')}`  attempt: {rec.get('attempt')} of call "
+        f"`{rec.get('call') or rec.get('call_id')}`",
         f"- usage: {json.dumps(rec.get('usage'))}  cost: ${rec.get('cost_usd') or 0:.6f}"
         f"  latency: {rec.get('latency_s') or 0:.2f}s",
     ]
@@ -122,8 +146,5 @@ def render_markdown(rec: dict[str, Any]) -> str:
             content_text(msg.get("content")),
             "````",
         ]
-    resp = rec.get("response") or {}
-    out += ["", "## Response (raw)", "", "````", str(resp.get("raw", "")), "````"]
-    if resp.get("context") is not None and resp.get("context") != resp.get("raw"):
-        out += ["", "## Response (as later prompts see it)", "", "````", str(resp.get("context")), "````"]
+    out += ["", *response_lines(rec)]
     return "\n".join(out) + "\n"

@@ -1,8 +1,14 @@
-"""Prompt logs: one JSON record per LLM call (and attempt), written atomically.
+"""Prompt logs: one JSON record per attempt of an LLM call, written atomically.
 
 Layout: ``<run>/nodes/<node_id>/prompt_logs/NNN_<phase>_<label>.json`` (+ ``.md``).
 The record holds exactly the messages sent; inspection commands print from these
 files and never rebuild a prompt.
+
+One definition of a call and an attempt, used by every command: an **attempt** is one
+request sent to the backend — one file, answered or failed (``error`` set), its
+``call_id`` being ``<node>/<NNN>``; a **call** is one logical ``LLMClient.complete``:
+its attempts (retries and the repair round included) share ``call``, the ``call_id``
+of its first attempt, and number ``attempt`` 1, 2, ... ``call_counts`` counts them.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from .util.io import atomic_write_json, atomic_write_text
 
 RECORD_FIELDS = (
     "call_id",
+    "call",
     "node_id",
     "stage",
     "phase",
@@ -84,6 +91,8 @@ class PromptLogger:
         rec.update({k: v for k, v in record.items() if k not in rec})
         rec["call_id"] = f"{node_id}/{n:03d}"
         rec["node_id"] = node_id
+        if rec.get("call") is None:
+            rec["call"] = rec["call_id"]  # the first attempt opens its call
         rec = self.redactor.redact_obj(rec)
         # compact (json's C encoder) and not fsync'd (kill -9 safe; see util.io); the .md is for reading
         atomic_write_json(path, rec, durable=False, compact=True)
@@ -99,3 +108,41 @@ def list_records(run_dir: str | Path, node_id: str) -> list[Path]:
     """The prompt-log JSON files of a node, in call order."""
     folder = node_dir(run_dir, node_id) / "prompt_logs"
     return sorted(folder.glob("[0-9][0-9][0-9]_*.json"))
+
+
+def call_counts(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Calls, attempts, failed attempts, tokens and models of prompt-log records — the numbers
+    ``logs inspect``, ``logs nodes`` and ``logs cost`` (cost.json) all report."""
+    calls: list[str] = []
+    last = ""
+    for rec in records:
+        # records written before ``call`` existed: attempt 1 opens a call, later ones join it
+        if rec.get("call"):
+            last = str(rec["call"])
+        elif (rec.get("attempt") or 1) == 1 or not last:
+            last = str(rec.get("call_id"))
+        if last not in calls:
+            calls.append(last)
+    usage = [rec.get("usage") or {} for rec in records]
+    return {
+        "calls": len(calls),
+        "attempts": len(records),
+        "failed_attempts": sum(1 for rec in records if rec.get("error")),
+        "prompt_tokens": sum(int(u.get("prompt_tokens") or 0) for u in usage),
+        "completion_tokens": sum(int(u.get("completion_tokens") or 0) for u in usage),
+        "models": sorted({str(rec.get("model")) for rec in records if rec.get("model")}),
+    }
+
+
+def read_records(run_dir: str | Path, node_id: str) -> list[dict[str, Any]]:
+    """The prompt-log records of a node, in call order (a file claimed but never written, by a
+    process killed in between, is skipped)."""
+    import json
+
+    out = []
+    for path in list_records(run_dir, node_id):
+        try:
+            out.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return out

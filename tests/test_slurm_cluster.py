@@ -73,6 +73,7 @@ def test_command_runs_as_a_job_with_its_output(tmp_path):
     job_id = res.extra["job_id"]
     state = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True).stdout
     assert not state or "JobName=" + res.extra["job_name"] in state
+    ex.close()  # returns once the job has left the queue (its batch step may still be COMPLETING)
     assert job_id not in squeue_ids()
 
 

@@ -53,6 +53,7 @@ from .slurm_job import EXIT_FILE, SPEC_FILE
 
 _NAME_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _RESULT_FIELDS = {f.name for f in dataclasses.fields(ExecResult)}
+DRAIN_S = 30.0  # close() waits this long at most for the executor's jobs to leave the queue
 
 
 @dataclass
@@ -181,6 +182,26 @@ class SlurmExecutor:
                     j.dir.rename(j.dir.with_name(f"{j.dir.name}.cancelled-{j.job_id}"))
                 except OSError:
                     pass
+        self._drain(DRAIN_S)
+
+    def _drain(self, timeout_s: float) -> None:
+        """Wait (bounded) until none of this executor's jobs is still in the queue: a job has written
+        its exit file a moment before its batch step ends (COMPLETING), and a cancelled one needs a
+        moment to leave. Jobs still there after ``timeout_s`` are left to the scheduler."""
+        with self._cv:
+            ids = list(self._jobs)
+        deadline = time.monotonic() + timeout_s
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            while time.monotonic() < deadline:
+                try:
+                    states = self.cli.squeue(chunk)
+                except SandboxError:
+                    return
+                chunk = [i for i, st in states.items() if st.active]
+                if not chunk:
+                    break
+                time.sleep(0.2)
 
     def in_flight(self) -> list[str]:
         """Ids of the jobs this executor is waiting for."""

@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..secrets import Redactor
-from .backend import Backend, BackendError, BackendReply, StructuredOutputUnsupported, estimate_usage
+from .backend import (
+    Backend,
+    BackendError,
+    BackendReply,
+    StructuredOutputUnsupported,
+    estimate_usage,
+    served_model,
+)
 from .cost import CostLedger
 from .reasoning import join_reasoning, strip_reasoning
 from .replay_backend import request_key
@@ -80,6 +87,8 @@ class LLMClient:
         self.cost = cost
         self.redactor = redactor or Redactor()
         self._sleep = sleep
+        # progress display (reporting.progress.Progress): attempt_started / _retrying / _ended
+        self.observer: Any = None
 
     # ------------------------------------------------------------ public --
     def complete(
@@ -108,7 +117,7 @@ class LLMClient:
                     parsed = parse_answer(text)
                     validate_answer(parsed, schema, validator)
                 except AnswerError as exc:
-                    problem = str(exc)
+                    problem = _cut_problem(ans, role, str(exc))
             self._account(call, ans, text, join_reasoning(ans.reply.reasoning, inline), problem)
             if problem is None:
                 return LLMResult(
@@ -154,6 +163,8 @@ class LLMClient:
             call.attempt += 1
             tries += 1
             start = time.monotonic()
+            where = (call.ctx.node_id, call.ctx.phase, call.ctx.label)
+            self._observe("attempt_started", *where, call.attempt)
             try:
                 reply = self.backend.complete(
                     msgs,
@@ -173,20 +184,32 @@ class LLMClient:
             except BackendError as exc:
                 wait = self._delay(tries, exc) if exc.retryable and tries < llm_cfg.max_attempts else None
                 self._log_failure(call, msgs, params, time.monotonic() - start, exc, wait)
+                if wait is not None:
+                    self._observe(
+                        "attempt_retrying", *where, call.attempt, f"{type(exc).__name__}: {exc}", wait
+                    )
                 if wait is None:
                     if not exc.retryable:
                         raise
+                    # the count is the call's attempts, as numbered in its prompt-log files
+                    again = f"; its {'repair ' if not first_round else ''}request was tried {tries} times"
                     raise LLMError(
                         f"{call.role} call for node {call.ctx.node_id} ({call.ctx.phase}/{call.ctx.label}) "
-                        f"failed after {tries} attempts (llm.max_attempts={llm_cfg.max_attempts}); "
-                        f"last error: {exc}"
+                        f"failed after {call.attempt} attempts{again if tries != call.attempt else ''} "
+                        f"(llm.max_attempts={llm_cfg.max_attempts} per request); last error: {exc}"
                     ) from exc
                 self._sleep(wait)
                 continue
             except Exception as exc:  # recorded, then raised unchanged (e.g. UnrecordedPrompt)
                 self._log_failure(call, msgs, params, time.monotonic() - start, exc, None)
                 raise
+            finally:
+                self._observe("attempt_ended")
             return _Answer(reply, msgs, params, time.monotonic() - start), mode
+
+    def _observe(self, what: str, *args: Any) -> None:
+        if self.observer is not None:
+            getattr(self.observer, what)(*args)
 
     def _params(self, call: _Call, schema: dict[str, Any] | None, mode: str | None) -> dict[str, Any]:
         rc = self.cfg.role(call.role)
@@ -240,7 +263,9 @@ class LLMClient:
         """Cost and prompt log of one answered attempt."""
         usage = ans.reply.usage or estimate_usage(ans.messages, ans.reply.text)
         model = ans.reply.model or call.model
-        cost = self.cost.add(call.role, call.ctx.phase, call.ctx.node_id, model, usage)
+        cost = self.cost.add(
+            call.role, call.ctx.phase, call.ctx.node_id, model, usage, new_call=call.attempt == 1
+        )
         call.usage = Usage(
             call.usage.prompt_tokens + usage.prompt_tokens,
             call.usage.completion_tokens + usage.completion_tokens,
@@ -253,6 +278,7 @@ class LLMClient:
             "context": text,
             "reasoning": reasoning,
             "server_reasoning": ans.reply.reasoning,
+            "finish_reason": ans.reply.finish_reason,
         }
         usage_rec = {
             "prompt_tokens": usage.prompt_tokens,
@@ -282,11 +308,13 @@ class LLMClient:
         wait: float | None,
     ) -> None:
         call.latency_s += latency
+        model = served_model(self.backend, call.model)  # a timed-out local call names the GGUF
+        self.cost.add_failed(call.role, call.ctx.phase, call.ctx.node_id, model, new_call=call.attempt == 1)
         self._write(
             call,
             msgs,
             params,
-            model=call.model,
+            model=model,
             response=None,
             usage=None,
             cost_usd=0.0,
@@ -313,9 +341,21 @@ class LLMClient:
             "messages": msgs,
             **fields,
             "attempt": call.attempt,
+            "call": call.call_ids[0] if call.call_ids else None,  # None: this is the first attempt
             "request_key": request_key(msgs, params),
             "ledger": ctx.ledger,
             "memory_snapshot": ctx.memory_snapshot,
         }
         written = self.logger.write(record)
         call.call_ids.append(written.get("call_id", ""))
+
+
+def _cut_problem(ans: _Answer, role: str, problem: str) -> str:
+    """A schema failure of an answer the server cut at ``max_tokens`` says so (the parse error of a
+    half-written JSON alone, e.g. "'command' is a required property", would mislead)."""
+    if ans.reply.finish_reason != "length":
+        return problem
+    return (
+        f"the answer was cut at max_tokens={ans.params['max_tokens']} (finish_reason 'length') before "
+        f"it was complete; raise agent.{role}.max_tokens or ask for a shorter answer ({problem})"
+    )
