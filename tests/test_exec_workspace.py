@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import os
 import stat
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
@@ -387,3 +387,100 @@ def test_non_string_path_is_shown_by_repr(tmp_path):
     assert errors == [("5", "empty_path")]
     err = validate_files(tmp_path, [{"path": ["a"], "content": "x"}], max_files=2, max_file_bytes=2)[1][0]
     assert (err.path, err.message) == ("['a']", "path must be a non-empty string")
+
+
+# ---- every rejection, exactly: path shown, rule, message ---------------------------------------
+
+REJECTIONS = [
+    ({"path": "", "content": "x"}, "", "empty_path", "path must be a non-empty string"),
+    ({"path": "a\x01b", "content": "x"}, "a\x01b", "control_char", "path contains NUL or control characters"),
+    ({"path": "x" * 1025, "content": "x"}, "x" * 80 + "...", "too_long", "path longer than 1024 characters"),
+    ({"path": "/etc/x", "content": "x"}, "/etc/x", "absolute",
+     "absolute paths are not allowed; use a path relative to the workspace"),
+    ({"path": "c:", "content": "x"}, "c:", "absolute",
+     "absolute paths are not allowed; use a path relative to the workspace"),
+    ({"path": "./.", "content": "x"}, "./.", "empty_path", "path names no file"),
+    ({"path": "a/../b", "content": "x"}, "a/../b", "parent_ref", "'..' is not allowed in workspace paths"),
+    ({"path": "d/" + "n" * 256, "content": "x"}, "d/" + "n" * 256, "too_long",
+     "a path component is longer than 255 bytes"),
+    ({"path": "file.txt/x", "content": "x"}, "file.txt/x", "not_a_directory", "'file.txt' exists and is not a directory"),
+    ({"path": "sub", "content": "x"}, "sub", "is_directory", "target exists and is a directory"),
+    ({"path": "fifo", "content": "x"}, "fifo", "special_file", "target exists and is a device, FIFO or socket"),
+    ({"path": "out/x", "content": "x"}, "out/x", "symlink_escape", "'out' is a symlink leading outside the workspace"),
+    ({"path": "c.txt", "content": None}, "c.txt", "bad_content", "content must be a string"),
+    ({"path": "s.txt", "content": "\udc00"}, "s.txt", "bad_content",
+     "content is not encodable as UTF-8 (lone surrogates)"),
+    ({"path": "b.bin", "content": "@@", "encoding": "base64"}, "b.bin", "bad_base64", "content is not valid base64"),
+    ({"path": "e.txt", "content": "x", "encoding": "utf-16"}, "e.txt", "bad_encoding",
+     "encoding must be utf-8 or base64, got 'utf-16'"),
+    ({"path": "m1", "content": "x", "mode": "0x1"}, "m1", "bad_mode", "mode must be octal like '0644', got '0x1'"),
+    ({"path": "m2", "content": "x", "mode": 0o20000}, "m2", "bad_mode", "mode out of range: 8192"),
+    ({"path": "m3", "content": "x", "mode": "2750"}, "m3", "dangerous_mode",
+     "setuid/setgid/sticky bits are not allowed (mode 2750)"),
+    ({"path": "big", "content": "x" * 11}, "big", "too_large",
+     "11 bytes exceeds the limit of 10 (exec.max_file_bytes)"),
+    ({"path": "a.py", "content": "again"}, "a.py", "duplicate", "the same path is proposed twice"),
+    (["not", "a", "mapping"] * 20, repr(["not", "a", "mapping"] * 20)[:80], "bad_entry",
+     "expected a mapping with path/content, got list"),
+]  # fmt: skip
+
+
+def test_every_rejection_names_path_rule_and_message(tmp_path):
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    (ws / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (ws / "file.txt").write_text("x")
+    os.mkfifo(ws / "fifo")
+    (ws / "out").symlink_to(outside)
+    files = [{"path": "a.py", "content": "a"}] + [r[0] for r in REJECTIONS]
+    plan, errors = validate_files(ws, files, max_files=50, max_file_bytes=10)
+    assert [str(p[0]) for p in plan] == ["a.py"]  # every entry is checked, bad ones in between
+    assert [(e.path, e.rule, e.message) for e in errors] == [r[1:] for r in REJECTIONS]
+    assert str(errors[0]) == "'': path must be a non-empty string [empty_path]"
+
+
+def test_write_files_refuses_a_non_list_naming_its_type(tmp_path):
+    exc = _rejected(tmp_path, ({"path": "a", "content": "b"},))
+    assert [(e.path, e.rule, e.message) for e in exc.rejections] == [
+        ("*", "bad_entry", "files must be a list, got tuple")
+    ]
+
+
+def test_write_files_creates_a_nested_workspace(tmp_path):
+    ws = tmp_path / "a" / "b" / "ws"
+    assert write_files(ws, [{"path": "x.py", "content": "x"}]).written == ["x.py"]
+    assert (ws / "x.py").read_text() == "x"
+
+
+def test_files_are_written_through_a_hidden_temp_file_in_the_target_directory(tmp_path, monkeypatch):
+    renames = []
+    real_replace = os.replace
+
+    def replace(src, dst):
+        renames.append((Path(src), Path(dst)))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    _write(tmp_path, [{"path": "d/e/f.txt", "content": "x"}])
+    ((src, dst),) = renames
+    assert dst == tmp_path.resolve() / "d/e/f.txt"
+    assert src.parent == dst.parent and src.name.startswith(".write.")  # same filesystem: atomic rename
+    assert sorted(p.name for p in dst.parent.iterdir()) == ["f.txt"]
+
+
+def test_write_re_checks_each_parent_against_a_concurrent_swap(tmp_path, monkeypatch):
+    # validate_files saw a plain directory; by write time it is a symlink leading out.
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    ws.mkdir()
+    outside.mkdir()
+    (ws / "swapped").symlink_to(outside)
+    import ai_scientist.execution.workspace as workspace
+
+    planned = [(PurePosixPath("ok.txt"), b"1", 0o644), (PurePosixPath("swapped/x.py"), b"x", 0o644)]
+    monkeypatch.setattr(workspace, "validate_files", lambda *a, **kw: (planned, []))
+    with pytest.raises(WorkspaceError) as exc:
+        write_files(ws, [{"path": "ignored", "content": ""}])
+    assert [(e.path, e.rule, e.message) for e in exc.value.rejections] == [
+        ("swapped/x.py", "symlink_escape", "parent resolves outside the workspace")
+    ]
+    assert list(outside.iterdir()) == []

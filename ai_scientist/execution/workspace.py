@@ -112,20 +112,12 @@ def _inside(ws: Path, path: str) -> bool:
 
 
 def _check_target(ws: Path, rel: PurePosixPath, raw: str) -> FileRejection | None:
-    """The target's existing components are safe, and its directory resolves inside the workspace.
+    """Walk the existing components: no symlink may lead out, no special file or directory at the end.
 
-    The second check resolves the whole chain at once, so a symlink leading to another
-    symlink (two hops or more) is judged by where it finally lands, here and not only
-    at write time.
+    Each symlink on the way is judged by where it finally lands (``realpath`` follows a chain
+    of any length), so a link to a link that leaves the workspace is rejected here, before
+    anything is written; ``write_files`` re-checks each parent only against concurrent changes.
     """
-    err = _walk_target(ws, rel, raw)
-    if err is None and not _inside(ws, os.path.realpath(ws / rel.parent)):
-        return FileRejection(raw, "symlink_escape", "its directory resolves outside the workspace")
-    return err
-
-
-def _walk_target(ws: Path, rel: PurePosixPath, raw: str) -> FileRejection | None:
-    """Walk the existing components: no symlink may lead out, no special file or directory at the end."""
     cur = ws
     for i, part in enumerate(rel.parts):
         cur = cur / part
