@@ -46,6 +46,7 @@ def test_primary_key_is_the_most_common_valid_key():
     assert primary_metric_key(nodes) == ACC  # the NaN loss does not count
     assert primary_metric_key([node("n0001"), node("n0002", math.inf)]) is None
     assert primary_metric_key([]) is None
+    assert primary_metric_key([node("n0001"), node("n0002", math.nan), node("n0003", 0.5)]) == ACC
 
 
 def test_a_tie_between_keys_goes_to_the_earliest_node_by_id_not_list_position():
@@ -84,8 +85,8 @@ def test_rank_nodes_best_first_incomparable_last_ties_in_creation_order():
     assert [n.id for n in rank_nodes(nodes)] == order
     for limit in (1, 3, 6, 10):
         assert [n.id for n in rank_nodes(nodes, limit)] == order[:limit]
-    mins = [node("n0001", 0.3, LOSS), node("n0002", 0.1, LOSS), node("n0003", 0.2, LOSS)]
-    assert [n.id for n in rank_nodes(mins)] == ["n0002", "n0003", "n0001"]
+    mins = [node("n0001", 0.3, LOSS), node("n0002", 0.1, LOSS), node("n0004"), node("n0003", 0.2, LOSS)]
+    assert [n.id for n in rank_nodes(mins)] == ["n0002", "n0003", "n0001", "n0004"]  # incomparable last
 
 
 # ---- select_best ----------------------------------------------------------------------------
@@ -139,6 +140,13 @@ def test_tie_without_callback_goes_to_the_earliest_node():
     assert (c.node_id, c.method) == ("n0003", "lowest_id")
     assert c.candidates == ("n0003", "n0005", "n0007")
     assert c.reason == "3 nodes tie within tolerance; earliest (n0003) wins"
+    assert c.evidence == {
+        "metric_key": list(ACC),
+        "ranking": [
+            {"id": i, "value": v}
+            for i, v in [("n0007", 1.0), ("n0003", 1.0), ("n0005", 1.0 - 1e-9), ("n0001", 0.99)]
+        ],
+    }
 
 
 def test_tolerance_boundaries_and_parameters():
@@ -173,6 +181,8 @@ def test_callback_answer_outside_the_tie_is_not_trusted():
     assert (
         c.reason == "tie-break answered 'n0001', not one of ['n0002', 'n0004']; earliest (n0002) wins instead"
     )
+    assert c.candidates == ("n0002", "n0004")
+    assert [r["id"] for r in c.evidence["ranking"]] == ["n0004", "n0002", "n0001"]
 
 
 def test_without_comparable_metrics_every_good_node_ties():
