@@ -108,7 +108,21 @@ def test_load_config_errors_name_the_file_or_key(tmp_path):
     path.write_text("agent:\n  num_workers: [\n")
     with pytest.raises(ConfigError) as exc:
         load_config(path)
-    assert str(exc.value).startswith(f"{path}: invalid YAML at line 3, column 1: ")
+    assert str(exc.value) == (
+        f"{path}: invalid YAML at line 3, column 1: expected the node content, but found '<stream end>'"
+    )
+    path.write_text('agent: "\x07"\n')  # a reader error has no line mark: the message is the whole error
+    with pytest.raises(ConfigError) as exc:
+        load_config(path)
+    assert str(exc.value).startswith(
+        f"{path}: invalid YAML: unacceptable character #x0007: special characters"
+    )
+    with pytest.raises(ConfigError) as exc:
+        load_config(tmp_path / "nope.yaml")
+    assert str(exc.value) == f"{tmp_path / 'nope.yaml'}: config file not found"
+    with pytest.raises(ConfigError) as exc:
+        load_config(tmp_path)
+    assert str(exc.value).startswith(f"{tmp_path}: ") and "directory" in str(exc.value)
     path.write_text("agent:\n  num_workers: 0\n")
     with pytest.raises(ConfigError) as exc:
         load_config(path, ["agent.seed=x"])
