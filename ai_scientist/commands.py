@@ -12,10 +12,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .cli import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_NO_WORKING_EXPERIMENT, EXIT_OK, UsageError
-from .config import Config, ConfigError, load_config
+from .config import Config, ConfigError, dump_config, load_config
+from .errors import (
+    EXIT_INTERRUPTED,
+    EXIT_NO_WORKING_EXPERIMENT,
+    EXIT_OK,
+    DiskFull,
+    RunStop,
+    UnrecordedPrompt,
+    UsageError,
+    disk_full_from,
+)
 from .idea import load_idea
+from .outcome import print_outcome
 from .run import Run
+from .runlock import RunLock
+from .util.io import atomic_write_text
 
 
 def _preflight_reporting(cfg: Config) -> None:
@@ -59,13 +71,35 @@ def cmd_run(args: Any) -> int:
     return execute(run, resources=resources)
 
 
+def open_locked(run_dir: str, overrides: list[str] | None) -> Run:
+    """Open an existing run holding its lock (taken before the state is read)."""
+    path = Path(run_dir)
+    if not (path / "config.resolved.yaml").is_file():
+        raise UsageError(f"{path}: not a run directory (no config.resolved.yaml)")
+    lock = RunLock.acquire(path)
+    try:
+        run = Run.open(path, overrides)
+    except BaseException:
+        lock.release()
+        raise
+    run.lock = lock
+    if overrides:  # kept, so a later `resume` without --set does not fall back (e.g. to the old cap)
+        atomic_write_text(run.dir / "config.resolved.yaml", dump_config(run.cfg))
+        run.event("config_overridden", overrides=list(overrides))
+    return run
+
+
 def cmd_resume(args: Any) -> int:
-    run = Run.open(args.run_dir, args.overrides)
-    if run.state.get("status") == "completed":
-        print(f"{run.dir}: already completed (exit {run.state.get('exit_code')})", file=sys.stderr)
-        return int(run.state.get("exit_code") or 0)
-    print(run.dir, flush=True)
-    return execute(run, resources=None, resumed=True)
+    run = open_locked(args.run_dir, args.overrides)
+    try:
+        if run.state.get("status") == "completed":
+            print(f"{run.dir}: already completed (exit {run.state.get('exit_code')})", file=sys.stderr)
+            return int(run.state.get("exit_code") or 0)
+        print(run.dir, flush=True)
+        return execute(run, resources=None, resumed=True)
+    finally:
+        if run.lock is not None:
+            run.lock.release()
 
 
 def cmd_replay(args: Any) -> int:
@@ -83,15 +117,19 @@ def cmd_replay(args: Any) -> int:
 def _rerun_reporting(args: Any) -> int:
     if not args.run_dir:
         raise UsageError("--from-phase needs --run-dir RUN_DIR (an existing run)")
-    run = Run.open(args.run_dir, args.overrides)
+    run = open_locked(args.run_dir, args.overrides)
     print(run.dir, flush=True)
     from .orchestrator import build_services, finish_reporting
 
-    services = build_services(run)
     try:
-        finish_reporting(run, services, from_phase=args.from_phase)
+        services = build_services(run)
+        try:
+            finish_reporting(run, services, from_phase=args.from_phase)
+        finally:
+            services.close()
     finally:
-        services.close()
+        run.lock.release()
+        run.lock = None
     return EXIT_OK
 
 
@@ -103,38 +141,74 @@ def execute(
     replay_from: Path | None = None,
     backend: Any = None,
 ) -> int:
-    """Run the search (and reporting) to the end; returns the CLI exit code."""
-    from .llm.types import CostCapExceeded, UnrecordedPrompt
+    """Run the search (and reporting) to the end; returns the CLI exit code.
+
+    Holds the run's lock for the whole call (a second orchestrator on the same run is refused
+    with exit 2), and always ends with the outcome, its reason and the next command on stderr.
+    """
     from .orchestrator import Orchestrator, build_services
 
-    if resumed:
-        run.event("run_resumed", previous_status=run.state.get("status"))
-    services = build_services(run, resources=resources, backend=backend, replay_from=replay_from)
-    run.save_state(status="running")
+    lock = run.lock if run.lock is not None else RunLock.acquire(run.dir)
     try:
-        code = Orchestrator(run, services).run()
-    except KeyboardInterrupt:
-        run.save_state(status="interrupted")
-        run.event("run_interrupted", reason="KeyboardInterrupt (Ctrl-C); resume with ai-scientist resume")
-        print(f"interrupted; state saved. Resume with: ai-scientist resume {run.dir}", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except UnrecordedPrompt as exc:
-        run.save_state(status="replay_diverged")
-        run.event("replay_diverged", reason=str(exc))
-        print(f"replay diverged from the recording: {exc}", file=sys.stderr)
-        return EXIT_INTERNAL
-    except CostCapExceeded as exc:
-        run.save_state(status="cost_cap")
-        run.event("run_stopped", reason=str(exc))
-        print(
-            f"stopped: {exc}. Raise llm.max_cost_usd and resume: ai-scientist resume {run.dir} "
-            f"--set llm.max_cost_usd=...",
-            file=sys.stderr,
-        )
-        return EXIT_INTERRUPTED
-    finally:
+        if resumed:
+            run.event("run_resumed", previous_status=run.state.get("status"))
+        services = build_services(run, resources=resources, backend=backend, replay_from=replay_from)
+        run.save_state(status="running")
+        stop: BaseException | None = None
+        try:
+            code = Orchestrator(run, services).run()
+        except (KeyboardInterrupt, RunStop) as exc:
+            stop, code = exc, -1
+        except Exception as exc:
+            full = disk_full_from(exc)
+            if full is None:
+                raise
+            stop, code = full, -1
+        finally:
+            _close_quietly(services, stop)
+        if stop is not None:
+            return _stopped(run, stop)
+        status = "completed" if code in (EXIT_OK, EXIT_NO_WORKING_EXPERIMENT) else "failed"
+        run.save_state(status=status, exit_code=code)
+        run.event("run_finished", exit_code=code, status=status)
+        print_outcome(run, code)
+        return code
+    finally:  # the run has ended (or stopped): the next `resume` may take it
+        lock.release()
+        run.lock = None
+
+
+def _close_quietly(services: Any, stop: BaseException | None) -> None:
+    try:
         services.close()
-    status = "completed" if code in (EXIT_OK, EXIT_NO_WORKING_EXPERIMENT) else "failed"
-    run.save_state(status=status, exit_code=code)
-    run.event("run_finished", exit_code=code, status=status)
+    except Exception as exc:
+        if stop is None and disk_full_from(exc) is None:
+            raise
+
+
+def _stopped(run: Run, stop: BaseException) -> int:
+    """Record a clean stop (Ctrl-C, cost cap, full disk, diverged replay) and say what to do next.
+
+    The journal already holds every finished node; if the disk is full even the state update
+    may fail, which loses nothing (``resume`` works from the journal)."""
+    if isinstance(stop, KeyboardInterrupt):
+        status, code, reason = "interrupted", EXIT_INTERRUPTED, "interrupted (Ctrl-C)"
+        hint, title = f"ai-scientist resume {run.dir}", "run interrupted"
+        event = "run_interrupted"
+    else:
+        assert isinstance(stop, RunStop)
+        if isinstance(stop, DiskFull):
+            stop = stop.located(run.dir)
+        status, code, reason, hint = stop.status, stop.exit_code, str(stop), stop.hint(run.dir)
+        title = stop.title
+        event = "replay_diverged" if isinstance(stop, UnrecordedPrompt) else "run_stopped"
+    try:
+        run.save_state(status=status)
+        run.event(event, status=status, reason=reason, exit_code=code)
+        saved = "state saved"
+    except Exception as exc:
+        if disk_full_from(exc) is None:
+            raise
+        saved = "state as of the last finished node (the state file could not be updated)"
+    print_outcome(run, code, reason=reason, hint=hint, saved=saved, title=title)
     return code

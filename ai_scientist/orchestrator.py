@@ -18,8 +18,8 @@ import time
 import traceback
 from typing import Any
 
-from .cli import EXIT_NO_WORKING_EXPERIMENT, EXIT_OK
-from .llm.types import CostCapExceeded, LLMError, UnrecordedPrompt
+from .errors import EXIT_NO_WORKING_EXPERIMENT, EXIT_OK, RunStop, disk_full_from
+from .llm.types import LLMError
 from .phases.base import NodeContext
 from .phases.pipeline import run_node
 from .services import Services, build_services  # noqa: F401  (re-exported for commands)
@@ -52,6 +52,8 @@ class Orchestrator:
     # ------------------------------------------------------------- main --
     def run(self) -> int:
         state = self._load_stage_state()
+        if state is not None:  # a resumed run shows its saved state at once, not after a node
+            self._progress(state.stage, force=True)
         while state is not None:
             self.run_.event(
                 "stage_started", stage=state.stage, name=STAGES[state.stage].name, carried_id=state.carried_id
@@ -60,7 +62,7 @@ class Orchestrator:
             state = self._stage_state_now(state)
             self.run_.event("stage_completed", stage=state.stage, **outcome.to_dict())
             if state.stage == 1 and outcome.no_working_experiment:
-                self.run_.save_state(stage_state=None, search_done=True)
+                self.run_.save_state(stage_state=None, search_done=True, result_reason=outcome.reason)
                 self.run_.event("run_result", result="no working experiment", reason=outcome.reason)
                 self.s.write_view()
                 return EXIT_NO_WORKING_EXPERIMENT
@@ -166,8 +168,6 @@ class Orchestrator:
             )
             offered = [str(i)[:300] for i in res.parsed.get("ideas", [])]
             fresh = dedupe_ideas(offered, [*tried, *state.ideas])
-        except UnrecordedPrompt:
-            raise
         except LLMError as exc:
             self.run_.event("ideas_failed", stage=state.stage, reason=str(exc)[:500])
             offered, fresh = [], []
@@ -214,9 +214,13 @@ class Orchestrator:
             run_node(ctx)
             self.s.write_state(ctx.node)
             failpoints.hit(f"after_node:{node.id}")
-        except (CostCapExceeded, UnrecordedPrompt) as exc:
+        except RunStop as exc:  # cost cap, full disk, diverged replay: the main thread stops the run
             errors.append(exc)
         except Exception as exc:  # a bug in our code: record it on the node, keep the run alive
+            full = disk_full_from(exc)
+            if full is not None:  # the run cannot write: stop, do not mark nodes buggy
+                errors.append(full)
+                return
             tb = traceback.format_exc()
             ctx.node = self.journal.update(node.id, status="buggy", error=f"internal error: {exc!r}"[:2000])
             self.run_.event("internal_error", node_id=node.id, error=repr(exc), traceback=tb[-4000:])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import threading
 import time
 from datetime import datetime, timezone
@@ -17,11 +18,50 @@ from typing import Any
 import yaml
 
 from .config import Config, ConfigError, apply_override, dump_config, validate
+from .errors import UsageError
 from .idea import Idea
+from .runlock import RunLock
 from .secrets import Redactor, redactor_for
 from .util.io import append_jsonl, atomic_write_json, atomic_write_text, read_json
 
 STATE_FILE = "state.json"
+MAX_NAME_CHARS = 120
+
+
+def check_run_name(name: str) -> None:
+    """A ``--name`` must be one plain, printable directory name (exit 2 otherwise)."""
+    bad = [c for c in name if not c.isprintable() or c in "/\\"]
+    if not name.strip() or name in (".", "..") or name.startswith("-") or bad:
+        shown = f" (contains {bad[0]!r})" if bad else ""
+        raise UsageError(f"--name {name!r}: must be a plain, printable directory name{shown}")
+    if len(name) > MAX_NAME_CHARS:
+        raise UsageError(f"--name: at most {MAX_NAME_CHARS} characters, got {len(name)}")
+
+
+def _new_run_dir(out_root: Path, base: str) -> Path:
+    """Create ``out_root/base`` (or ``base-2``, ``-3`` ...) atomically: two runs never share one."""
+    if out_root.exists() and not out_root.is_dir():
+        raise UsageError(f"--out {out_root}: exists and is not a directory")
+    try:
+        out_root.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"--out {out_root}: a parent of it is a file, not a directory") from None
+    except NotADirectoryError:
+        raise UsageError(f"--out {out_root}: a parent of it is a file, not a directory") from None
+    except OSError as exc:
+        raise UsageError(f"--out {out_root}: cannot create it ({exc.strerror})") from None
+    if not os.access(out_root, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {out_root}: not writable by this user")
+    for n in range(1, 10_000):
+        run_dir = out_root / (base if n == 1 else f"{base}-{n}")
+        try:
+            run_dir.mkdir(mode=0o700)
+            return run_dir
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise UsageError(f"--out {out_root}: cannot create the run directory ({exc.strerror})") from None
+    raise UsageError(f"--out {out_root}: too many runs named {base!r}")
 
 
 class Run:
@@ -34,6 +74,7 @@ class Run:
         self.state = state
         self.redactor: Redactor = redactor_for(cfg)
         self._lock = threading.Lock()
+        self.lock: RunLock | None = None  # the run's process lock, when this process holds it
 
     # ------------------------------------------------------------ paths ----
     @property
@@ -62,17 +103,13 @@ class Run:
     ) -> Run:
         """Make a fresh run directory with the resolved config, the idea and an initial state."""
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        if name is not None:
+            check_run_name(name)
         base = name or f"{stamp}_{idea.name}"
-        if "/" in base or base in (".", ".."):
-            raise ConfigError(f"--name {base!r}: must be a plain directory name")
-        out_root = Path(out_root)
-        run_dir = out_root / base
-        n = 1
-        while run_dir.exists():
-            n += 1
-            run_dir = out_root / f"{base}-{n}"
+        run_dir = _new_run_dir(Path(out_root), base)
+        lock = RunLock.acquire(run_dir, "ai-scientist run")
         for sub in ("nodes", "figures", "paper", "resources"):
-            (run_dir / sub).mkdir(parents=True, exist_ok=True)
+            (run_dir / sub).mkdir(exist_ok=True)
         atomic_write_text(run_dir / "config.resolved.yaml", dump_config(cfg))
         atomic_write_text(run_dir / "idea.md", idea.to_markdown())
         atomic_write_json(run_dir / "idea.json", dataclasses.asdict(idea))
@@ -88,6 +125,7 @@ class Run:
             "exit_code": None,
         }
         run = cls(run_dir, cfg, idea, state)
+        run.lock = lock
         run.save_state()
         run.event("run_created", run_dir=str(run_dir), idea=idea.title)
         return run

@@ -15,9 +15,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from pipeline_support import run_args  # noqa: E402
 
-from ai_scientist.commands import execute, setup_run  # noqa: E402
+from ai_scientist.commands import execute, open_locked, setup_run  # noqa: E402
+from ai_scientist.errors import ConfigError, UsageError  # noqa: E402
 from ai_scientist.llm.scripted_backend import ScriptedBackend  # noqa: E402
-from ai_scientist.run import Run  # noqa: E402
 from ai_scientist.testing.scripted import ExampleResponder  # noqa: E402
 
 
@@ -40,9 +40,13 @@ def main() -> int:
         run, resources = setup_run(run_args(Path(a.target), *a.overrides, name=a.name))
         print(run.dir, flush=True)
         return execute(run, resources=resources, backend=backend)
-    run = Run.open(a.target)
+    run = open_locked(a.target, a.overrides)
     return execute(run, backend=backend, resumed=True)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (ConfigError, UsageError) as exc:  # as the CLI does: exit 2, one line
+        print(f"drive_run: error: {exc}", file=sys.stderr)
+        sys.exit(2)

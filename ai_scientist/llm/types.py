@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import errors as _errors
+
 Message = dict[str, Any]  # OpenAI chat message: {"role": ..., "content": str | list[parts]}
 
 
@@ -20,12 +22,10 @@ class StructuredOutputError(LLMError):
         self.raw = raw
 
 
-class CostCapExceeded(LLMError):
-    """``llm.max_cost_usd`` was crossed: the run stops cleanly and can be resumed."""
-
-
-class UnrecordedPrompt(LLMError):
-    """Replay backend: this prompt is not in the recorded run."""
+# Run-stopping conditions are not LLM errors: a phase that catches LLMError to mark its node
+# buggy must not catch them (see ai_scientist.errors.RunStop). Re-exported here for callers.
+CostCapExceeded = _errors.CostCapExceeded
+UnrecordedPrompt = _errors.UnrecordedPrompt
 
 
 @dataclass

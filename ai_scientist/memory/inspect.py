@@ -16,7 +16,7 @@ from ..util.io import read_json
 
 
 def _usage_error(msg: str) -> Exception:
-    from ..cli import UsageError
+    from ..errors import UsageError
 
     return UsageError(msg)
 

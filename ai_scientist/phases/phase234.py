@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..llm.types import LLMError, UnrecordedPrompt
+from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed, code_text, parent_file, short_json
 from .execution import run_command
 from .schemas import CODE_SCHEMA, METRICS_PARSER_SCHEMA, validate_code
@@ -170,8 +170,6 @@ def read_metrics(ctx: NodeContext, outputs: list[dict]) -> tuple[list[dict], str
             role="feedback",
             schema=METRICS_PARSER_SCHEMA,
         ).parsed
-    except UnrecordedPrompt:
-        raise
     except LLMError as exc:
         return [], f"no metrics.json; fallback parser failed: {exc}"
     return normalise_metrics(parsed), "llm_fallback"

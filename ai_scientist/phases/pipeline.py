@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from ..context.state import state_op_for
-from ..llm.types import LLMError, UnrecordedPrompt
+from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed, code_text, short_json
 from .phase0 import run_phase0
 from .phase1 import run_phase1
@@ -40,8 +40,6 @@ def review_execution(ctx: NodeContext, run_record: dict) -> dict:
         review = ctx.ask(
             "exec_review", values, phase="review", label="exec_review", role="feedback", schema=REVIEW_SCHEMA
         ).parsed
-    except UnrecordedPrompt:
-        raise
     except LLMError as exc:
         # the review is advice on top of hard evidence (exit codes, metrics): record and go on
         review = {"is_bug": False, "summary": f"review unavailable: {exc}", "error": str(exc)}
@@ -88,8 +86,6 @@ def run_node(ctx: NodeContext) -> None:
             finished_at=time.time(),
         )
     except PhaseFailed as exc:
-        if isinstance(exc.__cause__, UnrecordedPrompt):
-            raise exc.__cause__ from None  # a replay that diverged stops instead of inventing a tree
         ctx.update(
             status="buggy",
             error=f"{exc.phase}: {exc.reason}"[:4000],

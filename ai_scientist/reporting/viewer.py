@@ -236,7 +236,7 @@ def write_view(run_dir: Path, html_path: Path | None = None) -> Path:
 
 def cmd_view(args: Any) -> int:
     """CLI handler: ``ai-scientist view RUN_DIR [--html FILE]``."""
-    from ..cli import UsageError
+    from ..errors import UsageError
 
     run_dir = Path(args.run_dir)
     if not (run_dir / "journal.jsonl").exists():
