@@ -15,9 +15,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-
-class ConfigError(Exception):
-    """A configuration problem a user must fix (CLI exit code 2)."""
+from .errors import ConfigError
+from .util.userfiles import load_yaml, read_user_text
 
 
 class _Strict(BaseModel):
@@ -309,9 +308,11 @@ def validate(data: Any, source: str = "config") -> Config:
 
 def _coerce(text: str) -> Any:
     """Parse a ``--set`` value with YAML scalars rules (ints, floats, bools, null, lists)."""
+    if text == "":
+        return ""
     try:
-        return yaml.safe_load(text) if text != "" else ""
-    except yaml.YAMLError:
+        return load_yaml(text, "--set value")
+    except ConfigError:
         return text
 
 
@@ -341,18 +342,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     data: Any = {}
     if path is not None:
         p = Path(path)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ConfigError(f"{p}: config file not found") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{p}: cannot read config file ({exc})") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            raise ConfigError(f"{p}: invalid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        data = load_yaml(read_user_text(p, str(p), kind="config file"), str(p))
         if data is None:
             data = {}
         if not isinstance(data, dict):

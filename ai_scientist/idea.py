@@ -24,7 +24,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import ConfigError
+from .errors import ConfigError
+from .util.userfiles import load_json, read_user_text
 
 
 class IdeaError(ConfigError):
@@ -75,8 +76,17 @@ _SECTION_ALIASES = {
 }
 
 
+SLUG_MAX = 48
+
+
 def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:48] or "idea"
+    """The idea's name in a run directory: lower-case words joined by ``_``, at most
+    ``SLUG_MAX`` characters, cut at a word boundary (a single over-long word is cut)."""
+    slug = re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+    if len(slug) > SLUG_MAX:
+        head = slug[: SLUG_MAX + 1]  # one more: a word that ends exactly at the limit is kept
+        slug = head[: head.rfind("_")] if "_" in head[1:] else slug[:SLUG_MAX]
+    return slug.strip("_") or "idea"
 
 
 def _text(v: object) -> str:
@@ -166,18 +176,16 @@ def load_idea(spec: str | Path) -> Idea:
         spec, index = m.group(1), int(m.group(2))
     path = Path(spec)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise IdeaError(f"--idea {path}: file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise IdeaError(f"--idea {path}: cannot read ({exc})") from None
+        text = read_user_text(path, f"--idea {path}")
+    except ConfigError as exc:
+        raise IdeaError(str(exc)) from None
     if not text.strip():
         raise IdeaError(f"--idea {path}: file is empty")
     if path.suffix.lower() == ".json" or text.lstrip().startswith(("{", "[")):
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise IdeaError(f"--idea {path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+            data = load_json(text, f"--idea {path}")
+        except ConfigError as exc:
+            raise IdeaError(str(exc)) from None
         if isinstance(data, list):
             if not data:
                 raise IdeaError(f"--idea {path}: the JSON list holds no idea")

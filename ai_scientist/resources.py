@@ -24,7 +24,6 @@ when the network is allowed; otherwise the item is recorded as skipped.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -34,11 +33,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .config import ConfigError
 from .util.io import atomic_write_json, read_json
+from .util.userfiles import load_json, load_yaml, read_user_text
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 INDEX_NAME = "index.json"
@@ -128,14 +127,8 @@ def _default_id(entry: ResourceEntry, n: int) -> str:
 def load_resources(path: str | Path) -> ResourceSpec:
     """Parse and validate a resources file; any problem is a ConfigError naming the entry (exit 2)."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot read resources file ({exc})") from None
-    try:
-        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{p}: invalid {'JSON' if p.suffix == '.json' else 'YAML'}: {exc}") from None
+    text = read_user_text(p, f"--resources {p}")
+    data = load_json(text, str(p)) if p.suffix == ".json" else load_yaml(text, str(p))
     raw = data.get("resources") if isinstance(data, dict) else data
     if isinstance(data, dict) and set(data) - {"resources"}:
         raise ConfigError(
