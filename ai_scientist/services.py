@@ -171,6 +171,8 @@ def build_services(
         store = MemoryStore.open_run(run.dir, cfg)
     from .reporting.progress import Progress
 
+    progress = Progress()
+    llm.observer = progress  # calls in flight and retries show on the status line
     return Services(
         run=run,
         llm=llm,
@@ -181,7 +183,7 @@ def build_services(
         resources_dir=res_dir,
         resource_index=index,
         memory_store=store,
-        progress=Progress(),
+        progress=progress,
     )
 
 

@@ -4,6 +4,11 @@ The orchestrator owns one :class:`Progress` and calls ``update(**fields)``
 whenever a count changes and ``event(msg)`` for notable moments. Safe to call
 from worker threads. Non-TTY output goes to stderr (stdout carries the run
 directory, which scripts read).
+
+The LLM client reports each attempt to it (``attempt_started`` / ``attempt_retrying`` /
+``attempt_ended``): the status shows the calls in flight (node, phase/label, attempt) and
+every retry is printed as it happens. The orchestrator shows a resumed run's saved state
+(stage, nodes, best, tokens, cost) as soon as it starts, before any node finishes.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from typing import Any, TextIO
 
 FIELDS = ("stage", "running", "good", "buggy", "best", "tokens", "cost_usd")
 # fields whose change alone does not deserve a new plain line (they move on every call)
-_NOISY = ("tokens", "cost_usd")
+_NOISY = ("tokens", "cost_usd", "in flight")
+IN_FLIGHT_SHOWN = 4  # calls listed by name; more are counted
 
 
 def _fmt_best(best: Any) -> str:
@@ -47,6 +53,7 @@ class Progress:
         }
         self.extra: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._calls: dict[int, str] = {}  # attempt in flight, by thread id: "n0003 phase1/step2 #2"
         self._interval = plain_interval_s
         self._last_key: tuple = ()
         self._last_time = 0.0
@@ -104,12 +111,41 @@ class Progress:
                 self._live.update(self._panel())
                 return
             key = tuple((k, str(v)) for k, v in self.fields.items() if k not in _NOISY) + tuple(
-                self.extra.items()
+                (k, str(v)) for k, v in self.extra.items() if k not in _NOISY
             )
             now = time.monotonic()
             if key != self._last_key or now - self._last_time >= self._interval:
                 self._emit(self.line())
                 self._last_key, self._last_time = key, now
+
+    # ------------------------------------------------- LLM attempts --
+    def attempt_started(self, node_id: str, phase: str, label: str, attempt: int) -> None:
+        """An LLM request was sent (called by the client from the worker's thread)."""
+        self._set_call(f"{node_id} {phase}/{label}" + (f" attempt {attempt}" if attempt > 1 else ""))
+
+    def attempt_ended(self) -> None:
+        """The request of this thread came back (answered or failed)."""
+        self._set_call(None)
+
+    def attempt_retrying(
+        self, node_id: str, phase: str, label: str, attempt: int, error: str, wait_s: float
+    ) -> None:
+        """Attempt ``attempt`` failed with a retryable ``error``; the next one starts in ``wait_s``."""
+        self.event(
+            f"{node_id} {phase}/{label}: attempt {attempt} failed ({error[:200]}); retrying in {wait_s:.0f} s"
+        )
+
+    def _set_call(self, what: str | None) -> None:
+        with self._lock:
+            if what is None:
+                self._calls.pop(threading.get_ident(), None)
+            else:
+                self._calls[threading.get_ident()] = what
+            calls = list(self._calls.values())
+        shown = "; ".join(calls[:IN_FLIGHT_SHOWN]) + (
+            f" (+{len(calls) - IN_FLIGHT_SHOWN} more)" if len(calls) > IN_FLIGHT_SHOWN else ""
+        )
+        self.update(**{"in flight": shown or "-"})
 
     def event(self, msg: str) -> None:
         """A notable moment (stage change, best node, failure) printed above the panel / as a line."""
