@@ -44,8 +44,8 @@ def wheel(tmp_path_factory) -> Path:
     except ImportError:
         pytest.skip("setuptools is not installed in this environment (scripts/setup.sh installs it)")
     major = int(setuptools.__version__.split(".")[0])
-    if major < 68:
-        pytest.skip(f"setuptools {setuptools.__version__} < 68 (pyproject's build requirement)")
+    if major < 77:
+        pytest.skip(f"setuptools {setuptools.__version__} < 77 (pyproject's build requirement)")
     src = tmp_path_factory.mktemp("src")
     _copy_tracked(src)
     out = tmp_path_factory.mktemp("wheel")
