@@ -111,6 +111,9 @@ def test_out_that_is_a_file_under_a_file_or_read_only(tmp_path: Path) -> None:
     try:
         assert_refused(cli("run", "--idea", str(IDEA), "--out", str(ro)), "--out", str(ro))
         assert_refused(cli("run", "--idea", str(IDEA), "--out", str(ro / "x")), "--out")
+        assert_refused(
+            cli("exec", "--workspace", str(ro / "ws"), "--", "true"), "--workspace", "cannot create"
+        )
     finally:
         if os.geteuid() == 0:
             subprocess.run(["umount", str(ro)])

@@ -9,14 +9,13 @@ import tempfile
 from pathlib import Path
 
 from ..config import load_config
+from ..errors import UsageError
 from .base import Limits, SandboxError
 from .registry import make_executor
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
     """Print the command's output and a one-line summary on stderr; exit with its exit code (124 on timeout)."""
-    from ..cli import UsageError
-
     cmd = list(args.cmd or [])
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
@@ -36,7 +35,10 @@ def cmd_exec(args: argparse.Namespace) -> int:
     temp = None
     if args.workspace:
         workspace = Path(args.workspace)
-        workspace.mkdir(parents=True, exist_ok=True)
+        try:
+            workspace.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"--workspace {workspace}: cannot create it ({exc.strerror})") from None
     else:
         temp = tempfile.mkdtemp(prefix="ai-sci-exec-")
         Path(temp).chmod(0o755)
