@@ -54,12 +54,16 @@ def check_slurm(cfg: Any) -> list[dict[str, Any]]:
             "name": "slurm client",
             "ok": True,
             "status": "found",
-            "detail": f"{(version.stdout.strip() if version else '') or 'sbatch'} at {detail}",
+            "detail": f"Slurm client {(version.stdout.strip() if version else '') or 'sbatch'} at {detail}",
         }
     ]
     ping = ask("scontrol", "ping") if shutil.which("scontrol") else None
     up = bool(ping and ping.returncode == 0 and "UP" in ping.stdout)
-    ping_text = (ping.stdout.strip() or ping.stderr.strip()) if ping else "scontrol did not answer"
+    ping_text = (
+        (ping.stdout.strip() or ping.stderr.strip())
+        if ping
+        else "The controller did not answer scontrol ping"
+    )
     rows.append(
         {
             "name": "slurm controller",
@@ -93,7 +97,8 @@ def check_slurm(cfg: Any) -> list[dict[str, Any]]:
                 "name": f"partition {wanted}",
                 "ok": not needed,
                 "status": "missing",
-                "detail": f"exec.slurm.partition={wanted} is not a partition here ({', '.join(seen) or 'none'})",
+                "detail": f"Partition {wanted} (exec.slurm.partition) is not one of this cluster's: "
+                + (", ".join(seen) or "none"),
             }
         )
     return rows
