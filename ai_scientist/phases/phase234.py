@@ -13,12 +13,14 @@ import json
 from typing import Any
 
 from ..llm.types import LLMError
+from ..util.io import read_file_inside
 from .base import NodeContext, PhaseFailed, code_text, parent_file, short_json
 from .execution import run_command
 from .schemas import CODE_SCHEMA, METRICS_PARSER_SCHEMA, validate_code
 
 ANSWER_FILE = "code_answer.json"
 RUN_FILE = "run.json"
+MAX_METRICS_BYTES = 10_000_000
 
 
 def _values(ctx: NodeContext, plan: dict) -> dict[str, str]:
@@ -153,9 +155,10 @@ def run_experiment(ctx: NodeContext, answer: dict) -> dict:
 
 def read_metrics(ctx: NodeContext, outputs: list[dict]) -> tuple[list[dict], str]:
     path = ctx.workspace / "metrics.json"
-    if path.exists():
-        try:
-            return normalise_metrics(json.loads(path.read_text(encoding="utf-8"))), "metrics.json"
+    if path.exists() or path.is_symlink():
+        try:  # written by generated code: no symlink out, no FIFO / device, bounded size
+            data = read_file_inside(ctx.workspace, path, MAX_METRICS_BYTES)
+            return normalise_metrics(json.loads(data.decode("utf-8"))), "metrics.json"
         except (ValueError, TypeError) as exc:
             return [], f"metrics.json unreadable: {exc}"
     stdout = "\n".join(o["stdout_tail"] for o in outputs)[-4000:]

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..util.io import regular_file_inside
 from .runread import RunView
 
 DATA_SUFFIXES = {".npy", ".npz", ".json", ".csv", ".tsv"}
@@ -67,7 +68,12 @@ def _node_entry(view: RunView, node: dict[str, Any], role: str, dest_root: Path)
     workspace = view.node_dir(nid) / "workspace"
     files: list[dict[str, Any]] = []
     if workspace.is_dir():
-        found = sorted(p for p in workspace.rglob("*") if p.is_file() and p.suffix.lower() in DATA_SUFFIXES)
+        # written by generated code: only regular files really inside it (no symlink out)
+        found = sorted(
+            p
+            for p in workspace.rglob("*")
+            if p.suffix.lower() in DATA_SUFFIXES and regular_file_inside(workspace, p)
+        )
         for src in found[:MAX_FILES_PER_NODE]:
             if src.stat().st_size > MAX_FILE_BYTES:
                 continue

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..secrets import Redactor, redactor_for
-from ..util.io import atomic_write_text, read_json, read_jsonl
+from ..util.io import atomic_write_text, read_json, read_jsonl, regular_file_inside
 from .images import image_data_url
 from .runread import load_run, read_text
 
@@ -150,7 +150,8 @@ def node_view(
     code = []
     if ws.is_dir():
         for p in sorted(ws.rglob("*"))[:200]:
-            if p.is_file() and p.suffix in CODE_SUFFIXES and len(code) < 10:
+            # written by generated code: a symlink out (e.g. to /proc/self/environ) is not followed
+            if p.suffix in CODE_SUFFIXES and len(code) < 10 and regular_file_inside(ws, p):
                 code.append({"name": str(p.relative_to(ws)), "text": read_text(p, TEXT_CAP)})
     calls = _calls(logs, page_dir, cap)
     plots = [images.url(p) for p in sorted((nd / "plots").glob("*.png"))[:MAX_PLOTS_PER_NODE]]

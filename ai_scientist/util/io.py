@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +32,33 @@ def create_private(path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     os.close(os.open(path, os.O_WRONLY | os.O_CREAT, PRIVATE_FILE_MODE))
     return path
+
+
+def regular_file_inside(root: str | Path, path: str | Path) -> bool:
+    """True if ``path`` is a regular file whose real location is inside ``root``.
+
+    Workspaces are written by generated code: a symlink it planted (``metrics.json ->
+    /proc/self/environ``, ``notes.py -> ~/.ssh/id_rsa``, another run's journal) or a FIFO /
+    device must never make the orchestrator read, copy or show something else."""
+    try:
+        base = os.path.realpath(root)
+        real = os.path.realpath(path)
+        inside = real == base or real.startswith(base.rstrip("/") + "/")
+        return inside and stat.S_ISREG(os.stat(real).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def read_file_inside(root: str | Path, path: str | Path, max_bytes: int) -> bytes:
+    """The bytes of a workspace file, or ValueError naming why not: not a regular file inside
+    ``root`` (see :func:`regular_file_inside`) or larger than ``max_bytes``."""
+    if not regular_file_inside(root, path):
+        raise ValueError("not a regular file inside the workspace (symlink out, FIFO, device or missing)")
+    with open(os.path.realpath(path), "rb") as fh:
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ValueError(f"larger than {max_bytes} bytes")
+    return data
 
 
 def _fsync_dir(path: Path) -> None:
