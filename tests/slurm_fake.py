@@ -86,7 +86,12 @@ def main(name: str) -> int:
         fh.write(json.dumps([name, *sys.argv[1:]]) + "\n")
     with _locked(state_dir):
         data = jobs(state_dir)
-        if name == "sbatch":
+        if name == "sbatch" and "--test-only" in sys.argv:
+            print(
+                "sbatch: Job 0 to start now using 1 processors on nodes fake in partition debug",
+                file=sys.stderr,
+            )
+        elif name == "sbatch":
             script_path = Path(sys.argv[-1])
             opts = _options(script_path.read_text())
             out_file = opts.get("output", "")

@@ -317,6 +317,7 @@ def test_node_error_names_the_slurm_cause(fake, tmp_path, monkeypatch):
     assert buggy and all("memory above --mem=300 MB" in n["error"] for n in buggy), [
         n["error"] for n in buggy
     ]
-    submitted = [c for c in slurm_fake.calls(state) if c[0] == "sbatch"]
+    submitted = [c for c in slurm_fake.calls(state) if c[0] == "sbatch" and "--test-only" not in c]
     records = sorted(run_dir.glob("nodes/*/exec/*.json"))
     assert len(records) == len(submitted)
+    assert [c for c in slurm_fake.calls(state) if "--test-only" in c], "the options were checked at start"

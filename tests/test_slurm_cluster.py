@@ -283,3 +283,14 @@ def test_job_purged_before_its_exit_file_was_read_is_lost(tmp_path):
     res = executor(tmp_path).run(["sleep", "300"], workspace=ws)  # resume: re-attach finds nothing
     assert res.extra["job_id"] == job and res.extra["reattached"]
     assert not res.ok and "lost" in res.reason and job in res.reason
+
+
+def test_wrong_partition_is_a_configuration_error_before_any_job(tmp_path, capsys):
+    from ai_scientist.cli import main
+    from ai_scientist.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"exec\.slurm.*partition=no-such-part.*invalid partition"):
+        executor(tmp_path, "exec.slurm.partition=no-such-part")
+    code = main(["exec", "--backend", "slurm", "--set", "exec.slurm.partition=no-such-part", "--", "true"])
+    err = capsys.readouterr().err
+    assert code == 2 and "exec.slurm" in err and "Traceback" not in err

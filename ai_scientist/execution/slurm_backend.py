@@ -140,6 +140,30 @@ class SlurmExecutor:
         self._closed = threading.Event()
         self._poller: threading.Thread | None = None
         self._adhoc_run = f"adhoc-{os.getpid()}-{int(time.time())}"
+        if cli is None:
+            self.preflight()
+
+    def preflight(self) -> None:
+        """Ask the controller (``sbatch --test-only``) whether it would accept a job with the
+        configured options, so a wrong partition / account / qos / gres or an unreachable
+        controller stops the run before anything is spent (a configuration error, exit 2)."""
+        from .isolation import SandboxUnavailable
+
+        limits = Limits.from_config(self.exec_cfg)
+        opts = self.sbatch_options("ai-sci-preflight", Path(tempfile.gettempdir()), limits)
+        opts = [o for o in opts if not o.startswith(("--output=", "--error=", "--chdir="))]
+        problem = self.cli.test_only([*opts, "--output=/dev/null", f"--chdir={tempfile.gettempdir()}"])
+        if problem:
+            c = self.cfg
+            chosen = ", ".join(
+                f"{k}={v}" for k, v in (("partition", c.partition), ("account", c.account), ("qos", c.qos),
+                                        ("gres", c.gres), ("extra_args", c.extra_args)) if v
+            )  # fmt: skip
+            raise SandboxUnavailable(
+                f"exec.slurm: the Slurm controller refuses jobs with these options "
+                f"({chosen or 'defaults'}, --mem={self.mem_mb(limits)}, --time={self.time_minutes(limits)}): "
+                f"{problem}. Check exec.slurm.* (sinfo lists partitions) or run `ai-scientist doctor`"
+            )
 
     # ------------------------------------------------------------ interface --
 

@@ -109,6 +109,14 @@ class SlurmCLI:
             raise SandboxError(f"sbatch printed no job id: {proc.stdout.strip()[:200]!r}")
         return job_id
 
+    def test_only(self, options: list[str]) -> str | None:
+        """``sbatch --test-only`` with these options: None when the controller would accept the job,
+        else its complaint (unknown partition / account / qos / gres, impossible memory, no controller)."""
+        proc = self._run(["sbatch", "--test-only", *options, "--wrap", "true"])
+        if proc.returncode == 0:
+            return None
+        return "; ".join(line.strip() for line in proc.stderr.strip().splitlines() if line.strip())[:500]
+
     def squeue(self, job_ids: list[str]) -> dict[str, JobState]:
         """The state of every listed job still known to the controller (one call for all of them).
 
