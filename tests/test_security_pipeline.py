@@ -106,7 +106,7 @@ def test_attacker_in_a_real_run_under_an_untraversable_directory(tmp_path, backe
                 if path.exists():
                     assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
             for path in run_dir.rglob("*"):  # the key reached no file of either run
-                if path.is_file() and path.stat().st_size < 50_000_000:
+                if path.is_file() and not path.is_symlink() and path.stat().st_size < 50_000_000:
                     assert out["secret"].encode() not in path.read_bytes(), path
     finally:
         if out.get("base"):
