@@ -6,7 +6,8 @@ state lives in ``$FAKE_SLURM_DIR/jobs.json`` and every call is appended to
 ``outcomes.json`` (consumed in order), each ``{"run": bool, "state": ...,
 "reason": ..., "exit_status": int}``: ``run`` executes the batch script at
 submission (so the real in-job runner writes ``exit.json``), then the job takes
-the given final state. :func:`set_job` changes a job later; :func:`purge`
+the given final state; ``"refuse": MESSAGE`` makes sbatch fail with that message
+(``"created": true``: after creating the job, as when its answer is lost). :func:`set_job` changes a job later; :func:`purge`
 removes it as the controller does after MinJobAge.
 """
 
@@ -103,6 +104,9 @@ def main(name: str) -> int:
                 outcome = queue.pop(0) if queue else {"run": True, "state": "COMPLETED"}
                 queue_path.write_text(json.dumps(queue))
             counter = state_dir / "last_id"
+            if outcome.get("refuse") and not outcome.get("created"):
+                print(outcome["refuse"], file=sys.stderr)
+                return 1
             job_id = str(int(counter.read_text()) + 1 if counter.exists() else 1001)
             counter.write_text(job_id)
             if outcome.get("run"):
@@ -114,6 +118,10 @@ def main(name: str) -> int:
                 "exit_status": outcome.get("exit_status", 0),
                 "name": opts.get("job-name", ""),
             }
+            if outcome.get("refuse"):  # submitted, but sbatch lost the answer
+                (state_dir / "jobs.json").write_text(json.dumps(data))
+                print(outcome["refuse"], file=sys.stderr)
+                return 1
             print(job_id)
         elif name == "squeue":
             args = sys.argv[1:]

@@ -321,3 +321,15 @@ def test_node_error_names_the_slurm_cause(fake, tmp_path, monkeypatch):
     records = sorted(run_dir.glob("nodes/*/exec/*.json"))
     assert len(records) == len(submitted)
     assert [c for c in slurm_fake.calls(state) if "--test-only" in c], "the options were checked at start"
+
+
+def test_busy_controller_is_retried_without_submitting_twice(fake, tmp_path):
+    state = fake[0]
+    busy = "sbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit)"
+    lost = "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation"
+    slurm_fake.program(state, [{"refuse": busy}, {"refuse": lost, "created": True, "run": True}])
+    res = executor(fake, tmp_path).run("echo through", workspace=node_ws(tmp_path))
+    assert res.ok and res.stdout == "through\n"
+    submits = [c for c in slurm_fake.calls(state) if c[0] == "sbatch"]
+    assert len(submits) == 2 and list(slurm_fake.jobs(state)) == [res.extra["job_id"]]
+    assert [c for c in slurm_fake.calls(state) if c[0] == "squeue" and "--name" in c]

@@ -53,6 +53,14 @@ from .slurm_job import EXIT_FILE, SPEC_FILE
 
 _NAME_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _RESULT_FIELDS = {f.name for f in dataclasses.fields(ExecResult)}
+# sbatch errors worth retrying: the controller is busy or briefly away, or a submit limit is reached
+TRANSIENT = re.compile(
+    r"timed out|Unable to contact|Socket timed out|try again|temporarily|submit limit|AssocMaxSubmitJobLimit"
+    r"|QOSMaxSubmitJob|Resource temporarily unavailable|Slurm controller not responding",
+    re.I,
+)
+SBATCH_ATTEMPTS = 6
+SBATCH_RETRY_S = 2.0  # doubled after each refusal: 2 + 4 + 8 + 16 + 32 s at most
 DRAIN_S = 30.0  # close() waits this long at most for the executor's jobs to leave the queue
 
 
@@ -287,7 +295,7 @@ class SlurmExecutor:
             }
             _write_atomic(jdir / SPEC_FILE, json.dumps(spec, indent=1))
             _write_atomic(jdir / "job.sh", self.script(name, jdir, limits))
-            job_id = self.cli.sbatch(jdir / "job.sh", cwd=jdir)
+            job_id = self._sbatch(jdir, name)
             _write_atomic(id_file, job_id + "\n")
             job = SlurmJob(job_id, jdir, name, time.time())
         with self._cv:
@@ -295,6 +303,28 @@ class SlurmExecutor:
             self._cv.notify_all()
         self._ensure_poller()
         return job
+
+    def _sbatch(self, jdir: Path, name: str) -> str:
+        """Submit, retrying what a busy cluster refuses for a while (controller timeouts, the
+        submit limit of a QOS); before a retry the job is looked up by name, so a submission that
+        went through although sbatch reported an error is not made twice."""
+        delay = SBATCH_RETRY_S
+        for attempt in range(SBATCH_ATTEMPTS):
+            try:
+                return self.cli.sbatch(jdir / "job.sh", cwd=jdir)
+            except SandboxError as exc:
+                if attempt == SBATCH_ATTEMPTS - 1 or not TRANSIENT.search(str(exc)) or self._closed.is_set():
+                    raise
+                self.last_error = str(exc)
+            self._closed.wait(delay)
+            delay *= 2
+            try:
+                found = self.cli.find_by_name(name)
+            except SandboxError:
+                found = []
+            if found:
+                return found[-1]
+        raise AssertionError("unreachable")
 
     def time_minutes(self, limits: Limits) -> int:
         """Slurm's --time: the command's timeout plus the margin, in whole minutes (at least 1)."""
