@@ -27,6 +27,7 @@ HANDLERS = {
     "view": "ai_scientist.reporting.viewer:cmd_view",
     "doctor": "ai_scientist.doctor:cmd_doctor",
     "exec": "ai_scientist.execution.cli:cmd_exec",
+    "ideate": "ai_scientist.ideation.command:cmd_ideate",
 }
 
 
@@ -125,6 +126,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--network", action="store_true", help="allow network access")
     _config_args(p)
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
+
+    p = sub.add_parser("ideate", help="propose research ideas on a topic, checked against the literature")
+    p.add_argument("topic", help="markdown file describing the research area (as AI-Scientist-v2's)")
+    p.add_argument("--out", default=None, help="ideas file, appended to (default: TOPIC with .json)")
+    p.add_argument("--num-ideas", type=int, default=3, help="ideas to propose (1-50, default 3)")
+    p.add_argument("--reflections", type=int, default=5, help="rounds per idea (1-20, default 5)")
+    p.add_argument("--s2-url", default=None, help="Semantic Scholar API base URL (default: the public API)")
+    _config_args(p)
     return parser
 
 

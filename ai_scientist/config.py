@@ -70,6 +70,7 @@ class AgentConfig(_Strict):
     writeup: RoleConfig = RoleConfig(temperature=0.5, max_tokens=4096)
     citation: RoleConfig = RoleConfig(temperature=0.2)
     review: RoleConfig = RoleConfig(temperature=0.5)
+    ideation: RoleConfig = RoleConfig(temperature=0.7, max_tokens=4096)
 
 
 ROLES = (
@@ -82,6 +83,7 @@ ROLES = (
     "writeup",
     "citation",
     "review",
+    "ideation",
 )
 
 

@@ -56,6 +56,45 @@ LAYERS: dict[str, Layer] = {
         # -- instructions (text rendered by the phase's own template), pinned
         _L("instructions", "user", 95, pinned=True, required=True, title="Instructions"),
         _L("response_format", "user", 95, pinned=True, title="Response format"),
+        # -- ideation (``ai-scientist ideate``; templates in prompt/ideation/)
+        _L(
+            "topic",
+            "user",
+            100,
+            "head",
+            template="ideation/topic.j2",
+            pinned=True,
+            required=True,
+            min_tokens=300,
+            title="Research topic",
+        ),
+        _L(
+            "previous_ideas",
+            "user",
+            45,
+            "history_prune",
+            template="ideation/previous_ideas.j2",
+            min_tokens=80,
+            title="Ideas already proposed",
+        ),
+        _L(
+            "idea_draft",
+            "user",
+            85,
+            "head",
+            template="ideation/idea_draft.j2",
+            min_tokens=200,
+            title="Your current draft",
+        ),
+        _L(
+            "literature",
+            "user",
+            70,
+            "history_prune",
+            template="ideation/literature.j2",
+            min_tokens=150,
+            title="Literature search results",
+        ),
     )
 }
 
@@ -94,6 +133,8 @@ PROMPTS: dict[str, list[str]] = {
     "propose_idea": ["system", "task", "memory", "tried_hyperparams", "tried_ablations", *_TAIL],
     # memory read rounds and other multi-turn loops (the conversation is passed separately)
     "memory_round": ["system", "memory", "task", *_TAIL],
+    # ideation: draft / search / refine one research idea from a topic (``ai-scientist ideate``)
+    "ideation": ["system", "topic", "previous_ideas", "idea_draft", "literature", *_TAIL],
 }
 
 
