@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import jsonschema
 import pytest
 
 from ai_scientist.memory.protocol import (
@@ -21,7 +22,9 @@ from ai_scientist.memory.protocol import (
     ParseResult,
     apply_updates,
     handle_response,
+    memory_update_schema,
     parse_memory_update,
+    protocol_instructions,
     strip_memory_blocks,
 )
 
@@ -517,3 +520,136 @@ def test_failed_follow_up_keeps_the_last_text():
     ex = handle_response(Store(), "n1", block('{"op": "expand", "id": "a1"}') + "kept", boom)
     assert ex.final_text == "kept" and ex.extra_calls == 0
     assert ex.errors == ["follow-up call failed: TimeoutError: LLM down"]
+
+
+# ---- schema of the JSON answer field ------------------------------------------------------
+
+
+def test_schema_bounds_every_field():
+    schema = memory_update_schema()
+    assert schema["type"] == "array" and schema["maxItems"] == 8
+    item = schema["items"]
+    assert item["required"] == ["op"] and item["additionalProperties"] is False and item["type"] == "object"
+    props = item["properties"]
+    assert props["op"] == {"type": "string", "enum": list(OPS)}
+    bounds = {"key": 80, "value": 800, "text": 800, "query": 200, "kind": 40, "id": 20, "source_ref": 200,
+              "from_id": 20, "to_id": 20}  # fmt: skip
+    for name, bound in bounds.items():
+        assert props[name] == {"type": "string", "maxLength": bound}, name
+    for name in ("ids", "tags"):
+        assert props[name] == {"type": "array", "items": {"type": "string", "maxLength": 40}, "maxItems": 10}
+    assert props["importance"] == {"type": "integer"} and props["k"] == {"type": "integer"}
+    assert props["ttl"] == {"type": "number"}
+    assert set(props) == {"op"} | {f for spec in OPS.values() for f in (*spec["req"], *spec["opt"])}
+    jsonschema.validate([{"op": "core_set", "key": "k" * 80, "value": "v", "importance": 3}], schema)
+    for bad in (
+        [{"op": "core_set", "key": "k" * 81, "value": "v"}],
+        [{"op": "core_get", "key": "a", "extra": 1}],
+        [{"op": "teleport"}],
+        [{"op": "core_get", "key": "a"}] * 9,
+        [{"op": "recall_evict", "ids": ["r"] * 11}],
+        [{"key": "a"}],
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+
+
+# ---- boundaries found by mutation testing --------------------------------------------------
+
+
+def test_a_fence_inside_the_block_wins_over_brackets_in_prose_before_it():
+    assert ops_of('see [1] below\n```json\n[{"op": "core_get", "key": "a"}]\n```') == [
+        ("core_get", {"key": "a"})
+    ]
+    assert issues_of(block("```")) == [
+        "block 1: the block is empty (put a JSON list of operations inside it)"
+    ]
+
+
+def test_trailing_commas_are_repaired_with_json_literals():
+    assert ops_of('[{"op": "core_set", "key": "a", "value": true, "ttl": null,},]') == [
+        ("core_set", {"key": "a", "value": "True"})
+    ]
+
+
+def test_invalid_json_quotes_at_most_60_characters_of_the_line():
+    line = '{"op": "core_get", "key": "' + "k" * 80 + '"; }'
+    assert issues_of(block(line))[0] == (
+        f"block 1: invalid JSON at line 1 column {len(line) - 2}: Expecting ',' delimiter near {line[:60]!r} "
+        "(send valid JSON: double quotes, no trailing commas, no comments)"
+    )
+
+
+def test_python_literal_prefix_edge_cases():
+    # an empty string first in a quote; a hex literal (an X outside quotes); junk right after the end
+    assert ops_of("[{'op': 'core_set', 'key': 'k', 'value': '', 'ttl': 0X2}]x(]") == [
+        ("core_set", {"key": "k", "value": "", "ttl": 2.0})
+    ]
+    assert ops_of("({'op': 'recall_search', 'query': '(', 'k': 0x3},)z") == [
+        ("recall_search", {"query": "(", "k": 3})
+    ]
+
+
+def test_sections_and_op_keys_after_other_keys_are_all_kept():
+    assert ops_of({"archival": ["a"], "core": {"k": "v"}, "core_get": [{"key": "x"}, {"key": "y"}]}) == [
+        ("archival_write", {"text": "a"}),
+        ("core_set", {"key": "k", "value": "v"}),
+        ("core_get", {"key": "x"}),
+        ("core_get", {"key": "y"}),
+    ]
+    assert ops_of({"archival_write": {"text": "t", "tags": "two words"}}) == [
+        ("archival_write", {"text": "t", "tags": ["two words"]})
+    ]
+
+
+def test_input_that_is_not_text_is_an_issue_not_an_exception():
+    pr = parse_memory_update(42)
+    assert pr.found and pr.ops == [] and len(pr.issues) == 1
+    assert pr.issues[0].where == "response" and pr.issues[0].problem.startswith("unreadable: ")
+
+
+def test_an_unclosed_block_is_found_whatever_the_case_and_lines():
+    text = '<MEMORY_UPDATE>\n[{"op": "core_get",\n "key": "a"}]\nrest'
+    pr = parse_memory_update(text)
+    assert [o.op for o in pr.ops] == ["core_get"]
+    assert texts(pr) == [
+        "block 1: missing closing tag </memory_update> (close the block before the rest of the answer)"
+    ]
+
+
+def test_a_bad_block_does_not_stop_the_next_one():
+    text = block("[oops") + block('{"op": "expand", "id": "a1"}')
+    pr = parse_memory_update(text)
+    assert [(o.op, o.args) for o in pr.ops] == [("expand", {"id": "a1"})]
+    assert len(pr.issues) == 1 and pr.issues[0].where == "block 1"
+
+
+def test_default_read_rounds_are_two():
+    reads = [MemoryOp("core_get", {"key": "a"}), MemoryOp("core_set", {"key": "b", "value": "1"})]
+    res = apply_updates(Store(), "n1", reads, read_round=2)
+    assert [r.ok for r in res.results] == [False, True]  # a refused read does not stop later writes
+    assert apply_updates(Store(), "n1", reads, read_round=1).results[0].ok
+    greedy = block('{"op": "expand", "id": "a1"}') + "x"
+    asked = []
+    ex = handle_response(Store(), "n1", greedy, lambda t: asked.append(t) or greedy)
+    assert len(asked) == 2 and ex.extra_calls == 2
+
+
+def test_errors_of_every_turn_are_kept_and_node_id_reaches_the_store():
+    store = Store()
+    replies = iter(
+        [
+            block('[{"op": "expand", "id": "a1"}, {"op": "nope1"}, {"op": "recall_append", "text": "t"}]'),
+            block('[{"op": "nope2"}]') + "final",
+        ]
+    )
+    ex = handle_response(store, "n1", block('{"op": "nope0"}'), lambda t: next(replies), node_id="n0009")
+    assert [e.split(":")[0] for e in ex.errors] == ["block 1 op 2", "block 1 op 1"]
+    assert "'nope1'" in ex.errors[0] and "'nope2'" in ex.errors[1]
+    assert ("recall_append", "n1", "note", "t", "n0009") in store.calls
+    assert ex.final_text == "final" and ex.extra_calls == 2
+
+
+def test_protocol_instructions_show_the_configured_limits():
+    text = protocol_instructions(SimpleNamespace(core_max_chars=1234, max_memory_read_rounds=7))
+    assert "at most 1234 characters" in text and "at most 7 such round(s)" in text
