@@ -193,8 +193,10 @@ def try_unmount_proc(loot: Loot, pids: list[str]) -> dict[str, str]:
                     res[key] = "UNMOUNTED" if rc == 0 else os.strerror(ctypes.get_errno())
             else:
                 res[key + "_created"] = "yes"
-                libc.mount(None, b"/", None, (1 << 14) | (1 << 18), None)  # MS_REC | MS_PRIVATE
-                if libc.umount2(b"/proc", 2) != 0:  # MNT_DETACH
+                # private first, or the umount would propagate to the namespace we came from
+                if libc.mount(None, b"/", None, (1 << 14) | (1 << 18), None) != 0:  # MS_REC | MS_PRIVATE
+                    res[key] = "not made private: " + os.strerror(ctypes.get_errno())
+                elif libc.umount2(b"/proc", 2) != 0:  # MNT_DETACH
                     res[key] = os.strerror(ctypes.get_errno())
             if res.get(key) is None:
                 res[key] = "UNMOUNTED"
