@@ -235,6 +235,14 @@ class CitationConfig(_Strict):
     max_results: int = Field(5, ge=1, le=50)
 
 
+class ReviewConfig(_Strict):
+    """Few-shot examples for the reviewers (see reporting/fewshot.py)."""
+
+    fewshot_dir: str | None = None
+    fewshot_max_examples: int = Field(1, ge=0, le=10)
+    fewshot_max_tokens: int = Field(6000, ge=0, le=200_000)
+
+
 class ReportConfig(_Strict):
     enabled: bool = True
     max_figures: int = Field(6, ge=1, le=50)
@@ -244,6 +252,7 @@ class ReportConfig(_Strict):
     num_reviews: int = Field(2, ge=0, le=10)
     num_reflections: int = Field(1, ge=0, le=5)
     citations: CitationConfig = CitationConfig()
+    review: ReviewConfig = ReviewConfig()
 
 
 # ----------------------------------------------------------------- root ----

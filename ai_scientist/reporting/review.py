@@ -2,8 +2,9 @@
 
 ``REVIEW_SCHEMA`` is the review form with its score ranges; every review the
 model returns is validated against it by the LLM client. The result,
-including the mean scores and the VLM check of figures against captions,
-is written to ``review.json`` in the run directory.
+including the mean scores, the VLM check of figures against captions and
+``reviewer`` (the model(s) that answered and the few-shot examples used, see
+:mod:`.fewshot`), is written to ``review.json`` in the run directory.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from ..context.tokens import counter_for
 from ..llm.types import CallContext, LLMError
 from ..util.io import atomic_write_json, read_json
 from . import prompts
 from .errors import StepFailed, StepSkipped
+from .fewshot import FewShot, budget_examples, load_examples
 from .runread import read_text
 from .vlm import NoVision, review_figures, vision_skip_reason
 
@@ -71,22 +74,44 @@ def check_review(review: Any) -> list[str]:
     return problems
 
 
-def _ask(client: Any, template: str, label: str, values: dict) -> dict[str, Any]:
-    msgs = prompts.messages("review_system.j2", template, **values)
-    ctx = CallContext(node_id="run", phase="review", label=label)
-    review = client.complete(msgs, role="review", ctx=ctx, schema=REVIEW_SCHEMA).parsed
+def _ask(
+    client: Any,
+    template: str,
+    label: str,
+    values: dict,
+    ledger: list | None = None,
+    models: set | None = None,
+) -> dict[str, Any]:
+    msgs = prompts.messages("review_system.j2", template, **{"fewshot": [], **values})
+    ctx = CallContext(node_id="run", phase="review", label=label, ledger=list(ledger or []))
+    result = client.complete(msgs, role="review", ctx=ctx, schema=REVIEW_SCHEMA)
+    if models is not None and getattr(result, "model", ""):
+        models.add(result.model)
+    review = result.parsed
     problems = check_review(review)
     if problems:  # the client validated already; a second check keeps review.json trustworthy
         raise LLMError(f"review {label} is not schema-valid: {'; '.join(problems)}")
     return review
 
 
-def one_review(client: Any, paper: str, index: int, reflections: int) -> dict[str, Any]:
-    """One reviewer: a first review and ``reflections`` rounds of self-critique."""
-    review = _ask(client, "review_user.j2", f"review_{index}", {"paper": paper})
+def one_review(
+    client: Any,
+    paper: str,
+    index: int,
+    reflections: int,
+    fewshot: FewShot | None = None,
+    models: set | None = None,
+) -> dict[str, Any]:
+    """One reviewer: a first review (with the few-shot examples, if any) and ``reflections``
+    rounds of self-critique."""
+    fs = fewshot or FewShot()
+    values = {"paper": paper, "fewshot": fs.examples}
+    review = _ask(client, "review_user.j2", f"review_{index}", values, fs.ledger, models)
     for r in range(reflections):
         values = {"paper": paper, "review": review, "round": r + 1, "rounds": reflections}
-        review = _ask(client, "review_reflect_user.j2", f"review_{index}_reflect_{r + 1}", values)
+        review = _ask(
+            client, "review_reflect_user.j2", f"review_{index}_reflect_{r + 1}", values, models=models
+        )
     return review
 
 
@@ -103,16 +128,25 @@ def review_paper(run_dir: Path, cfg: Any, client: Any) -> dict[str, Any]:
         raise StepSkipped("no paper/paper.tex to review (the writeup step did not produce one)")
     if rcfg.num_reviews == 0:
         raise StepSkipped("report.num_reviews is 0")
+    fewshot = _fewshot(cfg, client)
+    models: set[str] = set()
     reviews, errors = [], []
     for i in range(1, rcfg.num_reviews + 1):
         try:
-            reviews.append(one_review(client, paper, i, rcfg.num_reflections))
+            reviews.append(one_review(client, paper, i, rcfg.num_reflections, fewshot, models))
         except LLMError as exc:
             errors.append(f"reviewer {i}: {exc}")
     if not reviews:
         raise StepFailed(f"every reviewer failed: {'; '.join(errors)}")
-    meta = _ask(client, "review_meta_user.j2", "meta_review", {"paper": paper, "reviews": reviews})
+    meta = _ask(
+        client, "review_meta_user.j2", "meta_review", {"paper": paper, "reviews": reviews}, models=models
+    )
     result: dict[str, Any] = {
+        "reviewer": {
+            "models": sorted(models) or [cfg.model_for("review")],
+            "backend": getattr(getattr(client, "backend", None), "name", None),
+            "fewshot": fewshot.summary or None,
+        },
         "reviews": reviews,
         "errors": errors,
         "meta_review": meta,
@@ -122,6 +156,20 @@ def review_paper(run_dir: Path, cfg: Any, client: Any) -> dict[str, Any]:
     }
     atomic_write_json(run_dir / "review.json", result)
     return result
+
+
+def _fewshot(cfg: Any, client: Any) -> FewShot:
+    """The few-shot examples of ``report.review``, fitted to their token budget (none when unset)."""
+    rv = cfg.report.review
+    if not rv.fewshot_dir or rv.fewshot_max_examples == 0:
+        return FewShot()
+    backend = getattr(client, "backend", None)
+    counter = counter_for(cfg.model_for("review"), getattr(backend, "count_tokens", None))
+    fs = budget_examples(
+        load_examples(rv.fewshot_dir), counter, rv.fewshot_max_tokens, rv.fewshot_max_examples
+    )
+    fs.summary["dir"] = str(rv.fewshot_dir)
+    return fs
 
 
 def _figure_review(run_dir: Path, cfg: Any, client: Any) -> dict[str, Any]:
