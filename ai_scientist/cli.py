@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Grow a tree of sandboxed experiments from a research idea; every LLM call logged.",
     )
     parser.add_argument("--version", action="version", version="%(prog)s 0.1.0")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="also show library log records (INFO) on the terminal"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("run", help="start a research run from an idea and a config")
@@ -134,6 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reflections", type=int, default=5, help="rounds per idea (1-20, default 5)")
     p.add_argument("--s2-url", default=None, help="Semantic Scholar API base URL (default: the public API)")
     _config_args(p)
+    for q in sub.choices.values():  # `ai-scientist -v run ...` and `ai-scientist run -v ...` both work
+        q.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="INFO logs")
     return parser
 
 
@@ -147,6 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    from .logsetup import configure_terminal
+
+    configure_terminal(verbose=args.verbose)  # library INFO lines go to run.log, not the terminal
     if not args.command:
         parser.print_help()
         return EXIT_USAGE

