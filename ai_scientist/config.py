@@ -233,6 +233,7 @@ class CitationConfig(_Strict):
     enabled: bool = True
     api_key_env: str = "S2_API_KEY"
     max_results: int = Field(5, ge=1, le=50)
+    rounds: int = Field(3, ge=1, le=20)
 
 
 class ReviewConfig(_Strict):

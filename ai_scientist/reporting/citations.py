@@ -135,16 +135,49 @@ def to_bibtex(key: str, paper: dict[str, Any]) -> str:
     return f"@article{{{key},\n{body}\n}}\n"
 
 
-def collect(client: S2Client, queries: list[str], max_results: int) -> list[dict[str, Any]]:
-    """Search each query; unique papers with a bibtex key, in first-seen order."""
-    seen: set[str] = set()
-    keys: set[str] = set()
+def _title_key(title: Any) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", str(title or "").lower()))
+
+
+def collect(
+    client: S2Client,
+    queries: list[str],
+    max_results: int,
+    seen: set[str] | None = None,
+    keys: set[str] | None = None,
+) -> list[dict[str, Any]]:
+    """Search each query; papers not in ``seen`` (by id or by title: a preprint and its published
+    version are one paper) with a bibtex key not in ``keys``, in first-seen order. Pass the same
+    ``seen`` and ``keys`` to later rounds to deduplicate across them."""
+    seen = set() if seen is None else seen
+    keys = set() if keys is None else keys
     out: list[dict[str, Any]] = []
     for query in queries:
         for paper in client.search(query, max_results):
-            pid = str(paper.get("paperId") or paper.get("title") or "")
-            if not pid or pid in seen or not paper.get("title"):
+            pid = str(paper.get("paperId") or "")
+            title = _title_key(paper.get("title"))
+            if not title or title in seen or (pid and pid in seen):
                 continue
-            seen.add(pid)
+            seen.update(x for x in (pid, title) if x)
             out.append({"key": bib_key(paper, keys), "query": query, **paper})
     return out
+
+
+def check_bibtex(entry: str) -> list[str]:
+    """Problems of one BibTeX entry (empty when bibtex will accept it): key, braces, fields."""
+    problems = []
+    m = re.match(r"@(\w+)\{([^,\s{}]+),", entry)
+    if not m:
+        return ["no '@type{key,' header"]
+    depth = 0
+    for ch in entry:
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if depth < 0:
+            break
+    if depth != 0:
+        problems.append("unbalanced braces")
+    for name in ("title", "author"):
+        f = re.search(rf"\b{name} = \{{(.*?)\}},?\n", entry)
+        if not f or not f.group(1).strip():
+            problems.append(f"empty or missing {name}")
+    return problems

@@ -1,5 +1,9 @@
 """The paper: context from the run, citations, sections from the LLM, compiled PDF.
 
+Citations are gathered over up to ``report.citations.rounds`` rounds (each
+round sees what was found and asks for what is missing; papers deduplicated
+by id and title; entries failing the BibTeX check dropped). Figures that are
+perceptual duplicates of another are removed and the writer is told.
 The model (role ``writeup``) fills the sections as JSON; the ``.tex`` is
 assembled from ``prompt/reporting/latex/paper.tex.j2`` with every string made
 safe by :func:`latex.latex_text`. Compile errors and page-limit overruns go
@@ -21,8 +25,17 @@ from typing import Any
 from ..llm.types import CallContext
 from ..util.io import atomic_write_json, atomic_write_text, read_json
 from . import latex, prompts
-from .citations import DEFAULT_BASE_URL, CitationsError, CitationsOffline, client_for, collect, to_bibtex
+from .citations import (
+    DEFAULT_BASE_URL,
+    CitationsError,
+    CitationsOffline,
+    check_bibtex,
+    client_for,
+    collect,
+    to_bibtex,
+)
 from .errors import StepFailed, StepSkipped
+from .images import duplicate_figures
 from .runread import load_run, read_text
 
 SECTIONS = ("introduction", "related_work", "method", "experiments", "results", "conclusion")
@@ -103,6 +116,21 @@ def paper_figures(run_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
+def _unique_figures(run_dir: Path, figures: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Figures without perceptual duplicates (relabelled fig:1..n), and one message per duplicate
+    removed; the messages go to the writer so the text does not present one plot as two results."""
+    by_path = {run_dir / "figures" / f["file"]: f for f in figures}
+    dups = duplicate_figures(list(by_path))
+    gone = {later for _, later, _ in dups}
+    notes = [
+        f"{later.name} repeats {earlier.name} ({bits} of 256 perceptual-hash bits differ): removed; "
+        f"describe that result once, with {earlier.name}"
+        for earlier, later, bits in dups
+    ]
+    kept = [f for p, f in by_path.items() if p not in gone]
+    return [{**f, "label": f"fig:{i}"} for i, f in enumerate(kept, 1)], notes
+
+
 def gather_citations(
     run_dir: Path, cfg: Any, client: Any, ctx_values: dict, opts: ReportOptions
 ) -> tuple[list, str]:
@@ -117,14 +145,49 @@ def gather_citations(
         return [], f"citations skipped: {exc}"
     except CitationsError:
         pass  # reachable; a search error is reported per query below
-    msgs = prompts.messages("citation_system.j2", "citation_user.j2", **ctx_values)
-    ctx = CallContext(node_id="run", phase="writeup", label="citation_queries")
-    queries = client.complete(msgs, role="citation", ctx=ctx, schema=QUERY_SCHEMA).parsed.get("queries", [])
-    try:
-        papers = collect(s2, [str(q) for q in queries][:6], ccfg.max_results)
-    except (CitationsOffline, CitationsError) as exc:
-        return [], f"citations skipped: {exc}"
-    return papers, f"{len(papers)} reference(s) from Semantic Scholar for {len(queries)} queries"
+    papers: list[dict[str, Any]] = []
+    asked: list[str] = []
+    seen: set[str] = set()
+    keys: set[str] = set()
+    rounds = 0
+    for rnd in range(1, ccfg.rounds + 1):
+        found = [{"title": p.get("title"), "year": p.get("year")} for p in papers]
+        values = {**ctx_values, "found": found, "asked": asked, "round": rnd, "rounds": ccfg.rounds}
+        msgs = prompts.messages("citation_system.j2", "citation_user.j2", **values)
+        ctx = CallContext(node_id="run", phase="writeup", label="citation_queries")
+        answer = client.complete(msgs, role="citation", ctx=ctx, schema=QUERY_SCHEMA).parsed.get(
+            "queries", []
+        )
+        norm = {" ".join(q.lower().split()) for q in asked}
+        queries = [str(q) for q in answer if str(q).strip() and " ".join(str(q).lower().split()) not in norm]
+        rounds = rnd
+        if not queries:
+            break  # the model has nothing new to look for
+        asked += queries[:6]
+        try:
+            new = collect(s2, queries[:6], ccfg.max_results, seen, keys)
+        except (CitationsOffline, CitationsError) as exc:
+            if not papers:
+                return [], f"citations skipped: {exc}"
+            break  # keep what earlier rounds found
+        papers += new
+        if not new:
+            break  # the searches found nothing not already cited
+    papers, bad = _checked_bibtex(papers)
+    notice = f"{len(papers)} reference(s) from Semantic Scholar for {len(asked)} queries in {rounds} round(s)"
+    return papers, notice + (f"; dropped {len(bad)} with a bad BibTeX entry: {'; '.join(bad)}" if bad else "")
+
+
+def _checked_bibtex(papers: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Papers whose BibTeX entry passes :func:`check_bibtex`, and why the others did not."""
+    good, bad = [], []
+    for p in papers:
+        problems = check_bibtex(to_bibtex(p["key"], p))
+        if problems:
+            bad.append(f"{p['key']}: {', '.join(problems)}")
+        else:
+            good.append(p)
+    return good, bad
 
 
 def assemble(sections: dict, figures: list, papers: list, page_limit: int) -> str:
@@ -225,13 +288,14 @@ def write_paper(
     run_dir = Path(run_dir)
     paper_dir = run_dir / "paper"
     (paper_dir / "figures").mkdir(parents=True, exist_ok=True)
-    figures = paper_figures(run_dir)
+    figures, duplicates = _unique_figures(run_dir, paper_figures(run_dir))
     for fig in figures:
         shutil.copyfile(run_dir / "figures" / fig["file"], paper_dir / "figures" / fig["file"])
     values: dict[str, Any] = {
         "idea": read_text(run_dir / "idea.md", 8000),
         "stages": stage_summaries(run_dir),
         "figures": figures,
+        "figure_problems": duplicates,
         "memory_digest": memory_digest[:6000],
         "page_limit": cfg.report.page_limit,
     }
@@ -259,6 +323,7 @@ def write_paper(
         "citations": notice,
         "references": [p["key"] for p in papers],
         "figures": figures,
+        "duplicate_figures": duplicates,
         "sections": sections,
     }
     atomic_write_json(paper_dir / "writeup.json", summary)
