@@ -295,12 +295,9 @@ class HostRunner:
 
 
 def orchestrate(spec: dict) -> None:
-    import subprocess
+    import shutil
     import tempfile
     from pathlib import Path
-
-    from ai_scientist.execution.base import Limits
-    from ai_scientist.util.io import atomic_write_json
 
     if spec["backend"] == "host":
         executor = HostRunner()  # the control: no sandbox at all, the attacker must find the key
@@ -315,6 +312,20 @@ def orchestrate(spec: dict) -> None:
         sets = [f"exec.allow_unsafe_sandbox={str(spec.get('allow_unsafe', False)).lower()}"]
         executor = make_executor(load_config(overrides=sets), spec["backend"])
     base = Path(tempfile.mkdtemp(prefix="ai-sci-sec-"))  # 0700: not traversable by other users
+    try:
+        _attack_run(spec, executor, base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _attack_run(spec: dict, executor, base) -> None:
+    """Two runs' files under ``base``, a decoy host process, then the attacker in ``executor``."""
+    import subprocess
+    from pathlib import Path
+
+    from ai_scientist.execution.base import Limits
+    from ai_scientist.util.io import atomic_write_json
+
     other = write_run(base / "experiments" / "other-run", spec["canary"])
     own = write_run(base / "experiments" / "this-run", spec["canary"])
     ws = base / "experiments" / "this-run" / "nodes" / "n0002" / "workspace"
@@ -353,9 +364,6 @@ def orchestrate(spec: dict) -> None:
             "host_pids": attack_spec["host_pids"],
         },
     )
-    import shutil
-
-    shutil.rmtree(base, ignore_errors=True)
 
 
 def pipeline(spec: dict) -> None:
