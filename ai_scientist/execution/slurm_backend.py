@@ -15,7 +15,7 @@ command in the inner sandbox (``exec.slurm.sandbox``) with the usual limits:
 exact timeout, capped output, memory limit. One poller thread asks ``squeue``
 once per ``poll_interval_s`` about every job in flight; ``exit.json`` decides
 the outcome, and a job that ended without one maps to a named failure
-(:func:`failure_for`): Slurm time limit, memory kill, cancellation, launch
+(:func:`.slurm_outcome.failure_for`): Slurm time limit, memory kill, cancellation, launch
 failure, or lost (purged from the queue without an exit file).
 
 Re-attach: ``<key>`` digests the command and workspace, ``<k>`` counts its
