@@ -177,10 +177,14 @@ class SubprocessExecutor(SandboxBackend):
         caps = self.caps
         wrap: list[str] = []
         if caps["pid_namespace"]:
+            # not root and no mount plan (which makes the user namespace itself): unshare -r does
             userns = not caps["root"] and not caps["mount_namespace"]
-            mount = ["--mount-proc"]
-            wrap = ["unshare"] + (["-r"] if userns else []) + ["--pid", "--fork", "--kill-child", "--ipc"]
-            wrap += mount + ([] if limits.network else ["--net"])
+            wrap = [
+                "unshare",
+                *(["-r"] if userns else []),
+                *_NS_FLAGS,
+                *([] if limits.network else ["--net"]),
+            ]
         if uid is not None or caps["pid_namespace"]:
             wrap += drop_privileges(uid)
         return wrap
