@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
 from .util.userfiles import load_yaml, read_user_text
@@ -244,11 +244,23 @@ class ReviewConfig(_Strict):
     fewshot_max_tokens: int = Field(6000, ge=0, le=200_000)
 
 
+PAGE_LIMITS = {"workshop": 4, "conference": 8}
+
+
 class ReportConfig(_Strict):
+    @model_validator(mode="before")
+    @classmethod
+    def _template_page_limit(cls, data: Any) -> Any:
+        # page_limit null (the default) is the template's; an explicit report.page_limit wins
+        if isinstance(data, dict) and data.get("page_limit") is None:
+            data = {**data, "page_limit": PAGE_LIMITS.get(data.get("template", "workshop"), 4)}
+        return data
+
     enabled: bool = True
+    template: Literal["workshop", "conference"] = "workshop"
     max_figures: int = Field(6, ge=1, le=50)
     plot_reflection_rounds: int = Field(2, ge=0, le=10)
-    page_limit: Literal[4, 8] = 4
+    page_limit: Literal[4, 8] | None = None  # never None after validation: see _template_page_limit
     compile_fix_rounds: int = Field(3, ge=0, le=10)
     num_reviews: int = Field(2, ge=0, le=10)
     num_reflections: int = Field(1, ge=0, le=5)

@@ -25,7 +25,7 @@ from .prompts import PROMPT_DIR
 
 COMPILE_TOOLS = ("latexmk", "pdflatex", "bibtex")
 OPTIONAL_TOOLS = ("chktex", "pdfinfo")
-# what paper.tex.j2 loads; checked in the pre-flight so a missing package costs no tokens
+# what the paper templates (latex/workshop.tex.j2, conference.tex.j2) load; checked in the pre-flight so a missing package costs no tokens
 REQUIRED_STY = ("geometry.sty", "graphicx.sty", "amsmath.sty", "amssymb.sty", "mathptmx.sty", "url.sty")
 INSTALL_HINT = (
     "install LaTeX: apt-get install -y --no-install-recommends texlive-latex-base "

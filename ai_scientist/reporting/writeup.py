@@ -5,7 +5,8 @@ round sees what was found and asks for what is missing; papers deduplicated
 by id and title; entries failing the BibTeX check dropped). Figures that are
 perceptual duplicates of another are removed and the writer is told.
 The model (role ``writeup``) fills the sections as JSON; the ``.tex`` is
-assembled from ``prompt/reporting/latex/paper.tex.j2`` with every string made
+assembled from ``prompt/reporting/latex/<report.template>.tex.j2`` (``workshop``: one
+column, ``conference``: two columns) with every string made
 safe by :func:`latex.latex_text`. Compile errors and page-limit overruns go
 back to the model with the precise log excerpt for up to
 ``report.compile_fix_rounds`` rounds. LaTeX is checked before any token.
@@ -190,8 +191,8 @@ def _checked_bibtex(papers: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     return good, bad
 
 
-def assemble(sections: dict, figures: list, papers: list, page_limit: int) -> str:
-    """The full .tex; every LLM string passes through latex_text."""
+def assemble(sections: dict, figures: list, papers: list, page_limit: int, template: str = "workshop") -> str:
+    """The full .tex from ``latex/<template>.tex.j2``; every LLM string passes through latex_text."""
     keys = {p["key"] for p in papers}
     labels = {f["label"] for f in figures}
     esc = lambda s: latex.latex_text(s, keys, labels)  # noqa: E731
@@ -205,7 +206,7 @@ def assemble(sections: dict, figures: list, papers: list, page_limit: int) -> st
     ]
     figs = [{**f, "caption": esc(f["caption"])} for f in figures]
     return latex.render_tex(
-        "paper.tex.j2",
+        f"{template}.tex.j2",
         title=esc(sections.get("title", "Untitled")),
         abstract=esc(sections.get("abstract", "")),
         sections=body,
@@ -233,7 +234,7 @@ def _sections_call(client: Any, template: str, label: str, values: dict) -> dict
 
 
 def _build(paper_dir: Path, sections: dict, figures: list, papers: list, cfg: Any, opts: ReportOptions):
-    tex = assemble(sections, figures, papers, cfg.report.page_limit)
+    tex = assemble(sections, figures, papers, cfg.report.page_limit, cfg.report.template)
     atomic_write_text(paper_dir / "paper.tex", tex)
     for stale in ("paper.pdf", "paper.aux", "paper.fdb_latexmk", "paper.fls"):
         (paper_dir / stale).unlink(missing_ok=True)  # a stale PDF must never pass as this build
@@ -298,6 +299,7 @@ def write_paper(
         "figure_problems": duplicates,
         "memory_digest": memory_digest[:6000],
         "page_limit": cfg.report.page_limit,
+        "template": cfg.report.template,
     }
     papers, notice = gather_citations(run_dir, cfg, client, values, opts)
     if papers:
@@ -314,6 +316,7 @@ def write_paper(
         "pages": result.pages,
         "main_pages": result.main_pages,
         "page_limit": cfg.report.page_limit,
+        "template": cfg.report.template,
         "over_page_limit": bool(
             result.ok and (result.main_pages or result.pages or 0) > cfg.report.page_limit
         ),
