@@ -30,7 +30,7 @@ import pytest
 from test_llm_openai import GOOD, MSGS, SCHEMA, FakeOpenAI, client_for, ctx, make_cfg, ok, records
 
 from ai_scientist.llm.backend import RequestRejected, StructuredOutputUnsupported
-from ai_scientist.llm.negotiation import LADDER, NEGOTIATION_FILE, Negotiation, is_rejection
+from ai_scientist.llm.negotiation import LADDER, NEGOTIATION_FILE, Negotiation, grammar_form, is_rejection
 from ai_scientist.llm.openai_backend import OpenAIBackend
 from ai_scientist.llm.replay_backend import ReplayBackend
 from ai_scientist.llm.types import CallContext, LLMError
@@ -174,6 +174,10 @@ def check_ladder(srv: FakeOpenAI, sleeps: list[float], recs: list[dict], refused
     # every request equals its prompt-log record, and json_object/prompt carry the schema in the text
     for sent, rec in zip(srv.requests, recs, strict=True):
         assert sent["messages"] == rec["messages"]
+        if mode_of(sent) == "json_object_schema":
+            assert sent["response_format"]["schema"] == grammar_form(rec["params"]["schema"])
+        elif mode_of(sent) == "json_schema":
+            assert sent["response_format"]["json_schema"]["schema"] == rec["params"]["schema"]
         instructed = '"required"' in sent["messages"][-1]["content"]
         assert instructed == (mode_of(sent) in ("json_object", "prompt"))
 
@@ -236,6 +240,36 @@ def test_lmstudio_takes_json_schema_and_refuses_json_object_with_a_bare_string(
                 structured="json_object",
             )
     assert len(srv2.requests) == 1 and neg.mode(backend.url, "fake-model") == "prompt"
+
+
+def test_grammar_form_leaves_out_max_length_and_the_client_still_checks_it(
+    tmp_path: Path, env_key: str
+) -> None:
+    bounded = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 5},
+            "tags": {"type": "array", "maxItems": 2, "items": {"type": "string", "maxLength": 3}},
+        },
+        "required": ["name"],
+    }
+    answers = iter([json.dumps({"name": "far too long"}), json.dumps({"name": "ok"})])
+
+    def respond(req: dict) -> dict:
+        if mode_of(req) == "json_schema":
+            return {"status": LLAMA_CPP_PYTHON_500[0], "body": LLAMA_CPP_PYTHON_500[1]}
+        return ok(next(answers))
+
+    with FakeOpenAI([respond] * 3) as srv:
+        client = client_for(make_cfg(srv.url), tmp_path, [])
+        res = client.complete(MSGS, role="code", ctx=ctx(), schema=bounded)
+    assert res.parsed == {"name": "ok"}
+    sent = srv.requests[1]["response_format"]["schema"]
+    assert sent == grammar_form(bounded) and "maxLength" not in json.dumps(sent)
+    assert sent["properties"]["tags"]["maxItems"] == 2  # what stops a repeating model stays
+    recs = records(tmp_path)
+    assert recs[1]["params"]["schema"] == bounded  # the log keeps the schema the answer is checked against
+    assert "is too long" in recs[1]["structured_error"] and recs[2]["structured_error"] is None
 
 
 def test_500_without_a_word_about_the_format_is_retried(tmp_path: Path, env_key: str) -> None:

@@ -10,10 +10,12 @@ The ladder, strongest first:
 mode                  what is sent                                                  schema in prompt
 ===================== ============================================================ ==================
 ``json_schema``       ``response_format: {type: json_schema, json_schema: {...}}``  no
-``json_object_schema`` ``response_format: {type: json_object, schema: {...}}``     no
+``json_object_schema`` ``response_format: {type: json_object, schema: {...}}`` [1]  no
 ``json_object``       ``response_format: {type: json_object}``                      yes
 ``prompt``            no ``response_format``                                        yes
 ===================== ============================================================ ==================
+
+[1] the schema's grammar form (:func:`grammar_form`: no ``maxLength``).
 
 A rejection is recognised by what the error body says (:func:`is_rejection`), at any HTTP
 status: a 500 whose body names ``response_format`` is a rejection, not an outage. The
@@ -65,12 +67,28 @@ def response_format(mode: str, schema: dict[str, Any]) -> dict[str, Any] | None:
     if mode == "json_schema":
         return {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": False}}
     if mode == "json_object_schema":
-        return {"type": "json_object", "schema": schema}
+        return {"type": "json_object", "schema": grammar_form(schema)}
     if mode == "json_object":
         return {"type": "json_object"}
     if mode == "prompt":
         return None
     raise ValueError(f"unknown structured-output mode {mode!r}; one of {', '.join(LADDER)}")
+
+
+def grammar_form(schema: Any) -> Any:
+    """``schema`` as sent in ``json_object_schema`` mode: every ``maxLength`` left out, ``maxItems`` kept.
+
+    That mode is llama-cpp-python's, which compiles the schema into a llama.cpp grammar; the grammar
+    expands a length bound into one nested rule per character, which made each generated token
+    about twice as slow for the plan schema (bounds 20..800) and breaks the parser for a source
+    file's bound. ``max_tokens`` bounds a string while decoding and the client validates every bound
+    on the answer (repair round included). ``maxItems`` stays: it is what stops a repeating model.
+    """
+    if isinstance(schema, list):
+        return [grammar_form(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {k: grammar_form(v) for k, v in schema.items() if k != "maxLength"}
 
 
 def step_below(mode: str) -> str:

@@ -10,9 +10,8 @@ body at any status and raised as :class:`StructuredOutputUnsupported` (never ret
 the outcome is kept in ``llm_negotiation.json`` of the run directory.
 
 In ``json_object_schema`` mode (llama-cpp-python, which compiles the schema into a llama.cpp
-grammar) the schema sent leaves out ``maxLength`` bounds above ``GRAMMAR_MAX_LENGTH``, exactly as
-the local backend does (:func:`.local_backend.grammar_schema`): llama.cpp expands such a bound
-into one nested rule per character. The client still validates every bound on the answer.
+grammar) the schema is sent in its grammar form, without ``maxLength``
+(:func:`.negotiation.grammar_form`); the client still validates every bound on the answer.
 
 A 200 answer whose body is not a chat completion (empty, not JSON, no choices) is a
 :class:`ServerError` naming the endpoint: retried like any server failure.
@@ -37,7 +36,6 @@ from .backend import (
     VisionUnsupported,
     has_images,
 )
-from .local_backend import grammar_schema
 from .negotiation import LADDER, NEGOTIATION_FILE, Negotiation, is_rejection, response_format
 from .types import CallContext, Message, Usage
 
@@ -147,7 +145,7 @@ class OpenAIBackend:
         mode = None
         if schema is not None:
             mode = structured if structured in LADDER else self.structured_mode(model)
-            fmt = response_format(mode, grammar_schema(schema) if mode == "json_object_schema" else schema)
+            fmt = response_format(mode, schema)
             if fmt is not None:
                 kwargs["response_format"] = fmt
         try:
