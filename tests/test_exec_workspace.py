@@ -484,3 +484,11 @@ def test_write_re_checks_each_parent_against_a_concurrent_swap(tmp_path, monkeyp
         ("swapped/x.py", "symlink_escape", "parent resolves outside the workspace")
     ]
     assert list(outside.iterdir()) == []
+
+
+def test_entries_after_a_malformed_one_are_still_checked(tmp_path):
+    plan, errors = _errors(
+        tmp_path, ["junk", {"path": "ok.py", "content": "x"}, {"path": "/abs", "content": "x"}]
+    )
+    assert [str(p[0]) for p in plan] == ["ok.py"]
+    assert errors == [("'junk'", "bad_entry"), ("/abs", "absolute")]
