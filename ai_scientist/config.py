@@ -262,6 +262,7 @@ class ReportConfig(_Strict):
     plot_reflection_rounds: int = Field(2, ge=0, le=10)
     page_limit: Literal[4, 8] | None = None  # never None after validation: see _template_page_limit
     compile_fix_rounds: int = Field(3, ge=0, le=10)
+    writeup_reflections: int = Field(1, ge=0, le=10)
     num_reviews: int = Field(2, ge=0, le=10)
     num_reflections: int = Field(1, ge=0, le=5)
     citations: CitationConfig = CitationConfig()

@@ -46,7 +46,14 @@ class ScriptedClient:
 def report_cfg(tmp: Path, **report: Any):
     data = {
         "exec": {"python": sys.executable, "timeout": 120},
-        "report": {"num_reviews": 2, "num_reflections": 1, "compile_fix_rounds": 2, **report},
+        # writeup_reflections 0: tests count the writer's calls; reflection has its own tests
+        "report": {
+            "num_reviews": 2,
+            "num_reflections": 1,
+            "compile_fix_rounds": 2,
+            "writeup_reflections": 0,
+            **report,
+        },
         "llm": {"backend": "openai"},
     }
     return validate(data)

@@ -17,8 +17,11 @@ import pytest
 from PIL import Image
 from test_report_support import SECTIONS, ScriptedClient, _plot_png, default_responder, make_run, report_cfg
 
+from ai_scientist.llm.factory import make_client
+from ai_scientist.llm.scripted_backend import ScriptedBackend
 from ai_scientist.reporting.citations import check_bibtex, to_bibtex
 from ai_scientist.reporting.images import duplicate_figures
+from ai_scientist.reporting.reflection import paper_feedback
 from ai_scientist.reporting.writeup import ReportOptions, _checked_bibtex, gather_citations, write_paper
 
 
@@ -150,3 +153,81 @@ def test_duplicate_figure_is_removed_and_fed_back(tmp_path):
     assert "# Figure check\n- loss_copy.jpg repeats loss.png" in prompt
     assert "loss_copy" not in (run / "paper" / "paper.tex").read_text()
     assert (run / "paper" / "paper.pdf").read_bytes().startswith(b"%PDF")
+
+
+# ------------------------------------------------------------- reflection --
+
+FIGS = [{"file": "loss.png", "label": "fig:1"}, {"file": "acc.png", "label": "fig:2"}]
+
+
+def test_feedback_names_each_problem_and_is_empty_when_none():
+    sections = {"results": "See Figure \\ref{fig:1} and \\ref{fig:7}."}
+    vlm = {
+        "acc.png": {"issues": ["axis labels missing"], "caption_matches": False},
+        "loss.png": {"issues": []},
+    }
+    chk = [f"paper.tex:{i}:1:8:Wrong length of dash" for i in range(12)]
+    fb = paper_feedback(sections, FIGS, vlm, chk, 6, 4, ["b.png repeats a.png: removed"])
+    assert fb[0] == "Figure fig:2 (acc.png) is never referenced: discuss it with \\ref{fig:2}."
+    assert fb[1].startswith("\\ref{fig:7} points to no figure (usable labels: fig:1, fig:2)")
+    assert fb[2] == ("Figure fig:2 (acc.png), as the vision model saw it: axis labels missing; "
+                     "the caption does not match what the figure shows.")  # fmt: skip
+    assert fb[3] == "Figure check: b.png repeats a.png: removed."
+    assert fb[4].startswith("chktex warnings on paper.tex: paper.tex:0:") and fb[4].endswith("(and 2 more).")
+    assert fb[5] == "The main text runs to page 6; the limit is 4 pages: shorten it."
+    ok = {"results": "Figures \\ref{fig:1} and \\ref{fig:2}."}
+    assert paper_feedback(ok, FIGS, {"acc.png": {"issues": []}}, [], 4, 4, []) == []
+
+
+def _reflect_run(tmp_path, reflect_sections):
+    run = make_run(tmp_path)
+    _figures(run)  # loss.png, its copy (removed as a duplicate), acc.png
+    (run / "figures" / "vlm.json").write_text(
+        json.dumps({"figures": {"acc.png": {"issues": ["axis labels missing"]}}})
+    )
+    first = {
+        **SECTIONS,
+        "introduction": "Warm-up matters.",
+        "related_work": "Prior work.",
+        "results": "See Figure \\ref{fig:1}.",
+    }
+
+    def respond(messages, schema, ctx):
+        return json.dumps(reflect_sections if ctx.label.startswith("reflect") else first)
+
+    cfg = report_cfg(tmp_path, citations={"enabled": False}, writeup_reflections=1, compile_fix_rounds=0)
+    llm = make_client(cfg, run, None, backend=ScriptedBackend(respond))
+    return run, write_paper(run, cfg, llm)
+
+
+@pytest.mark.skipif(not shutil.which("pdflatex"), reason="LaTeX not installed (see docs/reporting.md)")
+def test_reflection_round_feeds_problems_back_and_is_prompt_logged(tmp_path):
+    revised = {**SECTIONS, "introduction": "Warm-up matters.", "related_work": "Prior work.",
+               "results": "Figure \\ref{fig:1} shows the loss; Figure \\ref{fig:2} the accuracy, now labelled."}  # fmt: skip
+    run, summary = _reflect_run(tmp_path, revised)
+    (round1,) = summary["reflections"]
+    assert round1["outcome"] == "applied"
+    fb = round1["feedback"]
+    assert "Figure fig:2 (acc.png) is never referenced: discuss it with \\ref{fig:2}." in fb
+    assert "Figure fig:2 (acc.png), as the vision model saw it: axis labels missing." in fb
+    assert any(f.startswith("Figure check: loss_copy.jpg repeats loss.png") for f in fb)
+    assert summary["sections"]["results"] == revised["results"]
+    assert "\\ref{fig:2}" in (run / "paper" / "paper.tex").read_text()
+    logs = sorted((run / "nodes" / "run" / "prompt_logs").glob("*_writeup_reflect_1.json"))
+    assert len(logs) == 1
+    sent = json.loads(logs[0].read_text())["messages"][-1]["content"]
+    assert all(f"- {f}" in sent for f in fb) and "Reflection round 1 of 1" in sent
+
+
+@pytest.mark.skipif(not shutil.which("pdflatex"), reason="LaTeX not installed (see docs/reporting.md)")
+def test_a_revision_that_breaks_the_build_is_reverted(tmp_path):
+    broken = {**SECTIONS, "results": "Loss fell as $x^$ shows, see \\ref{fig:2}."}
+    run, summary = _reflect_run(tmp_path, broken)
+    (round1,) = summary["reflections"]
+    assert round1["outcome"].startswith("reverted: the revision did not compile (LaTeX compile failed")
+    tex = (run / "paper" / "paper.tex").read_text()
+    assert "$x^$" not in tex and "See Figure~\\ref{fig:1}." in tex  # the last good paper is what is left
+    assert summary["pdf"] == "paper/paper.pdf" and (run / "paper" / "paper.pdf").read_bytes().startswith(
+        b"%PDF"
+    )
+    assert summary["sections"]["results"] == "See Figure \\ref{fig:1}."

@@ -3,7 +3,10 @@
 Citations are gathered over up to ``report.citations.rounds`` rounds (each
 round sees what was found and asks for what is missing; papers deduplicated
 by id and title; entries failing the BibTeX check dropped). Figures that are
-perceptual duplicates of another are removed and the writer is told.
+perceptual duplicates of another are removed and the writer is told. After a
+clean compile, ``report.writeup_reflections`` rounds feed the paper's problems
+(unreferenced figures, the VLM's figure/caption findings, chktex warnings, a
+page overrun; :mod:`.reflection`) back to the writer.
 The model (role ``writeup``) fills the sections as JSON; the ``.tex`` is
 assembled from ``prompt/reporting/latex/<report.template>.tex.j2`` (``workshop``: one
 column, ``conference``: two columns) with every string made
@@ -24,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..llm.types import CallContext
-from ..util.io import atomic_write_json, atomic_write_text, read_json
+from ..util.io import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
 from . import latex, prompts
 from .citations import (
     DEFAULT_BASE_URL,
@@ -37,6 +40,7 @@ from .citations import (
 )
 from .errors import StepFailed, StepSkipped
 from .images import duplicate_figures
+from .reflection import paper_feedback
 from .runread import load_run, read_text
 
 SECTIONS = ("introduction", "related_work", "method", "experiments", "results", "conclusion")
@@ -274,6 +278,68 @@ def _compile_with_fixes(
     return sections, result, attempts
 
 
+_BUILD_FILES = ("paper.tex", "paper.pdf", "paper.aux", "paper.bbl", "paper.log")
+
+
+def _snapshot(paper_dir: Path) -> dict[str, bytes]:
+    return {n: (paper_dir / n).read_bytes() for n in _BUILD_FILES if (paper_dir / n).exists()}
+
+
+def _restore(paper_dir: Path, files: dict[str, bytes]) -> None:
+    """Put back the last good build (a rebuild could fail on what the failed one left behind)."""
+    for n in _BUILD_FILES:
+        (paper_dir / n).unlink(missing_ok=True)
+    for n, data in files.items():
+        atomic_write_bytes(paper_dir / n, data)
+
+
+def _reflect(
+    client: Any,
+    run_dir: Path,
+    sections: dict,
+    result: latex.CompileResult,
+    papers: list,
+    values: dict,
+    cfg: Any,
+    opts: ReportOptions,
+) -> tuple[dict, latex.CompileResult, list[dict[str, Any]]]:
+    """``report.writeup_reflections`` rounds on a compiled paper (see :mod:`.reflection`); a revision
+    that no longer compiles is reverted, so the PDF left behind is always the last good one."""
+    paper_dir = run_dir / "paper"
+    vlm = (read_json(run_dir / "figures" / "vlm.json", default={}) or {}).get("figures") or {}
+    rounds = cfg.report.writeup_reflections
+    log: list[dict[str, Any]] = []
+    for r in range(1, rounds + 1):
+        pages = result.main_pages or result.pages
+        feedback = paper_feedback(sections, values["figures"], vlm, result.chktex, pages,
+                                  cfg.report.page_limit, values["figure_problems"])  # fmt: skip
+        if not feedback:
+            log.append({"round": r, "feedback": [], "outcome": "nothing left to fix"})
+            break
+        good = _snapshot(paper_dir)
+        ask = {**values, "sections_json": sections, "feedback": feedback, "round": r, "rounds": rounds}
+        revised = _sections_call(client, "writeup_reflect_user.j2", f"reflect_{r}", ask)
+        revised, new_result, attempts = _compile_with_fixes(
+            client, paper_dir, revised, papers, values, cfg, opts
+        )
+        if new_result.ok:
+            sections, result = revised, new_result
+            log.append(
+                {"round": r, "feedback": feedback, "outcome": "applied", "failed_builds": len(attempts)}
+            )
+            continue
+        _restore(paper_dir, good)
+        log.append(
+            {
+                "round": r,
+                "feedback": feedback,
+                "outcome": f"reverted: the revision did not compile ({attempts[-1][:300]})",
+            }
+        )
+        break
+    return sections, result, log
+
+
 def write_paper(
     run_dir: Path, cfg: Any, client: Any, *, memory_digest: str = "", options: ReportOptions | None = None
 ) -> dict[str, Any]:
@@ -311,6 +377,9 @@ def write_paper(
     ]
     sections = _sections_call(client, "writeup_user.j2", "sections", values)
     sections, result, attempts = _compile_with_fixes(client, paper_dir, sections, papers, values, cfg, opts)
+    reflections: list[dict[str, Any]] = []
+    if result.ok:
+        sections, result, reflections = _reflect(client, run_dir, sections, result, papers, values, cfg, opts)
     summary = {
         "pdf": "paper/paper.pdf" if result.ok else None,
         "pages": result.pages,
@@ -327,6 +396,7 @@ def write_paper(
         "references": [p["key"] for p in papers],
         "figures": figures,
         "duplicate_figures": duplicates,
+        "reflections": reflections,
         "sections": sections,
     }
     atomic_write_json(paper_dir / "writeup.json", summary)
