@@ -92,18 +92,19 @@ def _park() -> None:
 
 
 def watch_interrupts() -> None:
-    """Note Ctrl-C (SIGINT) before Python raises KeyboardInterrupt as usual, so that the exit
-    knows it may abandon a busy decode. Only from the main thread, and only over Python's default
-    handler (a program that handles SIGINT itself keeps its handler)."""
+    """Note Ctrl-C (SIGINT), then hand it to the handler in place (Python's: KeyboardInterrupt),
+    so that the exit knows it may abandon a busy decode. Only from the main thread; once."""
     if threading.current_thread() is not threading.main_thread():
         return
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        return
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous) or getattr(previous, "notes_interrupts", False):
+        return  # ignored / default action, or already watched
 
     def on_sigint(signum: int, frame: Any) -> None:
         _INTERRUPTED.set()
-        signal.default_int_handler(signum, frame)
+        previous(signum, frame)
 
+    on_sigint.notes_interrupts = True  # type: ignore[attr-defined]
     signal.signal(signal.SIGINT, on_sigint)
 
 
