@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import stat
 from pathlib import Path, PurePosixPath
@@ -492,3 +493,12 @@ def test_entries_after_a_malformed_one_are_still_checked(tmp_path):
     )
     assert [str(p[0]) for p in plan] == ["ok.py"]
     assert errors == [("'junk'", "bad_entry"), ("/abs", "absolute")]
+
+
+def test_an_infinite_mode_is_a_rejection_not_a_crash(tmp_path):
+    # json.loads turns Infinity into float("inf"); int() of it raised OverflowError out of write_files.
+    files = json.loads('[{"path": "a.sh", "content": "x", "mode": Infinity}]')
+    exc = _rejected(tmp_path, files)
+    assert [(e.path, e.rule, e.message) for e in exc.rejections] == [
+        ("a.sh", "bad_mode", "mode must be octal like '0644', got inf")
+    ]

@@ -174,7 +174,7 @@ def _mode(spec: FileSpec, raw: str) -> tuple[int | None, FileRejection | None]:
         return DEFAULT_MODE, None
     try:
         value = int(mode, 8) if isinstance(mode, str) else int(mode)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: JSON's Infinity
         return None, FileRejection(raw, "bad_mode", f"mode must be octal like '0644', got {mode!r}")
     if isinstance(mode, bool) or value < 0 or value > 0o7777:
         return None, FileRejection(raw, "bad_mode", f"mode out of range: {mode!r}")
