@@ -36,12 +36,15 @@ declare -A TESTS=(
   [treesearch/best.py]="tests/test_search_best.py tests/test_search_stages.py tests/test_search_index.py"
   [config.py]="tests/test_mut_config.py tests/test_config_cli.py"
   [memory/protocol.py]="tests/test_mut_memory_protocol.py tests/test_memory_protocol.py"
+  # measured on request only (not in MODULES): the journal's search index
+  [treesearch/journal.py]="tests/test_search_index.py tests/test_search_journal.py tests/test_search_best.py"
 )
 MODULES=(context/packer.py context/policies.py context/json_preview.py execution/workspace.py
   treesearch/best.py config.py memory/protocol.py)
 
 usage() {
-  echo "usage: scripts/mutation.sh [MODULE ...] | --changed REV    MODULE one of: ${MODULES[*]}" >&2
+  echo "usage: scripts/mutation.sh [MODULE ...] | --changed REV    MODULE one of: ${MODULES[*]}" \
+    "(default: all of these) or treesearch/journal.py" >&2
   exit 2
 }
 mods=()
@@ -66,9 +69,10 @@ else
   [ "${#mods[@]}" -gt 0 ] || mods=("${MODULES[@]}")
 fi
 
-if [ -n "${MUTATION_REV:-}" ] && ! git -C "$repo" rev-parse -q --verify "$MUTATION_REV^{commit}" >/dev/null; then
-  echo "mutation.sh: MUTATION_REV=$MUTATION_REV is not a commit" >&2
-  exit 2
+if [ -n "${MUTATION_REV:-}" ]; then # resolved once: every module is measured on the same commit
+  MUTATION_REV="$(git -C "$repo" rev-parse -q --verify "$MUTATION_REV^{commit}")" ||
+    { echo "mutation.sh: MUTATION_REV is not a commit" >&2; exit 2; }
+  echo "[mutation] measuring commit $MUTATION_REV"
 fi
 if ! "$py" -c 'import mutmut' 2>/dev/null; then
   echo "mutation.sh: mutmut is not installed for $py; run scripts/setup.sh --with-test-tools" \
