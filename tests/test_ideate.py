@@ -205,6 +205,15 @@ def test_unusable_answers_fail_the_idea_not_the_command(tmp_path, s2, capsys):
     assert len(_records(out)) == 2  # the answer and its one repair round, both logged
 
 
+def test_action_schema_compiles_to_a_local_grammar():
+    llama_cpp = pytest.importorskip("llama_cpp")
+    from ai_scientist.llm.local_backend import grammar_schema
+
+    schema = grammar_schema(ACTION_SCHEMA)
+    assert schema["properties"]["action"]["enum"] == ["search", "finalize"]
+    assert llama_cpp.LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False) is not None
+
+
 def test_action_schema_is_bounded():
     def walk(node, path):
         if node.get("type") == "string" and "enum" not in node:
