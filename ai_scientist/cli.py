@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-EXIT_OK = 0
-EXIT_INTERNAL = 1
-EXIT_USAGE = 2
-EXIT_NO_WORKING_EXPERIMENT = 3
-EXIT_INTERRUPTED = 130
+from .errors import (  # noqa: F401  (exit codes re-exported for scripts that import them from here)
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_NO_WORKING_EXPERIMENT,
+    EXIT_OK,
+    EXIT_STOPPED,
+    EXIT_USAGE,
+    UsageError,
+)
 
 # subcommand -> "module:function"; each function takes the parsed Namespace and returns an exit code
 HANDLERS = {
@@ -31,8 +37,31 @@ HANDLERS = {
 }
 
 
-class UsageError(Exception):
-    """Raised by handlers for problems the user must fix (exit 2)."""
+MAX_TIMEOUT_S = 7 * 24 * 3600  # as exec.timeout
+
+
+def _timeout_s(text: str) -> float:
+    """``--timeout``: a finite number of seconds in (0, 7 days]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"must be > 0 and <= {MAX_TIMEOUT_S} seconds (7 days), got {text}")
+    return value
+
+
+def _workspace_dir(text: str) -> str:
+    """``--workspace``: a directory, or a path where one can be made (not a file)."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} exists and is not a directory")
+    for parent in path.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise argparse.ArgumentTypeError(f"{parent} is a file, not a directory")
+            break
+    return text
 
 
 def _config_args(p: argparse.ArgumentParser, positional: bool = False) -> None:
@@ -124,12 +153,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("exec", help="run one command in a sandbox backend")
     p.add_argument("--backend", default=None, help="auto | subprocess | bwrap | docker | apptainer")
-    p.add_argument("--workspace", default=None, help="workspace directory (default: a temporary one)")
-    p.add_argument("--timeout", type=float, default=None, help="seconds (default: exec.timeout)")
+    p.add_argument(
+        "--workspace",
+        type=_workspace_dir,
+        default=None,
+        help="workspace directory (default: a temporary one)",
+    )
+    p.add_argument("--timeout", type=_timeout_s, default=None, help="seconds (default: exec.timeout)")
     p.add_argument("--network", action="store_true", help="allow network access")
     _config_args(p)
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
-
     p = sub.add_parser("ideate", help="propose research ideas on a topic, checked against the literature")
     p.add_argument("topic", help="markdown file describing the research area (as AI-Scientist-v2's)")
     p.add_argument("--out", default=None, help="ideas file, appended to (default: TOPIC with .json)")

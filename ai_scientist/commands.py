@@ -42,6 +42,21 @@ def _preflight_reporting(cfg: Config) -> None:
         )
 
 
+def _preflight_sandbox(cfg: Config) -> None:
+    """The sandbox must be usable (and safe) before a run directory is made: a refusal exits 2
+    and leaves nothing behind. The resolution is cached, so the run reuses it."""
+    from .execution import make_executor, resolve_backend
+    from .execution.base import SandboxError
+
+    try:
+        name, _ = resolve_backend(cfg)
+        make_executor(cfg, backend=name).close()
+    except ConfigError:
+        raise
+    except SandboxError as exc:
+        raise ConfigError(f"exec.backend: {exc}") from None
+
+
 def setup_run(args: Any) -> tuple[Run, Any]:
     """Validate everything and create the run directory (no token spent yet): (run, resources)."""
     cfg = load_config(args.config, args.overrides)
@@ -52,6 +67,7 @@ def setup_run(args: Any) -> tuple[Run, Any]:
 
         resources = load_resources(args.resources)
     _preflight_reporting(cfg)
+    _preflight_sandbox(cfg)
     run = Run.create(cfg, idea, args.out, args.name)
     if args.resources:
         shutil.copyfile(args.resources, run.dir / "resources" / ("spec" + Path(args.resources).suffix))

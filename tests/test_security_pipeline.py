@@ -128,3 +128,5 @@ def test_pipeline_refuses_unsafe_backend(tmp_path):
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "cannot isolate generated code" in proc.stderr
     assert "exec.allow_unsafe_sandbox: true" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "x").exists(), "a refused run left a directory behind"
+    assert proc.stdout == ""  # no run directory was announced

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import RunStop
 from ..secrets import Redactor
 from .backend import (
     Backend,
@@ -202,7 +203,7 @@ class LLMClient:
                     ) from exc
                 self._sleep(wait)
                 continue
-            except Exception as exc:  # recorded, then raised unchanged (e.g. UnrecordedPrompt)
+            except (Exception, RunStop) as exc:  # recorded, then raised unchanged (e.g. UnrecordedPrompt)
                 self._log_failure(call, msgs, params, time.monotonic() - start, exc, None)
                 raise
             finally:
