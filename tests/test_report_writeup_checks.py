@@ -15,7 +15,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from PIL import Image
-from test_report_support import SECTIONS, ScriptedClient, _plot_png, default_responder, make_run, report_cfg
+from test_report_support import (
+    SECTIONS,
+    FakeS2,
+    ScriptedClient,
+    _plot_png,
+    default_responder,
+    make_run,
+    report_cfg,
+)
 
 from ai_scientist.llm.factory import make_client
 from ai_scientist.llm.scripted_backend import ScriptedBackend
@@ -231,3 +239,23 @@ def test_a_revision_that_breaks_the_build_is_reverted(tmp_path):
         b"%PDF"
     )
     assert summary["sections"]["results"] == "See Figure \\ref{fig:1}."
+
+
+@pytest.mark.skipif(not shutil.which("pdflatex"), reason="LaTeX not installed (see docs/reporting.md)")
+def test_revision_that_drops_every_citation_still_builds(tmp_path):
+    # the first draft cites the one reference; the reflection prompt lists none, so the revision
+    # cites nothing: the rebuild must not fail on the first build's bibtex state
+    server = FakeS2()
+    try:
+        run = make_run(tmp_path)
+        _figures(run)
+        client = ScriptedClient(default_responder())
+        cfg = report_cfg(tmp_path, writeup_reflections=1)
+        summary = write_paper(run, cfg, client, options=ReportOptions(s2_base_url=server.url, environ={}))
+    finally:
+        server.close()
+    assert summary["references"] == ["liu2019warm"]
+    (round1,) = summary["reflections"]
+    assert round1["outcome"] == "applied", round1
+    assert "\\cite" not in (run / "paper" / "paper.tex").read_text()
+    assert [c["ctx"].label for c in client.calls if c["role"] == "writeup"] == ["sections", "reflect_1"]

@@ -240,7 +240,8 @@ def _sections_call(client: Any, template: str, label: str, values: dict) -> dict
 def _build(paper_dir: Path, sections: dict, figures: list, papers: list, cfg: Any, opts: ReportOptions):
     tex = assemble(sections, figures, papers, cfg.report.page_limit, cfg.report.template)
     atomic_write_text(paper_dir / "paper.tex", tex)
-    for stale in ("paper.pdf", "paper.aux", "paper.fdb_latexmk", "paper.fls"):
+    # .bbl/.blg too: a rebuild whose text no longer cites anything fails on the old bibtex state
+    for stale in ("paper.pdf", "paper.aux", "paper.fdb_latexmk", "paper.fls", "paper.bbl", "paper.blg"):
         (paper_dir / stale).unlink(missing_ok=True)  # a stale PDF must never pass as this build
     result = latex.compile_pdf(paper_dir, cfg.exec.timeout, opts.tool_path)
     limit = cfg.report.page_limit
