@@ -144,7 +144,18 @@ def needed_paths(
 def drop_privileges(uid: int | None) -> list[str]:
     """``setpriv`` argv: a fresh uid (root orchestrator) or just no capabilities, never new privileges."""
     ids = [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"] if uid is not None else []
-    return ["setpriv", *ids, "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+    # --pdeathsig after the uid change: changing credentials clears the death signal set before
+    # exec, and without it the command outlives an orchestrator killed with kill -9
+    return [
+        "setpriv",
+        *ids,
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--pdeathsig",
+        "KILL",
+        "--",
+    ]
 
 
 class SubprocessExecutor(SandboxBackend):
