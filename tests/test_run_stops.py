@@ -90,12 +90,12 @@ def test_cli_resume_of_a_run_in_use_exits_2_naming_the_pid(tmp_path: Path) -> No
     assert res.stdout == ""  # refused before anything else happened
 
 
-@pytest.mark.slow
-def test_two_resumes_at_once_one_wins_journal_intact(tmp_path: Path) -> None:
+def _run_hung_in_llm_call(tmp_path: Path, *overrides: str) -> subprocess.Popen:
+    """A scripted run in its own process, returned once it hangs inside n0005's phase-2 LLM call."""
     marker = tmp_path / "in_llm_call"
     proc = subprocess.Popen(
         [sys.executable, str(DRIVER), "run", str(tmp_path), "run", "--hang", "n0005", "phase2", str(marker)]
-        + [a for s in SMALL for a in ("--set", s)],
+        + [a for s in overrides for a in ("--set", s)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -104,6 +104,12 @@ def test_two_resumes_at_once_one_wins_journal_intact(tmp_path: Path) -> None:
     while not marker.exists():
         assert proc.poll() is None and time.time() < deadline, proc.stderr.read()[-2000:]
         time.sleep(0.05)
+    return proc
+
+
+@pytest.mark.slow
+def test_two_resumes_at_once_one_wins_journal_intact(tmp_path: Path) -> None:
+    proc = _run_hung_in_llm_call(tmp_path, *SMALL)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     run_dir = tmp_path / "experiments" / "run"
@@ -256,17 +262,7 @@ def test_exit_3_ends_with_outcome_reason_and_next_command(
 
 @pytest.mark.slow
 def test_ctrl_c_ends_with_outcome_and_resume_command(tmp_path: Path) -> None:
-    marker = tmp_path / "in_llm_call"
-    proc = subprocess.Popen(
-        [sys.executable, str(DRIVER), "run", str(tmp_path), "run", "--hang", "n0005", "phase2", str(marker)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.time() + 180
-    while not marker.exists():
-        assert proc.poll() is None and time.time() < deadline, proc.stderr.read()[-2000:]
-        time.sleep(0.05)
+    proc = _run_hung_in_llm_call(tmp_path)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     run_dir = tmp_path / "experiments" / "run"
