@@ -588,6 +588,8 @@ def test_python_literal_prefix_edge_cases():
     assert ops_of("({'op': 'recall_search', 'query': '(', 'k': 0x3},)z") == [
         ("recall_search", {"query": "(", "k": 3})
     ]
+    # the very first string is empty: its closing quote is not taken for an escaped one
+    assert ops_of("[{'': 0, 'op': 'core_get', 'key': 'k'}]x(]") == [("core_get", {"key": "k"})]
 
 
 def test_sections_and_op_keys_after_other_keys_are_all_kept():
