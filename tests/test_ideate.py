@@ -205,6 +205,24 @@ def test_unusable_answers_fail_the_idea_not_the_command(tmp_path, s2, capsys):
     assert len(_records(out)) == 2  # the answer and its one repair round, both logged
 
 
+def test_an_empty_idea_field_goes_back_in_the_repair_round(tmp_path, s2):
+    good = IdeationResponder(TITLES[:1], searches=0)
+    sent: list[str] = []
+
+    def respond(messages, schema, ctx):
+        sent.append(messages[-1]["content"])
+        answer = json.loads(good(messages, schema, ctx))
+        if len(sent) == 1:  # what the local model really did: an empty experiment
+            answer["idea"]["Experiments"] = [" "]
+        return json.dumps(answer)
+
+    code, out = _ideate(tmp_path, s2.url, respond, "--num-ideas", "1")
+    assert code == 0 and len(json.loads(out.read_text())) == 1
+    records = _records(out)
+    assert len(records) == len(sent) == 2  # the answer and its repair, both logged
+    assert "idea.Experiments: must be a non-empty list of non-empty strings" in sent[1]
+
+
 def test_action_schema_compiles_to_a_local_grammar():
     llama_cpp = pytest.importorskip("llama_cpp")
     from ai_scientist.llm.local_backend import grammar_schema

@@ -26,7 +26,7 @@ from ..context.tokens import counter_for
 from ..llm.types import CallContext, LLMError
 from .dedupe import duplicate_of
 from .literature import Literature, Search, evidence
-from .schema import ACTION_SCHEMA, EVIDENCE_KEY, check_v2, to_v2
+from .schema import ACTION_SCHEMA, EVIDENCE_KEY, check_answer, check_v2, to_v2
 
 ROLE = "ideation"
 PROMPT = "ideation"
@@ -111,7 +111,9 @@ class Ideator:
                 node_id=idea_id, stage="ideation", phase="ideation", label=f"round{r}", ledger=ledger
             )
             try:
-                answer = self.llm.complete(messages, role=ROLE, ctx=ctx, schema=ACTION_SCHEMA).parsed
+                answer = self.llm.complete(
+                    messages, role=ROLE, ctx=ctx, schema=ACTION_SCHEMA, validator=check_answer
+                ).parsed
             except LLMError as exc:  # an unusable answer ends this idea, never the session
                 notes.append(f"round {r}: no usable answer ({exc})")
                 break

@@ -94,3 +94,13 @@ def check_v2(idea: Any) -> list[str]:
     if isinstance(idea.get("Name"), str) and not re.fullmatch(r"[a-z0-9_]+", idea["Name"]):
         problems.append("Name: only lower-case letters, digits and underscores")
     return problems
+
+
+def check_answer(answer: Any) -> None:
+    """The LLM client's ``validator`` for an ideation answer: raises ValueError naming what is
+    wrong (an empty idea field, a search without a query), which goes back in the repair round."""
+    problems = [f"idea.{p}" for p in check_v2(to_v2(answer.get("idea") or {}))]
+    if answer.get("action") == "search" and not str(answer.get("query") or "").strip():
+        problems.append('query: "search" needs a query (or choose "finalize")')
+    if problems:
+        raise ValueError("; ".join(problems))
