@@ -242,13 +242,14 @@ def test_lmstudio_takes_json_schema_and_refuses_json_object_with_a_bare_string(
     assert len(srv2.requests) == 1 and neg.mode(backend.url, "fake-model") == "prompt"
 
 
-def test_grammar_form_leaves_out_max_length_and_the_client_still_checks_it(
+def test_grammar_form_leaves_out_long_bounds_and_the_client_still_checks_them(
     tmp_path: Path, env_key: str
 ) -> None:
     bounded = {
         "type": "object",
         "properties": {
             "name": {"type": "string", "maxLength": 5},
+            "code": {"type": "string", "maxLength": 60_000},
             "tags": {"type": "array", "maxItems": 2, "items": {"type": "string", "maxLength": 3}},
         },
         "required": ["name"],
@@ -265,8 +266,9 @@ def test_grammar_form_leaves_out_max_length_and_the_client_still_checks_it(
         res = client.complete(MSGS, role="code", ctx=ctx(), schema=bounded)
     assert res.parsed == {"name": "ok"}
     sent = srv.requests[1]["response_format"]["schema"]
-    assert sent == grammar_form(bounded) and "maxLength" not in json.dumps(sent)
-    assert sent["properties"]["tags"]["maxItems"] == 2  # what stops a repeating model stays
+    assert sent == grammar_form(bounded) and "maxLength" not in sent["properties"]["code"]
+    assert sent["properties"]["name"]["maxLength"] == 5  # short bounds stay in the grammar
+    assert sent["properties"]["tags"]["maxItems"] == 2  # and so does what stops a repeating model
     recs = records(tmp_path)
     assert recs[1]["params"]["schema"] == bounded  # the log keeps the schema the answer is checked against
     assert "is too long" in recs[1]["structured_error"] and recs[2]["structured_error"] is None

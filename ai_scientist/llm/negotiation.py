@@ -15,7 +15,7 @@ mode                  what is sent                                              
 ``prompt``            no ``response_format``                                        yes
 ===================== ============================================================ ==================
 
-[1] the schema's grammar form (:func:`grammar_form`: no ``maxLength``).
+[1] the schema's grammar form (:func:`grammar_form`: no ``maxLength`` above 1000).
 
 A rejection is recognised by what the error body says (:func:`is_rejection`), at any HTTP
 status: a 500 whose body names ``response_format`` is a rejection, not an outage. The
@@ -76,19 +76,18 @@ def response_format(mode: str, schema: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def grammar_form(schema: Any) -> Any:
-    """``schema`` as sent in ``json_object_schema`` mode: every ``maxLength`` left out, ``maxItems`` kept.
+    """``schema`` as sent in ``json_object_schema`` mode: ``maxLength`` bounds above
+    ``GRAMMAR_MAX_LENGTH`` (1000) left out, exactly as the local backend does.
 
-    That mode is llama-cpp-python's, which compiles the schema into a llama.cpp grammar; the grammar
-    expands a length bound into one nested rule per character, which made each generated token
-    about twice as slow for the plan schema (bounds 20..800) and breaks the parser for a source
-    file's bound. ``max_tokens`` bounds a string while decoding and the client validates every bound
-    on the answer (repair round included). ``maxItems`` stays: it is what stops a repeating model.
+    That mode is llama-cpp-python's, which compiles the schema into a llama.cpp grammar that
+    expands a length bound into one nested rule per character: a source file's bound (60,000)
+    kills the server process (seen with 0.3.36), while bounds up to 1000 cost nothing measurable
+    (``bench/llm_server.py``). ``max_tokens`` bounds such a string while decoding and the client
+    validates every bound on the answer (repair round included).
     """
-    if isinstance(schema, list):
-        return [grammar_form(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    return {k: grammar_form(v) for k, v in schema.items() if k != "maxLength"}
+    from .local_backend import grammar_schema
+
+    return grammar_schema(schema)
 
 
 def step_below(mode: str) -> str:

@@ -10,8 +10,9 @@ body at any status and raised as :class:`StructuredOutputUnsupported` (never ret
 the outcome is kept in ``llm_negotiation.json`` of the run directory.
 
 In ``json_object_schema`` mode (llama-cpp-python, which compiles the schema into a llama.cpp
-grammar) the schema is sent in its grammar form, without ``maxLength``
-(:func:`.negotiation.grammar_form`); the client still validates every bound on the answer.
+grammar) the schema is sent in its grammar form, without ``maxLength`` bounds above 1000
+(:func:`.negotiation.grammar_form`; a 60,000 bound kills the server); the client still validates
+every bound on the answer.
 
 A 200 answer whose body is not a chat completion (empty, not JSON, no choices) is a
 :class:`ServerError` naming the endpoint: retried like any server failure.
