@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Mutation testing of the core modules (issue 20): does the test suite notice when the logic changes?
 #
-#   scripts/mutation.sh                      # every core module (see MODULES below), ~30-45 min on 2 cores
+#   scripts/mutation.sh                      # every core module (see MODULES below), 15-30 min on 2 cores
 #   scripts/mutation.sh context/packer.py    # one or more modules, by path under ai_scientist/
 #   scripts/mutation.sh --changed origin/main  # the core modules whose code or tests changed (CI)
 #
