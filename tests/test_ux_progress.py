@@ -68,6 +68,26 @@ def test_status_shows_the_call_in_flight_and_each_retry():
     assert out.count("retrying in 0 s") == 2
 
 
+def test_plain_lines_show_the_running_call_not_the_gap_between_attempts():
+    """Plain mode prints at most every interval: the printed line must name the attempt running
+    then. (The main job printed `in flight -` every 100 s while a 120 s local call was running,
+    because lines came out when an attempt ended.)"""
+    stream = io.StringIO()
+    progress = Progress(stream=stream, live=False, plain_interval_s=0)
+    cfg = validate({"llm": {"max_attempts": 4, "backoff_base_s": 0, "timeout_s": 7}})
+    client = LLMClient(cfg, FlakyBackend(progress), cost=CostLedger(None), sleep=lambda s: None)
+    client.observer = progress
+    client.complete(
+        [{"role": "user", "content": "hi"}], role="code", ctx=CallContext("n0003", "1", "phase1", "step2")
+    )
+    status = [line for line in stream.getvalue().splitlines() if "| in flight " in line]
+    assert [line.rsplit("| in flight ", 1)[1] for line in status] == [
+        "n0003 phase1/step2",
+        "n0003 phase1/step2 attempt 2",
+        "n0003 phase1/step2 attempt 3",
+    ]
+
+
 def _drive(*argv: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, str(DRIVER), *argv], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=dict(os.environ))  # fmt: skip

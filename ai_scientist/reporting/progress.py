@@ -142,9 +142,14 @@ class Progress:
             else:
                 self._calls[threading.get_ident()] = what
             calls = list(self._calls.values())
-        shown = "; ".join(calls[:IN_FLIGHT_SHOWN]) + (
-            f" (+{len(calls) - IN_FLIGHT_SHOWN} more)" if len(calls) > IN_FLIGHT_SHOWN else ""
-        )
+            shown = "; ".join(calls[:IN_FLIGHT_SHOWN]) + (
+                f" (+{len(calls) - IN_FLIGHT_SHOWN} more)" if len(calls) > IN_FLIGHT_SHOWN else ""
+            )
+            if what is None and self._live is None:
+                # an ended call updates silently: a plain line printed now would show the moment
+                # between two attempts ("in flight -") instead of the call that is running
+                self.extra["in flight"] = shown or "-"
+                return
         self.update(**{"in flight": shown or "-"})
 
     def event(self, msg: str) -> None:
