@@ -29,7 +29,7 @@ from ..resources import bind_sources
 from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, SandboxError
 from .isolation import plan_mounts, refuse
 from .lineage import SANDBOX_ENV
-from .process import rlimit_preexec, supervise
+from .process import rlimit_preexec
 from .run_setup import RunSetup, SandboxBackend
 from .sandbox_env import ensure_dir
 from .subprocess_backend import _chown_tree, _next_uid, capabilities, needed_paths
@@ -171,23 +171,15 @@ class BwrapExecutor(SandboxBackend):
             rlimits()
 
         host_env = {"PATH": "/usr/bin:/bin"}  # bwrap's own environment; the command's is --setenv
-        try:
-            result = supervise(
-                wrap + self._argv(ws, limits, full_env, install_dir) + ["--", *argv],
-                cwd=ws,
-                env=host_env,
-                limits=limits,
-                backend=self.name,
-                display_command=argv,
-                preexec=preexec,
-                sweep_uid=uid,
-            )
-        except subprocess.SubprocessError as exc:
-            raise SandboxError(
-                f"bwrap: the sandbox could not be set up ({exc}); run `ai-scientist doctor`"
-            ) from None
-        if self.unsafe:
-            result.extra["unsafe_sandbox"] = self.unsafe
+        result = self._supervise(
+            wrap + self._argv(ws, limits, full_env, install_dir) + ["--", *argv],
+            cwd=ws,
+            env=host_env,
+            limits=limits,
+            display_command=argv,
+            preexec=preexec,
+            sweep_uid=uid,
+        )
         result.extra.update(uid=uid, dropped_env=dropped, network=limits.network)
         return result
 

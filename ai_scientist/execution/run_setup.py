@@ -8,13 +8,16 @@ and implement only ``_launch(setup)``.
 
 from __future__ import annotations
 
+import subprocess
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, normalize_command
+from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, SandboxError, normalize_command
 from .isolation import harden_orchestrator
 from .lineage import SANDBOX_ENV, take_install_dir
+from .process import supervise
 from .sandbox_env import TMP_DIRNAME, sandbox_environ
 
 
@@ -116,3 +119,36 @@ class SandboxBackend:
 
     def _launch(self, setup: RunSetup) -> ExecResult:
         raise NotImplementedError(f"{type(self).__name__} must implement _launch(setup)")
+
+    def _supervise(
+        self,
+        command: list[str],
+        *,
+        cwd: Path,
+        env: dict[str, str],
+        limits: Limits,
+        display_command: list[str],
+        preexec: Callable[[], None],
+        sweep_uid: int | None,
+    ) -> ExecResult:
+        """:func:`~.process.supervise` for a local backend: a sandbox that cannot be set up is a
+        :class:`~.base.SandboxError`, and an opted-in unsafe sandbox says so in the record."""
+        try:
+            result = supervise(
+                command,
+                cwd=cwd,
+                env=env,
+                limits=limits,
+                backend=self.name,
+                display_command=display_command,
+                preexec=preexec,
+                sweep_uid=sweep_uid,
+            )
+        except subprocess.SubprocessError as exc:
+            raise SandboxError(
+                f"{self.name}: the sandbox could not be set up ({exc}); run `ai-scientist doctor`"
+            ) from None
+        unsafe = getattr(self, "unsafe", None)
+        if unsafe:
+            result.extra["unsafe_sandbox"] = unsafe
+        return result

@@ -34,9 +34,9 @@ import tempfile
 from pathlib import Path
 
 from ..resources import bind_sources
-from .base import ExecResult, Limits, SandboxError
+from .base import ExecResult, Limits
 from .isolation import MountPlan, harden_orchestrator, interpreter_root, plan_mounts, refuse
-from .process import rlimit_preexec, supervise
+from .process import rlimit_preexec
 from .run_setup import RunSetup, SandboxBackend
 from .sandbox_env import ensure_dir
 
@@ -231,23 +231,15 @@ class SubprocessExecutor(SandboxBackend):
             rlimits()
 
         network_isolated = limits.network or self.caps["net_namespace"]
-        try:
-            result = supervise(
-                self._wrapper(limits, uid) + argv,
-                cwd=ws,
-                env=setup.env,
-                limits=limits,
-                backend=self.name,
-                display_command=argv,
-                preexec=preexec,
-                sweep_uid=uid,
-            )
-        except subprocess.SubprocessError as exc:
-            raise SandboxError(
-                f"subprocess: the sandbox could not be set up ({exc}); run `ai-scientist doctor`"
-            ) from None
-        if self.unsafe:
-            result.extra["unsafe_sandbox"] = self.unsafe
+        result = self._supervise(
+            self._wrapper(limits, uid) + argv,
+            cwd=ws,
+            env=setup.env,
+            limits=limits,
+            display_command=argv,
+            preexec=preexec,
+            sweep_uid=uid,
+        )
         result.extra.update(
             uid=uid,
             dropped_env=setup.dropped,
