@@ -33,6 +33,18 @@ FAST = [
 ]
 
 
+# one node of a real (slow) model: one draft, short answers, one installer step
+ONE_REAL_NODE = [
+    "agent.stages.stage1_max_iters=1",
+    "agent.search.num_drafts=1",
+    "agent.code.max_tokens=500",
+    "agent.feedback.max_tokens=150",
+    "context.max_prompt_tokens=3000",
+    "exec.phase1_max_steps=1",
+    "exec.timeout=30",
+]
+
+
 def run_args(tmp_path: Path, *overrides: str, name: str = "run") -> Namespace:
     return Namespace(
         config=None,

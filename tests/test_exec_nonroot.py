@@ -14,44 +14,18 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
-import tempfile
-from pathlib import Path
 
-import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-NONROOT_DIR = Path(os.environ.get("AI_SCI_NONROOT_DIR", "/tmp/ai-scientist-nonroot"))
-UID = 65534  # nobody
+from nonroot_support import ROOT, pytest_as_nobody
 
 
 def test_hostile_suite_as_an_unprivileged_user():
-    if os.geteuid() != 0:
-        pytest.skip("already unprivileged: tests/test_exec_hostile.py covers this user directly")
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("setpriv (util-linux) is missing, so the test cannot drop to another uid")
-    py = NONROOT_DIR / "venv" / "bin" / "python"
-    if not py.exists():
-        pytest.skip(f"no non-root test venv at {py}: run scripts/setup.sh --with-test-tools")
-    work = Path(tempfile.mkdtemp(prefix="ai-sci-nonroot-", dir="/tmp"))
-    try:
-        shutil.copy(ROOT / "tests" / "test_exec_hostile.py", work)
-        os.chmod(work, 0o777)  # the unprivileged run writes pytest's files here
-        # the code under test is this tree (the venv only provides the dependencies)
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "LANG": "C.UTF-8", "TMPDIR": "/tmp",
-               "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
-        proc = subprocess.run(
-            [setpriv, f"--reuid={UID}", f"--regid={UID}", "--clear-groups", str(py), "-m", "pytest",
-             "-q", "-rs", "-p", "no:cacheprovider", "--rootdir", str(work), "-k", "subprocess or bwrap",
-             str(work / "test_exec_hostile.py"),
-             "-c", os.devnull],
-            cwd=work, env=env, capture_output=True, text=True, timeout=900,
-        )  # fmt: skip
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-6000:]
+    out = pytest_as_nobody(
+        "ai-sci-nonroot-",
+        lambda work: ["-q", "-rs", "-p", "no:cacheprovider", "--rootdir", str(work), "-k", "subprocess or bwrap",
+                      str(work / "test_exec_hostile.py"), "-c", os.devnull],
+        timeout=900,
+        prepare=lambda work: shutil.copy(ROOT / "tests" / "test_exec_hostile.py", work),
+    )  # fmt: skip
     passed = int(re.search(r"(\d+) passed", out).group(1))
     assert passed >= 20, out[-3000:]
     # the only expected skip: without root the subprocess backend cannot drop to another uid,

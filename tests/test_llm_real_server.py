@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pipeline_support import FAST, IDEA
+from pipeline_support import FAST, IDEA, ONE_REAL_NODE
 
 from ai_scientist.llm.negotiation import NEGOTIATION_FILE, grammar_form
 from ai_scientist.llm.structured import AnswerError, parse_answer, validate_answer
@@ -170,13 +170,7 @@ def test_a_run_through_the_real_server_in_auto_mode(llama_server: RecordingProxy
         *FAST,
         *SETTINGS,
         f"llm.base_url={llama_server.url}",
-        "agent.stages.stage1_max_iters=1",
-        "agent.search.num_drafts=1",
-        "agent.code.max_tokens=500",
-        "agent.feedback.max_tokens=150",
-        "context.max_prompt_tokens=3000",
-        "exec.phase1_max_steps=1",
-        "exec.timeout=30",
+        *ONE_REAL_NODE,
     ]
     sets = [x for s in overrides for x in ("--set", s)]
     done = _cli(["run", "--idea", str(IDEA), "--out", str(tmp_path), "--name", "real", *sets])

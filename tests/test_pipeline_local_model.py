@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from pipeline_support import events, run_args
+from pipeline_support import ONE_REAL_NODE, events, run_args
 
 from ai_scientist.commands import execute, setup_run
 
@@ -27,13 +27,7 @@ def test_local_gguf_model_runs_a_node_end_to_end(tmp_path):
     args = run_args(
         tmp_path,
         "llm.backend=local",
-        "agent.stages.stage1_max_iters=1",
-        "agent.search.num_drafts=1",
-        "agent.code.max_tokens=500",
-        "agent.feedback.max_tokens=150",
-        "context.max_prompt_tokens=3000",
-        "exec.phase1_max_steps=1",
-        "exec.timeout=30",
+        *ONE_REAL_NODE,
     )
     run, resources = setup_run(args)
     code = execute(run, resources=resources)

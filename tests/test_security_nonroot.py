@@ -12,16 +12,10 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-NONROOT_DIR = Path(os.environ.get("AI_SCI_NONROOT_DIR", "/tmp/ai-scientist-nonroot"))
-UID = 65534  # nobody
+from nonroot_support import ROOT, UID, pytest_as_nobody
 
 
 def _unreadable_for_others(path: Path) -> Path | None:
@@ -32,33 +26,16 @@ def _unreadable_for_others(path: Path) -> Path | None:
 
 
 def test_security_suite_as_an_unprivileged_user():
-    if os.geteuid() != 0:
-        pytest.skip("already unprivileged: tests/test_security_*.py cover this user directly")
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("setpriv (util-linux) is missing, so the test cannot drop to another uid")
-    py = NONROOT_DIR / "venv" / "bin" / "python"
-    if not py.exists():
-        pytest.skip(f"no non-root test venv at {py}: run scripts/setup.sh --with-test-tools")
     blocked = _unreadable_for_others(ROOT / "tests")
     if blocked is not None:
         pytest.skip(f"{blocked} is not readable by other users, so uid {UID} cannot import this tree")
-    work = Path(tempfile.mkdtemp(prefix="ai-sci-sec-nonroot-", dir="/tmp"))
-    try:
-        os.chmod(work, 0o777)  # the unprivileged run writes pytest's temp files here
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "LANG": "C.UTF-8", "TMPDIR": "/tmp",
-               "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
-        tests = [str(ROOT / "tests" / f) for f in ("test_security_sandbox.py", "test_security_pipeline.py")]
-        proc = subprocess.run(
-            [setpriv, f"--reuid={UID}", f"--regid={UID}", "--clear-groups", str(py), "-m", "pytest",
-             "-q", "-rs", "-p", "no:cacheprovider", "--noconftest", "--rootdir", str(work), "-c", os.devnull,
-             "--basetemp", str(work / "t"), *tests],
-            cwd=work, env=env, capture_output=True, text=True, timeout=1500,
-        )  # fmt: skip
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-6000:]
+    tests = [str(ROOT / "tests" / f) for f in ("test_security_sandbox.py", "test_security_pipeline.py")]
+    out = pytest_as_nobody(
+        "ai-sci-sec-nonroot-",
+        lambda work: ["-q", "-rs", "-p", "no:cacheprovider", "--noconftest", "--rootdir", str(work),
+                      "-c", os.devnull, "--basetemp", str(work / "t"), *tests],
+        timeout=1500,
+    )  # fmt: skip
     passed = int(re.search(r"(\d+) passed", out).group(1))
     # the control attack, the bwrap attack, the refusals (API, exec CLI, run CLI), the unsafe
     # opt-in and the bwrap pipeline run, at least
