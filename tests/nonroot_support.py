@@ -28,12 +28,14 @@ def pytest_as_nobody(
     *,
     timeout: float,
     prepare: Callable[[Path], None] | None = None,
+    code_root: Path = ROOT,
 ) -> str:
     """Run pytest as uid 65534 in a fresh world-writable work directory; returns its output.
 
     Skips (with the reason) when already unprivileged, without ``setpriv`` or without the venv;
     ``pytest_args(work)`` gives the arguments after ``-m pytest``; ``prepare(work)`` may copy files
-    in first. Fails the calling test when the inner run fails.
+    in first; ``code_root`` is the tree on ``PYTHONPATH``. Fails the calling test when the inner run
+    fails.
     """
     if os.geteuid() != 0:
         pytest.skip("already unprivileged: the suite covers this user directly")
@@ -49,7 +51,7 @@ def pytest_as_nobody(
             prepare(work)
         os.chmod(work, 0o777)  # the unprivileged run writes pytest's files here
         env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "LANG": "C.UTF-8", "TMPDIR": "/tmp",
-               "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
+               "PYTHONPATH": str(code_root), "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
         proc = subprocess.run(
             [setpriv, f"--reuid={UID}", f"--regid={UID}", "--clear-groups", str(py), "-m", "pytest",
              *pytest_args(work)],
