@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ai_scientist.config import Config
+from ai_scientist.base.config import Config
 from ai_scientist.context import Budget, assemble, counter_for, strip_reasoning
 from ai_scientist.context.tokens import messages_tokens
 

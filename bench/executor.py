@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ai_scientist.config import load_config
+from ai_scientist.base.config import load_config
 from ai_scientist.execution import Limits, SandboxError, make_executor
 
 PY = "/usr/bin/python3"

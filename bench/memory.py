@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ai_scientist.config import MemoryConfig
+from ai_scientist.base.config import MemoryConfig
 from ai_scientist.memory import MemoryStore
 from ai_scientist.memory.embed import WordLlamaEmbedder
 

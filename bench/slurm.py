@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from ai_scientist.config import load_config
+from ai_scientist.base.config import load_config
 from ai_scientist.execution import Limits, make_executor
 
 PY = "/usr/bin/python3"

@@ -8,7 +8,7 @@ from argparse import Namespace
 from pathlib import Path
 from typing import Any
 
-from ai_scientist.commands import execute, setup_run
+from ai_scientist.cli.commands import execute, setup_run
 from ai_scientist.llm.scripted_backend import ScriptedBackend
 from ai_scientist.testing.scripted import ExampleResponder
 
@@ -70,7 +70,7 @@ def start_run(
 
 
 def journal_nodes(run_dir: Path) -> dict[str, dict]:
-    from ai_scientist.util.io import read_jsonl
+    from ai_scientist.base.fileio import read_jsonl
 
     latest: dict[str, dict] = {}
     for rec in read_jsonl(run_dir / "journal.jsonl"):  # skips a torn tail like the journal does

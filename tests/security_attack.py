@@ -258,7 +258,7 @@ def write_run(run_dir, canary: str) -> list[str]:
     import sqlite3
     from pathlib import Path
 
-    from ai_scientist.util.io import append_jsonl, atomic_write_json, atomic_write_text
+    from ai_scientist.base.fileio import append_jsonl, atomic_write_json, atomic_write_text
 
     run_dir = Path(run_dir)
     run_dir.mkdir(mode=0o700, parents=True)
@@ -306,7 +306,7 @@ def orchestrate(spec: dict) -> None:
 
         executor = DockerExecutor(spec["image"], reuse=spec.get("reuse", False))
     else:
-        from ai_scientist.config import load_config
+        from ai_scientist.base.config import load_config
         from ai_scientist.execution.registry import make_executor
 
         sets = [f"exec.allow_unsafe_sandbox={str(spec.get('allow_unsafe', False)).lower()}"]
@@ -323,8 +323,8 @@ def _attack_run(spec: dict, executor, base) -> None:
     import subprocess
     from pathlib import Path
 
+    from ai_scientist.base.fileio import atomic_write_json
     from ai_scientist.execution.base import Limits
-    from ai_scientist.util.io import atomic_write_json
 
     other = write_run(base / "experiments" / "other-run", spec["canary"])
     own = write_run(base / "experiments" / "this-run", spec["canary"])
@@ -376,10 +376,10 @@ def pipeline(spec: dict) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from pipeline_support import run_args
 
-    from ai_scientist.commands import execute, setup_run
+    from ai_scientist.base.fileio import atomic_write_json
+    from ai_scientist.cli.commands import execute, setup_run
     from ai_scientist.llm.scripted_backend import ScriptedBackend
     from ai_scientist.testing.scripted import ExampleResponder
-    from ai_scientist.util.io import atomic_write_json
 
     base = Path(tempfile.mkdtemp(prefix="ai-sci-sec-run-"))  # 0700, the case of the issue
     out_root = base / "experiments"
@@ -434,7 +434,7 @@ def pipeline(spec: dict) -> None:
     finally:
         decoy.kill()
         decoy.wait()
-    from ai_scientist.cli import main as cli
+    from ai_scientist.cli.main import main as cli
 
     html = base / "tree.html"  # the viewer, run by the orchestrator, reads the attacker's workspace
     view_code = cli(["view", str(out_root / "this"), "--html", str(html)])

@@ -82,7 +82,7 @@ def test_duplicate_yaml_keys_name_both_lines(tmp_path: Path) -> None:
 
 
 def test_yaml_anchors_still_work_but_alias_bombs_do_not(tmp_path: Path) -> None:
-    from ai_scientist.config import ConfigError, load_config
+    from ai_scientist.base.config import ConfigError, load_config
 
     ok = tmp_path / "anchors.yaml"
     ok.write_text("agent:\n  code: &m {temperature: 0.3}\n  feedback: *m\n")
@@ -133,7 +133,7 @@ def test_idea_fifo_and_device_are_refused_without_reading(tmp_path: Path) -> Non
 
 
 def test_idea_too_large(tmp_path: Path) -> None:
-    from ai_scientist.util.userfiles import MAX_INPUT_BYTES
+    from ai_scientist.base.userfiles import MAX_INPUT_BYTES
 
     big = tmp_path / "big.md"
     big.write_text("# T\n## Hypothesis\nh\n## Experiments\n" + "x" * MAX_INPUT_BYTES)

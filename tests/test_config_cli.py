@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ai_scientist.cli import main
-from ai_scientist.config import ConfigError, leaf_paths, load_config
+from ai_scientist.base.config import ConfigError, leaf_paths, load_config
+from ai_scientist.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 IDEA = ROOT / "examples" / "label_noise" / "idea.md"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ai_scientist.config import Config
+from ai_scientist.base.config import Config
 from ai_scientist.context import (
     LAYERS,
     PROMPTS,
@@ -21,7 +21,7 @@ from ai_scientist.context import (
     state_op_for,
 )
 from ai_scientist.context.tokens import messages_tokens
-from ai_scientist.runlog import PromptLogger
+from ai_scientist.promptlog.record import PromptLogger
 
 COUNTER = counter_for("gpt-4o-mini")
 BASE = {"task": "# Idea\nMeasure X on Y.", "instructions": "Write the code.", "response_format": "JSON only."}

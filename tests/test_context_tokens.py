@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ai_scientist.config import Config
+from ai_scientist.base.config import Config
 from ai_scientist.context import Budget, counter_for
 from ai_scientist.context.tokens import BPECounter, EstimateCounter, encoding_for, messages_tokens
 

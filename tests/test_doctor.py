@@ -10,9 +10,9 @@ import shutil
 
 import pytest
 
-from ai_scientist.cli import main
-from ai_scientist.config import validate
-from ai_scientist.doctor import check_gpus, gather, readable
+from ai_scientist.base.config import validate
+from ai_scientist.cli.doctor import check_gpus, gather, readable
+from ai_scientist.cli.main import main
 
 # words that say "this is here and works"; a detail next to one of them must not say the opposite
 POSITIVE = {"ok", "yes", "set", "found", "reachable", "accepted"}

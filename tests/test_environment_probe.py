@@ -8,8 +8,8 @@ import socket
 
 import pytest
 
-from ai_scientist.config import load_config
-from ai_scientist.environment import network_info, probe_environment, render_environment
+from ai_scientist.base.config import load_config
+from ai_scientist.execution.environment import network_info, probe_environment, render_environment
 
 
 @pytest.fixture(scope="module")

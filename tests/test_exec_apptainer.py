@@ -104,7 +104,7 @@ def test_missing_binary_and_image_are_clear_errors(fake, tmp_path, monkeypatch):
 
 
 def test_root_orchestrator_is_refused_unless_opted_in(fake, tmp_path):
-    from ai_scientist.config import ConfigError
+    from ai_scientist.base.config import ConfigError
     from ai_scientist.execution.isolation import UnsafeSandbox
 
     binary, _log = fake

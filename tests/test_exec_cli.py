@@ -7,8 +7,8 @@ import uuid
 
 import psutil
 
-from ai_scientist.cli import main
-from ai_scientist.config import load_config
+from ai_scientist.base.config import load_config
+from ai_scientist.cli.main import main
 from ai_scientist.execution.doctor import check_sandboxes
 from ai_scientist.execution.registry import make_executor, resolve_backend
 

@@ -22,7 +22,7 @@ def run_dir():
 
 @pytest.mark.parametrize("backend", ["subprocess", "bwrap", "docker"])
 def test_child_sees_parent_install_and_adds_its_own(run_dir, backend):
-    from ai_scientist.config import load_config
+    from ai_scientist.base.config import load_config
     from ai_scientist.execution import SandboxError, make_executor
 
     parent, child = run_dir / "nodes/n0001", run_dir / "nodes/n0002"

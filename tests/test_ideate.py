@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from test_report_support import FakeS2, unreachable_url
 
-from ai_scientist.cli import build_parser, main
-from ai_scientist.idea import load_idea
-from ai_scientist.ideation.command import IdeationOptions, run_ideation
+from ai_scientist.base.idea import load_idea
+from ai_scientist.cli.ideate import IdeationOptions, run_ideation
+from ai_scientist.cli.main import build_parser, main
 from ai_scientist.ideation.schema import ACTION_SCHEMA, EVIDENCE_KEY, V2_KEYS, check_v2
 from ai_scientist.llm.scripted_backend import ScriptedBackend
 from ai_scientist.testing.ideation import IdeationResponder

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from ai_scientist.cli import main
+from ai_scientist.base.fileio import append_jsonl, atomic_write_json, atomic_write_text
+from ai_scientist.cli.main import main
 from ai_scientist.context import Budget, assemble, counter_for, next_state
-from ai_scientist.runlog import PromptLogger
-from ai_scientist.util.io import append_jsonl, atomic_write_json, atomic_write_text
+from ai_scientist.promptlog.record import PromptLogger
 
 COUNTER = counter_for("gpt-4o-mini")
 BASE = {

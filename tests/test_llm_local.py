@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ai_scientist.config import validate
+from ai_scientist.base.config import validate
 from ai_scientist.llm.backend import CallTimeout, VisionUnsupported
 from ai_scientist.llm.local_backend import default_local_model_path, load_llama
 from ai_scientist.llm.types import CallContext

@@ -29,12 +29,12 @@ from typing import Any
 import pytest
 from test_llm_openai import GOOD, MSGS, SCHEMA, FakeOpenAI, client_for, ctx, make_cfg, ok, records
 
+from ai_scientist.base.redact import Redactor
 from ai_scientist.llm.backend import RequestRejected, StructuredOutputUnsupported
 from ai_scientist.llm.negotiation import LADDER, NEGOTIATION_FILE, Negotiation, grammar_form, is_rejection
 from ai_scientist.llm.openai_backend import OpenAIBackend
 from ai_scientist.llm.replay_backend import ReplayBackend
 from ai_scientist.llm.types import CallContext, LLMError
-from ai_scientist.secrets import Redactor
 
 
 def mode_of(req: dict) -> str:

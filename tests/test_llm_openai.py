@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from ai_scientist.config import ConfigError, validate
+from ai_scientist.base.config import ConfigError, validate
+from ai_scientist.base.redact import Redactor
 from ai_scientist.llm.backend import RequestRejected, VisionUnsupported
 from ai_scientist.llm.cost import CostLedger
 from ai_scientist.llm.factory import make_client, resolve_backend_name
 from ai_scientist.llm.openai_backend import parse_retry_after
 from ai_scientist.llm.probe import check_llm
 from ai_scientist.llm.types import CallContext, LLMError, StructuredOutputError
-from ai_scientist.secrets import Redactor
 
 KEY = "sk-testKEY0123456789abcdefSECRET"
 SCHEMA = {

@@ -14,8 +14,8 @@ import pytest
 from pipeline_support import FAST, IDEA
 from test_pipeline_promptlog_exact import SECRET, FakeOpenAI
 
-from ai_scientist.logsetup import RUN_LOG, RunLog, configure_terminal
-from ai_scientist.secrets import Redactor
+from ai_scientist.base.logsetup import RUN_LOG, RunLog, configure_terminal
+from ai_scientist.base.redact import Redactor
 
 ROOT = Path(__file__).resolve().parents[1]
 

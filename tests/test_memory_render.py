@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from ai_scientist.config import MemoryConfig
+from ai_scientist.base.config import MemoryConfig
 from ai_scientist.memory import MemoryStore, digest_markdown, events, query_for, render_memory
 from ai_scientist.memory.inspect import cmd_memory
-from ai_scientist.runlog import PromptLogger
+from ai_scientist.promptlog.record import PromptLogger
 
 LEDGER_KEYS = {
     "layer",
@@ -157,7 +157,7 @@ def test_logs_memory_shows_what_the_node_saw(tmp_path, capsys):
 
 
 def test_logs_memory_errors_are_usage_errors(tmp_path):
-    from ai_scientist.cli import UsageError
+    from ai_scientist.cli.main import UsageError
 
     with pytest.raises(UsageError, match="no memory database"):
         cmd_memory(argparse.Namespace(run_dir=str(tmp_path), node="n0001", json=False))
@@ -189,7 +189,7 @@ def test_events_outside_the_window_are_announced_not_hidden(tmp_path):
 
 
 def test_open_run_uses_the_run_directory(tmp_path):
-    from ai_scientist.config import load_config
+    from ai_scientist.base.config import load_config
 
     cfg = load_config(overrides=["memory.embedding.backend=none", "memory.retrieval_k=3"])
     s = MemoryStore.open_run(tmp_path, cfg)

@@ -203,7 +203,7 @@ def test_openai_embedder_with_a_compatible_client():
 
 
 def test_embedder_from_config():
-    from ai_scientist.config import load_config
+    from ai_scientist.base.config import load_config
     from ai_scientist.memory.embed import embedder_from_config
 
     assert embedder_from_config(load_config(overrides=["memory.embedding.backend=none"])) is None

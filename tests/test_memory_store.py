@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ai_scientist.config import MemoryConfig
+from ai_scientist.base.config import MemoryConfig
+from ai_scientist.base.redact import Redactor
 from ai_scientist.memory import MemoryStore
-from ai_scientist.secrets import Redactor
 
 
 class Clock:

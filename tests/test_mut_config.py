@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from ai_scientist.config import (
+from ai_scientist.base.config import (
     ROLES,
     Config,
     ConfigError,

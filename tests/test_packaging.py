@@ -89,7 +89,7 @@ def test_unpacked_wheel_renders_prompts_outside_the_repository(wheel, tmp_path):
     elsewhere.mkdir()
     code = (
         "import ai_scientist, sys\n"
-        "from ai_scientist.context.templates import prompt_dir, render\n"
+        "from ai_scientist.base.templates import prompt_dir, render\n"
         "from ai_scientist.reporting import prompts\n"
         f"assert ai_scientist.__file__.startswith({str(site)!r}), ai_scientist.__file__\n"
         f"assert str(prompt_dir()).startswith({str(site)!r}), prompt_dir()\n"

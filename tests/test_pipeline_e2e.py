@@ -6,7 +6,7 @@ import json
 
 from pipeline_support import events, journal_nodes, start_run
 
-from ai_scientist.cli import main
+from ai_scientist.cli.main import main
 
 
 def test_full_run_tells_the_whole_story(tmp_path, capsys):

@@ -11,7 +11,7 @@ import json
 import pytest
 from pipeline_support import ONE_REAL_NODE, events, run_args
 
-from ai_scientist.commands import execute, setup_run
+from ai_scientist.cli.commands import execute, setup_run
 
 llama_cpp = pytest.importorskip(
     "llama_cpp", reason="llama-cpp-python not installed (pip install -e '.[local]')"

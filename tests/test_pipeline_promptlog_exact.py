@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 from pipeline_support import run_args
 
-from ai_scientist.cli import main
-from ai_scientist.commands import execute, setup_run
+from ai_scientist.cli.commands import execute, setup_run
+from ai_scientist.cli.main import main
 from ai_scientist.testing.scripted import ExampleResponder
 
 SECRET = "sk-test-abcdefghijklmnopqrstuvwxyz0123456789"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pipeline_support import events, journal_nodes, start_run
 
-from ai_scientist.cli import main
+from ai_scientist.cli.main import main
 
 TREE_FIELDS = ("id", "parent_id", "stage", "operation", "status", "idea", "seed", "tree", "metric", "error")
 

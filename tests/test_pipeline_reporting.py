@@ -8,7 +8,7 @@ import shutil
 import pytest
 from pipeline_support import events, python_has, start_run
 
-from ai_scientist.cli import main
+from ai_scientist.cli.main import main
 
 
 @pytest.mark.slow

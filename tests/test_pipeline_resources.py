@@ -6,8 +6,8 @@ import json
 
 from pipeline_support import run_args
 
-from ai_scientist.cli import main
-from ai_scientist.commands import execute, setup_run
+from ai_scientist.cli.commands import execute, setup_run
+from ai_scientist.cli.main import main
 from ai_scientist.llm.scripted_backend import ScriptedBackend
 from ai_scientist.testing.scripted import ExampleResponder
 

@@ -10,11 +10,11 @@ import jsonschema
 import pytest
 from test_report_support import FakeS2, default_responder, make_run, real_client, report_cfg
 
+from ai_scientist.base.fileio import read_jsonl
 from ai_scientist.execution.subprocess_backend import SubprocessExecutor
 from ai_scientist.reporting.pipeline import run_reporting
 from ai_scientist.reporting.review import REVIEW_SCHEMA, check_review
 from ai_scientist.reporting.writeup import ReportOptions
-from ai_scientist.util.io import read_jsonl
 
 needs_latex = pytest.mark.skipif(
     not (shutil.which("pdflatex") and shutil.which("bibtex")),

@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_report_support import SECTIONS, ScriptedClient, default_responder, make_run, real_client, report_cfg
 
+from ai_scientist.base.fileio import read_jsonl
 from ai_scientist.reporting import latex
 from ai_scientist.reporting.errors import StepFailed
 from ai_scientist.reporting.pipeline import run_reporting
 from ai_scientist.reporting.writeup import ReportOptions, write_paper
-from ai_scientist.util.io import read_jsonl
 
 needs_latex = pytest.mark.skipif(
     not (shutil.which("pdflatex") and shutil.which("bibtex")),

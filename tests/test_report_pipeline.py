@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from test_report_support import ScriptedClient, default_responder, make_run, report_cfg
 
+from ai_scientist.base.fileio import read_jsonl
 from ai_scientist.execution.base import SandboxError
 from ai_scientist.reporting.pipeline import run_reporting
 from ai_scientist.reporting.writeup import ReportOptions
-from ai_scientist.util.io import read_jsonl
 
 
 class BrokenSandbox:

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw
 
-from ai_scientist.config import validate
+from ai_scientist.base.config import validate
+from ai_scientist.base.fileio import append_jsonl, atomic_write_json
 from ai_scientist.llm.types import CallContext, LLMError, LLMResult
-from ai_scientist.util.io import append_jsonl, atomic_write_json
 
 
 class ScriptedClient:

@@ -8,7 +8,7 @@ import shutil
 import pytest
 from test_report_support import SECTIONS, ScriptedClient, default_responder, make_run, report_cfg
 
-from ai_scientist.config import validate
+from ai_scientist.base.config import validate
 from ai_scientist.reporting.writeup import write_paper
 
 needs_latex = pytest.mark.skipif(

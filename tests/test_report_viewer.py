@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from test_report_support import NODES, make_run
 
+from ai_scientist.base.fileio import atomic_write_json
 from ai_scientist.reporting.viewer import cmd_view, script_json, write_view
-from ai_scientist.util.io import atomic_write_json
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -83,7 +83,7 @@ def test_cmd_view_default_path_and_bad_dir(tmp_path, capsys):
     run = make_run(tmp_path)
     assert cmd_view(argparse.Namespace(run_dir=str(run), html=None)) == 0
     assert capsys.readouterr().out.strip() == str(run / "tree.html") and (run / "tree.html").exists()
-    from ai_scientist.cli import UsageError
+    from ai_scientist.cli.main import UsageError
 
     with pytest.raises(UsageError, match="not a run directory"):
         cmd_view(argparse.Namespace(run_dir=str(tmp_path / "nope"), html=None))

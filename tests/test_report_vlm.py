@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 from test_report_support import ScriptedClient, default_responder, make_run, refusing_responder, report_cfg
 
-from ai_scientist.config import validate
+from ai_scientist.base.config import validate
 from ai_scientist.execution.subprocess_backend import SubprocessExecutor
 from ai_scientist.llm.types import LLMError
 from ai_scientist.reporting.images import image_data_url

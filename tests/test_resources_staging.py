@@ -12,10 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from ai_scientist.cli import main
-from ai_scientist.config import ConfigError
+from ai_scientist.base.config import ConfigError
+from ai_scientist.cli.main import main
 from ai_scientist.execution.base import Limits
-from ai_scientist.resources import load_index, load_resources, render_resource_index, stage_resources
+from ai_scientist.execution.resources import (
+    load_index,
+    load_resources,
+    render_resource_index,
+    stage_resources,
+)
 
 
 @pytest.fixture
@@ -110,7 +115,7 @@ def test_fetch_runs_in_sandbox_when_network_allowed(base):
 
 @pytest.mark.parametrize("backend", ["subprocess", "bwrap", "docker"])
 def test_every_backend_sees_resources(base, backend):
-    from ai_scientist.config import load_config
+    from ai_scientist.base.config import load_config
     from ai_scientist.execution import SandboxError, make_executor
 
     run = base / "run"

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from pipeline_support import events, journal_nodes, run_args, start_run
 
-from ai_scientist.commands import execute, open_locked
-from ai_scientist.errors import EXIT_OK, EXIT_STOPPED, DiskFull, disk_full_from
+from ai_scientist.base.errors import EXIT_OK, EXIT_STOPPED, DiskFull, disk_full_from
+from ai_scientist.base.runlock import RunLock, RunLocked
+from ai_scientist.cli.commands import execute, open_locked
 from ai_scientist.llm.scripted_backend import ScriptedBackend
-from ai_scientist.runlock import RunLock, RunLocked
 from ai_scientist.testing.scripted import ExampleResponder
 
 DRIVER = Path(__file__).parent / "drive_run.py"
@@ -45,7 +45,7 @@ def _finish_counts(run_dir: Path) -> dict[str, int]:
 
 def _holder(run_dir: Path) -> subprocess.Popen:
     code = (
-        "import sys, time; from ai_scientist.runlock import RunLock; "
+        "import sys, time; from ai_scientist.base.runlock import RunLock; "
         f"lock = RunLock.acquire({str(run_dir)!r}, 'test holder'); print('held', flush=True); time.sleep(600)"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
@@ -71,7 +71,7 @@ def test_lock_names_the_holder_and_dies_with_it(tmp_path: Path) -> None:
 
 
 def test_cli_resume_of_a_run_in_use_exits_2_naming_the_pid(tmp_path: Path) -> None:
-    run, _ = __import__("ai_scientist.commands", fromlist=["setup_run"]).setup_run(run_args(tmp_path))
+    run, _ = __import__("ai_scientist.cli.commands", fromlist=["setup_run"]).setup_run(run_args(tmp_path))
     run.lock.release()
     proc = _holder(run.dir)
     try:

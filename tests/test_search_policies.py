@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from ai_scientist.config import validate
+from ai_scientist.base.config import validate
 from ai_scientist.treesearch import (
     JournalView,
     Metric,

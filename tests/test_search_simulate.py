@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from ai_scientist.config import validate
+from ai_scientist.base.config import validate
 from ai_scientist.treesearch import (
     STAGES,
     Journal,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from ai_scientist.config import validate
+from ai_scientist.base.config import validate
 from ai_scientist.treesearch import (
     JournalView,
     Metric,

@@ -137,7 +137,7 @@ def test_generated_code_cannot_reach_the_key(tmp_path, backend):
 
 
 def test_subprocess_refuses_without_root(tmp_path):
-    from ai_scientist.config import ConfigError, load_config
+    from ai_scientist.base.config import ConfigError, load_config
     from ai_scientist.execution.isolation import UnsafeSandbox
     from ai_scientist.execution.registry import make_executor
 

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from ai_scientist.base.fileio import read_file_inside, regular_file_inside
 from ai_scientist.phases.phase234 import MAX_METRICS_BYTES, read_metrics
 from ai_scientist.reporting.manifest import _node_entry
-from ai_scientist.util.io import read_file_inside, regular_file_inside
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import slurm_fake
 
-from ai_scientist.config import load_config
+from ai_scientist.base.config import load_config
 from ai_scientist.execution.base import Limits, SandboxError
 from ai_scientist.execution.slurm_backend import SlurmExecutor
 from ai_scientist.execution.slurm_cli import SlurmCLI, parse_squeue

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from pipeline_support import events, journal_nodes, start_run
 
-from ai_scientist.config import load_config
+from ai_scientist.base.config import load_config
 from ai_scientist.execution.base import Limits
 from ai_scientist.execution.slurm_backend import SlurmExecutor
 
@@ -255,7 +255,7 @@ def test_doctor_reports_client_controller_and_partitions():
 SUBMIT_AND_DIE = """
 import sys
 from pathlib import Path
-from ai_scientist.config import load_config
+from ai_scientist.base.config import load_config
 from ai_scientist.execution.slurm_backend import SlurmExecutor
 cfg = load_config(None, sys.argv[2:])
 SlurmExecutor(cfg.exec).run(["sleep", "300"], workspace=Path(sys.argv[1]))
@@ -287,7 +287,7 @@ def test_job_purged_before_its_exit_file_was_read_is_lost(tmp_path):
 
 def test_wrong_partition_is_a_configuration_error_before_any_job(tmp_path):
     # a ConfigError: the CLI turns it into exit 2 with the message, before any token is spent
-    from ai_scientist.config import ConfigError
+    from ai_scientist.base.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"exec\.slurm.*partition=no-such-part.*invalid partition"):
         executor(tmp_path, "exec.slurm.partition=no-such-part")

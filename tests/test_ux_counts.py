@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from pipeline_support import journal_nodes, start_run
 
-from ai_scientist.cli import main
+from ai_scientist.cli.main import main
 from ai_scientist.llm.backend import CallTimeout
 from ai_scientist.testing.scripted import ExampleResponder
 

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from ai_scientist.config import validate
+from ai_scientist.base.config import validate
 from ai_scientist.llm.backend import BackendReply, estimate_usage
 from ai_scientist.llm.client import LLMClient
 from ai_scientist.llm.cost import CostLedger
 from ai_scientist.llm.local_backend import default_local_model_path
 from ai_scientist.llm.types import CallContext, LLMError, StructuredOutputError
 from ai_scientist.phases.schemas import PLAN_SCHEMA
-from ai_scientist.runlog import PromptLogger
+from ai_scientist.promptlog.record import PromptLogger
 
 MODEL = default_local_model_path()
 needs_model = pytest.mark.skipif(

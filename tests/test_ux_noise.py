@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ai_scientist.cli import main
-from ai_scientist.idea import SLUG_MAX, _slug
+from ai_scientist.base.idea import SLUG_MAX, _slug
+from ai_scientist.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 

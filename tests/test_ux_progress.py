@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pipeline_support import journal_nodes
 
-from ai_scientist.config import validate
+from ai_scientist.base.config import validate
 from ai_scientist.llm.backend import BackendReply, CallTimeout, estimate_usage
 from ai_scientist.llm.client import LLMClient
 from ai_scientist.llm.cost import CostLedger

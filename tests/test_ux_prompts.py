@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 
-from ai_scientist.config import Config
+from ai_scientist.base.config import Config
 from ai_scientist.memory.protocol import protocol_instructions
 from ai_scientist.phases.prompts import PromptAdapter
 from ai_scientist.phases.schemas import INSTALL_STEP_SCHEMA

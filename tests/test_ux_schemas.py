@@ -16,7 +16,7 @@ import re
 import pytest
 
 import ai_scientist
-from ai_scientist.memory_bridge import schema_with_memory
+from ai_scientist.phases.node_memory import schema_with_memory
 from ai_scientist.phases.schemas import unbounded_fields
 
 

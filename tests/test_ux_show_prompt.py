@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from ai_scientist.cli import main
+from ai_scientist.base.fileio import append_jsonl
+from ai_scientist.cli.main import main
 from ai_scientist.context import Budget, assemble, counter_for
-from ai_scientist.runlog import PromptLogger
-from ai_scientist.util.io import append_jsonl
+from ai_scientist.promptlog.record import PromptLogger
 
 COUNTER = counter_for("gpt-4o-mini")
 VALUES = {"task": "# Idea\nDoes warmup help tiny MLPs?", "instructions": "Write train.py.",

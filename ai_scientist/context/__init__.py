@@ -7,6 +7,7 @@ Public API used by the pipeline::
 
 from __future__ import annotations
 
+from ..base.templates import TemplateError, render
 from .assemble import ContextAssemblyError, Prompt, assemble
 from .budget import Budget, ContextBudgetError
 from .history import orphaned_tool_results, prune_messages
@@ -17,7 +18,6 @@ from .policies import POLICIES, PolicyParams, get_policy
 from .reasoning import strip_reasoning
 from .spec import LAYERS, PROMPTS, layers_for
 from .state import STATE_OPS, next_state, state_op_for
-from .templates import TemplateError, render
 from .tokens import TokenCounter, counter_for
 
 __all__ = [

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..base.templates import render
 from .budget import Budget, ContextBudgetError
 from .history import prune_messages
 from .layer import Layer
@@ -24,7 +25,6 @@ from .ledger import LedgerEntry
 from .packer import Outcome, PackItem, pack
 from .policies import PolicyParams, StripReasoning, get_policy
 from .spec import layers_for
-from .templates import render
 from .tokens import PER_MESSAGE_OVERHEAD, PER_REQUEST_OVERHEAD, TokenCounter, messages_tokens
 
 SECTION_SEP = "\n\n"

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..base.templates import as_text
 from .json_preview import PreviewParams, minimal_preview, parse_json, preview_json, preview_ladder
 from .reasoning import strip_value
-from .templates import as_text
 
 Fits = Callable[[Any], bool]
 Result = tuple[Any, str]  # (value, ledger note)

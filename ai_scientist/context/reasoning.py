@@ -1,6 +1,6 @@
 """Reasoning stripping for prompt layers: thinking never reaches a later prompt (the log keeps it).
 
-The rules live in one place, :func:`ai_scientist.llm.reasoning.strip_reasoning` (``<think>``,
+The rules live in one place, :func:`ai_scientist.base.reasoning.strip_reasoning` (``<think>``,
 ``<thinking>``, ``<reasoning>`` pairs, unclosed opening tags, orphan closing tags); this module
 applies them to layer values, including strings nested in lists and dicts and a message's
 ``reasoning_content`` field.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..llm.reasoning import strip_reasoning
+from ..base.reasoning import strip_reasoning
 
 __all__ = ["strip_reasoning", "strip_value"]
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from ..base.templates import render
 from .reasoning import strip_reasoning
-from .templates import render
 
 StateOp = Literal["append", "replace"]
 

@@ -22,11 +22,11 @@ import os
 import shutil
 from pathlib import Path
 
-from ..resources import bind_sources
 from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, SandboxError
 from .isolation import refuse
 from .lineage import SANDBOX_ENV
 from .process import rlimit_preexec, supervise
+from .resources import bind_sources
 from .run_setup import RunSetup, SandboxBackend
 from .sandbox_env import ensure_dir
 

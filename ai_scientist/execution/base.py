@@ -46,7 +46,7 @@ class Limits:
 
     @classmethod
     def from_config(cls, exec_cfg: Any) -> Limits:
-        """Limits from a :class:`~ai_scientist.config.ExecConfig` (``cfg.exec``)."""
+        """Limits from a :class:`~ai_scientist.base.config.ExecConfig` (``cfg.exec``)."""
         return cls(
             timeout_s=float(exec_cfg.timeout),
             memory_mb=int(exec_cfg.memory_mb),

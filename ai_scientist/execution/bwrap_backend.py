@@ -25,11 +25,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ..resources import bind_sources
 from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, SandboxError
 from .isolation import plan_mounts, refuse
 from .lineage import SANDBOX_ENV
 from .process import rlimit_preexec
+from .resources import bind_sources
 from .run_setup import RunSetup, SandboxBackend
 from .sandbox_env import ensure_dir
 from .subprocess_backend import _chown_tree, _next_uid, capabilities, needed_paths

@@ -24,7 +24,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..resources import bind_sources
 from .base import (
     SANDBOX_RESOURCES,
     SANDBOX_WORKSPACE,
@@ -34,6 +33,7 @@ from .base import (
     SandboxError,
 )
 from .lineage import SANDBOX_ENV
+from .resources import bind_sources
 from .run_setup import RunSetup, SandboxBackend
 from .sandbox_env import ensure_dir
 from .subprocess_backend import _chown_tree, _next_uid

@@ -28,7 +28,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import ConfigError
+from ..base.config import ConfigError
 from .base import SandboxError
 
 # Directories every user may write on a typical host: each gets a private tmpfs.

@@ -33,10 +33,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..resources import bind_sources
 from .base import ExecResult, Limits
 from .isolation import MountPlan, harden_orchestrator, interpreter_root, plan_mounts, refuse
 from .process import rlimit_preexec
+from .resources import bind_sources
 from .run_setup import RunSetup, SandboxBackend
 from .sandbox_env import ensure_dir
 

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..base.templates import render
 from ..context.assemble import assemble
 from ..context.budget import Budget
-from ..context.templates import render
 from ..context.tokens import counter_for
 from ..llm.types import CallContext, LLMError
 from .dedupe import duplicate_of

@@ -23,8 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import RunStop
-from ..secrets import Redactor
+from ..base.errors import RunStop
+from ..base.reasoning import join_reasoning, strip_reasoning
+from ..base.redact import Redactor
+from ..promptlog.record import request_key
 from .backend import (
     Backend,
     BackendError,
@@ -35,8 +37,6 @@ from .backend import (
 )
 from .cost import CostLedger
 from .negotiation import INSTRUCTED
-from .reasoning import join_reasoning, strip_reasoning
-from .replay_backend import request_key
 from .structured import (
     AnswerError,
     check_schema,

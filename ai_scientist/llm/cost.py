@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..util.io import atomic_write_text, read_json
+from ..base.fileio import atomic_write_text, read_json
 from .types import Usage
 
 BUCKETS = ("by_role", "by_phase", "by_node", "by_model")

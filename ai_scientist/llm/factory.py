@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..config import ConfigError
-from ..secrets import Redactor
+from ..base.config import ConfigError
+from ..base.redact import Redactor
 from .backend import Backend
 from .client import LLMClient
 from .cost import CostLedger
@@ -84,7 +84,7 @@ def make_client(
     """The run's client: prompt logs under ``run_dir/nodes`` (always: resume, replay and ``logs``
     need them; ``exec.log_prompts`` adds the ``.md`` rendering) and ``run_dir/cost.json``
     (continuing an existing one)."""
-    from ..runlog import PromptLogger
+    from ..promptlog.record import PromptLogger
 
     redactor = redactor or Redactor([cfg.llm.api_key_env])
     backend = backend if backend is not None else make_backend(cfg)

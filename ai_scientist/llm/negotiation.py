@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..util.io import atomic_write_json, read_json
+from ..base.fileio import atomic_write_json, read_json
 
 LADDER = ("json_schema", "json_object_schema", "json_object", "prompt")
 # Modes in which the schema travels in the prompt (the client appends the JSON instruction).

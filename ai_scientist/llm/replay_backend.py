@@ -11,26 +11,18 @@ label and the first message that differs from the nearest recorded call.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from ..promptlog.record import KEY_PARAMS, request_key
 from .backend import BackendReply, message_text
 from .negotiation import LADDER
 from .types import CallContext, LLMError, Message, UnrecordedPrompt, Usage
 
-KEY_PARAMS = ("model", "temperature", "max_tokens", "schema")
 _SNIP = 70
-
-
-def request_key(messages: list[Message], params: dict[str, Any]) -> str:
-    """sha256 hex of canonical JSON of ``messages`` and the keyed ``params``."""
-    body = {"messages": messages, "params": {k: params.get(k) for k in KEY_PARAMS}}
-    canon = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
 
 
 def load_answers(run_dir: str | Path) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ import jsonschema
 from jsonschema.exceptions import relevance
 from jsonschema.validators import validator_for
 
-from ..context.templates import render
+from ..base.templates import render
 from .types import Message
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|json5)?[ \t]*\n?(.*?)```", re.S)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import errors as _errors
+from ..base import errors as _errors
 
 Message = dict[str, Any]  # OpenAI chat message: {"role": ..., "content": str | list[parts]}
 
@@ -23,7 +23,7 @@ class StructuredOutputError(LLMError):
 
 
 # Run-stopping conditions are not LLM errors: a phase that catches LLMError to mark its node
-# buggy must not catch them (see ai_scientist.errors.RunStop). Re-exported here for callers.
+# buggy must not catch them (see ai_scientist.base.errors.RunStop). Re-exported here for callers.
 CostCapExceeded = _errors.CostCapExceeded
 UnrecordedPrompt = _errors.UnrecordedPrompt
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from ..util.io import create_private
+from ..base.fileio import create_private
 
 T = TypeVar("T")
 

@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..runlog import list_records
-from ..util.io import read_json
+from ..base.fileio import read_json
+from ..promptlog.record import list_records
 
 
 def _usage_error(msg: str) -> Exception:
-    from ..errors import UsageError
+    from ..base.errors import UsageError
 
     return UsageError(msg)
 

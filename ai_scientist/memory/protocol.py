@@ -358,7 +358,7 @@ class ApplyResult:
         return [f"{r.op}: {r.error}" for r in self.results if not r.ok]
 
     def results_block(self) -> str:
-        from ..context.templates import render
+        from ..base.templates import render
 
         return render("memory/results.j2", results=[_jsonable(r) for r in self.reads])
 
@@ -454,7 +454,7 @@ def handle_response(
     ``max_read_rounds`` follow-ups. Never raises: a failing ``ask`` ends the exchange with the
     last response and the error recorded.
     """
-    from ..context.templates import render
+    from ..base.templates import render
 
     ex = MemoryExchange(final_text=strip_memory_blocks(response))
     if not getattr(getattr(store, "cfg", None), "enabled", True):
@@ -488,7 +488,7 @@ def handle_response(
 
 def protocol_instructions(cfg_memory: Any) -> str:
     """The protocol explanation for the model (``prompt/memory/protocol.j2``) with this config's limits."""
-    from ..context.templates import render
+    from ..base.templates import render
 
     return render(
         "memory/protocol.j2",

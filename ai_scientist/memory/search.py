@@ -264,7 +264,7 @@ class VectorIndex:
 
     def save(self) -> None:
         """Persist the index beside the database (atomic rename)."""
-        from ..util.io import atomic_write_json
+        from ..base.fileio import atomic_write_json
 
         with self._lock:
             if self._index is None:

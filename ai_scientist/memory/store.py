@@ -28,8 +28,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config import MemoryConfig
-from ..secrets import Redactor
+from ..base.config import MemoryConfig
+from ..base.redact import Redactor
 from . import search as S
 from .archival import ArchivalMixin
 from .db import Database, MemoryStoreError
@@ -89,8 +89,8 @@ class MemoryStore(ArchivalMixin):
 
     @classmethod
     def open_run(cls, run_dir: str | Path, cfg: Any, **kw: Any) -> MemoryStore:
-        """The store of a run directory, configured from a full :class:`~ai_scientist.config.Config`."""
-        from ..secrets import redactor_for
+        """The store of a run directory, configured from a full :class:`~ai_scientist.base.config.Config`."""
+        from ..base.redact import redactor_for
         from .embed import embedder_from_config
 
         return cls(

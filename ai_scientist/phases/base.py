@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..base.fileio import atomic_write_json, read_json
 from ..llm.types import CallContext, LLMResult
-from ..util.io import atomic_write_json, read_json
 
 
 class PhaseFailed(Exception):
@@ -47,7 +47,7 @@ class LLM(Protocol):
 class NodeContext:
     """Everything one node's phases need; services are passed in, never global."""
 
-    run: Any  # ai_scientist.run.Run
+    run: Any  # ai_scientist.runloop.run.Run
     node: Any  # ai_scientist.treesearch.node.Node
     parent: Any | None
     llm: LLM
@@ -102,7 +102,7 @@ class NodeContext:
         calls in the same conversation) and the final answer is returned.
         """
         if self.memory is not None:
-            from ..memory_bridge import schema_with_memory
+            from .node_memory import schema_with_memory
 
             schema = schema_with_memory(schema)
         full = {

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..util.io import atomic_write_json
+from ..base.fileio import atomic_write_json
 from .base import NodeContext
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")

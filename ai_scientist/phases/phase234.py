@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..base.fileio import read_file_inside
 from ..llm.types import LLMError
-from ..util.io import read_file_inside
 from .base import NodeContext, PhaseFailed, code_text, parent_file, short_json
 from .execution import run_command
 from .schemas import CODE_SCHEMA, METRICS_PARSER_SCHEMA, validate_code

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..base.templates import render
 from ..context.assemble import assemble
 from ..context.budget import Budget
-from ..context.templates import render
 from ..context.tokens import TokenCounter, counter_for
 
 # values every phase template may test without StrictUndefined tripping

@@ -16,9 +16,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..base.fileio import atomic_write_json, atomic_write_text
 from ..execution.base import Limits, SandboxError
 from ..llm.types import CallContext
-from ..util.io import atomic_write_json, atomic_write_text
 from . import prompts
 from .errors import StepFailed, StepSkipped
 from .images import check_figure

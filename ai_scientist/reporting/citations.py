@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..util.io import atomic_write_json, read_json
+from ..base.fileio import atomic_write_json, read_json
 from .latex import _plain
 
 DEFAULT_BASE_URL = "https://api.semanticscholar.org"

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..util.io import regular_file_inside
+from ..base.fileio import regular_file_inside
 from .runread import RunView
 
 DATA_SUFFIXES = {".npy", ".npz", ".json", ".csv", ".tsv"}

@@ -15,8 +15,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from ..base.fileio import append_jsonl
 from ..llm.types import LLMError
-from ..util.io import append_jsonl
 from .aggregate import aggregate_plots
 from .errors import StepFailed, StepSkipped
 from .latex import preflight_latex

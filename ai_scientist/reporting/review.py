@@ -13,9 +13,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from ..base.fileio import atomic_write_json, read_json
 from ..context.tokens import counter_for
 from ..llm.types import CallContext, LLMError
-from ..util.io import atomic_write_json, read_json
 from . import prompts
 from .errors import StepFailed, StepSkipped
 from .fewshot import FewShot, budget_examples, load_examples

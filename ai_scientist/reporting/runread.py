@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..util.io import read_json, read_jsonl
+from ..base.fileio import read_json, read_jsonl
 
 
 @dataclass

@@ -16,8 +16,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..secrets import Redactor, redactor_for
-from ..util.io import atomic_write_text, read_json, read_jsonl, regular_file_inside
+from ..base.fileio import atomic_write_text, read_json, read_jsonl, regular_file_inside
+from ..base.redact import Redactor, redactor_for
 from .images import image_data_url
 from .runread import load_run, read_text
 
@@ -218,7 +218,7 @@ def render_html(data: dict[str, Any], redactor: Redactor) -> str:
 def _redactor(run_dir: Path) -> Redactor:
     cfg_path = run_dir / "config.resolved.yaml"
     if cfg_path.exists():
-        from ..config import ConfigError, load_config
+        from ..base.config import ConfigError, load_config
 
         try:
             return redactor_for(load_config(cfg_path))
@@ -237,7 +237,7 @@ def write_view(run_dir: Path, html_path: Path | None = None) -> Path:
 
 def cmd_view(args: Any) -> int:
     """CLI handler: ``ai-scientist view RUN_DIR [--html FILE]``."""
-    from ..errors import UsageError
+    from ..base.errors import UsageError
 
     run_dir = Path(args.run_dir)
     if not (run_dir / "journal.jsonl").exists():

@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..base.fileio import atomic_write_json, read_json
 from ..llm.types import CallContext, LLMError
-from ..util.io import atomic_write_json, read_json
 from . import prompts
 from .errors import StepSkipped
 from .images import image_part

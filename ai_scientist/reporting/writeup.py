@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..base.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
 from ..llm.types import CallContext
-from ..util.io import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
 from . import latex, prompts
 from .citations import (
     DEFAULT_BASE_URL,

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..util.io import append_jsonl
+from ..base.fileio import append_jsonl
 from .best import TIE_ABS_TOL, TIE_REL_TOL, Choice, TieBreak, select_best, select_best_sorted
 from .node import Node, format_node_id, values_close
 

@@ -37,7 +37,7 @@ class GreedyPolicy:
         self.max_debug_depth = max_debug_depth
 
     @classmethod
-    def from_config(cls, cfg) -> GreedyPolicy:  # noqa: ANN001 - ai_scientist.config.Config
+    def from_config(cls, cfg) -> GreedyPolicy:  # noqa: ANN001 - ai_scientist.base.config.Config
         s = cfg.agent.search
         return cls(s.num_drafts, s.debug_prob, s.max_debug_depth)
 

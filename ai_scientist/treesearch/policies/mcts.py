@@ -131,7 +131,7 @@ class MCTSPolicy:
         self._fanout = BFTSPolicy(num_drafts, debug_prob, max_debug_depth)
 
     @classmethod
-    def from_config(cls, cfg) -> MCTSPolicy:  # noqa: ANN001 - ai_scientist.config.Config
+    def from_config(cls, cfg) -> MCTSPolicy:  # noqa: ANN001 - ai_scientist.base.config.Config
         s, m = cfg.agent.search, cfg.search.mcts
         return cls(
             s.num_drafts,

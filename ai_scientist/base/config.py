@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
-from .util.userfiles import load_yaml, read_user_text
+from .userfiles import load_yaml, read_user_text
 
 
 class _Strict(BaseModel):

@@ -29,7 +29,7 @@ def content_text(content: Any) -> str:
 
 def _heading(layer: str) -> str:
     try:
-        from .context.spec import LAYERS
+        from ..context.spec import LAYERS
     except ImportError:  # rendering must never fail a run
         LAYERS = {}
     return LAYERS[layer].heading if layer in LAYERS else layer.replace("_", " ").capitalize()

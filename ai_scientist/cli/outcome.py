@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from .errors import EXIT_INTERRUPTED, EXIT_NO_WORKING_EXPERIMENT, EXIT_OK
-from .util.io import read_json
+from ..base.errors import EXIT_INTERRUPTED, EXIT_NO_WORKING_EXPERIMENT, EXIT_OK
+from ..base.fileio import read_json
 
 
 def _metric(run_dir: Path, node_id: str) -> str:

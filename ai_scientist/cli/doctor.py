@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .config import load_config
+from ..base.config import load_config
 
 Row = dict[str, Any]
 
@@ -76,7 +76,7 @@ def check_disk(path: str | Path = ".") -> list[Row]:
 
 
 def _latex_rows() -> list[Row]:
-    from .reporting.latex import check_reporting_tools
+    from ..reporting.latex import check_reporting_tools
 
     rows = []
     for r in check_reporting_tools():
@@ -89,13 +89,13 @@ def _latex_rows() -> list[Row]:
 
 
 def _sandbox_rows(cfg: Any) -> list[Row]:
-    from .execution.doctor import check_sandboxes
+    from ..execution.doctor import check_sandboxes
 
     return check_sandboxes(cfg)
 
 
 def _llm_rows(cfg: Any) -> list[Row]:
-    from .llm.probe import check_llm
+    from ..llm.probe import check_llm
 
     return check_llm(cfg)
 

@@ -22,17 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import dump_config, load_config
+from ..base.config import dump_config, load_config
+from ..base.errors import EXIT_NO_WORKING_EXPERIMENT, EXIT_OK, ConfigError, RunStop, UsageError
+from ..base.fileio import append_jsonl, atomic_write_json, atomic_write_text
+from ..base.redact import redactor_for
+from ..base.userfiles import load_json, read_user_text
 from ..context.assemble import ContextAssemblyError
 from ..context.budget import ContextBudgetError
-from ..errors import EXIT_NO_WORKING_EXPERIMENT, EXIT_OK, ConfigError, RunStop, UsageError
+from ..ideation.literature import Literature
+from ..ideation.loop import IdeaPrompts, Ideator
+from ..ideation.schema import check_v2
 from ..reporting.citations import DEFAULT_BASE_URL, client_for
-from ..secrets import redactor_for
-from ..util.io import append_jsonl, atomic_write_json, atomic_write_text
-from ..util.userfiles import load_json, read_user_text
-from .literature import Literature
-from .loop import IdeaPrompts, Ideator
-from .schema import check_v2
 
 NUM_IDEAS = (1, 50)
 ROUNDS = (1, 20)  # v2's num_reflections: rounds per idea, the first draft included

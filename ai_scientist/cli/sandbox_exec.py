@@ -8,10 +8,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..config import load_config
-from ..errors import UsageError
-from .base import Limits, SandboxError
-from .registry import make_executor
+from ..base.config import load_config
+from ..base.errors import UsageError
+from ..execution.base import Limits, SandboxError
+from ..execution.registry import make_executor
 
 
 def cmd_exec(args: argparse.Namespace) -> int:

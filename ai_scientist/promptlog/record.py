@@ -13,14 +13,26 @@ of its first attempt, and number ``attempt`` 1, 2, ... ``call_counts`` counts th
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import threading
 from pathlib import Path
 from typing import Any
 
-from .secrets import Redactor
-from .util.io import atomic_write_json, atomic_write_text
+from ..base.fileio import atomic_write_json, atomic_write_text
+from ..base.redact import Redactor
+
+KEY_PARAMS = ("model", "temperature", "max_tokens", "schema")
+
+
+def request_key(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+    """sha256 hex of canonical JSON of ``messages`` and the keyed ``params``."""
+    body = {"messages": messages, "params": {k: params.get(k) for k in KEY_PARAMS}}
+    canon = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
 
 RECORD_FIELDS = (
     "call_id",
@@ -97,7 +109,7 @@ class PromptLogger:
         # compact (json's C encoder) and not fsync'd (kill -9 safe; see util.io); the .md is for reading
         atomic_write_json(path, rec, durable=False, compact=True)
         if self.write_markdown:
-            from .promptlog_render import render_markdown
+            from .render import render_markdown
 
             atomic_write_text(path.with_suffix(".md"), render_markdown(rec), durable=False)
         rec["path"] = str(path)

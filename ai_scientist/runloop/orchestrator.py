@@ -18,16 +18,16 @@ import time
 import traceback
 from typing import Any
 
-from .errors import EXIT_NO_WORKING_EXPERIMENT, EXIT_OK, RunStop, disk_full_from
-from .llm.types import LLMError
-from .phases.base import NodeContext
-from .phases.pipeline import run_node
+from ..base import failpoints
+from ..base.errors import EXIT_NO_WORKING_EXPERIMENT, EXIT_OK, RunStop, disk_full_from
+from ..llm.types import LLMError
+from ..phases.base import NodeContext
+from ..phases.pipeline import run_node
+from ..treesearch.journal import Journal
+from ..treesearch.node import Node
+from ..treesearch.policies import decision_rng, dedupe_ideas, make_policy
+from ..treesearch.stages import STAGES, StageRules, StageState, next_stage_state, stage_outcome
 from .services import Services, build_services  # noqa: F401  (re-exported for commands)
-from .treesearch.journal import Journal
-from .treesearch.node import Node
-from .treesearch.policies import decision_rng, dedupe_ideas, make_policy
-from .treesearch.stages import STAGES, StageRules, StageState, next_stage_state, stage_outcome
-from .util import failpoints
 
 
 class Orchestrator:
@@ -143,7 +143,7 @@ class Orchestrator:
 
     def _propose_idea(self, state: StageState, action: Any) -> str | None:
         """Ask the LLM for untried tune/ablate ideas; keeps them as the stage's plan."""
-        from .treesearch.stages import ideas_tried
+        from ..treesearch.stages import ideas_tried
 
         tried = ideas_tried(self.journal, state.stage, finished_only=False)
         parent = self.journal.get(action.parent_id)
@@ -154,7 +154,7 @@ class Orchestrator:
             ("tried_hyperparams" if kind == "tune" else "tried_ablations"): "\n".join(f"- {t}" for t in tried)
             or "(none yet)",
         }
-        from .phases.schemas import IDEAS_SCHEMA
+        from ..phases.schemas import IDEAS_SCHEMA
 
         try:
             res = self.s.ask_run(
@@ -248,14 +248,14 @@ class Orchestrator:
         """Forest-of-Thought: drafts of trees after the first see the nearest solved example."""
         if self.cfg.search.policy != "mcts" or node.tree == 0 or node.operation != "draft":
             return {}
-        from .treesearch.policies import nearest_solved_example
-        from .util.io import read_json
+        from ..base.fileio import read_json
+        from ..treesearch.policies import nearest_solved_example
 
         example = nearest_solved_example(self.journal, node.tree, self.run_.idea.title)
         answer = read_json(self.run_.node_dir(example) / "code_answer.json") if example else None
         if not answer:
             return {}
-        from .phases.base import code_text
+        from ..phases.base import code_text
 
         self.run_.event("input_diversity", node_id=node.id, tree=node.tree, example=example)
         return {"prior_code": f"Solved example from node {example} (another tree):\n{code_text(answer)}"}
@@ -281,7 +281,7 @@ class Orchestrator:
         return nxt
 
     def _seed_eval(self, stage: int, best_id: str) -> dict | None:
-        from .treesearch.seeds import aggregate_seeds
+        from ..treesearch.seeds import aggregate_seeds
 
         n = self.cfg.agent.multi_seed_eval.num_seeds
         runs = list(self.journal.seed_runs(best_id))
@@ -304,7 +304,7 @@ class Orchestrator:
         return result
 
     def _tie_break(self, candidates: Any) -> tuple[str, str]:
-        from .phases.schemas import TIEBREAK_SCHEMA
+        from ..phases.schemas import TIEBREAK_SCHEMA
 
         listing = "\n".join(
             f"- {n.id}: metric={n.metric.to_dict() if n.metric else None}; {n.summary}" for n in candidates

@@ -66,7 +66,7 @@ class Redactor:
 
 
 def redactor_for(cfg: Any, environ: Mapping[str, str] | None = None) -> Redactor:
-    """The redactor for a loaded :class:`~ai_scientist.config.Config`."""
+    """The redactor for a loaded :class:`~ai_scientist.base.config.Config`."""
     names = [cfg.llm.api_key_env, cfg.report.citations.api_key_env]
     return Redactor(names, environ)
 

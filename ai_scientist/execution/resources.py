@@ -35,9 +35,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .config import ConfigError
-from .util.io import atomic_write_json, read_json
-from .util.userfiles import load_json, load_yaml, read_user_text
+from ..base.config import ConfigError
+from ..base.fileio import atomic_write_json, read_json
+from ..base.userfiles import load_json, load_yaml, read_user_text
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 INDEX_NAME = "index.json"
@@ -329,7 +329,7 @@ def render_resource_index(
 
     Items that do not fit are dropped least relevant first and counted in the text.
     """
-    from .context.templates import render
+    from ..base.templates import render
 
     if index is None or not index.items:
         return ""

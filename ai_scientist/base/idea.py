@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ConfigError
-from .util.userfiles import load_json, read_user_text
+from .userfiles import load_json, read_user_text
 
 
 class IdeaError(ConfigError):

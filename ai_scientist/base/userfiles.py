@@ -4,7 +4,7 @@ Every such file is read in bounded time and memory: regular files only (a FIFO, 
 as ``/dev/zero`` or a directory is refused before it is read), at most ``MAX_INPUT_BYTES``,
 UTF-8. YAML is parsed with duplicate keys rejected (naming both lines), a bounded number of
 aliases (no "billion laughs") and a nesting limit; JSON with the same nesting limit. Every
-problem is a :class:`~ai_scientist.config.ConfigError` naming the file (CLI exit 2).
+problem is a :class:`~ai_scientist.base.config.ConfigError` naming the file (CLI exit 2).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from ..errors import ConfigError
+from .errors import ConfigError
 
 MAX_INPUT_BYTES = 1 << 20  # 1 MiB: far above any real config, idea or resources file
 MAX_ALIASES = 200

@@ -26,7 +26,7 @@ from typing import Any
 
 import psutil
 
-from .util.io import atomic_write_json, read_json
+from ..base.fileio import atomic_write_json, read_json
 
 COMPILERS = (
     "gcc",
@@ -241,7 +241,7 @@ def network_info(target: tuple[str, int] = DEFAULT_NETWORK_TARGET, timeout_s: fl
 
 
 def sandbox_info(cfg: Any) -> list[dict[str, Any]]:
-    from .execution.doctor import check_sandboxes
+    from .doctor import check_sandboxes
 
     return check_sandboxes(cfg)
 
@@ -281,7 +281,7 @@ def probe_environment(
 
 def render_environment(env: dict[str, Any], budget_chars: int | None = None) -> str:
     """The environment prompt layer; shortened (compact form, then cut) to ``budget_chars`` if given."""
-    from .context.templates import render
+    from ..base.templates import render
 
     text = render("environment/environment.md.j2", env=env, compact=False)
     if budget_chars is None or len(text) <= budget_chars:

@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
-from .promptlog_render import content_text as _content_text
-from .promptlog_render import ledger_lines, record_sections, response_lines
-from .runlog import call_counts, list_records, read_records
-from .util.io import read_json, read_jsonl
+from ..base.errors import UsageError
+from ..base.fileio import read_json, read_jsonl
+from ..promptlog.record import call_counts, list_records, read_records
+from ..promptlog.render import content_text as _content_text
+from ..promptlog.render import ledger_lines, record_sections, response_lines
 
 INSPECT_TAIL_CHARS = 500
 
@@ -178,7 +178,7 @@ def cmd_inspect(run: Path, args: Any, full: bool) -> int:
 
 
 def cmd_path(run: Path, args: Any) -> int:
-    from .context.state import STATE_OPS
+    from ..context.state import STATE_OPS
 
     nodes = load_nodes(run)
     nid = _resolve_node(run, nodes, args.node)
@@ -324,7 +324,7 @@ def cmd_cost(run: Path, args: Any) -> int:
     if cost is None:
         raise UsageError(f"{run}/cost.json does not exist (no LLM call has been recorded yet)")
     try:
-        from .llm.cost import format_cost  # the LLM layer's own table, when it exists
+        from ..llm.cost import format_cost  # the LLM layer's own table, when it exists
     except ImportError:
         format_cost = None
     if format_cost is not None and not getattr(args, "json", False):
@@ -335,7 +335,7 @@ def cmd_cost(run: Path, args: Any) -> int:
 
 def cmd_memory(run: Path, args: Any) -> int:
     try:
-        from .memory.inspect import cmd_memory as memory_cmd
+        from ..memory.inspect import cmd_memory as memory_cmd
     except ImportError:
         raise UsageError(
             "memory inspection is not available in this build (ai_scientist.memory.inspect is missing)"

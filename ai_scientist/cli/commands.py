@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .config import Config, ConfigError, dump_config, load_config
-from .errors import (
+from ..base.config import Config, ConfigError, dump_config, load_config
+from ..base.errors import (
     EXIT_INTERRUPTED,
     EXIT_NO_WORKING_EXPERIMENT,
     EXIT_OK,
@@ -23,17 +23,17 @@ from .errors import (
     UsageError,
     disk_full_from,
 )
-from .idea import load_idea
+from ..base.fileio import atomic_write_text
+from ..base.idea import load_idea
+from ..base.runlock import RunLock
+from ..runloop.run import Run
 from .outcome import print_outcome
-from .run import Run
-from .runlock import RunLock
-from .util.io import atomic_write_text
 
 
 def _preflight_reporting(cfg: Config) -> None:
     if not cfg.report.enabled:
         return
-    from .reporting.latex import preflight_latex
+    from ..reporting.latex import preflight_latex
 
     ok, message = preflight_latex()
     if not ok:
@@ -45,8 +45,8 @@ def _preflight_reporting(cfg: Config) -> None:
 def _preflight_sandbox(cfg: Config) -> None:
     """The sandbox must be usable (and safe) before a run directory is made: a refusal exits 2
     and leaves nothing behind. The resolution is cached, so the run reuses it."""
-    from .execution import make_executor, resolve_backend
-    from .execution.base import SandboxError
+    from ..execution import make_executor, resolve_backend
+    from ..execution.base import SandboxError
 
     try:
         name, _ = resolve_backend(cfg)
@@ -63,7 +63,7 @@ def setup_run(args: Any) -> tuple[Run, Any]:
     idea = load_idea(args.idea)
     resources = None
     if args.resources:
-        from .resources import load_resources
+        from ..execution.resources import load_resources
 
         resources = load_resources(args.resources)
     _preflight_reporting(cfg)
@@ -119,7 +119,7 @@ def cmd_resume(args: Any) -> int:
 
 
 def cmd_replay(args: Any) -> int:
-    from .replay import replay_run
+    from ..runloop.replay import replay_run
 
     src = Path(args.run_dir)
     if not (src / "journal.jsonl").exists():
@@ -135,7 +135,7 @@ def _rerun_reporting(args: Any) -> int:
         raise UsageError("--from-phase needs --run-dir RUN_DIR (an existing run)")
     run = open_locked(args.run_dir, args.overrides)
     print(run.dir, flush=True)
-    from .orchestrator import build_services, finish_reporting
+    from ..runloop.orchestrator import build_services, finish_reporting
 
     try:
         services = build_services(run)
@@ -162,7 +162,7 @@ def execute(
     Holds the run's lock for the whole call (a second orchestrator on the same run is refused
     with exit 2), and always ends with the outcome, its reason and the next command on stderr.
     """
-    from .orchestrator import Orchestrator, build_services
+    from ..runloop.orchestrator import Orchestrator, build_services
 
     lock = run.lock if run.lock is not None else RunLock.acquire(run.dir)
     try:

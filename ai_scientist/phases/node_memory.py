@@ -15,10 +15,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from .memory import events as mem_events
-from .memory.protocol import handle_response, memory_update_schema
-from .memory.render import render_memory
-from .memory.search import query_for
+from ..memory import events as mem_events
+from ..memory.protocol import handle_response, memory_update_schema
+from ..memory.render import render_memory
+from ..memory.search import query_for
 
 MEMORY_FIELD = "memory_update"
 

@@ -8,13 +8,12 @@ user can fix exit 2 with one clear message and no traceback.
 from __future__ import annotations
 
 import argparse
-import importlib
 import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import (  # noqa: F401  (exit codes re-exported for scripts that import them from here)
+from ..base.errors import (  # noqa: F401  (exit codes re-exported for scripts that import them from here)
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_NO_WORKING_EXPERIMENT,
@@ -24,16 +23,67 @@ from .errors import (  # noqa: F401  (exit codes re-exported for scripts that im
     UsageError,
 )
 
-# subcommand -> "module:function"; each function takes the parsed Namespace and returns an exit code
+# Each handler takes the parsed Namespace and returns an exit code. Handlers import the module that owns
+# the work when called (so `--help` stays fast); every hop is a plain call an editor can follow.
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .commands import cmd_run
+
+    return cmd_run(args)
+
+
+def _resume(args: argparse.Namespace) -> int:
+    from .commands import cmd_resume
+
+    return cmd_resume(args)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from .commands import cmd_replay
+
+    return cmd_replay(args)
+
+
+def _logs(args: argparse.Namespace) -> int:
+    from .logs import cmd_logs
+
+    return cmd_logs(args)
+
+
+def _view(args: argparse.Namespace) -> int:
+    from ..reporting.viewer import cmd_view
+
+    return cmd_view(args)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from .doctor import cmd_doctor
+
+    return cmd_doctor(args)
+
+
+def _exec(args: argparse.Namespace) -> int:
+    from .sandbox_exec import cmd_exec
+
+    return cmd_exec(args)
+
+
+def _ideate(args: argparse.Namespace) -> int:
+    from .ideate import cmd_ideate
+
+    return cmd_ideate(args)
+
+
 HANDLERS = {
-    "run": "ai_scientist.commands:cmd_run",
-    "resume": "ai_scientist.commands:cmd_resume",
-    "replay": "ai_scientist.commands:cmd_replay",
-    "logs": "ai_scientist.inspect:cmd_logs",
-    "view": "ai_scientist.reporting.viewer:cmd_view",
-    "doctor": "ai_scientist.doctor:cmd_doctor",
-    "exec": "ai_scientist.execution.cli:cmd_exec",
-    "ideate": "ai_scientist.ideation.command:cmd_ideate",
+    "run": _run,
+    "resume": _resume,
+    "replay": _replay,
+    "logs": _logs,
+    "view": _view,
+    "doctor": _doctor,
+    "exec": _exec,
+    "ideate": _ideate,
 }
 
 
@@ -175,25 +225,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _resolve(command: str):
-    module, _, func = HANDLERS[command].partition(":")
-    return getattr(importlib.import_module(module), func)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    from .config import ConfigError
+    from ..base.config import ConfigError
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    from .logsetup import configure_terminal
+    from ..base.logsetup import configure_terminal
 
     configure_terminal(verbose=args.verbose)  # library INFO lines go to run.log, not the terminal
     if not args.command:
         parser.print_help()
         return EXIT_USAGE
     try:
-        handler = _resolve(args.command)
-        return int(handler(args) or 0)
+        return int(HANDLERS[args.command](args) or 0)
     except (ConfigError, UsageError) as exc:
         print(f"ai-scientist {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -202,10 +246,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
-
-
-if __name__ == "__main__":
-    # import through the package so `python -m ai_scientist.cli` shares the exception classes
-    from ai_scientist.cli import main as _main
-
-    sys.exit(_main())

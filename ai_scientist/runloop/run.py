@@ -17,12 +17,12 @@ from typing import Any
 
 import yaml
 
-from .config import Config, ConfigError, apply_override, dump_config, validate
-from .errors import UsageError
-from .idea import Idea
-from .runlock import RunLock
-from .secrets import Redactor, redactor_for
-from .util.io import append_jsonl, atomic_write_json, atomic_write_text, read_json
+from ..base.config import Config, ConfigError, apply_override, dump_config, validate
+from ..base.errors import UsageError
+from ..base.fileio import append_jsonl, atomic_write_json, atomic_write_text, read_json
+from ..base.idea import Idea
+from ..base.redact import Redactor, redactor_for
+from ..base.runlock import RunLock
 
 STATE_FILE = "state.json"
 MAX_NAME_CHARS = 120
@@ -163,6 +163,6 @@ class Run:
         return rec
 
     def events(self) -> list[dict[str, Any]]:
-        from .util.io import read_jsonl
+        from ..base.fileio import read_jsonl
 
         return list(read_jsonl(self.events_path))

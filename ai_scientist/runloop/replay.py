@@ -19,11 +19,11 @@ from typing import Any
 
 import yaml
 
-from .config import validate
-from .execution.base import ExecResult
-from .idea import Idea
+from ..base.config import validate
+from ..base.fileio import read_json
+from ..base.idea import Idea
+from ..execution.base import ExecResult
 from .run import Run
-from .util.io import read_json
 
 
 class ReplayDiverged(RuntimeError):

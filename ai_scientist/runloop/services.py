@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .llm.types import CallContext, LLMResult
-from .util.io import atomic_write_json, atomic_write_text, read_json
+from ..base.fileio import atomic_write_json, atomic_write_text, read_json
+from ..llm.types import CallContext, LLMResult
 
 
 @dataclass
@@ -50,7 +50,7 @@ class Services:
     def resource_text(self, node: Any, parent: Any) -> str:
         if self.resource_index is None:
             return ""
-        from .resources import render_resource_index
+        from ..execution.resources import render_resource_index
 
         query = " ".join(x for x in (self.run.idea.title, node.idea or "", node.summary or "") if x)
         # about a quarter of the prompt budget (4 chars per token); the packer may cut it further
@@ -61,13 +61,13 @@ class Services:
     def node_memory(self, node: Any, parent: Any) -> Any:
         if self.memory_store is None:
             return None
-        from .memory_bridge import NodeMemory
+        from ..phases.node_memory import NodeMemory
 
         return NodeMemory(self.memory_store, self.run, node, parent)
 
     def exec_env(self, node: Any, parent: Any, slot: int) -> dict[str, str]:
         """Per-node environment of experiment commands: seed, GPU pinning, inherited installs."""
-        from .execution.lineage import inherit_install_state, install_env
+        from ..execution.lineage import inherit_install_state, install_env
 
         env = {"SEED": str(node.seed if node.seed is not None else self.run.cfg.agent.seed)}
         gpus = self.run.cfg.exec.gpus
@@ -80,7 +80,7 @@ class Services:
 
     def write_state(self, node: Any) -> None:
         """``nodes/<id>/state.md``: the parent's state appended to or replaced by this node's."""
-        from .context.state import next_state
+        from ..context.state import next_state
 
         parent_state = ""
         if node.parent_id:
@@ -93,11 +93,11 @@ class Services:
 
     # ---------------------------------------------------------- reporting --
     def run_reporting(self, from_phase: str | None = None) -> dict:
-        from .reporting.pipeline import run_reporting
+        from ..reporting.pipeline import run_reporting
 
         digest = ""
         if self.memory_store is not None:
-            from .memory.digest import digest_markdown
+            from ..memory.digest import digest_markdown
 
             best = self.run.state.get("stages") or {}
             last = [v["best"]["node_id"] for k, v in sorted(best.items()) if v and v.get("best")]
@@ -109,7 +109,7 @@ class Services:
         )
 
     def write_view(self) -> Path:
-        from .reporting.viewer import write_view
+        from ..reporting.viewer import write_view
 
         return write_view(self.run.dir, self.run.dir / "tree.html")
 
@@ -134,7 +134,7 @@ class Services:
 
 
 def _environment(run: Any, replay_from: Path | None) -> dict[str, Any]:
-    from .environment import probe_environment
+    from ..execution.environment import probe_environment
 
     path = run.dir / "environment.json"
     if replay_from is not None and (replay_from / "environment.json").exists():
@@ -151,10 +151,10 @@ def build_services(
     run: Any, *, resources: Any = None, backend: Any = None, replay_from: Path | None = None
 ) -> Services:
     """Everything the orchestrator needs, checked before the first token is spent."""
-    from .environment import render_environment
-    from .llm.factory import make_client
-    from .logsetup import RunLog
-    from .phases.prompts import PromptAdapter
+    from ..base.logsetup import RunLog
+    from ..execution.environment import render_environment
+    from ..llm.factory import make_client
+    from ..phases.prompts import PromptAdapter
 
     cfg = run.cfg
     run_log = RunLog.start(run.dir, run.redactor)
@@ -162,17 +162,17 @@ def build_services(
     executor = _executor(run, replay_from)
     index, res_dir = _resources(run, resources, executor)
     if replay_from is not None and backend is None:
-        from .llm.replay_backend import ReplayBackend
+        from ..llm.replay_backend import ReplayBackend
 
         backend = ReplayBackend(replay_from)
     llm = make_client(cfg, run.dir, run.redactor, backend=backend)
     prompts = PromptAdapter(cfg, llm)
     store = None
     if cfg.memory.enabled:
-        from .memory.store import MemoryStore
+        from ..memory.store import MemoryStore
 
         store = MemoryStore.open_run(run.dir, cfg)
-    from .reporting.progress import Progress
+    from ..reporting.progress import Progress
 
     progress = Progress()
     llm.observer = progress  # calls in flight and retries show on the status line
@@ -196,7 +196,7 @@ def _executor(run: Any, replay_from: Path | None) -> Any:
         from .replay import ReplayRunner
 
         return ReplayRunner(replay_from)
-    from .execution import make_executor, resolve_backend
+    from ..execution import make_executor, resolve_backend
 
     name, reason = resolve_backend(run.cfg)
     run.event("sandbox_backend", backend=name, reason=reason)
@@ -204,11 +204,11 @@ def _executor(run: Any, replay_from: Path | None) -> Any:
 
 
 def _resources(run: Any, spec: Any, executor: Any) -> tuple[Any, Path | None]:
-    from .resources import load_index, stage_resources
+    from ..execution.resources import load_index, stage_resources
 
     res_dir = run.dir / "resources"
     if spec is not None:
-        from .execution.base import Limits
+        from ..execution.base import Limits
 
         index = stage_resources(spec, run.dir, executor=executor, limits=Limits.from_config(run.cfg.exec))
         run.event("resources_staged", items=len(getattr(index, "items", []) or []))

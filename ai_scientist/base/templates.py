@@ -17,9 +17,7 @@ from typing import Any
 
 import jinja2
 
-import ai_scientist
-
-PACKAGED_PROMPTS = Path(ai_scientist.__file__).resolve().parent / "prompt"
+PACKAGED_PROMPTS = Path(__file__).resolve().parent.parent / "prompt"
 
 
 class TemplateError(ValueError):
