@@ -1,0 +1,114 @@
+"""The package's layers: a module never imports from a layer above its own.
+
+Every ``import`` / ``from ... import`` in the package is checked — at module level, inside functions
+(lazy imports) and under ``if TYPE_CHECKING:`` alike: a lazy or type-only import upward is still an
+upward dependency. Packages in the same layer must not import each other either. docs/architecture.md
+draws the same table.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "ai_scientist"
+
+# bottom to top; a module may import its own package and any package of a lower layer
+LAYERS: list[set[str]] = [
+    {"base"},
+    {"context"},
+    {"promptlog"},
+    {"llm"},
+    {"memory", "execution", "treesearch"},
+    {"phases", "reporting"},
+    {"ideation"},
+    {"runloop"},
+    {"cli", "testing"},
+]
+RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
+
+
+def _module(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, root: Path) -> list[tuple[int, str]]:
+    """(line, absolute target) of every import of the package in ``path``."""
+    mod = _module(path, root)
+    package = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target == "ai_scientist":  # `from .. import x`: each name is the module imported
+                out += [(node.lineno, f"ai_scientist.{a.name}") for a in node.names]
+            elif target.startswith("ai_scientist."):
+                out.append((node.lineno, target))
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names if a.name.startswith("ai_scientist.")]
+    return out
+
+
+def _package(module: str) -> str:
+    return module.split(".")[1]
+
+
+def violations(root: Path = PKG) -> list[str]:
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        mod = _module(path, root)
+        if mod == "ai_scientist":
+            continue
+        src = _package(mod)
+        for line, target in _imports(path, root):
+            dst = _package(target)
+            where = f"{path.relative_to(root.parent)}:{line} imports {target}"
+            if src not in RANK:
+                found.append(f"{where}: package '{src}' has no layer in tests/test_import_layers.py")
+            elif dst not in RANK:
+                found.append(f"{where}: '{dst}' has no layer (a module loose at the package root?)")
+            elif dst != src and RANK[dst] >= RANK[src]:
+                kind = "a package of the same layer" if RANK[dst] == RANK[src] else "a higher layer"
+                found.append(f"{where}: {src} (layer {RANK[src]}) must not import {kind} ({dst})")
+    return found
+
+
+def test_no_module_imports_upward():
+    assert violations() == []
+
+
+def test_every_package_has_a_layer_and_nothing_is_loose():
+    loose = [p.name for p in PKG.glob("*.py") if p.name != "__init__.py"]
+    assert loose == [], "modules belong to a layer's package, not the package root"
+    packages = {p.parent.name for p in PKG.glob("*/__init__.py")}
+    assert packages == set(RANK), "every package appears in LAYERS exactly once"
+
+
+@pytest.mark.parametrize(
+    ("where", "code", "message"),
+    [
+        ("context/x.py", "from ..llm.client import LLMClient\n", "context (layer 1) must not import a higher layer"),
+        ("base/x.py", "def f():\n    from ..cli.main import main\n", "base (layer 0) must not import a higher layer"),
+        (
+            "phases/x.py",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..runloop.services import S\n",
+            "phases (layer 5) must not import a higher layer",
+        ),
+        ("memory/x.py", "from ai_scientist.execution import base\n", "a package of the same layer"),
+        ("llm/x.py", "from .. import orchestrator\n", "has no layer"),
+    ],
+)
+def test_the_check_catches_an_upward_import(tmp_path, where, code, message):
+    root = tmp_path / "ai_scientist"
+    (root / where).parent.mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / where).write_text(code)
+    found = violations(root)
+    assert len(found) == 1 and message in found[0], found

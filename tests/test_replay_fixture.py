@@ -1,0 +1,53 @@
+"""A run recorded before the layout change (commit 6c8e6de) replays to the same tree with today's code.
+
+``tests/fixtures/run_6c8e6de`` is a scripted run of the bundled example (2 workers, all four stages,
+7 nodes) recorded by the code of commit 6c8e6de, trimmed to what replay reads: the journal, events,
+idea, resolved config, environment, each node's prompt logs (JSON), ``exec/`` records and workspace
+files. Replaying it must send, call for call, the prompts that code sent (every one is looked up by
+its request key) and rebuild the same tree and decisions; if a change alters a prompt, the replay
+diverges and names the first difference. A change that alters prompts on purpose records a new
+fixture and says so.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from pipeline_support import events, journal_nodes
+
+from ai_scientist.cli.main import main
+
+FIXTURE = Path(__file__).parent / "fixtures" / "run_6c8e6de"
+TREE_FIELDS = ("id", "parent_id", "stage", "operation", "status", "idea", "seed", "tree", "metric", "error")
+DECISIONS = ("node_selected", "stage_best", "stage_completed", "ideas_planned")
+
+
+def _tree(run_dir: Path) -> dict:
+    return {nid: {k: n[k] for k in TREE_FIELDS} for nid, n in journal_nodes(run_dir).items()}
+
+
+def _decisions(run_dir: Path) -> list[dict]:
+    return [{k: v for k, v in e.items() if k != "ts"} for e in events(run_dir) if e["type"] in DECISIONS]
+
+
+def test_fixture_is_a_complete_recording():
+    tree = _tree(FIXTURE)
+    assert {n["stage"] for n in tree.values()} == {1, 2, 3, 4}, "the recording covers all four stages"
+    assert any(n["status"] == "good" for n in tree.values())
+    logs = list(FIXTURE.glob("nodes/*/prompt_logs/*.json"))
+    assert len(logs) >= len(tree)
+
+
+def test_recorded_run_replays_to_the_same_tree(tmp_path, capsys):
+    src = tmp_path / "recorded"
+    shutil.copytree(FIXTURE, src)
+    code = main(["replay", str(src), "--out", str(tmp_path / "replays")])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    replayed = tmp_path / "replays" / "recorded.replay"
+    assert _tree(replayed) == _tree(FIXTURE)
+    assert _decisions(replayed) == _decisions(FIXTURE)
+    sent = sorted(p.relative_to(replayed) for p in replayed.glob("nodes/*/prompt_logs/*.json"))
+    recorded = sorted(p.relative_to(FIXTURE) for p in FIXTURE.glob("nodes/*/prompt_logs/*.json"))
+    assert sent == recorded, "one replayed call per recorded call, same node, number, phase and label"
