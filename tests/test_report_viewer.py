@@ -17,7 +17,8 @@ import pytest
 from test_report_support import NODES, make_run
 
 from ai_scientist.base.fileio import atomic_write_json
-from ai_scientist.reporting.viewer import cmd_view, script_json, write_view
+from ai_scientist.cli.main import _view as cmd_view
+from ai_scientist.reporting.viewer import script_json, write_view
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -52,9 +52,16 @@ def _logs(args: argparse.Namespace) -> int:
 
 
 def _view(args: argparse.Namespace) -> int:
-    from ..reporting.viewer import cmd_view
+    """``ai-scientist view RUN_DIR [--html FILE]``: write the tree viewer and print its path."""
+    from ..reporting.viewer import write_view
 
-    return cmd_view(args)
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "journal.jsonl").exists():
+        raise UsageError(
+            f"{run_dir}: not a run directory (no journal.jsonl); pass the run directory that `ai-scientist run` printed"
+        )
+    print(write_view(run_dir, Path(args.html) if args.html else None))
+    return 0
 
 
 def _doctor(args: argparse.Namespace) -> int:

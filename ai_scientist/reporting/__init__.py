@@ -3,5 +3,5 @@
 Entry points: :func:`pipeline.run_reporting` (plots -> vlm -> writeup -> review),
 :func:`latex.preflight_latex` / :func:`latex.check_reporting_tools` (before any
 token; ``doctor``), :class:`progress.Progress` (live display) and
-:func:`viewer.cmd_view` (``ai-scientist view``).
+:func:`viewer.write_view` (the tree viewer of ``ai-scientist view``).
 """

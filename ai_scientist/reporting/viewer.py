@@ -233,17 +233,3 @@ def write_view(run_dir: Path, html_path: Path | None = None) -> Path:
     out = Path(html_path) if html_path else run_dir / "tree.html"
     atomic_write_text(out, render_html(build_view_data(run_dir, out.parent), _redactor(run_dir)))
     return out
-
-
-def cmd_view(args: Any) -> int:
-    """CLI handler: ``ai-scientist view RUN_DIR [--html FILE]``."""
-    from ..base.errors import UsageError
-
-    run_dir = Path(args.run_dir)
-    if not (run_dir / "journal.jsonl").exists():
-        raise UsageError(
-            f"{run_dir}: not a run directory (no journal.jsonl); pass the run directory that `ai-scientist run` printed"
-        )
-    out = write_view(run_dir, Path(args.html) if args.html else None)
-    print(out)
-    return 0
