@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Set up everything the tests need and run the whole suite (the README's test command).
+# Set up everything the tests need, lint (scripts/lint.sh) and run the whole suite (the README's test command).
 # Starts a private Docker daemon for the Docker sandbox tests when docker.io is installed,
 # and a private single-node Slurm cluster (scripts/slurm_ci.sh) for the Slurm tests,
 # and stops them (by their pids) afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --with-test-tools
+
+# ruff and mypy against its baseline (docs/testing.md); the suite runs either way, the exit
+# status is a failure when the lint failed.
+lint_rc=0
+bash scripts/lint.sh || lint_rc=$?
 
 docker_started=0
 if [ -x scripts/docker_ci.sh ] || [ -f scripts/docker_ci.sh ]; then
@@ -34,4 +39,5 @@ set +e
 rc=$?
 set -e
 if [ "$rc" = 5 ]; then echo "[test] pytest collected no tests: failing" >&2; exit 1; fi
+if [ "$rc" = 0 ] && [ "$lint_rc" != 0 ]; then echo "[test] scripts/lint.sh failed (see its output above)" >&2; exit 1; fi
 exit "$rc"

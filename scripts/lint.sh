@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Lint and type check (docs/testing.md, "Lint and types"); scripts/test.sh runs it before pytest.
+#   scripts/lint.sh          # ruff check, ruff format --check, mypy against .ci/mypy-baseline.txt
+# Fails when ruff finds a problem or when a module has more mypy errors than its baseline.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+paths=(ai_scientist tests bench scripts)
+rc=0
+echo "[lint] ruff check"
+.venv/bin/ruff check "${paths[@]}" || rc=1
+echo "[lint] ruff format --check"
+.venv/bin/ruff format --check "${paths[@]}" || rc=1
+echo "[lint] mypy (baseline .ci/mypy-baseline.txt)"
+.venv/bin/python scripts/mypy_baseline.py || rc=1
+exit "$rc"
