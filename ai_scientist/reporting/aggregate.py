@@ -16,8 +16,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..base.config import Config
 from ..base.fileio import atomic_write_json, atomic_write_text
-from ..execution.base import Limits, SandboxError
+from ..execution.base import Executor, Limits, SandboxError
+from ..llm.client import LLMClient
 from ..llm.types import CallContext
 from . import prompts
 from .errors import StepFailed, StepSkipped
@@ -56,7 +58,7 @@ def _tail(text: str, n: int = 3000) -> str:
 
 
 def run_script(
-    executor: Any, python: str, fig_dir: Path, script: str, limits: Limits | None = None
+    executor: Executor, python: str, fig_dir: Path, script: str, limits: Limits | None = None
 ) -> tuple[bool, str]:
     """Write and run the script in the sandbox; (ok, failure description)."""
     for stale in fig_dir.glob("*.png"):  # a figure left by an earlier round must not pass as new
@@ -105,7 +107,7 @@ def check_declared(fig_dir: Path, figures: list[dict[str, Any]]) -> tuple[list[d
     return good, rejected
 
 
-def aggregate_plots(run_dir: Path, cfg: Any, client: Any, executor: Any) -> dict[str, Any]:
+def aggregate_plots(run_dir: Path, cfg: Config, client: LLMClient, executor: Executor) -> dict[str, Any]:
     """Produce the run's figures; returns the content written to ``figures/figures.json``.
 
     Raises StepSkipped when the run has no good node with data or metrics, and

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..base.config import Config
 from ..base.fileio import atomic_write_json, read_json
 from .latex import _plain
 
@@ -99,7 +100,7 @@ class S2Client:
         return max(0.0, min(wait, self.max_wait_s))
 
 
-def client_for(cfg: Any, cache_dir: Path, base_url: str, environ: Mapping[str, str]) -> S2Client:
+def client_for(cfg: Config, cache_dir: Path, base_url: str, environ: Mapping[str, str]) -> S2Client:
     """An S2Client using the key from ``report.citations.api_key_env`` when set."""
     key = environ.get(cfg.report.citations.api_key_env) or None
     return S2Client(cache_dir=cache_dir, base_url=base_url, api_key=key)

@@ -15,7 +15,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from ..base.config import Config
 from ..base.fileio import append_jsonl
+from ..execution.base import Executor
+from ..llm.client import LLMClient
 from ..llm.types import LLMError
 from .aggregate import aggregate_plots
 from .errors import StepFailed, StepSkipped
@@ -72,9 +75,9 @@ def _brief(step: str, result: Any) -> dict[str, Any]:
 
 def run_reporting(
     run_dir: Path,
-    cfg: Any,
-    client: Any,
-    executor: Any,
+    cfg: Config,
+    client: LLMClient,
+    executor: Executor,
     *,
     memory_digest: str = "",
     from_phase: str | None = None,

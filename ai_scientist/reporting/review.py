@@ -13,8 +13,10 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from ..base.config import Config
 from ..base.fileio import atomic_write_json, read_json
 from ..context.tokens import counter_for
+from ..llm.client import LLMClient
 from ..llm.types import CallContext, LLMError
 from . import prompts
 from .errors import StepFailed, StepSkipped
@@ -75,7 +77,7 @@ def check_review(review: Any) -> list[str]:
 
 
 def _ask(
-    client: Any,
+    client: LLMClient,
     template: str,
     label: str,
     values: dict,
@@ -95,7 +97,7 @@ def _ask(
 
 
 def one_review(
-    client: Any,
+    client: LLMClient,
     paper: str,
     index: int,
     reflections: int,
@@ -119,7 +121,7 @@ def mean_scores(reviews: list[dict[str, Any]]) -> dict[str, float]:
     return {k: round(statistics.fmean(r[k] for r in reviews), 3) for k in SCORES}
 
 
-def review_paper(run_dir: Path, cfg: Any, client: Any) -> dict[str, Any]:
+def review_paper(run_dir: Path, cfg: Config, client: LLMClient) -> dict[str, Any]:
     """Run the ensemble, meta-review and figure review; writes and returns ``review.json``."""
     run_dir = Path(run_dir)
     rcfg = cfg.report
@@ -158,7 +160,7 @@ def review_paper(run_dir: Path, cfg: Any, client: Any) -> dict[str, Any]:
     return result
 
 
-def _fewshot(cfg: Any, client: Any) -> FewShot:
+def _fewshot(cfg: Config, client: LLMClient) -> FewShot:
     """The few-shot examples of ``report.review``, fitted to their token budget (none when unset)."""
     rv = cfg.report.review
     if not rv.fewshot_dir or rv.fewshot_max_examples == 0:
@@ -172,7 +174,7 @@ def _fewshot(cfg: Any, client: Any) -> FewShot:
     return fs
 
 
-def _figure_review(run_dir: Path, cfg: Any, client: Any) -> dict[str, Any]:
+def _figure_review(run_dir: Path, cfg: Config, client: LLMClient) -> dict[str, Any]:
     figures = (read_json(run_dir / "paper" / "writeup.json", default={}) or {}).get("figures") or []
     if not figures:
         return {"skipped": "the paper has no figures"}

@@ -13,7 +13,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..base.config import Config
 from ..base.fileio import atomic_write_json, read_json
+from ..llm.client import LLMClient
 from ..llm.types import CallContext, LLMError
 from . import prompts
 from .errors import StepSkipped
@@ -73,7 +75,7 @@ class NoVision(StepSkipped):
     """The configured model cannot read images."""
 
 
-def vision_skip_reason(cfg: Any, client: Any) -> str | None:
+def vision_skip_reason(cfg: Config, client: LLMClient) -> str | None:
     """Why the ``vlm_feedback`` model cannot see images, or None when it may."""
     model = cfg.model_for("vlm_feedback")
     flag = getattr(client, "supports_vision", None)
@@ -94,7 +96,7 @@ def is_vision_refusal(exc: BaseException) -> bool:
     return isinstance(exc, LLMError) and bool(_NO_VISION.search(str(exc)))
 
 
-def _vision_call(client: Any, messages: list, schema: dict, ctx: CallContext) -> dict[str, Any]:
+def _vision_call(client: LLMClient, messages: list, schema: dict, ctx: CallContext) -> dict[str, Any]:
     try:
         return client.complete(messages, role="vlm_feedback", ctx=ctx, schema=schema).parsed
     except LLMError as exc:
@@ -107,7 +109,7 @@ def _with_images(text: str, paths: list[Path]) -> list[dict[str, Any]]:
     return [{"type": "text", "text": text}] + [image_part(p) for p in paths]
 
 
-def critique_node_plots(run_dir: Path, cfg: Any, client: Any) -> dict[str, Any]:
+def critique_node_plots(run_dir: Path, cfg: Config, client: LLMClient) -> dict[str, Any]:
     """Critique the plots of each stage's best node; {node_id: {critiques | error}}."""
     view = load_run(run_dir)
     out: dict[str, Any] = {}
@@ -138,7 +140,7 @@ def critique_node_plots(run_dir: Path, cfg: Any, client: Any) -> dict[str, Any]:
 
 
 def review_figures(
-    run_dir: Path, cfg: Any, client: Any, figures: list[dict[str, Any]], phase: str = "vlm"
+    run_dir: Path, cfg: Config, client: LLMClient, figures: list[dict[str, Any]], phase: str = "vlm"
 ) -> dict[str, Any]:
     """Check each figure against its caption; {file: review | {error}}."""
     fig_dir = Path(run_dir) / "figures"
@@ -160,7 +162,7 @@ def review_figures(
     return out
 
 
-def run_vlm(run_dir: Path, cfg: Any, client: Any) -> dict[str, Any]:
+def run_vlm(run_dir: Path, cfg: Config, client: LLMClient) -> dict[str, Any]:
     """Both VLM passes; writes ``figures/vlm.json``. Raises NoVision (a StepSkipped) when blind."""
     path = Path(run_dir) / "figures" / "vlm.json"
     reason = vision_skip_reason(cfg, client)

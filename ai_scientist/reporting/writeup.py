@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..base.config import Config
 from ..base.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
+from ..llm.client import LLMClient
 from ..llm.types import CallContext
 from . import latex, prompts
 from .citations import (
@@ -137,7 +139,7 @@ def _unique_figures(run_dir: Path, figures: list[dict[str, Any]]) -> tuple[list[
 
 
 def gather_citations(
-    run_dir: Path, cfg: Any, client: Any, ctx_values: dict, opts: ReportOptions
+    run_dir: Path, cfg: Config, client: LLMClient, ctx_values: dict, opts: ReportOptions
 ) -> tuple[list, str]:
     """(papers with bibtex keys, notice). Offline or disabled yields no papers and a notice."""
     ccfg = cfg.report.citations
@@ -230,14 +232,14 @@ def _tex_context(tex: str, excerpt: str, span: int = 4) -> str:
     return "\n---\n".join(out)
 
 
-def _sections_call(client: Any, template: str, label: str, values: dict) -> dict[str, Any]:
+def _sections_call(client: LLMClient, template: str, label: str, values: dict) -> dict[str, Any]:
     msgs = prompts.messages("writeup_system.j2", template, **values)
     ctx = CallContext(node_id="run", phase="writeup", label=label)
     parsed = client.complete(msgs, role="writeup", ctx=ctx, schema=WRITEUP_SCHEMA).parsed
     return {k: str(parsed.get(k, "")) for k in ("title", "abstract", *SECTIONS)}
 
 
-def _build(paper_dir: Path, sections: dict, figures: list, papers: list, cfg: Any, opts: ReportOptions):
+def _build(paper_dir: Path, sections: dict, figures: list, papers: list, cfg: Config, opts: ReportOptions):
     tex = assemble(sections, figures, papers, cfg.report.page_limit, cfg.report.template)
     atomic_write_text(paper_dir / "paper.tex", tex)
     # .bbl/.blg too: a rebuild whose text no longer cites anything fails on the old bibtex state
@@ -258,7 +260,13 @@ def _build(paper_dir: Path, sections: dict, figures: list, papers: list, cfg: An
 
 
 def _compile_with_fixes(
-    client: Any, paper_dir: Path, sections: dict, papers: list, values: dict, cfg: Any, opts: ReportOptions
+    client: LLMClient,
+    paper_dir: Path,
+    sections: dict,
+    papers: list,
+    values: dict,
+    cfg: Config,
+    opts: ReportOptions,
 ) -> tuple[dict, latex.CompileResult, list[str]]:
     """Build; on a compile error or page overrun ask for fixed sections, up to compile_fix_rounds times."""
     attempts: list[str] = []
@@ -295,13 +303,13 @@ def _restore(paper_dir: Path, files: dict[str, bytes]) -> None:
 
 
 def _reflect(
-    client: Any,
+    client: LLMClient,
     run_dir: Path,
     sections: dict,
     result: latex.CompileResult,
     papers: list,
     values: dict,
-    cfg: Any,
+    cfg: Config,
     opts: ReportOptions,
 ) -> tuple[dict, latex.CompileResult, list[dict[str, Any]]]:
     """``report.writeup_reflections`` rounds on a compiled paper (see :mod:`.reflection`); a revision
@@ -342,7 +350,12 @@ def _reflect(
 
 
 def write_paper(
-    run_dir: Path, cfg: Any, client: Any, *, memory_digest: str = "", options: ReportOptions | None = None
+    run_dir: Path,
+    cfg: Config,
+    client: LLMClient,
+    *,
+    memory_digest: str = "",
+    options: ReportOptions | None = None,
 ) -> dict[str, Any]:
     """Write and compile ``paper/paper.pdf``; returns (and saves) ``paper/writeup.json``.
 
