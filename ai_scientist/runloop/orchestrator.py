@@ -8,7 +8,11 @@ decision therefore depends only on the journal and the LLM's answers, which is
 what makes ``resume`` and ``replay`` reproduce the same tree.
 
 Nothing here holds state that the journal and ``state.json`` do not: a resumed
-run rebuilds everything from them.
+run rebuilds everything from them. The current :class:`StageState` has one owner, the
+stage loop: it is passed down and returned by each step that changes it (an idea
+proposal plans ideas), saved to ``state.json`` on every change and read back only when
+a run is resumed. Each decision (stop the stage, create one more node) evaluates the
+stage outcome once, on the state and journal it decides on.
 """
 
 from __future__ import annotations
@@ -26,7 +30,14 @@ from ..phases.pipeline import run_node
 from ..treesearch.journal import Journal
 from ..treesearch.node import Node
 from ..treesearch.policies import decision_rng, dedupe_ideas, make_policy
-from ..treesearch.stages import STAGES, StageRules, StageState, next_stage_state, stage_outcome
+from ..treesearch.stages import (
+    STAGES,
+    StageOutcome,
+    StageRules,
+    StageState,
+    next_stage_state,
+    stage_outcome,
+)
 from .services import Services, build_services  # noqa: F401  (re-exported for commands)
 
 
@@ -36,7 +47,7 @@ class Orchestrator:
     def __init__(self, run: Any, services: Services):
         self.run_ = run
         self.cfg = run.cfg
-        self.s = services
+        self.services = services
         self.journal = Journal(run.journal_path)
         if self.journal.recovered:
             run.event(
@@ -58,17 +69,16 @@ class Orchestrator:
             self.run_.event(
                 "stage_started", stage=state.stage, name=STAGES[state.stage].name, carried_id=state.carried_id
             )
-            outcome = self._run_stage(state)
-            state = self._stage_state_now(state)
+            outcome, state = self._run_stage(state)
             self.run_.event("stage_completed", stage=state.stage, **outcome.to_dict())
             if state.stage == 1 and outcome.no_working_experiment:
                 self.run_.save_state(stage_state=None, search_done=True, result_reason=outcome.reason)
                 self.run_.event("run_result", result="no working experiment", reason=outcome.reason)
-                self.s.write_view()
+                self.services.write_view()
                 return EXIT_NO_WORKING_EXPERIMENT
             state = self._finish_stage(state)
         self.run_.save_state(stage_state=None, search_done=True)
-        finish_reporting(self.run_, self.s)
+        finish_reporting(self.run_, self.services)
         return EXIT_OK
 
     def _load_stage_state(self) -> StageState | None:
@@ -77,43 +87,45 @@ class Orchestrator:
         data = self.run_.state.get("stage_state")
         return StageState.from_dict(data) if data else StageState(1)
 
-    def _stage_state_now(self, state: StageState) -> StageState:
-        data = self.run_.state.get("stage_state")
-        return StageState.from_dict(data) if data and data.get("stage") == state.stage else state
-
     def _save_stage_state(self, state: StageState) -> None:
         self.run_.save_state(stage_state=state.to_dict(), current_stage=state.stage)
 
+    def _outcome(self, state: StageState) -> StageOutcome:
+        return stage_outcome(self.journal, state, self.cfg, self.rules)
+
     # ------------------------------------------------------------ stage --
-    def _run_stage(self, state: StageState) -> Any:
+    def _run_stage(self, state: StageState) -> tuple[StageOutcome, StageState]:
+        """Run the stage until its outcome is done (or nothing can be created); returns the
+        final outcome and the stage state as the stage left it (with its planned ideas)."""
         self._save_stage_state(state)
         leftover = self.journal.in_flight(state.stage)  # nodes (and seed re-runs) a crash interrupted
         if leftover:
             self.run_.event("nodes_resumed", node_ids=[n.id for n in leftover])
             self._run_batch(leftover)
         while True:
-            state = self._stage_state_now(state)
-            outcome = stage_outcome(self.journal, state, self.cfg, self.rules)
+            outcome = self._outcome(state)
             self._progress(state.stage, force=outcome.done)
             if outcome.done:
-                return outcome
-            batch = self._plan_batch(state)
+                return outcome, state
+            batch, planned = self._plan_batch(state, outcome)
             if not batch:
-                state = self._stage_state_now(state)
-                outcome = stage_outcome(self.journal, state, self.cfg, self.rules)
+                if planned != state:  # an idea proposal changed the state: judge the stage on it
+                    state, outcome = planned, self._outcome(planned)
                 if not outcome.done:  # nothing to create and nothing in flight: stop the stage
                     self.run_.event("stage_stalled", stage=state.stage, reason=outcome.reason)
-                return outcome
+                return outcome, state
+            state = planned
             self._run_batch(batch)
 
-    def _plan_batch(self, state: StageState) -> list[Node]:
+    def _plan_batch(self, state: StageState, outcome: StageOutcome) -> tuple[list[Node], StageState]:
+        """Create up to ``agent.num_workers`` nodes, each picked on the journal the previous
+        picks left; ``outcome`` is the stage's outcome on ``state`` before the first pick.
+        Returns the nodes and the stage state after the picks."""
         batch: list[Node] = []
-        for _ in range(self.cfg.agent.num_workers):
-            state = self._stage_state_now(state)
-            if (
-                not stage_outcome(self.journal, state, self.cfg, self.rules).accepting
-                or state.ideas_exhausted
-            ):
+        for slot in range(self.cfg.agent.num_workers):
+            if slot:  # the previous pick created a node: the stage may have reached its cap
+                outcome = self._outcome(state)
+            if not outcome.accepting or state.ideas_exhausted:
                 break
             next_id = self.journal.next_node_id()
             action = self.policy.next_action(
@@ -121,7 +133,7 @@ class Orchestrator:
             )
             idea = action.idea
             if action.operation in ("tune", "ablate") and idea is None:
-                idea = self._propose_idea(state, action)
+                state, idea = self._propose_idea(state, action)
                 if idea is None:
                     break
             node = self.journal.new_node(
@@ -139,10 +151,11 @@ class Orchestrator:
                 **{**action.to_dict(), "idea": idea},
             )
             batch.append(node)
-        return batch
+        return batch, state
 
-    def _propose_idea(self, state: StageState, action: Any) -> str | None:
-        """Ask the LLM for untried tune/ablate ideas; keeps them as the stage's plan."""
+    def _propose_idea(self, state: StageState, action: Any) -> tuple[StageState, str | None]:
+        """Ask the LLM for untried tune/ablate ideas. Returns the stage state with them
+        planned (saved to ``state.json``) and the idea for this node (None if none is new)."""
         from ..treesearch.stages import ideas_tried
 
         tried = ideas_tried(self.journal, state.stage, finished_only=False)
@@ -157,7 +170,7 @@ class Orchestrator:
         from ..phases.schemas import IDEAS_SCHEMA
 
         try:
-            res = self.s.ask_run(
+            res = self.services.ask_run(
                 "propose_idea",
                 values,
                 phase="ideas",
@@ -171,7 +184,7 @@ class Orchestrator:
         except LLMError as exc:
             self.run_.event("ideas_failed", stage=state.stage, reason=str(exc)[:500])
             offered, fresh = [], []
-        new_state = StageState(state.stage, state.carried_id, (*state.ideas, *fresh), not fresh)
+        new_state = state.with_ideas(fresh)
         self._save_stage_state(new_state)
         self.run_.event(
             "ideas_planned",
@@ -182,7 +195,7 @@ class Orchestrator:
             tried_count=len(tried),
             exhausted=not fresh,
         )
-        return fresh[0] if fresh else None
+        return new_state, (fresh[0] if fresh else None)
 
     # ------------------------------------------------------------ batch --
     def _run_batch(self, nodes: list[Node]) -> None:
@@ -212,7 +225,7 @@ class Orchestrator:
         node = ctx.node
         try:
             run_node(ctx)
-            self.s.write_state(ctx.node)
+            self.services.write_state(ctx.node)
             failpoints.hit(f"after_node:{node.id}")
         except RunStop as exc:  # cost cap, full disk, diverged replay: the main thread stops the run
             errors.append(exc)
@@ -231,16 +244,16 @@ class Orchestrator:
             run=self.run_,
             node=node,
             parent=parent,
-            llm=self.s.llm,
-            executor=self.s.executor,
-            prompts=self.s.prompts,
-            environment=self.s.environment,
-            environment_text=self.s.environment_text,
-            resource_text=self.s.resource_text(node, parent),
-            resources_dir=self.s.resources_dir,
-            memory=self.s.node_memory(node, parent),
+            llm=self.services.llm,
+            executor=self.services.executor,
+            prompts=self.services.prompts,
+            environment=self.services.environment,
+            environment_text=self.services.environment_text,
+            resource_text=self.services.resource_text(node, parent),
+            resources_dir=self.services.resources_dir,
+            memory=self.services.node_memory(node, parent),
             journal=self.journal,
-            exec_env=self.s.exec_env(node, parent, slot),
+            exec_env=self.services.exec_env(node, parent, slot),
             extra_values=self._input_diversity(node),
         )
 
@@ -309,7 +322,7 @@ class Orchestrator:
         listing = "\n".join(
             f"- {n.id}: metric={n.metric.to_dict() if n.metric else None}; {n.summary}" for n in candidates
         )
-        res = self.s.ask_run(
+        res = self.services.ask_run(
             "select_tiebreak",
             {"candidates": listing},
             phase="select",
@@ -332,7 +345,7 @@ class Orchestrator:
         self._last_progress = now
         nodes = self.journal.nodes
         best = self.journal.best_node(stage)
-        self.s.progress_update(
+        self.services.progress_update(
             stage=stage,
             running=sum(1 for n in nodes if n.status == "running"),
             good=sum(1 for n in nodes if n.is_good),

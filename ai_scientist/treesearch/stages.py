@@ -26,8 +26,8 @@ own carried node, so a stage that made things worse hands over the better one.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .best import TIE_ABS_TOL, TIE_REL_TOL, comparable_metric, primary_metric_key
@@ -99,6 +99,10 @@ class StageState:
             ideas_exhausted=bool(data.get("ideas_exhausted", False)),
         )
 
+    def with_ideas(self, fresh: Sequence[str]) -> StageState:
+        """This state with ``fresh`` ideas planned after the others; none fresh means exhausted."""
+        return replace(self, ideas=(*self.ideas, *fresh), ideas_exhausted=not fresh)
+
 
 @dataclass(frozen=True)
 class StageOutcome:
@@ -155,49 +159,63 @@ def stage_outcome(
     """Evaluate the stage's criteria and cap; see the module docstring."""
     state = stage if isinstance(stage, StageState) else StageState(stage)
     rules = rules or StageRules()
-    s = state.stage
-    cap = max_iters(cfg, s)
-    its = iterations(view, s)
-    flying = view.count("flight", s)
+    number = state.stage
+    cap = max_iters(cfg, number)
+    created = iterations(view, number)
+    in_flight = view.count("flight", number)
     carried = view.get(state.carried_id) if state.carried_id else None
-    working = view.count("good", s) > 0 or bool(carried and carried.is_good)
-    if s > 1 and carried is None:
-        met, why = True, f"stage {s} has no node to start from (previous stage handed over none)"
+    working = view.count("good", number) > 0 or bool(carried and carried.is_good)
+    if number > 1 and carried is None:
+        met, why = True, f"stage {number} has no node to start from (previous stage handed over none)"
     else:
         met, why = _criteria(view, state, cfg, rules, carried)
     if met:
         reason = why
-    elif its >= cap:
-        reason = f"cap reached: {its} of stage{s}_max_iters={cap} nodes created"
+    elif created >= cap:
+        reason = f"cap reached: {created} of stage{number}_max_iters={cap} nodes created"
     else:
-        reason = f"continuing: {its} of {cap} nodes created; {why}"
-    accepting = not met and its < cap
-    done = not accepting and flying == 0
-    if not accepting and flying:
-        reason += f"; waiting for {flying} node(s) in flight"
-    if s == 1 and done and not working:
+        reason = f"continuing: {created} of {cap} nodes created; {why}"
+    accepting = not met and created < cap
+    done = not accepting and in_flight == 0
+    if not accepting and in_flight:
+        reason += f"; waiting for {in_flight} node(s) in flight"
+    if number == 1 and done and not working:
         reason = f"no working experiment: {reason}"
-    ev = {"stage": s, "iterations": its, "cap": cap, "in_flight": flying, "criteria_met": met}
-    return StageOutcome(done, reason, accepting, its, cap, flying, working, ev)
+    return StageOutcome(
+        done=done,
+        reason=reason,
+        accepting=accepting,
+        iterations=created,
+        cap=cap,
+        in_flight=in_flight,
+        working=working,
+        evidence={
+            "stage": number,
+            "iterations": created,
+            "cap": cap,
+            "in_flight": in_flight,
+            "criteria_met": met,
+        },
+    )
 
 
 def _criteria(
     view: JournalView, state: StageState, cfg: Any, rules: StageRules, carried: Node | None
 ) -> tuple[bool, str]:
-    s = state.stage
-    if s == 1:
+    number = state.stage
+    if number == 1:
         drafts = view.count("draft", 1)
         need = cfg.agent.search.num_drafts
         good = view.count("good", 1)
         met = good > 0 and drafts >= need
         return met, f"{good} good node(s), {drafts} of num_drafts={need} drafts created"
-    if s == 2:
+    if number == 2:
         good = view.count("good", 2)
         k = rules.stage2_good_nodes
         if state.ideas_exhausted:
             return True, f"no untried hyper-parameter idea left ({good} of {k} good tuning node(s))"
         return good >= k, f"{good} of {k} good tuning node(s)"
-    if s == 3:
+    if number == 3:
         streak = no_improvement_streak(view, 3, carried)
         p = rules.stage3_patience
         return streak >= p, f"{streak} finished node(s) in a row without improvement (patience {p})"
