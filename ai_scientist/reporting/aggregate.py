@@ -14,18 +14,20 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..base.config import Config
 from ..base.fileio import atomic_write_json, atomic_write_text
 from ..execution.base import Executor, Limits, SandboxError
-from ..llm.client import LLMClient
 from ..llm.types import CallContext
 from . import prompts
 from .errors import StepFailed, StepSkipped
 from .images import check_figure
 from .manifest import build_manifest
 from .runread import load_run
+
+if TYPE_CHECKING:
+    from ..base.config import Config
+    from ..llm.client import LLMClient
 
 SCRIPT_NAME = "aggregate_plots.py"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,80}\.png$")

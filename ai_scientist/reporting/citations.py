@@ -20,11 +20,13 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..base.config import Config
 from ..base.fileio import atomic_write_json, read_json
 from .latex import _plain
+
+if TYPE_CHECKING:
+    from ..base.config import Config
 
 DEFAULT_BASE_URL = "https://api.semanticscholar.org"
 FIELDS = "title,authors,year,venue,abstract,externalIds,url"

@@ -13,12 +13,9 @@ from __future__ import annotations
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..base.config import Config
 from ..base.fileio import append_jsonl
-from ..execution.base import Executor
-from ..llm.client import LLMClient
 from ..llm.types import LLMError
 from .aggregate import aggregate_plots
 from .errors import StepFailed, StepSkipped
@@ -26,6 +23,11 @@ from .latex import preflight_latex
 from .review import review_paper
 from .vlm import run_vlm
 from .writeup import ReportOptions, write_paper
+
+if TYPE_CHECKING:
+    from ..base.config import Config
+    from ..execution.base import Executor
+    from ..llm.client import LLMClient
 
 PHASES = ("plots", "vlm", "writeup", "review")
 FROM_PHASES = ("plots", "writeup", "review")

@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..base.config import Config
 from ..base.fileio import atomic_write_json, read_json
 from ..context.tokens import counter_for
-from ..llm.client import LLMClient
 from ..llm.types import CallContext, LLMError
 from . import prompts
 from .errors import StepFailed, StepSkipped
 from .fewshot import FewShot, budget_examples, load_examples
 from .runread import read_text
 from .vlm import NoVision, review_figures, vision_skip_reason
+
+if TYPE_CHECKING:
+    from ..base.config import Config
+    from ..llm.client import LLMClient
 
 SCORES = {
     "originality": (1, 4),

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..base.config import Config
 from ..base.fileio import atomic_write_json, read_json
-from ..llm.client import LLMClient
 from ..llm.types import CallContext, LLMError
 from . import prompts
 from .errors import StepSkipped
 from .images import image_part
 from .runread import load_run
+
+if TYPE_CHECKING:
+    from ..base.config import Config
+    from ..llm.client import LLMClient
 
 MAX_PLOTS_PER_NODE = 4
 # refusals seen from OpenAI ("image_url is only supported by certain models"), llama.cpp server

@@ -24,11 +24,9 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..base.config import Config
 from ..base.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
-from ..llm.client import LLMClient
 from ..llm.types import CallContext
 from . import latex, prompts
 from .citations import (
@@ -44,6 +42,10 @@ from .errors import StepFailed, StepSkipped
 from .images import duplicate_figures
 from .reflection import paper_feedback
 from .runread import load_run, read_text
+
+if TYPE_CHECKING:
+    from ..base.config import Config
+    from ..llm.client import LLMClient
 
 SECTIONS = ("introduction", "related_work", "method", "experiments", "results", "conclusion")
 SECTION_TITLES = {"related_work": "Related Work"}
