@@ -10,12 +10,17 @@ definitions in best.py / stages.py.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
+from collections import Counter
+from collections.abc import Mapping
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ai_scientist.treesearch import Journal, Metric
+from ai_scientist.treesearch import Journal, Metric, Node
 from ai_scientist.treesearch.best import (
     TIE_ABS_TOL,
     TIE_REL_TOL,
@@ -23,6 +28,8 @@ from ai_scientist.treesearch.best import (
     primary_metric_key,
     select_best,
 )
+from ai_scientist.treesearch.index import CATEGORIES, InconsistentChange, SearchIndex
+from ai_scientist.treesearch.node import format_node_id
 from ai_scientist.treesearch.stages import no_improvement_streak
 
 KEYS = [("acc", "maximize", "val"), ("loss", "minimize", "val")]
@@ -151,3 +158,159 @@ def test_reopened_journal_has_the_same_indexes(tmp_path):
         assert again.ids(cat, 3) == j.ids(cat, 3)
     assert again.best_choice(3, a.id) == j.best_choice(3, a.id)
     assert no_improvement_streak(again, 3, again.get(a.id)) == no_improvement_streak(j, 3, j.get(a.id))
+
+
+# ------------------------------------------------ the index against its definitions --
+# SearchIndex on its own: after every write of a random history (the writes the journal
+# makes: new nodes under any parent, updates of status / metric / idea / summary, finished
+# nodes changing again), every field equals its definition in index.py recomputed from the
+# node list. Every earlier state is checked again at the end: a write must never change an
+# index already published (the journal hands them to readers on other threads).
+
+OPS = ("draft", "debug", "improve", "tune", "ablate", "seed_eval")
+index_step = st.one_of(
+    # create: (kind, parent pick, stage, operation)
+    st.tuples(st.just("create"), st.integers(0, 10**6), st.integers(1, 4), st.sampled_from(OPS)),
+    # update: (kind, node pick, status, metric key, value index or -1 for none, idea change)
+    st.tuples(
+        st.just("update"),
+        st.integers(0, 10**6),
+        st.sampled_from(["pending", "running", "good", "buggy", "good"]),
+        st.sampled_from([0, 0, 1]),
+        st.integers(-1, len(VALUES) - 1),
+        st.sampled_from(["keep", "keep", "none", "lr 0.2"]),
+    ),
+)
+
+
+def _naive(nodes: list[Node], refinished: int) -> dict:
+    """Every field of SearchIndex from its definition (module docstring of index.py)."""
+    by_id = {n.id: n for n in nodes}
+
+    def root(n):
+        while n.parent_id is not None:
+            n = by_id[n.parent_id]
+        return n.id
+
+    def debug_depth(n):
+        depth = 0
+        while n is not None and n.operation == "debug":
+            depth, n = depth + 1, by_id.get(n.parent_id)
+        return depth
+
+    kids = {n.id: [c for c in nodes if c.parent_id == n.id] for n in nodes}
+    search = [n for n in nodes if n.operation != "seed_eval"]
+    is_idea = lambda n: bool(n.idea) and n.operation in ("tune", "ablate")  # noqa: E731
+    members = {
+        "all": nodes,
+        "search": search,
+        "draft": [n for n in search if n.operation == "draft"],
+        "good": [n for n in search if n.status == "good"],
+        "good_nometric": [
+            n for n in search if n.status == "good" and (n.metric is None or math.isnan(n.metric.value))
+        ],
+        "buggy": [n for n in search if n.status == "buggy"],
+        "buggy_leaf": [
+            n for n in search if n.status == "buggy" and all(c.operation == "seed_eval" for c in kids[n.id])
+        ],
+        "finished": [n for n in search if n.status in ("good", "buggy")],
+        "flight": [n for n in nodes if n.status in ("pending", "running")],
+        "idea": [n for n in search if is_idea(n)],
+        "idea_finished": [n for n in search if is_idea(n) and n.status in ("good", "buggy")],
+    }
+    assert set(members) == set(CATEGORIES)
+    cats = {}
+    for cat, ms in members.items():
+        for stage in (None, 1, 2, 3, 4):
+            ids = tuple(n.id for n in ms if stage is None or n.stage == stage)
+            if ids:
+                cats[(stage, cat)] = ids
+    order = {n.id: i for i, n in enumerate(nodes)}
+    ranked: dict = {}
+    good_roots: dict = {}
+    for n in members["good"]:
+        good_roots.setdefault(n.stage, Counter())[root(n)] += 1
+        if n.metric is not None and not math.isnan(n.metric.value):
+            m = n.metric
+            score = m.value if m.direction == "maximize" else -m.value
+            ranked.setdefault((n.stage, (m.name, m.direction, m.dataset)), []).append(
+                (-score, order[n.id], n.id)
+            )
+    return {
+        "nodes": by_id,
+        "facts": {n.id: (order[n.id], root(n), debug_depth(n)) for n in nodes},
+        "children": {p: tuple(c.id for c in cs) for p, cs in kids.items() if cs},
+        "search_children": {
+            p: k for p, cs in kids.items() if (k := sum(c.operation != "seed_eval" for c in cs))
+        },
+        "cats": cats,
+        "ranked": {k: tuple(sorted(v)) for k, v in ranked.items()},
+        "first": {k: min(e[1] for e in v) for k, v in ranked.items()},
+        "good_roots": {s: dict(c) for s, c in good_roots.items()},
+        "refinished": refinished,
+    }
+
+
+def _fields(ix: SearchIndex) -> dict:
+    out = {f.name: getattr(ix, f.name) for f in dataclasses.fields(ix)}
+    for name, value in out.items():
+        if isinstance(value, Mapping):
+            out[name] = {k: dict(v) if isinstance(v, Mapping) else v for k, v in value.items()}
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(steps=st.lists(index_step, min_size=1, max_size=50))
+def test_every_index_equals_its_definition(steps):
+    ix = SearchIndex().with_created(Node(id="n0001", parent_id=None, stage=1, operation="draft"))
+    history = [(ix, list(ix.nodes.values()), 0)]
+    refinished = 0
+    for s in steps:
+        nodes = list(ix.nodes.values())
+        if s[0] == "create":
+            _, pick, stage, op = s
+            parent = None if op == "draft" else nodes[pick % len(nodes)]
+            node = Node(
+                id=format_node_id(len(nodes) + 1),
+                parent_id=parent.id if parent else None,
+                stage=stage,
+                operation=op,
+                idea="lr 0.1" if op in ("tune", "ablate") else None,
+                seed=1 if op == "seed_eval" else None,
+                depth=parent.depth + 1 if parent else 0,
+                tree=parent.tree if parent else 0,
+            )
+            ix = ix.with_created(node)
+        else:
+            _, pick, status, key_i, v_i, idea = s
+            old = nodes[pick % len(nodes)]
+            metric = _metric(key_i, VALUES[v_i]) if status == "good" and v_i >= 0 else None
+            changes = {"status": status, "metric": metric, "summary": f"step {len(history)}"}
+            if idea != "keep":
+                changes["idea"] = None if idea == "none" else idea
+            new = old.with_changes(**changes)
+            refinished += old.is_finished and (old.status != new.status or old.metric != new.metric)
+            ix = ix.with_updated(new)
+        history.append((ix, list(ix.nodes.values()), refinished))
+        assert _fields(ix) == _naive(*history[-1][1:])
+    for ix_then, nodes_then, refinished_then in history:  # earlier states are untouched
+        assert _fields(ix_then) == _naive(nodes_then, refinished_then)
+
+
+def test_an_inconsistent_write_is_refused_and_changes_nothing():
+    a = Node(id="n0001", parent_id=None, stage=1, operation="draft")
+    ix = SearchIndex.of([a, Node(id="n0002", parent_id="n0001", stage=1, operation="debug", depth=1)])
+    before = _fields(ix)
+    bad = [
+        (ix.with_created, a, "n0001 already exists"),
+        (ix.with_created, Node(id="n0003", parent_id="n0009", stage=1, operation="debug"), "parent n0009"),
+        (ix.with_updated, Node(id="n0007", parent_id=None, stage=1, operation="draft"), "never created"),
+        (ix.with_updated, a.with_changes(stage=2), "stage is fixed at creation (1 -> 2)"),
+    ]
+    for write, node, message in bad:
+        with pytest.raises(InconsistentChange, match=re.escape(message)):
+            write(node)
+    assert _fields(ix) == before == _naive(list(ix.nodes.values()), 0)
+    assert ix.ids("buggy_leaf") == () and ix.facts["n0002"] == (1, "n0001", 1)
+    with pytest.raises(ValueError, match="unknown category 'bugy'"):
+        ix.ids("bugy")

@@ -4,7 +4,8 @@ Every change to a node is one JSON line ``{"seq", "ts", "type", "node"}`` append
 and fsync'd; the latest record per id is the node's state, so replaying the file
 rebuilds the tree exactly (ids, parents, statuses). :class:`JournalView` answers
 the AIDE-style questions the policies ask (drafts, buggy leaves, good nodes,
-ancestors ...) from an immutable snapshot; :class:`Journal` adds the writes.
+ancestors ...) from an immutable :class:`~.index.SearchIndex` (the incremental
+indexes live there, with their definitions); :class:`Journal` adds the writes.
 
 Concurrency: writes are serialised by a lock, so file order equals ``seq`` order
 and node ids are never handed out twice. Each write publishes a new immutable
@@ -25,12 +26,13 @@ import os
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..base.fileio import append_jsonl
 from .best import TIE_ABS_TOL, TIE_REL_TOL, Choice, TieBreak, select_best, select_best_sorted
+from .index import InconsistentChange, SearchIndex
 from .node import Node, format_node_id, values_close
 
 RECORD_TYPES = ("node_created", "node_updated")
@@ -40,254 +42,86 @@ class JournalError(Exception):
     """The journal file or a requested change is inconsistent (says which line / node)."""
 
 
-# Categories indexed per stage (and for all stages under the stage ``None``). A node's
-# categories are a function of the node and of whether it has a search child, so
-# every write can move it between indexes in O(log n) instead of rescanning the stage.
-_CATS = (
-    "all",  # every node, seed re-runs included
-    "search",  # search nodes (seed re-runs excluded): the stage's iterations
-    "draft",
-    "good",
-    "good_nometric",  # good search nodes without a valid metric (selection cannot rank them)
-    "buggy",
-    "buggy_leaf",  # buggy search nodes without a search child
-    "finished",  # good or buggy search nodes
-    "flight",  # pending or running, seed re-runs included (they occupy a worker)
-    "idea",  # tune / ablate nodes that carry an idea, any status
-    "idea_finished",
-)
+@dataclass(frozen=True, slots=True)
+class _State:
+    """One published state: the index of the nodes and the seq of the last record applied.
+    Replaced as a whole on each write, so a reader always sees a matching pair."""
+
+    index: SearchIndex
+    seq: int
 
 
-def _cats_of(node: Node, leaf: bool) -> tuple[str, ...]:
-    out = ["all"]
-    if node.in_flight:
-        out.append("flight")
-    if node.is_seed_eval:
-        return tuple(out)
-    out.append("search")
-    if node.is_draft:
-        out.append("draft")
-    if node.is_good:
-        out += ["good", "finished"]
-        if node.metric is None or not node.metric.is_valid:
-            out.append("good_nometric")
-    elif node.is_buggy:
-        out += ["buggy", "finished"] + (["buggy_leaf"] if leaf else [])
-    if node.idea and node.operation in ("tune", "ablate"):
-        out += ["idea", "idea_finished"] if node.is_finished else ["idea"]
-    return tuple(out)
+def _created(state: _State, node: Node, seq: int) -> _State:
+    try:
+        return _State(state.index.with_created(node), seq)
+    except InconsistentChange as exc:
+        raise JournalError(str(exc)) from None
 
 
-def _rank_entry(node: Node, order: int) -> tuple | None:
-    """``(stage, metric key, (-score, order, id))`` of a good search node with a valid metric."""
-    m = node.metric
-    if node.is_seed_eval or not node.is_good or m is None or not m.is_valid:
-        return None
-    return node.stage, m.key, (-m.score, order, node.id)
+def _updated(state: _State, node: Node, seq: int) -> _State:
+    try:
+        return _State(state.index.with_updated(node), seq)
+    except InconsistentChange as exc:
+        raise JournalError(str(exc)) from None
 
 
-@dataclass(frozen=True)
-class _Data:
-    """One state of the journal, never mutated once published (``order``, ``roots`` and
-    ``debug_depth`` are append-only and shared between states: their values are fixed at
-    creation, and a state never looks up an id it does not contain)."""
-
-    nodes: dict  # id -> Node, in creation order
-    order: dict  # id -> creation ordinal (0-based)
-    roots: dict  # id -> id of its root draft
-    debug_depth: dict  # id -> consecutive debug steps ending at it
-    children: dict  # id -> tuple of child ids, in creation order
-    search_children: dict  # id -> number of children that are search steps
-    cats: dict  # (stage | None, category) -> tuple of ids, in creation order
-    ranked: dict  # (stage, metric key) -> tuple of (-score, order, id), best first
-    first: dict  # (stage, metric key) -> smallest order among ``ranked``
-    good_roots: dict  # stage -> {root id: good search nodes in that tree}
-    seq: int  # seq of the last record
-    refinished: int  # how often an already finished node changed status or metric
-    # memoised view answers for this state only (a write makes a new _Data, hence a new cache)
-    memo: dict = field(init=False, default_factory=dict, repr=False, compare=False)
-
-
-def _empty() -> _Data:
-    return _Data({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, 0, 0)
-
-
-# Fields a node keeps from creation on; the indexes above depend on them.
-_FIXED = ("parent_id", "stage", "operation", "tree", "depth")
-
-
-class _Edit:
-    """Builds the next state from ``d``: copies what a write changes, never touches ``d``."""
-
-    def __init__(self, d: _Data, seq: int):
-        self.d = d
-        self.seq = seq
-        self.nodes = d.nodes.copy()
-        self.cats = d.cats.copy()
-        self.ranked, self.first = d.ranked, d.first
-        self.good_roots = d.good_roots
-        self.children, self.search_children = d.children, d.search_children
-        self.refinished = d.refinished
-
-    def _key_order(self, node_id: str) -> int:
-        return self.d.order[node_id]
-
-    def _move(self, node_id: str, stage: int, old: tuple[str, ...], new: tuple[str, ...]) -> None:
-        o = self.d.order[node_id]
-        for cat in old:
-            if cat not in new:
-                for s in (stage, None):
-                    t = self.cats[(s, cat)]
-                    i = bisect.bisect_left(t, o, key=self._key_order)
-                    self.cats[(s, cat)] = t[:i] + t[i + 1 :]
-        for cat in new:
-            if cat not in old:
-                for s in (stage, None):
-                    t = self.cats.get((s, cat), ())
-                    i = bisect.bisect_left(t, o, key=self._key_order)
-                    self.cats[(s, cat)] = t[:i] + (node_id,) + t[i:]
-        if ("good" in old) != ("good" in new):
-            if self.good_roots is self.d.good_roots:
-                self.good_roots = dict(self.good_roots)
-            per = dict(self.good_roots.get(stage, {}))
-            root = self.d.roots[node_id]
-            per[root] = per.get(root, 0) + (1 if "good" in new else -1)
-            if not per[root]:
-                del per[root]
-            self.good_roots[stage] = per
-
-    def _rank(self, old: tuple | None, new: tuple | None) -> None:
-        if old == new:
-            return
-        if self.ranked is self.d.ranked:
-            self.ranked, self.first = dict(self.ranked), dict(self.first)
-        if old is not None:
-            k = old[:2]
-            t = self.ranked[k]
-            i = bisect.bisect_left(t, old[2])
-            t = t[:i] + t[i + 1 :]
-            if t:
-                self.ranked[k] = t
-                if self.first[k] == old[2][1]:
-                    self.first[k] = min(e[1] for e in t)
-            else:
-                del self.ranked[k], self.first[k]
-        if new is not None:
-            k = new[:2]
-            t = self.ranked.get(k, ())
-            i = bisect.bisect_left(t, new[2])
-            self.ranked[k] = t[:i] + (new[2],) + t[i:]
-            self.first[k] = min(self.first.get(k, new[2][1]), new[2][1])
-
-    def create(self, node: Node) -> None:
-        d = self.d
-        if node.id in d.nodes:
-            raise JournalError(f"node {node.id} already exists; a node is created once")
-        pid = node.parent_id
-        if pid is not None and pid not in d.nodes:
-            raise JournalError(f"node {node.id}: parent {pid} is not in the journal")
-        order = len(d.nodes)
-        # append-only, shared with older states (see _Data)
-        d.order[node.id] = order
-        d.roots[node.id] = d.roots[pid] if pid is not None else node.id
-        d.debug_depth[node.id] = (
-            1 + (d.debug_depth[pid] if pid is not None else 0) if node.operation == "debug" else 0
-        )
-        self.nodes[node.id] = node
-        self.children, self.search_children = d.children.copy(), d.search_children.copy()
-        if pid is not None:
-            self.children[pid] = self.children.get(pid, ()) + (node.id,)
-            if not node.is_seed_eval:
-                self.search_children[pid] = self.search_children.get(pid, 0) + 1
-                if self.search_children[pid] == 1:  # the parent stops being a leaf
-                    parent = d.nodes[pid]
-                    self._move(pid, parent.stage, _cats_of(parent, True), _cats_of(parent, False))
-        self._move(node.id, node.stage, (), _cats_of(node, True))
-        self._rank(None, _rank_entry(node, order))
-
-    def update(self, node: Node) -> None:
-        d = self.d
-        old = d.nodes.get(node.id)
-        if old is None:
-            raise JournalError(f"cannot update node {node.id}: it was never created")
-        for f in _FIXED:
-            if getattr(old, f) != getattr(node, f):
-                raise JournalError(
-                    f"node {node.id}: {f} is fixed at creation ({getattr(old, f)!r} -> {getattr(node, f)!r})"
-                )
-        self.nodes[node.id] = node
-        leaf = not d.search_children.get(node.id)
-        self._move(node.id, node.stage, _cats_of(old, leaf), _cats_of(node, leaf))
-        order = d.order[node.id]
-        self._rank(_rank_entry(old, order), _rank_entry(node, order))
-        if old.is_finished and (old.status != node.status or old.metric != node.metric):
-            self.refinished += 1
-
-    def done(self) -> _Data:
-        d = self.d
-        return _Data(
-            self.nodes, d.order, d.roots, d.debug_depth, self.children, self.search_children,
-            self.cats, self.ranked, self.first, self.good_roots, self.seq, self.refinished,
-        )  # fmt: skip
-
-
-def _with_created(d: _Data, node: Node, seq: int) -> _Data:
-    e = _Edit(d, seq)
-    e.create(node)
-    return e.done()
-
-
-def _with_updated(d: _Data, node: Node, seq: int) -> _Data:
-    e = _Edit(d, seq)
-    e.update(node)
-    return e.done()
+_EMPTY = _State(SearchIndex(), 0)
 
 
 class JournalView:
     """Read-only questions about the search tree (a consistent snapshot per call)."""
 
     def __init__(self, nodes: list[Node] | None = None) -> None:
-        data = _empty()
+        state = _EMPTY
         for n in nodes or []:
-            data = _with_created(data, n, data.seq + 1)
-        self._data = data
+            state = _created(state, n, state.seq + 1)
+        self._state = state
+        # per-state memo of node lists: (state it belongs to, {key: nodes}), replaced as a whole
+        self._memo: tuple[_State, dict[Any, list[Node]]] = (state, {})
         # incremental answers shared by a journal and its snapshots (see ``derived``)
         self._derived: dict[Any, Any] = {}
         self._derived_lock = threading.Lock()
+
+    @property
+    def index(self) -> SearchIndex:
+        """The search index of the current state (immutable; see :mod:`.index`)."""
+        return self._state.index
 
     # --------------------------------------------------------------- basic --
     @property
     def nodes(self) -> list[Node]:
         """All nodes in creation order."""
-        return list(self._data.nodes.values())
+        return list(self._state.index.nodes.values())
 
     def __len__(self) -> int:
-        return len(self._data.nodes)
+        return len(self._state.index.nodes)
 
     def __contains__(self, node_id: object) -> bool:
-        return node_id in self._data.nodes
+        return node_id in self._state.index.nodes
 
     def __iter__(self) -> Iterator[Node]:
         return iter(self.nodes)
 
     @property
     def last_seq(self) -> int:
-        return self._data.seq
+        return self._state.seq
 
     def get(self, node_id: str) -> Node:
         try:
-            return self._data.nodes[node_id]
+            return self._state.index.nodes[node_id]
         except KeyError:
             raise KeyError(f"no node {node_id!r} in the journal ({len(self)} nodes)") from None
 
     def next_node_id(self) -> str:
         """The id the next created node gets: ``n0001``, ``n0002`` ... (count-based, replayable)."""
-        return format_node_id(len(self._data.nodes) + 1)
+        return format_node_id(len(self._state.index.nodes) + 1)
 
     def snapshot(self) -> JournalView:
         """An immutable view of the current state."""
         view = JournalView.__new__(JournalView)
-        view._data = self._data
+        view._state = state = self._state
+        memo = self._memo
+        view._memo = memo if memo[0] is state else (state, {})
         view._derived, view._derived_lock = self._derived, self._derived_lock
         return view
 
@@ -304,13 +138,13 @@ class JournalView:
     @property
     def refinished(self) -> int:
         """Changes to already finished nodes so far (incremental answers restart after one)."""
-        return self._data.refinished
+        return self._state.index.refinished
 
     # ----------------------------------------------------------- structure --
     def children(self, node_id: str) -> list[Node]:
         """Every child (including seed re-runs), in creation order."""
-        d = self._data
-        return [d.nodes[c] for c in d.children.get(node_id, ())]
+        ix = self._state.index
+        return [ix.nodes[c] for c in ix.children.get(node_id, ())]
 
     def search_children(self, node_id: str) -> list[Node]:
         """Children that are search steps (seed re-runs excluded)."""
@@ -319,45 +153,43 @@ class JournalView:
     def is_leaf(self, node_id: str) -> bool:
         """No search child (seed re-runs do not count)."""
         self.get(node_id)
-        return not self._data.search_children.get(node_id)
+        return self._state.index.is_leaf(node_id)
 
     @property
     def leaves(self) -> list[Node]:
-        d = self._data
-        return [n for n in d.nodes.values() if not n.is_seed_eval and not d.search_children.get(n.id)]
+        ix = self._state.index
+        return [n for n in ix.nodes.values() if not n.is_seed_eval and ix.is_leaf(n.id)]
 
     def ancestors(self, node_id: str) -> list[Node]:
         """Parent, grandparent, ... up to the root (nearest first)."""
-        d = self._data
+        nodes = self._state.index.nodes
         out: list[Node] = []
         cur = self.get(node_id).parent_id
         while cur is not None:
-            n = d.nodes[cur]
+            n = nodes[cur]
             out.append(n)
             cur = n.parent_id
         return out
 
     def root_of(self, node_id: str) -> Node:
         """The draft at the top of the node's tree (the node itself for a draft)."""
-        self.get(node_id)
-        return self._data.nodes[self._data.roots[node_id]]
+        ix = self._state.index
+        return ix.nodes[self.root_id(node_id)]
 
     def root_id(self, node_id: str) -> str:
         """Id of :meth:`root_of` (no lookup of the root node)."""
         self.get(node_id)
-        return self._data.roots[node_id]
+        return self._state.index.facts[node_id].root
 
     def debug_depth(self, node_id: str) -> int:
         """Number of consecutive debug steps ending at this node (0 if it is not a debug)."""
         self.get(node_id)
-        return self._data.debug_depth[node_id]
+        return self._state.index.facts[node_id].debug_depth
 
     # --------------------------------------------------------------- views --
     def ids(self, category: str, stage: int | None = None) -> tuple[str, ...]:
-        """Ids of one indexed category (see ``_CATS``) in creation order; O(1)."""
-        if category not in _CATS:
-            raise ValueError(f"unknown category {category!r}; one of {_CATS}")
-        return self._data.cats.get((stage, category), ())
+        """Ids of one indexed category (see ``index.CATEGORIES``) in creation order; O(1)."""
+        return self._state.index.ids(category, stage)
 
     def count(self, category: str, stage: int | None = None) -> int:
         """Number of nodes in a category; O(1)."""
@@ -365,12 +197,16 @@ class JournalView:
 
     def _select(self, category: str, stage: int | None) -> list[Node]:
         """Nodes of one category in one state, memoised on that state."""
-        d = self._data
+        state = self._state
+        memo = self._memo
+        if memo[0] is not state:  # a write happened: start a memo for the new state
+            memo = self._memo = (state, {})
         key = (category, stage)
-        if key not in d.memo:
-            nodes = d.nodes
-            d.memo[key] = [nodes[i] for i in d.cats.get((stage, category), ())]
-        return list(d.memo[key])
+        found = memo[1].get(key)
+        if found is None:
+            nodes = state.index.nodes
+            found = memo[1][key] = [nodes[i] for i in state.index.ids(category, stage)]
+        return list(found)
 
     def stage_nodes(self, stage: int | None = None, include_seed_eval: bool = False) -> list[Node]:
         """Nodes of ``stage`` (all stages when None) in creation order."""
@@ -412,12 +248,12 @@ class JournalView:
     ) -> tuple[str, str, str | None] | None:
         """:func:`best.primary_metric_key` of the stage's good nodes plus the carried one,
         from the index (O(number of distinct metric keys))."""
-        d = self._data
-        counts = {k[1]: (len(t), d.first[k]) for k, t in d.ranked.items() if k[0] == stage}
-        c = d.nodes.get(carried_id) if carried_id else None
+        ix = self._state.index
+        counts = {k[1]: (len(t), ix.first[k]) for k, t in ix.ranked.items() if k[0] == stage}
+        c = ix.nodes.get(carried_id) if carried_id else None
         if c is not None and c.is_good and c.metric is not None and c.metric.is_valid:
             n, first = counts.get(c.metric.key, (0, 1 << 62))
-            counts[c.metric.key] = (n + 1, min(first, d.order[c.id]))
+            counts[c.metric.key] = (n + 1, min(first, ix.facts[c.id].order))
         if not counts:
             return None
         return min(counts, key=lambda k: (-counts[k][0], counts[k][1]))
@@ -438,31 +274,31 @@ class JournalView:
         ``avoid_roots`` removes only some candidates, it runs :func:`select_best` on
         the filtered list; both give the same Choice.
         """
-        d = self._data
-        carried = d.nodes.get(carried_id) if carried_id else None
-        pool_roots = set(d.good_roots.get(stage, ()))
+        ix = self._state.index
+        carried = ix.nodes.get(carried_id) if carried_id else None
+        pool_roots = set(ix.good_roots.get(stage, ()))
         if carried is not None:
-            pool_roots.add(d.roots[carried.id])
+            pool_roots.add(ix.facts[carried.id].root)
         avoid = pool_roots.intersection(avoid_roots)
         key = self.primary_metric_key(stage, carried_id)
         if (avoid and avoid != pool_roots) or not self._ranked_alone(stage, key, carried):
             pool = ([carried] if carried is not None else []) + self.good_nodes(stage)
             if avoid and avoid != pool_roots:
-                pool = [n for n in pool if d.roots[n.id] not in avoid] or pool
+                pool = [n for n in pool if ix.facts[n.id].root not in avoid] or pool
             return select_best(pool, tie_break=tie_break)
-        entries = d.ranked.get((stage, key), ())
+        entries = ix.ranked.get((stage, key), ()) if key is not None else ()
         if carried is not None and carried.is_good:
-            e = (-carried.metric.score, d.order[carried.id], carried.id)  # type: ignore[union-attr]
+            e = (-carried.metric.score, ix.facts[carried.id].order, carried.id)  # type: ignore[union-attr]
             i = bisect.bisect_left(entries, e)
             entries = entries[:i] + (e,) + entries[i:]
-        return select_best_sorted([d.nodes[e[2]] for e in _top(entries)], key, tie_break=tie_break)
+        return select_best_sorted([ix.nodes[e[2]] for e in _top(entries)], key, tie_break=tie_break)
 
     def _ranked_alone(self, stage: int, key: tuple | None, carried: Node | None) -> bool:
         """Whether the ranking of ``key`` holds every good candidate in candidate order: no good
         node without a valid metric, no other metric key, and a carried node (first in the
         pool) from an earlier stage with a valid metric of ``key`` if it is good."""
-        d = self._data
-        if d.cats.get((stage, "good_nometric")) or any(k[0] == stage and k[1] != key for k in d.ranked):
+        ix = self._state.index
+        if ix.ids("good_nometric", stage) or any(k[0] == stage and k[1] != key for k in ix.ranked):
             return False
         if carried is None:
             return True
@@ -500,7 +336,7 @@ class Journal(JournalView):
         self._lock = threading.Lock()
         self.recovered: Recovery | None = None
         if self.path.exists():
-            self._data, self.recovered = _read(self.path)
+            self._state, self.recovered = _read(self.path)
 
     # -------------------------------------------------------------- writes --
     def create(self, node: Node) -> Node:
@@ -511,9 +347,9 @@ class Journal(JournalView):
                 raise JournalError(
                     f"node id {node.id} out of order: the next id is {expected} (ids follow creation order)"
                 )
-            data = _with_created(self._data, node, self._data.seq + 1)
-            self._append("node_created", node, data.seq)
-            self._data = data
+            state = _created(self._state, node, self._state.seq + 1)
+            self._append("node_created", node, state.seq)
+            self._state = state
             return node
 
     def new_node(
@@ -544,26 +380,26 @@ class Journal(JournalView):
                 tree=tree if tree is not None else (parent.tree if parent else 0),
                 created_at=time.time() if now is None else now,
             )
-            data = _with_created(self._data, node, self._data.seq + 1)
-            self._append("node_created", node, data.seq)
-            self._data = data
+            state = _created(self._state, node, self._state.seq + 1)
+            self._append("node_created", node, state.seq)
+            self._state = state
             return node
 
     def update(self, node_id: str, **changes: Any) -> Node:
         """Apply ``changes`` to a node and append a ``node_updated`` record; returns the new node."""
         with self._lock:
             node = self.get(node_id).with_changes(**changes)
-            data = _with_updated(self._data, node, self._data.seq + 1)
-            self._append("node_updated", node, data.seq)
-            self._data = data
+            state = _updated(self._state, node, self._state.seq + 1)
+            self._append("node_updated", node, state.seq)
+            self._state = state
             return node
 
     def put(self, node: Node) -> Node:
         """Record ``node`` (an updated copy of an existing node) as its new state."""
         with self._lock:
-            data = _with_updated(self._data, node, self._data.seq + 1)
-            self._append("node_updated", node, data.seq)
-            self._data = data
+            state = _updated(self._state, node, self._state.seq + 1)
+            self._append("node_updated", node, state.seq)
+            self._state = state
             return node
 
     def _append(self, rtype: str, node: Node, seq: int) -> None:
@@ -578,9 +414,9 @@ def load(path: str | Path) -> Journal:
     return Journal(p)
 
 
-def _read(path: Path) -> tuple[_Data, Recovery | None]:
+def _read(path: Path) -> tuple[_State, Recovery | None]:
     raw = path.read_bytes()
-    data, offset, line_no = _empty(), 0, 0
+    data, offset, line_no = _EMPTY, 0, 0
     while offset < len(raw):
         end = raw.find(b"\n", offset)
         line_no += 1
@@ -604,7 +440,7 @@ def _read(path: Path) -> tuple[_Data, Recovery | None]:
     return data, Recovery(line=line_no, bytes_dropped=len(raw) - offset)
 
 
-def _apply(d: _Data, rec: Any) -> _Data:
+def _apply(d: _State, rec: Any) -> _State:
     if not isinstance(rec, dict) or rec.get("type") not in RECORD_TYPES:
         raise JournalError(f"not a journal record: {str(rec)[:80]!r}")
     seq = rec.get("seq")
@@ -612,8 +448,8 @@ def _apply(d: _Data, rec: Any) -> _Data:
         raise JournalError(f"seq {seq!r} does not follow {d.seq}")
     node = Node.from_dict(rec.get("node"))
     if rec["type"] == "node_created":
-        expected = format_node_id(len(d.nodes) + 1)
+        expected = format_node_id(len(d.index.nodes) + 1)
         if node.id != expected:
             raise JournalError(f"node {node.id} created out of order (expected {expected})")
-        return _with_created(d, node, seq)
-    return _with_updated(d, node, seq)
+        return _created(d, node, seq)
+    return _updated(d, node, seq)
