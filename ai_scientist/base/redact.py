@@ -12,7 +12,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import Config
 
 _NAME_HINT = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
 # token shapes, in one alternation so a string is scanned once
@@ -65,7 +68,7 @@ class Redactor:
         return obj
 
 
-def redactor_for(cfg: Any, environ: Mapping[str, str] | None = None) -> Redactor:
+def redactor_for(cfg: Config, environ: Mapping[str, str] | None = None) -> Redactor:
     """The redactor for a loaded :class:`~ai_scientist.base.config.Config`."""
     names = [cfg.llm.api_key_env, cfg.report.citations.api_key_env]
     return Redactor(names, environ)

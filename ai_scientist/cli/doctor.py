@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..base.config import load_config
+from ..base.config import Config, load_config
 
 Row = dict[str, Any]
 
@@ -88,13 +88,13 @@ def _latex_rows() -> list[Row]:
     return rows
 
 
-def _sandbox_rows(cfg: Any) -> list[Row]:
+def _sandbox_rows(cfg: Config) -> list[Row]:
     from ..execution.doctor import check_sandboxes
 
     return check_sandboxes(cfg)
 
 
-def _llm_rows(cfg: Any) -> list[Row]:
+def _llm_rows(cfg: Config) -> list[Row]:
     from ..llm.probe import check_llm
 
     return check_llm(cfg)
@@ -111,7 +111,7 @@ SECTIONS: dict[str, Callable[[Any], list[Row]]] = {
 }
 
 
-def gather(cfg: Any) -> dict[str, list[Row]]:
+def gather(cfg: Config) -> dict[str, list[Row]]:
     return {section: [readable(r) for r in check(cfg)] for section, check in SECTIONS.items()}
 
 

@@ -13,7 +13,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from ..base.config import ExecConfig
 
 KilledBy = Literal["timeout", "memory", "output", "cpu", "pids", "signal"]
 
@@ -45,7 +48,7 @@ class Limits:
     file_bytes: int = 8 * 1024**3  # largest single file the command may write (RLIMIT_FSIZE)
 
     @classmethod
-    def from_config(cls, exec_cfg: Any) -> Limits:
+    def from_config(cls, exec_cfg: ExecConfig) -> Limits:
         """Limits from a :class:`~ai_scientist.base.config.ExecConfig` (``cfg.exec``)."""
         return cls(
             timeout_s=float(exec_cfg.timeout),

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .base import SandboxError
 from .registry import AUTO_ORDER, live_check, resolve_backend
 
+if TYPE_CHECKING:
+    from ..base.config import Config
 
-def check_sandboxes(cfg: Any) -> list[dict[str, Any]]:
+
+def check_sandboxes(cfg: Config) -> list[dict[str, Any]]:
     """One ``{name, ok, detail}`` per backend (each ran ``true`` or says why not), then ``auto``."""
     rows = []
     for name in AUTO_ORDER:
@@ -27,7 +30,7 @@ def check_sandboxes(cfg: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def check_slurm(cfg: Any) -> list[dict[str, Any]]:
+def check_slurm(cfg: Config) -> list[dict[str, Any]]:
     """Slurm rows for ``doctor``: client, controller, partitions with their limits.
 
     ``ok`` is False only when ``exec.backend`` is ``slurm`` and something it needs is missing.

@@ -22,11 +22,14 @@ import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
 from ..base.fileio import atomic_write_json, read_json
+
+if TYPE_CHECKING:
+    from ..base.config import Config
 
 COMPILERS = (
     "gcc",
@@ -240,14 +243,14 @@ def network_info(target: tuple[str, int] = DEFAULT_NETWORK_TARGET, timeout_s: fl
         return {"reachable": False, "target": f"{host}:{port}", "error": type(exc).__name__}
 
 
-def sandbox_info(cfg: Any) -> list[dict[str, Any]]:
+def sandbox_info(cfg: Config) -> list[dict[str, Any]]:
     from .doctor import check_sandboxes
 
     return check_sandboxes(cfg)
 
 
 def probe_environment(
-    cfg: Any, *, run_dir: Path | None = None, network_target: tuple[str, int] = DEFAULT_NETWORK_TARGET
+    cfg: Config, *, run_dir: Path | None = None, network_target: tuple[str, int] = DEFAULT_NETWORK_TARGET
 ) -> dict[str, Any]:
     """The environment dict; with ``run_dir``, read from / saved to ``run_dir/environment.json``."""
     cache = Path(run_dir) / "environment.json" if run_dir else None

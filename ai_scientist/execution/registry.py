@@ -5,16 +5,19 @@ from __future__ import annotations
 import functools
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .base import Executor, Limits, SandboxError
+
+if TYPE_CHECKING:
+    from ..base.config import Config
 
 BACKENDS = ("subprocess", "bwrap", "docker", "apptainer", "slurm")
 # ``auto`` prefers the strongest isolation that really runs here.
 AUTO_ORDER = ("docker", "apptainer", "bwrap", "subprocess")
 
 
-def make_executor(cfg: Any, backend: str | None = None, *, resources_dir: Path | None = None) -> Executor:
+def make_executor(cfg: Config, backend: str | None = None, *, resources_dir: Path | None = None) -> Executor:
     """An executor for ``backend`` (default ``cfg.exec.backend``; ``auto`` resolves first).
 
     Raises :class:`SandboxError` when the backend cannot run here, with what to do.
@@ -55,7 +58,7 @@ def make_executor(cfg: Any, backend: str | None = None, *, resources_dir: Path |
     raise SandboxError(f"exec.backend: unknown backend {name!r}; choose one of auto, {', '.join(BACKENDS)}")
 
 
-def live_check(cfg: Any, name: str) -> tuple[bool, str]:
+def live_check(cfg: Config, name: str) -> tuple[bool, str]:
     """Run ``true`` in backend ``name``; (usable, detail) with the reason when it is not."""
     try:
         executor = make_executor(cfg, name)
@@ -91,7 +94,7 @@ def _resolve_cached(key: tuple) -> tuple[str, str]:
 
 class _CfgKey:
     # Hashable wrapper so the resolution is cached per process and per exec config.
-    def __init__(self, cfg: Any):
+    def __init__(self, cfg: Config):
         self.cfg = cfg
         self.key = repr(sorted(cfg.exec.model_dump().items()))
 
@@ -105,7 +108,7 @@ class _CfgKey:
         return getattr(self.cfg, item)
 
 
-def resolve_backend(cfg: Any) -> tuple[str, str]:
+def resolve_backend(cfg: Config) -> tuple[str, str]:
     """(backend name, reason). ``auto`` = the strongest backend that ran ``true`` here; cached per process."""
     if cfg.exec.backend != "auto":
         return cfg.exec.backend, f"configured exec.backend={cfg.exec.backend}"

@@ -42,7 +42,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .base import ExecResult, Limits, SandboxError, normalize_command
 from .lineage import take_install_dir
@@ -50,6 +50,9 @@ from .sandbox_env import ensure_dir, is_secret_name
 from .slurm_cli import SlurmCLI
 from .slurm_job import SPEC_FILE
 from .slurm_outcome import SlurmJob, job_result
+
+if TYPE_CHECKING:
+    from ..base.config import ExecConfig
 
 _NAME_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 # sbatch errors worth retrying: the controller is busy or briefly away, or a submit limit is reached
@@ -68,7 +71,9 @@ class SlurmExecutor:
 
     name = "slurm"
 
-    def __init__(self, exec_cfg: Any, *, resources_dir: Path | None = None, cli: SlurmCLI | None = None):
+    def __init__(
+        self, exec_cfg: ExecConfig, *, resources_dir: Path | None = None, cli: SlurmCLI | None = None
+    ):
         ok, detail = SlurmCLI.available()
         if cli is None and not ok:
             raise SandboxError(detail)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base.templates import render
 from ..context.assemble import assemble
@@ -28,6 +28,10 @@ from .dedupe import duplicate_of
 from .literature import Literature, Search, evidence
 from .schema import ACTION_SCHEMA, EVIDENCE_KEY, check_answer, check_v2, to_v2
 
+if TYPE_CHECKING:
+    from ..base.config import Config
+    from ..llm.client import LLMClient
+
 ROLE = "ideation"
 PROMPT = "ideation"
 
@@ -35,7 +39,7 @@ PROMPT = "ideation"
 class IdeaPrompts:
     """Assembles the ``ideation`` prompt (layers in ``context.spec``) under the role's budget."""
 
-    def __init__(self, cfg: Any, llm: Any):
+    def __init__(self, cfg: Config, llm: LLMClient):
         backend = getattr(llm, "backend", None)
         self.cfg = cfg
         self.budget = Budget.from_config(cfg.context, getattr(backend, "context_window", None))
@@ -70,7 +74,7 @@ def _brief(idea: dict[str, Any]) -> dict[str, str]:
 
 @dataclass
 class Ideator:
-    llm: Any
+    llm: LLMClient
     prompts: IdeaPrompts
     literature: Literature
     topic: str

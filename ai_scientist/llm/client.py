@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base.errors import RunStop
 from ..base.reasoning import join_reasoning, strip_reasoning
@@ -46,6 +46,10 @@ from .structured import (
     with_schema_instruction,
 )
 from .types import CallContext, CostCapExceeded, LLMError, LLMResult, Message, StructuredOutputError, Usage
+
+if TYPE_CHECKING:
+    from ..base.config import Config
+    from ..promptlog.record import PromptLogger
 
 
 @dataclass
@@ -75,10 +79,10 @@ class LLMClient:
 
     def __init__(
         self,
-        cfg: Any,
+        cfg: Config,
         backend: Backend,
         *,
-        logger: Any = None,
+        logger: PromptLogger | None = None,
         cost: CostLedger,
         redactor: Redactor | None = None,
         sleep: Callable[[float], None] = time.sleep,

@@ -9,9 +9,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from ..base.config import ConfigError
+from ..base.config import Config, ConfigError
 from ..base.redact import Redactor
 from .backend import Backend
 from .client import LLMClient
@@ -19,7 +18,7 @@ from .cost import CostLedger
 from .types import LLMError
 
 
-def resolve_backend_name(cfg: Any, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+def resolve_backend_name(cfg: Config, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
     """(backend name, why) for ``llm.backend``; never reveals the key."""
     env = os.environ if environ is None else environ
     name = cfg.llm.backend
@@ -30,13 +29,13 @@ def resolve_backend_name(cfg: Any, environ: Mapping[str, str] | None = None) -> 
     return "local", f"auto: {cfg.llm.api_key_env} is not set, using the embedded llama.cpp model"
 
 
-def base_url_of(cfg: Any, environ: Mapping[str, str] | None = None) -> str | None:
+def base_url_of(cfg: Config, environ: Mapping[str, str] | None = None) -> str | None:
     """``llm.base_url``, else ``OPENAI_BASE_URL``, else None (the SDK's default endpoint)."""
     env = os.environ if environ is None else environ
     return cfg.llm.base_url or env.get("OPENAI_BASE_URL") or None
 
 
-def make_backend(cfg: Any, environ: Mapping[str, str] | None = None) -> Backend:
+def make_backend(cfg: Config, environ: Mapping[str, str] | None = None) -> Backend:
     """The backend ``cfg`` asks for; a missing key, model or replay dir is a ConfigError."""
     env = os.environ if environ is None else environ
     name, _ = resolve_backend_name(cfg, env)
@@ -79,7 +78,7 @@ def make_backend(cfg: Any, environ: Mapping[str, str] | None = None) -> Backend:
 
 
 def make_client(
-    cfg: Any, run_dir: str | Path | None, redactor: Redactor | None, *, backend: Backend | None = None
+    cfg: Config, run_dir: str | Path | None, redactor: Redactor | None, *, backend: Backend | None = None
 ) -> LLMClient:
     """The run's client: prompt logs under ``run_dir/nodes`` (always: resume, replay and ``logs``
     need them; ``exec.log_prompts`` adds the ``.md`` rendering) and ``run_dir/cost.json``

@@ -17,7 +17,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .backend import (
     BackendError,
@@ -29,6 +29,10 @@ from .backend import (
 from .negotiation import INSTRUCTED, LADDER
 from .structured import AnswerError, parse_answer, validate_answer, with_schema_instruction
 from .types import CallContext
+
+if TYPE_CHECKING:
+    from ..base.config import Config, LLMConfig
+    from .openai_backend import OpenAIBackend
 
 HTTP_TIMEOUT_S = 3.0  # listing models / props: a live server answers at once
 PROBE_TIMEOUT_S = 60.0  # one tiny completion (a CPU server may load the model first)
@@ -65,7 +69,7 @@ def row(name: str, ok: bool, status: str, detail: str) -> dict[str, Any]:
     return {"name": name, "ok": ok, "status": status, "detail": detail}
 
 
-def check_llm(cfg: Any, environ: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+def check_llm(cfg: Config, environ: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """Doctor rows for the LLM side (see the module docstring). The key's value is never shown."""
     from .factory import base_url_of, resolve_backend_name
 
@@ -105,7 +109,7 @@ def check_llm(cfg: Any, environ: Mapping[str, str] | None = None) -> list[dict[s
     return rows
 
 
-def _local_rows(llm: Any, *, needed: bool) -> list[dict[str, Any]]:
+def _local_rows(llm: LLMConfig, *, needed: bool) -> list[dict[str, Any]]:
     """The embedded model's rows; missing pieces block a run only when the local backend is used."""
     from .local_backend import default_local_model_path
 
@@ -144,7 +148,7 @@ def _local_rows(llm: Any, *, needed: bool) -> list[dict[str, Any]]:
 # ------------------------------------------------------------- endpoint --
 
 
-def check_endpoint(cfg: Any, base_url: str | None, key: str) -> list[dict[str, Any]]:
+def check_endpoint(cfg: Config, base_url: str | None, key: str) -> list[dict[str, Any]]:
     """Rows for a live OpenAI-compatible endpoint: models, context window, structured output, images."""
     from .openai_backend import OpenAIBackend
 
@@ -228,7 +232,7 @@ def context_window(url: str, key: str, model: str, listing: Any) -> tuple[int | 
     return None, ""
 
 
-def probe_structured(backend: Any, model: str) -> dict[str, Any]:
+def probe_structured(backend: OpenAIBackend, model: str) -> dict[str, Any]:
     """Negotiate with one tiny request per rung: ``{mode, valid, rejected, error}``."""
     ctx = CallContext(node_id="doctor", phase="doctor", label="structured_probe")
     for _ in LADDER:
@@ -258,12 +262,12 @@ def probe_structured(backend: Any, model: str) -> dict[str, Any]:
     return {"mode": None, "error": "every rung was refused", "rejected": _rejected(backend, model)}
 
 
-def _rejected(backend: Any, model: str) -> list[dict[str, Any]]:
+def _rejected(backend: OpenAIBackend, model: str) -> list[dict[str, Any]]:
     entry = backend.negotiation.entry(backend.url, model)
     return entry["rejected"] if entry else []
 
 
-def structured_row(backend: Any, model: str) -> dict[str, Any]:
+def structured_row(backend: OpenAIBackend, model: str) -> dict[str, Any]:
     found = probe_structured(backend, model)
     refused = "; ".join(f"refused {r['mode']} (HTTP {r['status']})" for r in found["rejected"])
     if found.get("error"):
@@ -288,7 +292,7 @@ def structured_row(backend: Any, model: str) -> dict[str, Any]:
     )
 
 
-def images_row(backend: Any, model: str) -> dict[str, Any]:
+def images_row(backend: OpenAIBackend, model: str) -> dict[str, Any]:
     """Whether the server takes a request with an image (that the model sees it is not checked)."""
     ctx = CallContext(node_id="doctor", phase="doctor", label="image_probe")
     try:

@@ -12,11 +12,14 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from .db import MemoryStoreError
+
+if TYPE_CHECKING:
+    from ..base.config import Config
 
 
 class Embedder(Protocol):
@@ -125,7 +128,7 @@ class OpenAIEmbedder:
         return vecs
 
 
-def embedder_from_config(cfg: Any) -> Embedder | None:
+def embedder_from_config(cfg: Config) -> Embedder | None:
     """The embedder named by ``cfg.memory.embedding`` (a full Config), or ``None`` for ``none``."""
     emb = cfg.memory.embedding
     if emb.backend == "none":

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..base.config import MemoryConfig
+from ..base.config import Config, MemoryConfig
 from ..base.redact import Redactor
 from . import search as S
 from .archival import ArchivalMixin
@@ -88,7 +88,7 @@ class MemoryStore(ArchivalMixin):
             self.rebuild_vectors()
 
     @classmethod
-    def open_run(cls, run_dir: str | Path, cfg: Any, **kw: Any) -> MemoryStore:
+    def open_run(cls, run_dir: str | Path, cfg: Config, **kw: Any) -> MemoryStore:
         """The store of a run directory, configured from a full :class:`~ai_scientist.base.config.Config`."""
         from ..base.redact import redactor_for
         from .embed import embedder_from_config

@@ -11,12 +11,16 @@ counter and budget.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base.templates import render
 from ..context.assemble import assemble
 from ..context.budget import Budget
 from ..context.tokens import TokenCounter, counter_for
+
+if TYPE_CHECKING:
+    from ..base.config import Config
+    from ..llm.client import LLMClient
 
 # values every phase template may test without StrictUndefined tripping
 _DEFAULTS = {
@@ -33,7 +37,7 @@ _DEFAULTS = {
 class PromptAdapter:
     """``build(prompt, values, node_id=..., role=...) -> (messages, ledger)``."""
 
-    def __init__(self, cfg: Any, llm: Any):
+    def __init__(self, cfg: Config, llm: LLMClient):
         self.cfg = cfg
         backend = getattr(llm, "backend", None)
         self._count_fn = getattr(backend, "count_tokens", None)
