@@ -11,10 +11,18 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..base.fileio import atomic_write_json, read_json
 from ..llm.types import CallContext, LLMResult
+
+if TYPE_CHECKING:
+    from ..base.config import Config
+    from ..base.run import Run
+    from ..execution.base import Executor
+    from ..treesearch.journal import Journal
+    from ..treesearch.node import Node
+    from .node_memory import NodeMemory
 
 
 class PhaseFailed(Exception):
@@ -27,7 +35,17 @@ class PhaseFailed(Exception):
 
 
 class PromptBuilder(Protocol):
-    def build(self, prompt: str, values: dict[str, Any], *, node_id: str) -> tuple[list[dict], list[dict]]:
+    """What phases need of prompt assembly; implemented by :class:`.prompts.PromptAdapter`."""
+
+    def build(
+        self,
+        prompt: str,
+        values: dict[str, Any],
+        *,
+        node_id: str,
+        role: str = "code",
+        conversation: list[dict[str, Any]] | None = None,
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Assemble the named prompt from layer values: (messages, ledger)."""
 
 
@@ -47,18 +65,18 @@ class LLM(Protocol):
 class NodeContext:
     """Everything one node's phases need; services are passed in, never global."""
 
-    run: Any  # ai_scientist.runloop.run.Run
-    node: Any  # ai_scientist.treesearch.node.Node
-    parent: Any | None
+    run: Run
+    node: Node
+    parent: Node | None
     llm: LLM
-    executor: Any  # ai_scientist.execution Executor
+    executor: Executor
     prompts: PromptBuilder
     environment: dict[str, Any]
     environment_text: str
     resource_text: str = ""
     resources_dir: Path | None = None
-    memory: Any | None = None  # per-node memory view (None when memory.enabled is false)
-    journal: Any | None = None  # ai_scientist.treesearch.journal.Journal: every change is recorded
+    memory: NodeMemory | None = None  # per-node memory view (None when memory.enabled is false)
+    journal: Journal | None = None  # every change is recorded
     exec_env: dict[str, str] = field(default_factory=dict)  # extra env for experiment commands
     extra_values: dict[str, Any] = field(default_factory=dict)  # e.g. a forest tree's solved example
 
@@ -71,7 +89,7 @@ class NodeContext:
         return self.dir / "workspace"
 
     @property
-    def cfg(self) -> Any:
+    def cfg(self) -> Config:
         return self.run.cfg
 
     def call_ctx(self, phase: str, label: str, ledger: list[dict] | None = None) -> CallContext:
