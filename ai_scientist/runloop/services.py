@@ -7,25 +7,38 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_json, atomic_write_text, read_json
 from ..llm.types import CallContext, LLMResult
 
+if TYPE_CHECKING:
+    from ..base.logsetup import RunLog
+    from ..base.run import Run
+    from ..execution.base import Executor
+    from ..execution.resources import ResourceIndex, ResourceSpec
+    from ..llm.backend import Backend
+    from ..llm.client import LLMClient
+    from ..memory.store import MemoryStore
+    from ..phases.node_memory import NodeMemory
+    from ..phases.prompts import PromptAdapter
+    from ..reporting.progress import Progress
+    from ..treesearch.node import Node
+
 
 @dataclass
 class Services:
-    run: Any
-    llm: Any
-    executor: Any
-    prompts: Any
+    run: Run
+    llm: LLMClient
+    executor: Executor
+    prompts: PromptAdapter
     environment: dict[str, Any]
     environment_text: str
     resources_dir: Path | None = None
-    resource_index: Any = None
-    memory_store: Any = None
-    progress: Any = None
-    run_log: Any = None  # logsetup.RunLog: library log records of this run go to run.log
+    resource_index: ResourceIndex | None = None
+    memory_store: MemoryStore | None = None
+    progress: Progress | None = None
+    run_log: RunLog | None = None  # library log records of this run go to run.log
     _closers: list[Any] = field(default_factory=list)
 
     # ----------------------------------------------------------- LLM calls --
@@ -47,7 +60,7 @@ class Services:
         return self.llm.complete(messages, role=role, ctx=ctx, schema=schema)
 
     # ------------------------------------------------------ per-node views --
-    def resource_text(self, node: Any, parent: Any) -> str:
+    def resource_text(self, node: Node, parent: Node | None) -> str:
         if self.resource_index is None:
             return ""
         from ..execution.resources import render_resource_index
@@ -58,14 +71,14 @@ class Services:
             self.resource_index, relevant_to=query, budget_chars=self.run.cfg.context.max_prompt_tokens
         )
 
-    def node_memory(self, node: Any, parent: Any) -> Any:
+    def node_memory(self, node: Node, parent: Node | None) -> NodeMemory | None:
         if self.memory_store is None:
             return None
         from ..phases.node_memory import NodeMemory
 
         return NodeMemory(self.memory_store, self.run, node, parent)
 
-    def exec_env(self, node: Any, parent: Any, slot: int) -> dict[str, str]:
+    def exec_env(self, node: Node, parent: Node | None, slot: int) -> dict[str, str]:
         """Per-node environment of experiment commands: seed, GPU pinning, inherited installs."""
         from ..execution.lineage import inherit_install_state, install_env
 
@@ -78,7 +91,7 @@ class Services:
         env.update(install_env(node_dir))
         return env
 
-    def write_state(self, node: Any) -> None:
+    def write_state(self, node: Node) -> None:
         """``nodes/<id>/state.md``: the parent's state appended to or replaced by this node's."""
         from ..context.state import next_state
 
@@ -133,7 +146,7 @@ class Services:
                     self.run.event("close_failed", what=type(closer).__name__, error=repr(exc))
 
 
-def _environment(run: Any, replay_from: Path | None) -> dict[str, Any]:
+def _environment(run: Run, replay_from: Path | None) -> dict[str, Any]:
     from ..execution.environment import probe_environment
 
     path = run.dir / "environment.json"
@@ -148,7 +161,11 @@ def _environment(run: Any, replay_from: Path | None) -> dict[str, Any]:
 
 
 def build_services(
-    run: Any, *, resources: Any = None, backend: Any = None, replay_from: Path | None = None
+    run: Run,
+    *,
+    resources: ResourceSpec | None = None,
+    backend: Backend | None = None,
+    replay_from: Path | None = None,
 ) -> Services:
     """Everything the orchestrator needs, checked before the first token is spent."""
     from ..base.logsetup import RunLog
@@ -191,7 +208,7 @@ def build_services(
     )
 
 
-def _executor(run: Any, replay_from: Path | None) -> Any:
+def _executor(run: Run, replay_from: Path | None) -> Executor:
     if replay_from is not None:
         from .replay import ReplayRunner
 
@@ -203,7 +220,9 @@ def _executor(run: Any, replay_from: Path | None) -> Any:
     return make_executor(run.cfg, backend=name, resources_dir=run.dir / "resources")
 
 
-def _resources(run: Any, spec: Any, executor: Any) -> tuple[Any, Path | None]:
+def _resources(
+    run: Run, spec: ResourceSpec | None, executor: Executor
+) -> tuple[ResourceIndex | None, Path | None]:
     from ..execution.resources import load_index, stage_resources
 
     res_dir = run.dir / "resources"
