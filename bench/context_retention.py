@@ -187,7 +187,7 @@ class World:
         self.core_after = self._core_history()
 
     def _our_entry(self, i: int, st: Step) -> str:
-        from ai_scientist.context import PolicyParams, get_policy
+        from ai_scientist.context import PolicyParams, get_layer_policy
 
         clean, _ = strip_reasoning(st.assistant)
         try:  # the memory protocol moves <memory_update> blocks into memory; the state keeps the rest
@@ -196,7 +196,7 @@ class World:
             clean = strip_memory_blocks(clean)
         except ImportError:
             pass
-        res = get_policy("json_preview").prepare(st.tool, PolicyParams(), f"step{i}/tool")
+        res = get_layer_policy("json_preview").prepare(st.tool, PolicyParams(), f"step{i}/tool")
         return f"{clean}\n{res[0] if res else st.tool}"
 
     def _core_history(self) -> list[dict[str, str]]:

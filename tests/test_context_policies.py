@@ -8,10 +8,10 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ai_scientist.context import PolicyParams, PreviewParams, get_policy, preview_json, strip_reasoning
+from ai_scientist.context import PolicyParams, PreviewParams, get_layer_policy, preview_json, strip_reasoning
 from ai_scientist.context.history import orphaned_tool_results, prune_messages
 from ai_scientist.context.json_preview import parse_json
-from ai_scientist.context.policies import POLICIES
+from ai_scientist.context.policies import LAYER_POLICIES
 from ai_scientist.context.reasoning import strip_value
 
 PARAMS = PolicyParams()
@@ -19,7 +19,7 @@ PARAMS = PolicyParams()
 
 def test_tail_window_keeps_the_end_and_says_how_much_was_cut():
     text = "".join(f"line {i}\n" for i in range(2000))
-    out, note = get_policy("tail").prepare(text, PolicyParams(tail_window_chars=500), None)
+    out, note = get_layer_policy("tail").prepare(text, PolicyParams(tail_window_chars=500), None)
     assert out.endswith("line 1999\n")
     m = re.match(r"\[\.\.\. (\d+) earlier characters cut; last (\d+) kept \.\.\.\]\n", out)
     assert m and int(m.group(1)) + int(m.group(2)) == len(text)
@@ -28,7 +28,7 @@ def test_tail_window_keeps_the_end_and_says_how_much_was_cut():
 
 def test_every_policy_is_registered_by_name():
     assert {"none", "tail", "head", "head_tail", "json_preview", "history_prune", "strip_reasoning"} <= set(
-        POLICIES
+        LAYER_POLICIES
     )
 
 
@@ -78,7 +78,7 @@ def test_json_preview_keeps_last_item_metadata_and_nested_lists():
         "metadata": {"freshness": "2 days", "confidence": 0.8, "sources": [f"s{i}" for i in range(6)]},
     }
     text = json.dumps(payload)
-    out, note = get_policy("json_preview").prepare(text, PARAMS, "n0002/001")
+    out, note = get_layer_policy("json_preview").prepare(text, PARAMS, "n0002/001")
     p = json.loads(out)
     assert p["status"] == "success"
     assert p["metadata"] == payload["metadata"]  # metadata kept whole
@@ -99,7 +99,7 @@ def test_json_shrink_output_parses_or_refuses(n, budget):
     def fits(candidate):
         return len(candidate) <= budget
 
-    res = get_policy("json_preview").shrink(json.dumps(data), fits, PARAMS, "h")
+    res = get_layer_policy("json_preview").shrink(json.dumps(data), fits, PARAMS, "h")
     if res is not None:
         out = res[0]
         assert len(out) <= budget
@@ -109,7 +109,7 @@ def test_json_shrink_output_parses_or_refuses(n, budget):
 
 def test_plain_text_output_falls_back_to_head_and_tail():
     text = "START\n" + "noise\n" * 3000 + "Traceback: ValueError at the end\n"
-    out, _ = get_policy("json_preview").prepare(text, PARAMS, None)
+    out, _ = get_layer_policy("json_preview").prepare(text, PARAMS, None)
     assert out.startswith("START") and out.rstrip().endswith("ValueError at the end")
     assert "characters cut from the middle" in out
 
@@ -146,7 +146,7 @@ def test_history_pruning_never_orphans_a_tool_result(turns, keep, cap):
 
 def test_history_prune_policy_on_step_lists():
     steps = [{"command": f"pip install p{i}", "exit_code": i % 2} for i in range(20)]
-    out, note = get_policy("history_prune").prepare(steps, PolicyParams(history_keep_turns=3), None)
+    out, note = get_layer_policy("history_prune").prepare(steps, PolicyParams(history_keep_turns=3), None)
     assert out[0] == steps[0] and out[-3:] == steps[-3:]
     assert "16 earlier steps omitted (20 total)" in out[1]
 

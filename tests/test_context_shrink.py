@@ -20,17 +20,17 @@ from ai_scientist.context.json_preview import (
     preview_ladder,
 )
 from ai_scientist.context.policies import (
-    POLICIES,
+    LAYER_POLICIES,
     Head,
     HeadTail,
     HistoryPrune,
     JSONPreview,
-    Policy,
+    LayerPolicy,
     PolicyParams,
     StripReasoning,
     TailWindow,
     _largest,
-    get_policy,
+    get_layer_policy,
 )
 
 TEXT = "".join(f"row {i:03d} {'abcdefghij' * (i % 4)}\n" for i in range(120))
@@ -63,8 +63,8 @@ def test_defaults_are_the_documented_ones():
 
 
 def test_registry_names_and_cut_actions():
-    assert {name: type(p) for name, p in POLICIES.items()} == {
-        "none": Policy,
+    assert {name: type(p) for name, p in LAYER_POLICIES.items()} == {
+        "none": LayerPolicy,
         "tail": TailWindow,
         "head": Head,
         "head_tail": HeadTail,
@@ -72,13 +72,13 @@ def test_registry_names_and_cut_actions():
         "history_prune": HistoryPrune,
         "strip_reasoning": StripReasoning,
     }
-    assert {n: p.cut_action for n, p in POLICIES.items() if p.cut_action != "truncated"} == {
+    assert {n: p.cut_action for n, p in LAYER_POLICIES.items() if p.cut_action != "truncated"} == {
         "json_preview": "previewed",
         "strip_reasoning": "stripped",
     }
-    assert get_policy("tail") is POLICIES["tail"]
+    assert get_layer_policy("tail") is LAYER_POLICIES["tail"]
     with pytest.raises(ValueError) as exc:
-        get_policy("nope")
+        get_layer_policy("nope")
     assert str(exc.value) == (
         "unknown context policy 'nope'; known: head, head_tail, history_prune, json_preview, none, "
         "strip_reasoning, tail"
@@ -86,8 +86,8 @@ def test_registry_names_and_cut_actions():
 
 
 def test_the_base_policy_never_cuts():
-    assert Policy().prepare(TEXT, PolicyParams(), None) is None
-    assert Policy().shrink(TEXT, lambda c: True, PolicyParams(), None) is None
+    assert LayerPolicy().prepare(TEXT, PolicyParams(), None) is None
+    assert LayerPolicy().shrink(TEXT, lambda c: True, PolicyParams(), None) is None
 
 
 # ---- binary search ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ai_scientist.execution.base import HeadTail, Limits
+from ai_scientist.execution.base import Limits, OutputHeadTail
 from ai_scientist.execution.lineage import inherit_install_state, install_env, install_environ
 
 
@@ -93,12 +93,12 @@ def test_install_environ_points_everything_at_the_prefix():
 
 
 def test_head_tail_keeps_both_ends_and_counts_total():
-    buf = HeadTail(10)
+    buf = OutputHeadTail(10)
     for chunk in (b"abc", b"defgh", b"ijklmnop", b"qrstuvwxyz"):
         buf.feed(chunk)
     assert buf.total == 26
     text = buf.text()
     assert text.startswith("abcde") and text.endswith("vwxyz") and "16 bytes omitted of 26" in text
-    small = HeadTail(100)
+    small = OutputHeadTail(100)
     small.feed(b"hello")
     assert small.text() == "hello"

@@ -25,10 +25,10 @@ def n(nid, parent=None, op="draft", status="good", value=None, stage=1, tree=0, 
     return Node(nid, parent, stage, op, status, metric=m, tree=tree, idea=idea, depth=depth)
 
 
-POLICIES = [BFTSPolicy, GreedyPolicy]
+GREEDY_FAMILY = [BFTSPolicy, GreedyPolicy]
 
 
-@pytest.mark.parametrize("cls", POLICIES)
+@pytest.mark.parametrize("cls", GREEDY_FAMILY)
 def test_drafts_until_num_drafts_exist(cls):
     pol = cls(num_drafts=3, debug_prob=0.0)
     rng = random.Random(0)
@@ -44,7 +44,7 @@ def test_drafts_until_num_drafts_exist(cls):
     assert (a.operation, a.parent_id) == ("improve", "n0003")
 
 
-@pytest.mark.parametrize("cls", POLICIES)
+@pytest.mark.parametrize("cls", GREEDY_FAMILY)
 def test_falls_back_to_drafting_when_nothing_is_good(cls):
     pol = cls(num_drafts=1, debug_prob=0.0)
     view = JournalView([n("n0001", status="buggy")])
@@ -52,7 +52,7 @@ def test_falls_back_to_drafting_when_nothing_is_good(cls):
     assert a.operation == "draft" and "no good node" in a.reason
 
 
-@pytest.mark.parametrize("cls", POLICIES)
+@pytest.mark.parametrize("cls", GREEDY_FAMILY)
 @pytest.mark.parametrize("prob", [0.2, 0.5, 0.8])
 def test_debug_frequency_matches_debug_prob(cls, prob):
     pol = cls(num_drafts=2, debug_prob=prob, max_debug_depth=3)
@@ -65,7 +65,7 @@ def test_debug_frequency_matches_debug_prob(cls, prob):
     assert abs(ops["debug"] / 1000 - prob) < 0.05
 
 
-@pytest.mark.parametrize("cls", POLICIES)
+@pytest.mark.parametrize("cls", GREEDY_FAMILY)
 def test_debug_only_buggy_leaves_below_max_debug_depth(cls):
     nodes = [
         n("n0001", status="buggy"),
@@ -106,7 +106,7 @@ def test_bfts_stage2_always_tunes_the_carried_node_greedy_hill_climbs():
     assert (g.operation, g.parent_id) == ("tune", "n0002")
 
 
-@pytest.mark.parametrize("cls", POLICIES + [MCTSPolicy])
+@pytest.mark.parametrize("cls", GREEDY_FAMILY + [MCTSPolicy])
 def test_stage4_ablates_the_carried_node_with_planned_ideas_in_order(cls):
     nodes = [
         n("n0001", value=0.5),
@@ -134,7 +134,7 @@ def test_bfts_prefers_trees_with_nothing_in_flight_greedy_does_not():
     assert g.parent_id == "n0002"
 
 
-@pytest.mark.parametrize("cls", POLICIES)
+@pytest.mark.parametrize("cls", GREEDY_FAMILY)
 def test_stage3_improves_best_of_stage_and_carried(cls):
     nodes = [
         n("n0001", value=0.9),

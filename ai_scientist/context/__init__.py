@@ -14,7 +14,7 @@ from .history import orphaned_tool_results, prune_messages
 from .json_preview import PreviewParams, preview_json
 from .layer import Layer
 from .ledger import LedgerEntry
-from .policies import POLICIES, PolicyParams, get_policy
+from .policies import LAYER_POLICIES, PolicyParams, get_layer_policy
 from .reasoning import strip_reasoning
 from .spec import LAYERS, PROMPTS, layers_for
 from .state import STATE_OPS, next_state, state_op_for
@@ -22,7 +22,7 @@ from .tokens import TokenCounter, counter_for
 
 __all__ = [
     "LAYERS",
-    "POLICIES",
+    "LAYER_POLICIES",
     "PROMPTS",
     "STATE_OPS",
     "Budget",
@@ -37,7 +37,7 @@ __all__ = [
     "TokenCounter",
     "assemble",
     "counter_for",
-    "get_policy",
+    "get_layer_policy",
     "layers_for",
     "next_state",
     "orphaned_tool_results",

@@ -23,7 +23,7 @@ from .history import prune_messages
 from .layer import Layer
 from .ledger import LedgerEntry
 from .packer import Outcome, PackItem, pack
-from .policies import PolicyParams, StripReasoning, get_policy
+from .policies import PolicyParams, StripReasoning, get_layer_policy
 from .spec import layers_for
 from .tokens import PER_MESSAGE_OVERHEAD, PER_REQUEST_OVERHEAD, TokenCounter, messages_tokens
 
@@ -95,7 +95,7 @@ def _prepare(layer: Layer, raw: Any, r: _Renderer, params: PolicyParams, handle:
             st.base = st.value = res[0]
             st.notes.append(res[1])
             st.stripped = True
-    policy = get_policy(layer.policy)
+    policy = get_layer_policy(layer.policy)
     res = policy.prepare(st.base, params, handle)
     if res is not None:
         st.value, st.cut = res[0], True
@@ -118,7 +118,7 @@ def _shrink(st: _State, target: int, r: _Renderer, params: PolicyParams, handle:
     def fits(candidate: Any) -> bool:
         return r.tokens(r.section(layer, candidate)) <= target
 
-    res = get_policy(layer.policy).shrink(st.base, fits, params, handle)
+    res = get_layer_policy(layer.policy).shrink(st.base, fits, params, handle)
     if res is None:
         return False
     st.value, st.cut = res[0], True

@@ -15,7 +15,7 @@ class Layer:
     ``priority``: higher survives longer. ``pinned`` layers are never dropped.
     ``min_tokens``: a policy may cut the layer down to this, not below; a layer
     that cannot get it is dropped. ``max_tokens`` caps the layer on its own.
-    ``policy`` names the truncation strategy (see ``policies.POLICIES``).
+    ``policy`` names the truncation strategy (see ``policies.LAYER_POLICIES``).
     ``strip_reasoning``: thinking text is removed before the layer is shown.
     """
 

@@ -60,8 +60,11 @@ def _largest(n_max: int, build: Callable[[int], Any], fits: Fits) -> tuple[Any, 
     return build(lo), lo
 
 
-class Policy:
-    """Base: keep the value as it is; cannot shrink."""
+class LayerPolicy:
+    """Base: keep the value as it is; cannot shrink.
+
+    A layer policy cuts one prompt layer; the tree-search policies that pick the next node
+    are another thing (``treesearch.policies.SearchPolicy``)."""
 
     name = "none"
     cut_action = "truncated"
@@ -73,7 +76,7 @@ class Policy:
         return None
 
 
-class TailWindow(Policy):
+class TailWindow(LayerPolicy):
     """Keep the last N characters (seed 000): recent state matters most."""
 
     name = "tail"
@@ -101,7 +104,7 @@ class TailWindow(Policy):
         return None if found is None else (found[0], f"tail window cut to {found[1]} chars")
 
 
-class Head(Policy):
+class Head(LayerPolicy):
     """Keep the first N characters: the start of a plan or memory block matters most."""
 
     name = "head"
@@ -118,7 +121,7 @@ class Head(Policy):
         return None if found is None else (found[0], f"head kept {found[1]} chars")
 
 
-class HeadTail(Policy):
+class HeadTail(LayerPolicy):
     """Keep the start and (twice as much of) the end: logs put errors last, context first."""
 
     name = "head_tail"
@@ -140,7 +143,7 @@ class HeadTail(Policy):
         return None if found is None else (found[0], f"head+tail kept {found[1]} chars")
 
 
-class JSONPreview(Policy):
+class JSONPreview(LayerPolicy):
     """Seed 001 generalised: structured preview of large JSON; head+tail for plain text."""
 
     name = "json_preview"
@@ -180,7 +183,7 @@ class JSONPreview(Policy):
         return (candidate, "JSON reduced to its shape and handle") if fits(candidate) else None
 
 
-class HistoryPrune(Policy):
+class HistoryPrune(LayerPolicy):
     """Seed 001's message pruning for a list of turns/steps: keep the first and the last K.
 
     Each list item is one whole step (a command together with its result), so
@@ -215,7 +218,7 @@ class HistoryPrune(Policy):
         return None
 
 
-class StripReasoning(Policy):
+class StripReasoning(LayerPolicy):
     """Seed 003: thinking is removed from what later prompts see (the log keeps it)."""
 
     name = "strip_reasoning"
@@ -231,15 +234,25 @@ class StripReasoning(Policy):
         return TailWindow().shrink(value, fits, params, handle)
 
 
-POLICIES: dict[str, Policy] = {
+LAYER_POLICIES: dict[str, LayerPolicy] = {
     p.name: p
-    for p in (Policy(), TailWindow(), Head(), HeadTail(), JSONPreview(), HistoryPrune(), StripReasoning())
+    for p in (
+        LayerPolicy(),
+        TailWindow(),
+        Head(),
+        HeadTail(),
+        JSONPreview(),
+        HistoryPrune(),
+        StripReasoning(),
+    )
 }
 
 
-def get_policy(name: str) -> Policy:
+def get_layer_policy(name: str) -> LayerPolicy:
     """The registered policy called ``name`` (a clear error lists the known names)."""
     try:
-        return POLICIES[name]
+        return LAYER_POLICIES[name]
     except KeyError:
-        raise ValueError(f"unknown context policy {name!r}; known: {', '.join(sorted(POLICIES))}") from None
+        raise ValueError(
+            f"unknown context policy {name!r}; known: {', '.join(sorted(LAYER_POLICIES))}"
+        ) from None

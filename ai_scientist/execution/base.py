@@ -140,8 +140,9 @@ class Executor(Protocol):
     def close(self) -> None: ...
 
 
-class HeadTail:
-    """Keeps the first and last ``cap/2`` bytes of a stream and counts the total (O(cap) memory)."""
+class OutputHeadTail:
+    """Keeps the first and last ``cap/2`` bytes of a command's output stream and counts the total
+    (O(cap) memory). Not the ``head_tail`` layer policy of ``context.policies``, which cuts text."""
 
     def __init__(self, cap: int):
         self.head_cap = cap // 2

@@ -28,8 +28,8 @@ from .base import (
     SANDBOX_RESOURCES,
     SANDBOX_WORKSPACE,
     ExecResult,
-    HeadTail,
     Limits,
+    OutputHeadTail,
     SandboxError,
 )
 from .lineage import SANDBOX_ENV
@@ -245,8 +245,8 @@ class DockerExecutor(SandboxBackend):
             _quiet(lambda: container.remove(force=True))
         return _make_result(argv, code, out, err, peak, killed_by, reason, start, limits)
 
-    def _pump(self, stream, limits: Limits, kill) -> tuple[HeadTail, HeadTail, dict]:
-        out, err = HeadTail(limits.output_bytes // 2), HeadTail(limits.output_bytes // 2)
+    def _pump(self, stream, limits: Limits, kill) -> tuple[OutputHeadTail, OutputHeadTail, dict]:
+        out, err = OutputHeadTail(limits.output_bytes // 2), OutputHeadTail(limits.output_bytes // 2)
         state: dict[str, Any] = {"killed_by": None, "reason": "", "done": threading.Event()}
 
         def pump() -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import psutil
 
-from .base import ExecResult, HeadTail, KilledBy, Limits, limit_reason
+from .base import ExecResult, KilledBy, Limits, OutputHeadTail, limit_reason
 
 POLL_S = 0.05
 TERM_GRACE_S = 0.5
@@ -80,7 +80,7 @@ def rlimit_preexec(limits: Limits, address_space: bool = True) -> Callable[[], N
     return apply
 
 
-def _reader(stream, buf: HeadTail, total: list[int], limits: Limits, state: _State, kill) -> None:
+def _reader(stream, buf: OutputHeadTail, total: list[int], limits: Limits, state: _State, kill) -> None:
     # Reads in chunks into a bounded buffer: a 1 GiB flood never sits in memory.
     fd = stream.fileno()
     while True:
@@ -193,7 +193,7 @@ def supervise(
 ) -> ExecResult:
     """Run ``argv`` to completion under ``limits``; never raises for a failing command."""
     state = _State()
-    out, err = HeadTail(limits.output_bytes // 2), HeadTail(limits.output_bytes // 2)
+    out, err = OutputHeadTail(limits.output_bytes // 2), OutputHeadTail(limits.output_bytes // 2)
     total = [0]
     start = time.monotonic()
     try:

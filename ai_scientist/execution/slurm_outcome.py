@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .base import ExecResult, HeadTail, Limits, SandboxError
+from .base import ExecResult, Limits, OutputHeadTail, SandboxError
 from .slurm_cli import JobState
 from .slurm_job import EXIT_FILE
 
@@ -153,8 +153,8 @@ def _failed(
     )
 
 
-def _capped(path: Path, cap: int) -> HeadTail:
-    ht = HeadTail(cap)
+def _capped(path: Path, cap: int) -> OutputHeadTail:
+    ht = OutputHeadTail(cap)
     try:
         with open(path, "rb") as fh:
             while chunk := fh.read(1 << 16):

@@ -8,21 +8,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Action, Policy, decision_rng, dedupe_ideas, idea_similarity, next_planned_idea
+from .base import Action, SearchPolicy, decision_rng, dedupe_ideas, idea_similarity, next_planned_idea
 from .bfts import BFTSPolicy
 from .forest import final_choice, nearest_solved_example, tfidf_similarities
 from .greedy import GreedyPolicy
 from .mcts import MCTSPolicy, tree_stats, ucb_score
 
-POLICIES: dict[str, Any] = {"bfts": BFTSPolicy, "greedy": GreedyPolicy, "mcts": MCTSPolicy}
+SEARCH_POLICIES: dict[str, Any] = {"bfts": BFTSPolicy, "greedy": GreedyPolicy, "mcts": MCTSPolicy}
 
 
-def make_policy(cfg: Any) -> Policy:
+def make_policy(cfg: Any) -> SearchPolicy:
     """The policy named by ``cfg.search.policy``, configured from ``cfg``."""
     name = cfg.search.policy
-    if name not in POLICIES:
-        raise ValueError(f"search.policy: unknown policy {name!r}; choose one of {sorted(POLICIES)}")
-    return POLICIES[name].from_config(cfg)
+    if name not in SEARCH_POLICIES:
+        raise ValueError(f"search.policy: unknown policy {name!r}; choose one of {sorted(SEARCH_POLICIES)}")
+    return SEARCH_POLICIES[name].from_config(cfg)
 
 
 __all__ = [
@@ -30,8 +30,8 @@ __all__ = [
     "BFTSPolicy",
     "GreedyPolicy",
     "MCTSPolicy",
-    "POLICIES",
-    "Policy",
+    "SEARCH_POLICIES",
+    "SearchPolicy",
     "decision_rng",
     "dedupe_ideas",
     "final_choice",

@@ -53,7 +53,12 @@ class Action:
         }
 
 
-class Policy(Protocol):
+class SearchPolicy(Protocol):
+    """A tree-search policy (``search.policy``): what to try next, and the stage's best node.
+
+    Named apart from the context layer policies (``context.policies.LayerPolicy``), which cut
+    prompt layers to fit a budget."""
+
     name: str
 
     def next_action(self, view: JournalView, state: StageState, rng: random.Random) -> Action: ...
