@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from ..base.fileio import atomic_write_json, read_json
+from .sandbox_probe import TOOLS
 
 if TYPE_CHECKING:
     from ..base.config import Config
@@ -188,10 +189,13 @@ def _s(v: Any) -> str:
 
 
 def compilers() -> dict[str, str]:
-    """Tool name -> first line of its version output, for the tools found on the system PATH."""
+    """Tool name -> first line of its version output, for the tools found on this process's PATH
+    or the system PATH (PATH is only searched, never stored: ``ifx`` set up by a oneAPI
+    ``setvars.sh`` counts, and the sandbox probe then shows whether the sandbox has it too)."""
+    search = os.pathsep.join(p for p in (os.environ.get("PATH", ""), SYSTEM_PATH) if p)
 
     def one(name: str) -> tuple[str, str | None]:
-        path = shutil.which(name, path=SYSTEM_PATH)
+        path = shutil.which(name, path=search)
         if not path:
             return name, None
         flag = "-version" if name == "java" else ("version" if name == "go" else "--version")
@@ -199,7 +203,9 @@ def compilers() -> dict[str, str]:
         return name, (out.splitlines()[0][:160] if out else "present (version unknown)")
 
     with ThreadPoolExecutor(max_workers=4) as pool:
-        return {k: v for k, v in pool.map(one, COMPILERS) if v}
+        return {
+            k: v for k, v in pool.map(one, COMPILERS + tuple(t for t in TOOLS if t not in COMPILERS)) if v
+        }
 
 
 def libraries() -> dict[str, Any]:
@@ -283,11 +289,17 @@ def probe_environment(
 
 
 def render_environment(env: dict[str, Any], budget_chars: int | None = None) -> str:
-    """The environment prompt layer; shortened (compact form, then cut) to ``budget_chars`` if given."""
+    """The environment prompt layer; shortened (compact form, then cut) to ``budget_chars`` if given.
+
+    With the sandbox probe's facts (``env["sandbox"]``, see :mod:`.sandbox_probe`) the layer
+    describes the sandbox first and the host only where the sandbox shares it; an environment
+    recorded without them (older runs, replays of them) renders as it always did."""
     from ..base.templates import render
 
-    text = render("environment/environment.md.j2", env=env, compact=False)
+    name = "environment/sandbox.md.j2" if "sandbox" in env else "environment/environment.md.j2"
+    extra = {"key_packages": KEY_PACKAGES} if "sandbox" in env else {}
+    text = render(name, env=env, compact=False, **extra)
     if budget_chars is None or len(text) <= budget_chars:
         return text
-    text = render("environment/environment.md.j2", env=env, compact=True)
+    text = render(name, env=env, compact=True, **extra)
     return text if len(text) <= budget_chars else text[: max(0, budget_chars - 20)] + "\n[... truncated]"

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from ..base.fileio import read_file_inside
+from ..execution.sandbox_probe import installed_tools
 from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed, code_text, parent_file, short_json
 from .execution import run_command
@@ -71,7 +72,7 @@ def generate_code(ctx: NodeContext, plan: dict) -> dict:
                 phase="phase2",
                 label="code",
                 schema=CODE_SCHEMA,
-                validator=lambda a: validate_code(a, ctx.environment),
+                validator=lambda a: validate_code(a, ctx.environment, installed=installed_tools(ctx.dir)),
             ).parsed
         except LLMError as exc:
             raise PhaseFailed("phase2", f"no valid code answer: {exc}") from exc

@@ -175,8 +175,14 @@ def validate_plan(plan: dict[str, Any]) -> None:
         raise ValueError("goal_summary: must not be empty")
 
 
-def validate_code(answer: dict[str, Any], environment: dict[str, Any] | None = None) -> None:
-    """Checks the schema cannot express; ``environment`` is the probed environment.json."""
+def validate_code(
+    answer: dict[str, Any],
+    environment: dict[str, Any] | None = None,
+    installed: set[str] | frozenset = frozenset(),
+) -> None:
+    """Checks the schema cannot express; ``environment`` is the probed environment.json, whose
+    sandbox probe says which compilers the code's sandbox has; ``installed`` names the tools the
+    node's own install prefix added (phase 1)."""
     files = answer.get("files") or []
     if not files:
         raise ValueError("files: at least one file is required")
@@ -192,9 +198,30 @@ def validate_code(answer: dict[str, Any], environment: dict[str, Any] | None = N
     if lang in COMPILED or compiler:
         if not compiler and not build.get("commands"):
             raise ValueError(f"build: language {lang!r} needs build.compiler or build.commands")
-        if compiler and environment is not None:
-            known = {c.get("name") for c in environment.get("compilers", []) if isinstance(c, dict)}
-            if known and compiler not in known:
-                raise ValueError(
-                    f"build.compiler: {compiler!r} is not available here; available: {', '.join(sorted(known))}"
-                )
+    _check_tools(build, environment, installed)
+
+
+def _check_tools(
+    build: dict[str, Any], environment: dict[str, Any] | None, installed: set[str] | frozenset
+) -> None:
+    """A compiler the build names (``build.compiler`` or the first word of a build command) that
+    the sandbox probe looked for and did not find is refused, naming what is there instead. A
+    name the probe does not look for cannot be judged and passes."""
+    from ..execution.sandbox_probe import TOOLS, available_tools
+
+    found = available_tools(environment)
+    if found is None:
+        return
+    present, where = found
+    present = present | set(installed)
+    named = [("build.compiler", str(build.get("compiler") or ""))]
+    named += [(f"build.commands[{i}]", str(c)) for i, c in enumerate(build.get("commands") or [])]
+    for key, text in named:
+        words = text.split()
+        tool = words[0].rsplit("/", 1)[-1] if words else ""
+        if tool in TOOLS and tool not in present:
+            there = ", ".join(sorted(t for t in present if t in TOOLS)) or "none"
+            raise ValueError(
+                f"{key}: {tool!r} is not installed in {where}; compilers and build tools there: {there}. "
+                f"Build with one of those, or write the program in a language they compile"
+            )

@@ -160,6 +160,19 @@ def _environment(run: Run, replay_from: Path | None) -> dict[str, Any]:
     return env
 
 
+def _probe_sandbox(run: Run, env: dict[str, Any], executor: Any) -> None:
+    """Add what the sandbox really offers to the environment (probed inside it once per run and
+    sandbox; ``environment.json`` keeps it for a resume)."""
+    from ..base.paths import RunPaths
+    from ..execution.sandbox_probe import ensure_sandbox_facts
+
+    if ensure_sandbox_facts(env, executor, run.cfg, run.dir):
+        atomic_write_json(RunPaths(run.dir).environment, env)
+        sb = env["sandbox"]
+        tools = sorted(sb.get("tools") or {})
+        run.event("sandbox_probed", backend=sb["backend"], ok=sb["ok"], error=sb.get("error"), tools=tools)
+
+
 def build_services(
     run: Run,
     *,
@@ -177,6 +190,8 @@ def build_services(
     run_log = RunLog.start(run.dir, run.redactor)
     env = _environment(run, replay_from)
     executor = _executor(run, replay_from)
+    if replay_from is None:  # a replay renders the recorded facts; it runs nothing
+        _probe_sandbox(run, env, executor)
     index, res_dir = _resources(run, resources, executor)
     if replay_from is not None and backend is None:
         from ..llm.replay_backend import ReplayBackend

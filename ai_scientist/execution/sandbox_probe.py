@@ -1,0 +1,346 @@
+"""What generated code really gets: a probe run *inside* the configured sandbox, once per run.
+
+The host probe (:mod:`.environment`) describes the machine the orchestrator runs on; the code
+of a node runs elsewhere: a bwrap namespace that sees only ``/usr`` and ``/etc`` of the host, a
+Docker image with its own files, a Slurm compute node. ``probe_sandbox`` runs a small POSIX
+shell script (and the sandbox's Python, when it has one) through the executor itself, under
+tight limits (``PROBE_TIMEOUT_S``, ``PROBE_OUTPUT_BYTES``), and reports what is present *there*:
+compilers and build tools with their versions, the Python version and its installed packages,
+the OS release, which paths are writable, the mount table, the network interfaces, the CPU,
+memory and process limits seen from inside, GPU devices. The sandbox facts that are known
+without running anything come from the executor and the config: backend, image, workspace and
+resources mount points, network on/off, the limits every command gets.
+
+The probe's output is read as untrusted text (it is produced by a program running in the
+sandbox): only known keys and known tool names are kept, every string is stripped of control
+characters and cut to a bound, the number of lines read is capped, and the Python part is one
+JSON object checked field by field. A probe that fails is a value (``ok: false`` with the
+reason), never an exception: the run continues and the prompt says the facts are the host's.
+
+``ensure_sandbox_facts`` caches the result in ``environment.json`` under ``sandbox``, keyed by
+backend, image and interpreter: a resumed run with the same sandbox does not probe again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from .base import Limits, SandboxError
+
+# Build tools the probe looks for (first line of ``--version``); the build plan check rejects a
+# compiler from this list that the sandbox lacks (a name outside it cannot be judged).
+TOOLS = (
+    "gcc",
+    "g++",
+    "cc",
+    "c++",
+    "clang",
+    "clang++",
+    "gfortran",
+    "ifx",
+    "ifort",
+    "icx",
+    "icpx",
+    "icc",
+    "nvcc",
+    "nvfortran",
+    "mpicc",
+    "mpicxx",
+    "mpifort",
+    "mpif90",
+    "mpirun",
+    "cmake",
+    "make",
+    "ninja",
+    "rustc",
+    "cargo",
+    "go",
+    "java",
+    "git",
+    "curl",
+    "wget",
+)
+PROBE_TIMEOUT_S = 60.0
+PROBE_OUTPUT_BYTES = 256 * 1024
+MAX_LINES = 2000
+MAX_MOUNTS = 40
+MAX_PACKAGES = 500
+PROBE_DIR = "sandbox_probe"  # under the run directory; removed after the probe
+
+PROBE_SH = r"""# ai-scientist sandbox probe: facts only, one per line, tab-separated
+PY="$1"; shift
+T=""; command -v timeout >/dev/null 2>&1 && T="timeout 5"
+printf 'cwd\t%s\n' "$(pwd)"
+printf 'uid\t%s\n' "$(id -u 2>/dev/null)"
+printf 'os\t%s\n' "$(sed -n 's/^PRETTY_NAME=//p' /etc/os-release 2>/dev/null | tr -d '"')"
+for d in "$(pwd)" "${AI_SCIENTIST_RESOURCES:-}" /tmp /usr /etc /opt /; do
+  [ -n "$d" ] || continue
+  if [ ! -e "$d" ]; then a=absent; elif [ -w "$d" ]; then a=rw; else a=ro; fi
+  printf 'path\t%s\t%s\n' "$d" "$a"
+done
+for t in "$@"; do
+  p=$(command -v "$t" 2>/dev/null) || continue
+  case "$p" in /*) ;; *) continue ;; esac
+  case "$t" in java) f=-version ;; go) f=version ;; *) f=--version ;; esac
+  if [ "$t" = nvcc ]; then v=$($T "$p" $f 2>&1 </dev/null | grep -i -m 1 release)
+  else v=$($T "$p" $f 2>&1 </dev/null | head -n 1); fi
+  printf 'tool\t%s\t%s\t%s\n' "$t" "$p" "$v"
+done
+printf 'ulimit_v\t%s\n' "$(ulimit -v 2>/dev/null)"
+for f in /sys/fs/cgroup/memory.max /sys/fs/cgroup/cpu.max /sys/fs/cgroup/pids.max; do
+  [ -r "$f" ] && printf 'cgroup\t%s\t%s\n' "${f##*/}" "$(head -n 1 "$f")"
+done
+for n in /sys/class/net/*; do [ -e "$n" ] && printf 'net\t%s\n' "${n##*/}"; done
+for g in /dev/nvidia[0-9]*; do [ -e "$g" ] && printf 'gpu\t%s\n' "$g"; done
+head -n 300 /proc/self/mountinfo 2>/dev/null | while IFS= read -r l; do printf 'mount\t%s\n' "$l"; done
+if command -v "$PY" >/dev/null 2>&1; then
+  printf 'python\t'; timeout 30 "$PY" probe.py 2>&1 | head -n 1; echo
+else
+  printf 'python_missing\t%s\n' "$PY"
+fi
+"""
+
+PROBE_PY = r"""import json, os, sys
+from importlib import metadata
+pk = {}
+for d in metadata.distributions():
+    try:
+        name, version = d.metadata["Name"], d.version
+    except Exception:
+        continue
+    if name and name.lower() not in pk:
+        pk[name.lower()] = version
+try:
+    cores = len(os.sched_getaffinity(0))
+except Exception:
+    cores = os.cpu_count()
+print(json.dumps({"version": sys.version.split()[0], "executable": sys.executable,
+                  "package_count": len(pk), "packages": dict(sorted(pk.items())[:MAX_PACKAGES]),
+                  "usable_cores": cores}))
+""".replace("MAX_PACKAGES", str(MAX_PACKAGES))
+
+_CTRL = re.compile(r"[\x00-\x1f\x7f]")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,99}$")
+_HIDDEN_MOUNTS = ("/proc", "/sys", "/dev")
+
+
+def _clean(value: Any, limit: int = 160) -> str:
+    """A probe string as safe prompt text: no control characters, at most ``limit`` characters."""
+    return _CTRL.sub(" ", str(value)).strip()[:limit]
+
+
+def _unescape_mount(path: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \ooo
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), path)
+
+
+def _mount(line: str) -> dict[str, str] | None:
+    fields = line.split(" ")
+    if "-" not in fields or len(fields) < 6:
+        return None
+    sep = fields.index("-")
+    if sep + 1 >= len(fields):
+        return None
+    path = _clean(_unescape_mount(fields[4]), 200)
+    if not path.startswith("/") or any(path == h or path.startswith(h + "/") for h in _HIDDEN_MOUNTS):
+        return None
+    access = "ro" if "ro" in fields[5].split(",") else "rw"
+    return {"path": path, "access": access, "fs": _clean(fields[sep + 1], 30)}
+
+
+def _python(raw: str) -> dict[str, Any]:
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, ValueError):
+        return {"error": f"the sandbox Python did not answer: {_clean(raw, 200) or 'no output'}"}
+    if not isinstance(data, dict):
+        return {"error": "the sandbox Python answered something else than a JSON object"}
+    packages = data.get("packages") if isinstance(data.get("packages"), dict) else {}
+    clean = {
+        k: _clean(v, 40)
+        for k, v in list(packages.items())[:MAX_PACKAGES]
+        if isinstance(k, str) and _NAME.match(k) and isinstance(v, str)
+    }
+    count = data.get("package_count")
+    cores = data.get("usable_cores")
+    return {
+        "version": _clean(data.get("version", ""), 40),
+        "executable": _clean(data.get("executable", ""), 200),
+        "package_count": count if isinstance(count, int) and count >= 0 else len(clean),
+        "packages": clean,
+        "usable_cores": cores if isinstance(cores, int) and cores > 0 else None,
+    }
+
+
+def parse_probe(stdout: str) -> dict[str, Any]:
+    """The facts in the probe's output (see the module docstring: untrusted text, bounded)."""
+    facts: dict[str, Any] = {
+        "paths": {},
+        "tools": {},
+        "tool_paths": {},
+        "cgroup": {},
+        "interfaces": [],
+        "gpu_devices": [],
+        "mounts": [],
+    }
+    for line in stdout.splitlines()[:MAX_LINES]:
+        key, _, rest = line.partition("\t")
+        parts = rest.split("\t")
+        if key in ("cwd", "uid", "os", "ulimit_v"):
+            facts[key] = _clean(rest, 200)
+        elif key == "path" and len(parts) == 2 and parts[1] in ("rw", "ro", "absent"):
+            if len(facts["paths"]) < 20:
+                facts["paths"][_clean(parts[0], 200)] = parts[1]
+        elif key == "tool" and len(parts) >= 2 and parts[0] in TOOLS and parts[1].startswith("/"):
+            facts["tools"][parts[0]] = _clean(parts[2] if len(parts) > 2 else "", 160) or "present"
+            facts["tool_paths"][parts[0]] = _clean(parts[1], 200)
+        elif key == "cgroup" and len(parts) == 2 and parts[0] in ("memory.max", "cpu.max", "pids.max"):
+            facts["cgroup"][parts[0]] = _clean(parts[1], 60)
+        elif key == "net" and _NAME.match(rest) and len(facts["interfaces"]) < 20:
+            facts["interfaces"].append(rest)
+        elif key == "gpu" and re.match(r"^/dev/nvidia[0-9]+$", rest) and len(facts["gpu_devices"]) < 32:
+            facts["gpu_devices"].append(rest)
+        elif key == "mount" and len(facts["mounts"]) < MAX_MOUNTS:
+            m = _mount(rest)
+            if m and m not in facts["mounts"]:
+                facts["mounts"].append(m)
+        elif key == "python":
+            facts["python"] = _python(rest)
+        elif key == "python_missing":
+            facts["python"] = {"error": f"no interpreter {_clean(rest, 200)!r} in the sandbox"}
+    return facts
+
+
+def sandbox_key(executor: Any, cfg: Any) -> str:
+    """What identifies one sandbox: backend, image and interpreter (the cache key)."""
+    return "|".join(str(x) for x in (executor.name, _image(executor), _python_of(executor, cfg)))
+
+
+def _image(executor: Any) -> str | None:
+    image = getattr(executor, "image", None)
+    return str(image) if image else None
+
+
+def _python_of(executor: Any, cfg: Any) -> str:
+    return str(getattr(executor, "python", None) or cfg.exec.python)
+
+
+def _declared(executor: Any, cfg: Any) -> dict[str, Any]:
+    """The sandbox facts known without running anything: backend, image, mount points, limits."""
+    from .base import RESOURCES_ENV, SANDBOX_RESOURCES, SANDBOX_WORKSPACE
+
+    host_paths = bool(getattr(executor, "host_paths", False))
+    resources = getattr(executor, "resources_dir", None)
+    limits = Limits.from_config(cfg.exec)
+    return {
+        "key": sandbox_key(executor, cfg),
+        "backend": executor.name,
+        "image": _image(executor),
+        "interpreter": _python_of(executor, cfg),
+        "workspace": "(a per-node directory on the host)" if host_paths else SANDBOX_WORKSPACE,
+        "resources": (None if not resources else (str(resources) if host_paths else SANDBOX_RESOURCES)),
+        "resources_env": RESOURCES_ENV,
+        "network": limits.network,
+        "limits": {
+            "timeout_s": limits.timeout_s,
+            "memory_mb": limits.memory_mb,
+            "cpus": limits.cpus,
+            "pids": limits.pids,
+            "gpus": list(limits.gpus),
+        },
+    }
+
+
+def probe_sandbox(executor: Any, cfg: Any, workdir: Path) -> dict[str, Any]:
+    """Run the probe in ``executor`` with ``workdir`` as its workspace (created, then removed).
+
+    Returns the declared facts plus, when the probe ran, the measured ones (``ok: true``);
+    otherwise ``ok: false`` and ``error`` says why. Never raises for a failing probe.
+    """
+    facts = _declared(executor, cfg)
+    facts["probed_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    if executor.name == "slurm":
+        # every command is a queued job: a probe could wait for hours, and a compute node is not
+        # necessarily the one the next job gets
+        facts.update(ok=False, error="not probed: under Slurm every command is a queued job")
+        return facts
+    workdir = Path(workdir)
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    workdir.chmod(0o755)
+    (workdir / "probe.sh").write_text(PROBE_SH)
+    (workdir / "probe.py").write_text(PROBE_PY)
+    limits = Limits(
+        timeout_s=PROBE_TIMEOUT_S,
+        memory_mb=max(512, min(int(cfg.exec.memory_mb), 2048)),
+        cpus=1.0,
+        output_bytes=PROBE_OUTPUT_BYTES,
+        network=bool(cfg.exec.network),
+        gpus=tuple(int(g) for g in cfg.exec.gpus),
+    )
+    try:
+        result = executor.run(
+            ["/bin/sh", "probe.sh", facts["interpreter"], *TOOLS], workspace=workdir, limits=limits
+        )
+    except (SandboxError, OSError, ValueError) as exc:
+        facts.update(ok=False, error=f"the probe could not run: {_clean(exc, 300)}")
+        return facts
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if result.killed_by or (result.exit_code != 0 and not result.stdout):
+        facts.update(ok=False, error=f"the probe failed: {_clean(result.summary(), 300)}")
+        return facts
+    facts.update(parse_probe(result.stdout))
+    facts.update(ok=True, error=None, duration_s=round(result.duration_s, 2))
+    return facts
+
+
+def ensure_sandbox_facts(env: dict[str, Any], executor: Any, cfg: Any, run_dir: Path) -> bool:
+    """Put the sandbox facts into ``env["sandbox"]`` unless the cached ones have the same key.
+
+    Returns True when it probed (the caller saves ``environment.json``)."""
+    cached = env.get("sandbox")
+    if isinstance(cached, dict) and cached.get("key") == sandbox_key(executor, cfg):
+        return False
+    env["sandbox"] = probe_sandbox(executor, cfg, Path(run_dir) / PROBE_DIR)
+    return True
+
+
+def available_tools(environment: dict[str, Any] | None) -> tuple[set[str], str] | None:
+    """(tool names present where the code runs, where that is) from an environment dict, or None.
+
+    The sandbox probe when it ran; None when the sandbox could not be probed (Slurm, a failed
+    probe); the host's compilers for a run recorded before the sandbox probe, whether stored as
+    a dict (name -> version, what the probe writes) or a list of ``{"name": ...}``."""
+    if not environment:
+        return None
+    sandbox = environment.get("sandbox")
+    if isinstance(sandbox, dict):
+        if not sandbox.get("ok"):
+            return None  # not probed there: the host's list would be a guess
+        where = f"the {sandbox.get('backend')} sandbox"
+        if sandbox.get("image"):
+            where += f" (image {sandbox['image']})"
+        return set(sandbox.get("tools") or {}), where
+    host = environment.get("compilers")
+    if isinstance(host, dict):
+        return set(host), "this machine"
+    if isinstance(host, list):
+        names = {c.get("name") if isinstance(c, dict) else c for c in host}
+        return {n for n in names if isinstance(n, str)}, "this machine"
+    return None
+
+
+def installed_tools(node_dir: Path) -> set[str]:
+    """Names of the build tools a node's install prefix adds (``nodes/<id>/env/bin``, phase 1)."""
+    from ..base.paths import NodePaths
+
+    try:
+        return {p.name for p in (NodePaths(Path(node_dir)).env / "bin").iterdir() if p.name in TOOLS}
+    except OSError:
+        return set()

@@ -1,0 +1,189 @@
+"""The environment layer describes the sandbox the code runs in, probed inside it, and the build
+plan's compiler is checked against that probe (issue 13, "The sandbox's environment").
+
+Each test runs the pipeline for real (scripted LLM, real sandbox) and reads what was sent from the
+prompt logs: a tool the host has but the sandbox does not is absent from the sandbox section of the
+prompt, and a code answer naming such a compiler is refused with the precise problem, which the
+next prompt (the repair round) carries.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from pipeline_support import events, journal_nodes, start_run
+
+from ai_scientist.execution.base import SandboxError
+from ai_scientist.execution.environment import render_environment
+from ai_scientist.phases.schemas import validate_code
+from ai_scientist.testing.scripted import ExampleResponder
+
+ONE_NODE = (
+    "agent.stages.stage1_max_iters=1",
+    "agent.stages.stage2_max_iters=0",
+    "agent.stages.stage3_max_iters=0",
+    "agent.stages.stage4_max_iters=0",
+    "agent.search.num_drafts=1",
+    "agent.multi_seed_eval.num_seeds=1",
+)
+IMAGE = os.environ.get("AI_SCI_SANDBOX_IMAGE", "ai-scientist-sandbox:latest")
+SANDBOX_HEADING = "## Sandbox your code runs in"
+HOST_HEADING = "## Machine under the sandbox"
+
+
+class CompilerOnce(ExampleResponder):
+    """The first code answer of n0001 builds with ``compiler``; every later one is the example's."""
+
+    def __init__(self, compiler: str):
+        super().__init__(buggy_nodes=())
+        self.compiler = compiler
+        self.sent: dict | None = None
+
+    def _phase2(self, text: str, ctx) -> str:
+        answer = json.loads(super()._phase2(text, ctx))
+        if self.sent is None and ctx.node_id == "n0001":
+            answer["files"] = [{"path": "exp.f90", "content": "program e\nend program e\n"}]
+            answer["build"] = {
+                "language": "fortran",
+                "compiler": self.compiler,
+                "commands": [f"{self.compiler} -O2 -o exp exp.f90"],
+            }
+            answer["run"] = {"commands": ["./exp"]}
+            self.sent = answer
+        return json.dumps(answer)
+
+
+def _logs(run_dir: Path, node: str, phase: str) -> list[dict]:
+    folder = run_dir / "nodes" / node / "prompt_logs"
+    return [json.loads(p.read_text()) for p in sorted(folder.glob(f"*_{phase}_*.json"))]
+
+
+def _text(record: dict) -> str:
+    return "\n".join(m["content"] for m in record["messages"] if isinstance(m.get("content"), str))
+
+
+def _sandbox_section(prompt: str) -> str:
+    start = prompt.index(SANDBOX_HEADING)
+    return prompt[start : prompt.index(HOST_HEADING, start)]
+
+
+def _fake_tool(tmp_path: Path, monkeypatch, name: str) -> Path:
+    """An executable ``name`` in a host directory on this process's PATH that no sandbox mounts."""
+    hostbin = tmp_path / "hostbin"
+    hostbin.mkdir()
+    tool = hostbin / name
+    tool.write_text(f"#!/bin/sh\necho '{name} (fake host-only compiler) 2025.0.0'\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{hostbin}{os.pathsep}{os.environ.get('PATH', '')}")
+    assert shutil.which(name) == str(tool)
+    return tool
+
+
+def _check_environment_layer(run_dir: Path, backend: str, host_only: str) -> str:
+    env = json.loads((run_dir / "environment.json").read_text())
+    sandbox = env["sandbox"]
+    assert sandbox["ok"], sandbox.get("error")
+    assert sandbox["backend"] == backend
+    # the host probe saw the tool; the probe inside the sandbox did not
+    assert host_only in env["compilers"]
+    assert host_only not in sandbox["tools"]
+    # the prompt actually sent (phase 0 of the first node) describes the sandbox, without the tool
+    prompt = _text(_logs(run_dir, "n0001", "phase0")[0])
+    section = _sandbox_section(prompt)
+    assert f"Backend: {backend}" in section
+    assert "Compilers and build tools there:" in section
+    assert host_only not in section
+    for tool in sandbox["tools"]:  # every tool the probe found there is listed there
+        assert tool in section
+    assert "Network: OFF" in section  # exec.network is false by default
+    # a description of the host alone (the environment without the sandbox probe) lists the tool
+    host_only_env = {k: v for k, v in env.items() if k != "sandbox"}
+    assert host_only in render_environment(host_only_env)
+    probed = [e for e in events(run_dir) if e["type"] == "sandbox_probed"]
+    assert len(probed) == 1 and probed[0]["backend"] == backend and probed[0]["ok"]
+    return section
+
+
+@pytest.fixture(scope="module")
+def bwrap_run(tmp_path_factory):
+    from ai_scientist.execution.bwrap_backend import bwrap_usable
+
+    ok, detail = bwrap_usable()
+    if not ok:
+        pytest.skip(f"bwrap unusable here: {detail}")
+    tmp = tmp_path_factory.mktemp("bwrap-env")
+    mp = pytest.MonkeyPatch()
+    try:
+        _fake_tool(tmp, mp, "ifx")
+        responder = CompilerOnce("ifx")
+        code, run_dir, _ = start_run(tmp, "exec.backend=bwrap", *ONE_NODE, responder=responder)
+    finally:
+        mp.undo()
+    return code, run_dir, responder
+
+
+def test_bwrap_environment_layer_describes_the_sandbox_not_the_host(bwrap_run):
+    code, run_dir, _ = bwrap_run
+    assert code == 0
+    section = _check_environment_layer(run_dir, "bwrap", "ifx")
+    assert "Working directory: `/workspace`" in section
+    # bwrap shows the host's /usr read-only: a compiler installed there is there too
+    if Path("/usr/bin/gcc").exists():
+        env = json.loads((run_dir / "environment.json").read_text())
+        assert "gcc" in env["sandbox"]["tools"] and "gcc" in section
+
+
+def test_absent_compiler_is_refused_and_the_problem_reaches_the_next_prompt(bwrap_run):
+    code, run_dir, responder = bwrap_run
+    assert responder.sent is not None, "the scripted model never sent its ifx answer"
+    env = json.loads((run_dir / "environment.json").read_text())
+    with pytest.raises(ValueError) as refused:
+        validate_code(responder.sent, env)
+    problem = str(refused.value)
+    assert problem.startswith("build.compiler: 'ifx' is not installed in the bwrap sandbox")
+    for tool in sorted(env["sandbox"]["tools"]):
+        assert tool in problem.split("there:")[1]
+    logs = _logs(run_dir, "n0001", "phase2")
+    first, later = logs[0], logs[1:]
+    assert problem not in _text(first)
+    assert json.loads(first["response"]["raw"]) == responder.sent  # the refused answer
+    repair = next((r for r in later if problem in _text(r)), None)
+    assert repair is not None, "the refusal is not in any later phase-2 prompt"
+    assert f"the JSON is not acceptable: {problem}" in _text(repair)
+    # the repaired answer was used: the node ran the example, not the Fortran program
+    node = journal_nodes(run_dir)["n0001"]
+    assert node["status"] == "good", node.get("error")
+    assert not (run_dir / "nodes/n0001/workspace/exp.f90").exists()
+
+
+def test_docker_environment_layer_lacks_a_host_tool_the_image_lacks(tmp_path):
+    from ai_scientist.execution.docker_backend import DockerExecutor
+
+    try:
+        DockerExecutor(IMAGE).close()
+    except SandboxError as exc:
+        pytest.skip(f"docker backend unavailable ({exc}); start one with scripts/docker_ci.sh start")
+    mp = pytest.MonkeyPatch()
+    try:
+        _fake_tool(tmp_path, mp, "ifx")
+        code, run_dir, _ = start_run(
+            tmp_path,
+            "exec.backend=docker",
+            f"exec.docker_image={IMAGE}",
+            "exec.docker_reuse_container=false",
+            *ONE_NODE,
+            responder=ExampleResponder(buggy_nodes=()),
+        )
+    finally:
+        mp.undo()
+    assert code == 0
+    section = _check_environment_layer(run_dir, "docker", "ifx")
+    assert f"image `{IMAGE}`" in section
+    env = json.loads((run_dir / "environment.json").read_text())
+    # the image is its own filesystem: the host's compilers under /usr are not in it unless installed
+    for tool in set(env["compilers"]) - set(env["sandbox"]["tools"]):
+        assert f" {tool} (" not in section and f" {tool}," not in section
