@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import search as S
 from .records import aid, parse_id
+
+if TYPE_CHECKING:
+    from .db import Database
+    from .embed import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +29,20 @@ MAX_QUERY_CHARS = 4000
 class ArchivalMixin:
     """Archival operations of :class:`~ai_scientist.memory.store.MemoryStore` (uses its ``db``,
     ``embedder``, ``vectors``, ``clock`` and redactor)."""
+
+    # set by MemoryStore.__init__; declared here for the type checker (the mixin holds no state)
+    db: Database
+    embedder: Embedder | None
+    vectors: S.VectorIndex | None
+    vector_errors: list[str]
+    clock: Callable[[], float]
+    _dfc: S.DocFreqCache
+
+    if TYPE_CHECKING:  # defined by MemoryStore
+
+        def _red(self, text: str) -> str: ...
+
+        def lineage(self, branch: str) -> list[str]: ...
 
     def _insert_archival(
         self, c: Any, text: str, tags: Sequence[str], source_ref: str | None, kind: str, branch: str | None
