@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed, code_text, parent_file, short_json
+from .checkpoint import checkpoint
 from .schemas import PLAN_SCHEMA, validate_plan
 
 PLAN_FILE = "plan.json"
@@ -31,8 +32,10 @@ def _stage_inputs(ctx: NodeContext) -> dict[str, str]:
 
 def run_phase0(ctx: NodeContext) -> dict:
     """Produce (or reuse) the node's plan and save it as ``plan.json``."""
-    if "phase0" in ctx.node.phases_done and ctx.load(PLAN_FILE):
-        return ctx.load(PLAN_FILE)
+    return checkpoint(ctx, "phase0", PLAN_FILE, lambda: _plan(ctx))
+
+
+def _plan(ctx: NodeContext) -> dict:
     reuse = ctx.node.operation == "seed_eval" or (
         ctx.node.operation == "debug" and ctx.cfg.agent.debug_reuses_parent_plan
     )
@@ -54,6 +57,4 @@ def run_phase0(ctx: NodeContext) -> dict:
         except LLMError as exc:
             raise PhaseFailed("phase0", f"no valid plan: {exc}") from exc
         plan = result.parsed
-    ctx.save(PLAN_FILE, plan)
-    ctx.mark_done("phase0")
     return plan

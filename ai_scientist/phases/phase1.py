@@ -15,6 +15,7 @@ from typing import Any
 
 from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed
+from .checkpoint import checkpoint
 from .execution import run_command
 from .schemas import INSTALL_STEP_SCHEMA
 
@@ -64,15 +65,18 @@ def _steps_for_prompt(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def run_phase1(ctx: NodeContext, plan: dict) -> dict:
     """Install the plan's dependencies in the node's sandbox; returns the phase record."""
-    if "phase1" in ctx.node.phases_done:
-        return ctx.load(STATE_FILE) or {}
+    return checkpoint(ctx, "phase1", STATE_FILE, lambda: _install(ctx, plan))
+
+
+def _install(ctx: NodeContext, plan: dict) -> dict:
+    """The installer loop; every step's state is saved for the viewer as it goes."""
     deps = plan.get("dependencies") or {}
     check = dependency_check_command(deps, ctx.cfg.exec.python)
     state: dict[str, Any] = {"dependencies": deps, "check": check, "steps": [], "satisfied": False}
     if check is None or _check(ctx, check, state):
         state["satisfied"] = True
         state["note"] = "no dependencies to install" if check is None else "already satisfied"
-        return _finish(ctx, state)
+        return state
     for step in range(1, ctx.cfg.exec.phase1_max_steps + 1):
         answer = _ask_step(ctx, plan, state, step)
         last_failed = bool(state["steps"]) and state["steps"][-1]["exit_code"] != 0
@@ -83,7 +87,7 @@ def run_phase1(ctx: NodeContext, plan: dict) -> dict:
                 continue
             if _check(ctx, check, state):
                 state["satisfied"] = True
-                return _finish(ctx, state)
+                return state
             state["steps"].append(_refusal("done refused: the dependency check still fails"))
             continue
         cmd = str(answer.get("command", "")).strip()
@@ -104,7 +108,7 @@ def run_phase1(ctx: NodeContext, plan: dict) -> dict:
         ctx.save(STATE_FILE, state)
     if _check(ctx, check, state):
         state["satisfied"] = True
-        return _finish(ctx, state)
+        return state
     ctx.save(STATE_FILE, state)
     hint = "" if ctx.cfg.exec.network else " (exec.network is false: downloads cannot work in the sandbox)"
     raise PhaseFailed(
@@ -146,9 +150,3 @@ def _ask_step(ctx: NodeContext, plan: dict, state: dict, step: int) -> dict:
         ).parsed
     except LLMError as exc:
         raise PhaseFailed("phase1", f"installer step {step}: {exc}") from exc
-
-
-def _finish(ctx: NodeContext, state: dict) -> dict:
-    ctx.save(STATE_FILE, state)
-    ctx.mark_done("phase1")
-    return state

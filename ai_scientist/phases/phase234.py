@@ -16,6 +16,7 @@ from ..base.fileio import read_file_inside
 from ..execution.sandbox_probe import installed_tools
 from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed, code_text, parent_file, short_json
+from .checkpoint import checkpoint
 from .execution import run_command
 from .schemas import CODE_SCHEMA, METRICS_PARSER_SCHEMA, validate_code
 
@@ -58,8 +59,10 @@ def _values(ctx: NodeContext, plan: dict) -> dict[str, str]:
 
 def generate_code(ctx: NodeContext, plan: dict) -> dict:
     """Phase 2: ask for the files/build/run answer (validated against the environment)."""
-    if "phase2" in ctx.node.phases_done and ctx.load(ANSWER_FILE):
-        return ctx.load(ANSWER_FILE)
+    return checkpoint(ctx, "phase2", ANSWER_FILE, lambda: _code(ctx, plan))
+
+
+def _code(ctx: NodeContext, plan: dict) -> dict:
     if ctx.node.operation == "seed_eval":
         answer = parent_file(ctx, ANSWER_FILE)
         if not answer:
@@ -77,9 +80,7 @@ def generate_code(ctx: NodeContext, plan: dict) -> dict:
         except LLMError as exc:
             raise PhaseFailed("phase2", f"no valid code answer: {exc}") from exc
     _write_files(ctx, answer)
-    ctx.save(ANSWER_FILE, answer)
     ctx.update(summary=str(answer.get("summary") or ctx.node.summary or "")[:500])
-    ctx.mark_done("phase2")
     return answer
 
 
@@ -99,8 +100,10 @@ def _write_files(ctx: NodeContext, answer: dict) -> None:
 
 def compile_code(ctx: NodeContext, answer: dict) -> dict:
     """Phase 3: run the build commands (none for interpreted code)."""
-    if "phase3" in ctx.node.phases_done:
-        return ctx.load("compile.json") or {}
+    return checkpoint(ctx, "phase3", "compile.json", lambda: _build(ctx, answer))
+
+
+def _build(ctx: NodeContext, answer: dict) -> dict:
     build = answer.get("build") or {}
     commands = [c for c in build.get("commands") or [] if str(c).strip()]
     results = []
@@ -112,16 +115,15 @@ def compile_code(ctx: NodeContext, answer: dict) -> dict:
             raise PhaseFailed(
                 "phase3", f"build command {i} failed ({res.reason or res.exit_code}): {res.stderr[-800:]}"
             )
-    out = {"commands": results, "ok": True, "language": build.get("language")}
-    ctx.save("compile.json", out)
-    ctx.mark_done("phase3")
-    return out
+    return {"commands": results, "ok": True, "language": build.get("language")}
 
 
 def run_experiment(ctx: NodeContext, answer: dict) -> dict:
     """Phase 4: run the commands, check expected outputs, read ``metrics.json``."""
-    if "phase4" in ctx.node.phases_done and ctx.load(RUN_FILE):
-        return ctx.load(RUN_FILE)
+    return checkpoint(ctx, "phase4", RUN_FILE, lambda: _run(ctx, answer))
+
+
+def _run(ctx: NodeContext, answer: dict) -> dict:
     run = answer.get("run") or {}
     outputs, total = [], 0.0
     failure = None
@@ -149,8 +151,6 @@ def run_experiment(ctx: NodeContext, answer: dict) -> dict:
     record["failure"] = failure
     if failure is None:
         record["metrics"], record["metrics_source"] = read_metrics(ctx, outputs)
-    ctx.save(RUN_FILE, record)
-    ctx.mark_done("phase4")
     return record
 
 

@@ -1,8 +1,8 @@
 """One tree node through its phases: plan → install → code → compile → run → review.
 
-Each phase records its artifacts and adds itself to ``node.phases_done`` (the
-journal is updated after every phase), so a resumed node restarts from its
-last completed phase. A failed phase marks the node buggy with the reason;
+Each phase runs through :func:`~.checkpoint.checkpoint`: it saves its artifact and
+adds itself to ``node.phases_done`` (the journal is updated after every phase), so
+a resumed node restarts from its last completed phase. A failed phase marks the node buggy with the reason;
 nothing becomes an empty plan or a placeholder program.
 """
 
@@ -14,6 +14,7 @@ from typing import Any
 from ..context.state import state_op_for
 from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed, code_text, short_json
+from .checkpoint import checkpoint
 from .phase0 import run_phase0
 from .phase1 import run_phase1
 from .phase234 import compile_code, generate_code, run_experiment
@@ -22,8 +23,10 @@ from .schemas import REVIEW_SCHEMA
 
 def review_execution(ctx: NodeContext, run_record: dict) -> dict:
     """Structured execution review (is_bug, summary); saved as ``review.json``."""
-    if "review" in ctx.node.phases_done and ctx.load("review.json"):
-        return ctx.load("review.json")
+    return checkpoint(ctx, "review", "review.json", lambda: _review(ctx, run_record))
+
+
+def _review(ctx: NodeContext, run_record: dict) -> dict:
     values = {
         "execution_output": short_json(
             {
@@ -43,8 +46,6 @@ def review_execution(ctx: NodeContext, run_record: dict) -> dict:
     except LLMError as exc:
         # the review is advice on top of hard evidence (exit codes, metrics): record and go on
         review = {"is_bug": False, "summary": f"review unavailable: {exc}", "error": str(exc)}
-    ctx.save("review.json", review)
-    ctx.mark_done("review")
     return review
 
 
