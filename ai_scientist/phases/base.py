@@ -1,8 +1,9 @@
 """What every phase gets: the node, its folders, and the services passed in.
 
-A phase is a function ``(NodeContext) -> None`` that either completes (its
-artifacts written, the phase name added to ``node.phases_done``) or raises
-:class:`PhaseFailed` with a reason that the pipeline records on the node.
+A phase is a function of a :class:`NodeContext` that runs its work through
+:func:`~.checkpoint.checkpoint` and either completes (its artifact written, the
+phase name added to ``node.phases_done``) or raises :class:`PhaseFailed` with a
+reason that the pipeline records on the node.
 """
 
 from __future__ import annotations
@@ -92,15 +93,20 @@ class NodeContext:
     def cfg(self) -> Config:
         return self.run.cfg
 
-    def call_ctx(self, phase: str, label: str, ledger: list[dict] | None = None) -> CallContext:
-        snap = self.memory.last_snapshot if self.memory is not None else None
+    def call_ctx(
+        self,
+        phase: str,
+        label: str,
+        ledger: list[dict] | None = None,
+        memory_snapshot: dict[str, Any] | None = None,
+    ) -> CallContext:
         return CallContext(
             node_id=self.node.id,
             stage=f"stage{self.node.stage}",
             phase=phase,
             label=label,
             ledger=ledger or [],
-            memory_snapshot=snap,
+            memory_snapshot=memory_snapshot,
         )
 
     def ask(
@@ -135,26 +141,28 @@ class NodeContext:
         if self.parent is not None and "history" not in full:
             state = self.run.node_dir(self.parent.id) / "state.md"
             full["history"] = state.read_text(encoding="utf-8") if state.exists() else ""
+        memory_view = None
         if self.memory is not None and "memory" not in full:
-            full["memory"] = self.memory.render(values)
+            memory_view = self.memory.render(values)
+            full["memory"] = memory_view.text
         messages, ledger = self.prompts.build(prompt, full, node_id=self.node.id, role=role)
-        if self.memory is not None:
-            ledger = ledger + list(self.memory.last_ledger)  # entries named memory.core, ...
+        snapshot = None
+        if memory_view is not None:
+            ledger = ledger + list(memory_view.ledger)  # entries named memory.core, ...
+            snapshot = memory_view.snapshot
 
-        call = self.call_ctx(phase, label, ledger)
+        call = self.call_ctx(phase, label, ledger, snapshot)
         result = self.llm.complete(messages, role=role, ctx=call, schema=schema, validator=validator)
         if self.memory is None:
             return result
-        convo: list[dict[str, Any]] = []
-        last = [result]
 
-        def follow_up(text: str) -> LLMResult:
+        def follow_up(conversation: list[dict[str, str]]) -> LLMResult:
             # read rounds are re-assembled under the same budget (old turns pruned, thinking stripped)
-            convo.extend([{"role": "assistant", "content": last[0].text}, {"role": "user", "content": text}])
-            msgs, led = self.prompts.build(prompt, full, node_id=self.node.id, role=role, conversation=convo)
-            ctx2 = self.call_ctx(phase, f"{label}_memory", led)
-            last[0] = self.llm.complete(msgs, role=role, ctx=ctx2, schema=schema, validator=validator)
-            return last[0]
+            msgs, led = self.prompts.build(
+                prompt, full, node_id=self.node.id, role=role, conversation=conversation
+            )
+            ctx2 = self.call_ctx(phase, f"{label}_memory", led, snapshot)
+            return self.llm.complete(msgs, role=role, ctx=ctx2, schema=schema, validator=validator)
 
         return self.memory.exchange(result, follow_up)
 

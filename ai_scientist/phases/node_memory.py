@@ -15,9 +15,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ..llm.types import LLMResult
 from ..memory import events as mem_events
 from ..memory.protocol import handle_response, memory_update_schema
-from ..memory.render import render_memory
+from ..memory.render import MemoryView, render_memory
 from ..memory.search import query_for
 
 MEMORY_FIELD = "memory_update"
@@ -32,6 +33,15 @@ def schema_with_memory(schema: dict | None) -> dict | None:
     return out
 
 
+def _with_block(result: LLMResult) -> str:
+    """The answer as the protocol reads it: a schema answer's ``memory_update`` list (taken out
+    of ``parsed``, so the phase never sees it) becomes a ``<memory_update>`` block."""
+    ops = result.parsed.pop(MEMORY_FIELD, None) if isinstance(result.parsed, dict) else None
+    if ops:
+        return f"<memory_update>{json.dumps(ops)}</memory_update>\n{result.text}"
+    return result.raw
+
+
 class NodeMemory:
     """The memory view of one node; safe to use from its worker thread."""
 
@@ -43,40 +53,38 @@ class NodeMemory:
         self.branch = store.fork(parent.id if parent is not None else None, node.id)
         if not existed:
             mem_events.node_created(store, self.branch, node.to_dict())
-        self.last_snapshot: dict[str, Any] | None = None
-        self.last_ledger: list[dict[str, Any]] = []
 
-    def render(self, values: dict[str, Any]) -> str:
-        """The memory layer text for a prompt whose stage inputs are ``values``."""
+    def render(self, values: dict[str, Any]) -> MemoryView:
+        """The memory layer for a prompt whose stage inputs are ``values``: its text, its ledger
+        entries (``memory.core``, ...) and the snapshot the prompt log keeps."""
         query = query_for(
             idea=" ".join(x for x in (self.run.idea.title, self.node.idea or "") if x),
             plan=values.get("plan_snippet"),
             error=values.get("execution_output") if self.node.operation == "debug" else self.node.error,
             metric=self.node.metric.name if self.node.metric else None,
         )
-        view = render_memory(self.store, self.branch, query)
-        self.last_snapshot = view.snapshot
-        self.last_ledger = view.ledger
-        return view.text
+        return render_memory(self.store, self.branch, query)
 
-    def exchange(self, result: Any, follow_up: Callable[[str], Any]) -> Any:
-        """Apply the answer's memory operations (with read rounds); returns the final answer."""
-        latest = {"result": result}
+    def exchange(self, first: LLMResult, follow_up: Callable[[list[dict[str, str]]], LLMResult]) -> LLMResult:
+        """Apply the answer's memory operations (with read rounds); returns the final answer.
 
-        def block_of(res: Any) -> str:
-            ops = res.parsed.pop(MEMORY_FIELD, None) if isinstance(res.parsed, dict) else None
-            if ops:
-                return f"<memory_update>{json.dumps(ops)}</memory_update>\n{res.text}"
-            return res.raw
+        ``follow_up(conversation)`` makes the next call of the exchange: the prompt followed by
+        ``conversation``, each earlier answer (assistant) and the protocol's reply to it (user).
+        """
+        answers = [first]  # the exchange's transcript: the last one is the final answer
+        conversation: list[dict[str, str]] = []
 
         def ask(text: str) -> str:
-            latest["result"] = follow_up(text)
-            return block_of(latest["result"])
+            conversation.extend(
+                [{"role": "assistant", "content": answers[-1].text}, {"role": "user", "content": text}]
+            )
+            answers.append(follow_up(list(conversation)))
+            return _with_block(answers[-1])
 
         ex = handle_response(
             self.store,
             self.branch,
-            block_of(result),
+            _with_block(first),
             ask,
             self.run.cfg.memory.max_memory_read_rounds,
             self.node.id,
@@ -85,7 +93,7 @@ class NodeMemory:
             self.run.event(
                 "memory_protocol", node_id=self.node.id, errors=ex.errors[:10], extra_calls=ex.extra_calls
             )
-        return latest["result"]
+        return answers[-1]
 
     def record_outcome(self, node: Any) -> None:
         """Pipeline events for the finished node: its metric or its error with the cause."""
