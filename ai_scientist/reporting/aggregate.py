@@ -122,6 +122,8 @@ def aggregate_plots(run_dir: Path, cfg: Config, client: LLMClient, executor: Exe
     if not any(e["files"] or e["metrics"] for e in manifest["nodes"]):
         raise StepSkipped("no good node with saved data or metrics: nothing to plot")
     rcfg = cfg.report
+    good: list[dict[str, Any]]
+    rejected: list[dict[str, Any]]
     feedback, script, good, rejected = "", "", [], []
     rounds = rcfg.plot_reflection_rounds + 1
     for rnd in range(rounds):

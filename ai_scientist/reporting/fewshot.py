@@ -100,7 +100,7 @@ def budget_examples(
     for i, ex in enumerate(examples):
         full = _render(ex)
         before = counter.count(full)
-        entry = {"layer": f"fewshot:{ex.name}", "policy": "head", "chars_before": len(full),
+        entry: dict[str, Any] = {"layer": f"fewshot:{ex.name}", "policy": "head", "chars_before": len(full),
                  "tokens_before": before, "tokens_exact": counter.exact}  # fmt: skip
         chosen, reason = None, "fits"
         if i >= max_examples:

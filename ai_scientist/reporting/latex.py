@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import unicodedata
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,7 +104,7 @@ def safe_math(body: str) -> bool:
     return depth == 0
 
 
-def _refs(text: str, cite_keys: set[str], labels: set[str]) -> str:
+def _refs(text: str, cite_keys: Collection[str], labels: Collection[str]) -> str:
     """Escape ``text`` keeping \\cite/\\ref with known keys (unknown ones are dropped)."""
     out, pos = [], 0
     for m in _REF.finditer(text):
@@ -121,7 +122,9 @@ def _refs(text: str, cite_keys: set[str], labels: set[str]) -> str:
     return "".join(out)
 
 
-def latex_text(text: str, cite_keys: set[str] = frozenset(), labels: set[str] = frozenset()) -> str:
+def latex_text(
+    text: str, cite_keys: Collection[str] = frozenset(), labels: Collection[str] = frozenset()
+) -> str:
     """LLM prose -> LaTeX that cannot break the document (limited inline math kept)."""
     text = str(text or "").replace("\r\n", "\n")
     out, pos = [], 0

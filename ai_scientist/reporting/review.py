@@ -109,7 +109,7 @@ def one_review(
     """One reviewer: a first review (with the few-shot examples, if any) and ``reflections``
     rounds of self-critique."""
     fs = fewshot or FewShot()
-    values = {"paper": paper, "fewshot": fs.examples}
+    values: dict[str, Any] = {"paper": paper, "fewshot": fs.examples}
     review = _ask(client, "review_user.j2", f"review_{index}", values, fs.ledger, models)
     for r in range(reflections):
         values = {"paper": paper, "review": review, "round": r + 1, "rounds": reflections}

@@ -92,7 +92,7 @@ def _href(path: Path, page_dir: Path | None) -> str | None:
 
 
 def _calls(logs: list[Path], page_dir: Path | None = None, cap: int = TEXT_CAP) -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     where = "; the full text is in the linked prompt log"
     for path in logs:
         try:
@@ -147,7 +147,7 @@ def node_view(
     """Everything the page shows for one node; ``logs`` are its prompt-log files."""
     nd = view.node_dir(node["id"])
     ws = nd / "workspace"
-    code = []
+    code: list[dict[str, str]] = []
     if ws.is_dir():
         for p in sorted(ws.rglob("*"))[:200]:
             # written by generated code: a symlink out (e.g. to /proc/self/environ) is not followed
