@@ -26,7 +26,7 @@ LAYERS: dict[str, Layer] = {
         _L("domain", "system", 90, template="core/domain_neutral.j2", key=None, title="Working rules"),
         _L("environment", "system", 60, "json_preview", min_tokens=150, title="Environment"),
         _L("memory", "system", 55, "head", min_tokens=120, title="Memory"),
-        _L("resource_index", "system", 50, "json_preview", min_tokens=120, title="Resource index"),
+        _L("resource_index", "system", 50, "head", min_tokens=120, title="Resource index"),
         # -- task and history
         _L("task", "user", 100, "head", pinned=True, required=True, min_tokens=400, title="Research idea"),
         _L("history", "user", 40, "tail", min_tokens=150, strip_reasoning=True, title="History so far"),

@@ -323,13 +323,18 @@ def _relevance(item: ResourceItem, query: str) -> int:
 
 
 def render_resource_index(
-    index: ResourceIndex | None, relevant_to: str = "", budget_chars: int = 4000
+    index: ResourceIndex | None, relevant_to: str = "", budget_chars: int = 4000, excerpts: int | None = None
 ) -> str:
     """The resource-index prompt layer: items most relevant to ``relevant_to`` first, within the budget.
 
-    Items that do not fit are dropped least relevant first and counted in the text.
+    Items that do not fit are dropped least relevant first and counted in the text. When every
+    item fits, the staged ones get a file tree and the ``excerpts`` (default
+    :data:`~.resource_excerpts.EXCERPT_FILES`) most relevant text files their contents (see
+    :mod:`.resource_excerpts`), dropped last first while the text is over ``budget_chars``; a
+    single excerpt that is still too long keeps its head. Never longer than ``budget_chars``.
     """
     from ..base.templates import render
+    from .resource_excerpts import EXCERPT_FILES, Excerpt, select_excerpts, tree_summary
 
     if index is None or not index.items:
         return ""
@@ -338,9 +343,32 @@ def render_resource_index(
     while shown:
         text = render("resources/index.md.j2", items=shown, omitted=len(ranked) - len(shown))
         if len(text) <= budget_chars:
-            return text
+            break
         shown.pop()
-    return render("resources/index.md.j2", items=[], omitted=len(ranked))[:budget_chars]
+    else:
+        return render("resources/index.md.j2", items=[], omitted=len(ranked))[:budget_chars]
+    if len(shown) < len(ranked):
+        return text
+    staged = [(i, Path(index.root) / i.id) for i in ranked if i.status == "staged"]
+    trees = {i.id: tree_summary(root, i.id) for i, root in staged}
+    chosen = select_excerpts(staged, relevant_to, EXCERPT_FILES if excerpts is None else excerpts)
+
+    def full(ex: list[Excerpt]) -> str:
+        return render("resources/index.md.j2", items=shown, omitted=0, trees=trees, excerpts=ex)
+
+    while chosen:
+        candidate = full(chosen)
+        if len(candidate) <= budget_chars:
+            return candidate
+        if len(chosen) > 1:
+            chosen.pop()
+            continue
+        room = budget_chars - (len(candidate) - len(chosen[0].text)) - 1
+        if room < 200:
+            break
+        chosen = [Excerpt(chosen[0].file, chosen[0].text[:room], False)]
+    with_trees = full([])
+    return with_trees if len(with_trees) <= budget_chars else text
 
 
 def bind_sources(resources_dir: Path | None) -> list[Path]:

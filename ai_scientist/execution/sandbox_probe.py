@@ -160,7 +160,8 @@ def _python(raw: str) -> dict[str, Any]:
         return {"error": f"the sandbox Python did not answer: {_clean(raw, 200) or 'no output'}"}
     if not isinstance(data, dict):
         return {"error": "the sandbox Python answered something else than a JSON object"}
-    packages = data.get("packages") if isinstance(data.get("packages"), dict) else {}
+    found = data.get("packages")
+    packages: dict[Any, Any] = found if isinstance(found, dict) else {}
     clean = {
         k: _clean(v, 40)
         for k, v in list(packages.items())[:MAX_PACKAGES]

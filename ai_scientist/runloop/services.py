@@ -65,7 +65,8 @@ class Services:
             return ""
         from ..execution.resources import render_resource_index
 
-        query = " ".join(x for x in (self.run.idea.title, node.idea or "", node.summary or "") if x)
+        # the task text decides which files' contents are shown (lexical overlap, deterministic)
+        query = " ".join(x for x in (self.run.idea.to_markdown(), node.idea or "", node.summary or "") if x)
         # about a quarter of the prompt budget (4 chars per token); the packer may cut it further
         return render_resource_index(
             self.resource_index, relevant_to=query, budget_chars=self.run.cfg.context.max_prompt_tokens
