@@ -181,7 +181,8 @@ def test_conversation_pruned_keeps_tool_pairs_and_strips_thinking(tmp_path):
         conv.append({"role": "assistant", "content": f"<think>secret {i}</think>step {i}", "reasoning_content": "rc",
                      "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "sh", "arguments": "{}"}}]})  # fmt: skip
         conv.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"result {i} " + "x" * 300})
-    p = assemble("memory_round", BASE, Budget(2000), COUNTER, conversation=conv)
+    # memory read rounds re-assemble the asking prompt with the conversation so far
+    p = assemble("metrics_parse", BASE, Budget(2000), COUNTER, conversation=conv)
     sent = json.dumps(p.messages)
     assert "secret" not in sent and "reasoning_content" not in sent
     tail = p.messages[2:]
