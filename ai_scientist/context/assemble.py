@@ -15,7 +15,7 @@ Identical inputs give byte-identical messages and ledger.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base.templates import render
 from .budget import Budget, ContextBudgetError
@@ -26,6 +26,9 @@ from .packer import Outcome, PackItem, pack
 from .policies import PolicyParams, StripReasoning, get_layer_policy
 from .spec import layers_for
 from .tokens import PER_MESSAGE_OVERHEAD, PER_REQUEST_OVERHEAD, TokenCounter, messages_tokens
+
+if TYPE_CHECKING:
+    from ..base.config import ContextConfig
 
 SECTION_SEP = "\n\n"
 _SEP_TOKENS = 2  # the blank line between sections, counted on the safe side
@@ -134,7 +137,7 @@ def _floor(st: _State) -> int:
     return min(st.tokens, max(st.layer.min_tokens, 1))
 
 
-def _configured_layers(prompt_name: str, cfg_context: Any) -> list[Layer]:
+def _configured_layers(prompt_name: str, cfg_context: ContextConfig | None) -> list[Layer]:
     overrides = getattr(cfg_context, "layers", None) or {}
     return [layer.with_overrides(overrides.get(layer.name)) for layer in layers_for(prompt_name)]
 
@@ -252,7 +255,7 @@ def assemble(
     values: dict[str, Any],
     budget: Budget,
     counter: TokenCounter,
-    cfg_context: Any = None,
+    cfg_context: ContextConfig | None = None,
     *,
     conversation: list[dict[str, Any]] | None = None,
     handles: dict[str, str] | None = None,

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .tokens import TokenCounter
+
+if TYPE_CHECKING:
+    from ..base.config import ContextConfig
 
 # When tokens are only estimated, keep this share of the budget free as a safety margin.
 ESTIMATE_MARGIN = 0.10
@@ -23,7 +26,7 @@ class Budget:
     source: str = "context.max_prompt_tokens"
 
     @classmethod
-    def from_config(cls, cfg_context: Any, model_context_window: int | None = None) -> Budget:
+    def from_config(cls, cfg_context: ContextConfig, model_context_window: int | None = None) -> Budget:
         """min(context.max_prompt_tokens, window - context.reserved_output_tokens).
 
         ``model_context_window`` (e.g. the local model's n_ctx) wins over

@@ -14,8 +14,12 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .store import MemoryStore
 
 OPS: dict[str, dict[str, Any]] = {
     # op name: required fields, optional fields (with expected type names)
@@ -378,7 +382,7 @@ def _hits(hits: list[Any]) -> list[dict[str, Any]]:
     return [{"id": h.id, "text": h.text, "branch": h.branch, "lanes": h.lanes} for h in hits]
 
 
-def _run_op(store: Any, branch: str, op: MemoryOp, node_id: str | None) -> Any:
+def _run_op(store: MemoryStore, branch: str, op: MemoryOp, node_id: str | None) -> Any:
     a = op.args
     if op.op == "core_set":
         w = store.core_set(branch, a["key"], a["value"], a.get("importance", 3), a.get("ttl"))
@@ -410,7 +414,7 @@ def _run_op(store: Any, branch: str, op: MemoryOp, node_id: str | None) -> Any:
 
 
 def apply_updates(
-    store: Any,
+    store: MemoryStore,
     branch: str,
     ops: list[MemoryOp],
     max_read_rounds: int = 2,
@@ -445,7 +449,12 @@ class MemoryExchange:
 
 
 def handle_response(
-    store: Any, branch: str, response: str, ask: Any, max_read_rounds: int = 2, node_id: str | None = None
+    store: MemoryStore,
+    branch: str,
+    response: str,
+    ask: Callable[[str], Any],
+    max_read_rounds: int = 2,
+    node_id: str | None = None,
 ) -> MemoryExchange:
     """Run the protocol on ``response``; ``ask(text) -> str`` sends a follow-up user message.
 

@@ -14,10 +14,13 @@ cut names the ids so ``expand(id)`` can bring the text back. Rendering never wri
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .records import CoreEntry
 from .store import MemoryStore
+
+if TYPE_CHECKING:
+    from ..context.tokens import TokenCounter
 
 SECTIONS = ("core", "recall", "archival", "resource")
 POLICY = "memory_waterfill"
@@ -144,7 +147,14 @@ def _fit(sec: Section, allowed: int) -> tuple[str, list[str], set[str]]:
 
 
 def _ledger(
-    name: str, before: int, after: int, cut: list[str], allowed: int, counter: Any, full: str, text: str
+    name: str,
+    before: int,
+    after: int,
+    cut: list[str],
+    allowed: int,
+    counter: TokenCounter | None,
+    full: str,
+    text: str,
 ) -> dict:
     if before == 0:
         action, reason = "kept", "empty"
@@ -177,7 +187,7 @@ def render_memory(
     branch: str,
     query: str = "",
     resource_memory: str | None = None,
-    counter: Any = None,
+    counter: TokenCounter | None = None,
 ) -> MemoryView:
     """The memory layer of ``branch`` for a prompt whose node content is ``query``
     (build it with :func:`~ai_scientist.memory.search.query_for`; an empty query skips archival)."""

@@ -13,13 +13,18 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..llm.types import LLMResult
 from ..memory import events as mem_events
 from ..memory.protocol import handle_response, memory_update_schema
 from ..memory.render import MemoryView, render_memory
 from ..memory.search import query_for
+
+if TYPE_CHECKING:
+    from ..base.run import Run
+    from ..memory.store import MemoryStore
+    from ..treesearch.node import Node
 
 MEMORY_FIELD = "memory_update"
 
@@ -45,7 +50,7 @@ def _with_block(result: LLMResult) -> str:
 class NodeMemory:
     """The memory view of one node; safe to use from its worker thread."""
 
-    def __init__(self, store: Any, run: Any, node: Any, parent: Any | None):
+    def __init__(self, store: MemoryStore, run: Run, node: Node, parent: Node | None):
         self.store = store
         self.run = run
         self.node = node
@@ -95,7 +100,7 @@ class NodeMemory:
             )
         return answers[-1]
 
-    def record_outcome(self, node: Any) -> None:
+    def record_outcome(self, node: Node) -> None:
         """Pipeline events for the finished node: its metric or its error with the cause."""
         if node.is_good and node.metric is not None:
             m = node.metric

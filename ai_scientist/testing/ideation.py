@@ -12,9 +12,12 @@ from __future__ import annotations
 import json
 import re
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .scripted import _text
+
+if TYPE_CHECKING:
+    from ..llm.types import CallContext
 
 _PAPER = re.compile(r"^1\. (.+?)(?: \(\d{4}.*)?$", re.M)
 
@@ -30,7 +33,7 @@ class IdeationResponder:
         self.prompts: list[tuple[str, str, str]] = []  # (idea id, label, user text)
         self._lock = threading.Lock()
 
-    def __call__(self, messages: list[dict[str, Any]], schema: dict | None, ctx: Any) -> str:
+    def __call__(self, messages: list[dict[str, Any]], schema: dict | None, ctx: CallContext) -> str:
         text = _text(messages)
         with self._lock:
             if ctx.node_id not in self.order:

@@ -20,9 +20,12 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .experiment_template import BUGGY_PROGRAM, render
+
+if TYPE_CHECKING:
+    from ..llm.types import CallContext
 
 TUNE_IDEAS = ["lr=0.05 l2=0.1", "lr=0.2 l2=0.0", "lr=0.1 l2=0.1 epochs=12", "lr=0.02 l2=0.01 epochs=16"]
 ABLATE_IDEAS = ["ablation no_l2", "ablation no_bias", "ablation no_standardize"]
@@ -104,7 +107,7 @@ class ExampleResponder:
         self.calls: list[tuple[str, str, str]] = []
         self._lock = threading.Lock()
 
-    def __call__(self, messages: list[dict[str, Any]], schema: dict | None, ctx: Any) -> str:
+    def __call__(self, messages: list[dict[str, Any]], schema: dict | None, ctx: CallContext) -> str:
         with self._lock:
             self.calls.append((ctx.node_id, ctx.phase, ctx.label))
         text = _text(messages)
@@ -121,7 +124,7 @@ class ExampleResponder:
         return handler(text, ctx)
 
     # ----------------------------------------------------------- phases --
-    def _phase0(self, text: str, ctx: Any) -> str:
+    def _phase0(self, text: str, ctx: CallContext) -> str:
         return json.dumps(
             {
                 "goal_summary": "Measure clean validation accuracy of logistic regression under label noise.",
@@ -133,10 +136,10 @@ class ExampleResponder:
             }
         )
 
-    def _phase1(self, text: str, ctx: Any) -> str:
+    def _phase1(self, text: str, ctx: CallContext) -> str:
         return json.dumps({"command": "true", "done": True, "notes": "nothing to install"})
 
-    def _phase2(self, text: str, ctx: Any) -> str:
+    def _phase2(self, text: str, ctx: CallContext) -> str:
         op_m = _OP.search(text)
         op = op_m.group(1) if op_m else "draft"
         idea_m = _IDEA.search(text)
@@ -159,21 +162,21 @@ class ExampleResponder:
             }
         )
 
-    def _exec_review(self, text: str, ctx: Any) -> str:
+    def _exec_review(self, text: str, ctx: CallContext) -> str:
         m = re.search(r"val_accuracy=([0-9.]+)", text)
         acc = m.group(1) if m else "unknown"
         return json.dumps({"is_bug": False, "summary": f"ran cleanly; val_accuracy={acc}"})
 
-    def _ideas(self, text: str, ctx: Any) -> str:
+    def _ideas(self, text: str, ctx: CallContext) -> str:
         pool = {"tune": TUNE_IDEAS, "ablate": ABLATE_IDEAS}.get(ctx.label, RESEARCH_IDEAS)
         return json.dumps({"ideas": pool})
 
-    def _select(self, text: str, ctx: Any) -> str:
+    def _select(self, text: str, ctx: CallContext) -> str:
         ids = re.findall(r"\bn\d{4}\b", text)
         return json.dumps({"node_id": ids[0] if ids else "", "reasoning": "first listed candidate"})
 
     # -------------------------------------------------------- reporting --
-    def _plots(self, text: str, ctx: Any) -> str:
+    def _plots(self, text: str, ctx: CallContext) -> str:
         return json.dumps(
             {
                 "script": PLOT_SCRIPT,
@@ -183,7 +186,7 @@ class ExampleResponder:
             }
         )
 
-    def _writeup(self, text: str, ctx: Any) -> str:
+    def _writeup(self, text: str, ctx: CallContext) -> str:
         if "citation" in ctx.label:
             return json.dumps({"queries": ["logistic regression label noise"]})
         return json.dumps(PAPER_SECTIONS)

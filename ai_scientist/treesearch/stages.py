@@ -28,11 +28,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .best import TIE_ABS_TOL, TIE_REL_TOL, comparable_metric, primary_metric_key
 from .journal import JournalView
 from .node import Node
+
+if TYPE_CHECKING:
+    from ..base.config import Config
 
 
 @dataclass(frozen=True)
@@ -143,7 +146,7 @@ class StageOutcome:
         }
 
 
-def max_iters(cfg: Any, stage: int) -> int:
+def max_iters(cfg: Config, stage: int) -> int:
     """``agent.stages.stage{N}_max_iters``."""
     return int(getattr(cfg.agent.stages, f"stage{stage}_max_iters"))
 
@@ -154,7 +157,7 @@ def iterations(view: JournalView, stage: int) -> int:
 
 
 def stage_outcome(
-    view: JournalView, stage: int | StageState, cfg: Any, rules: StageRules | None = None
+    view: JournalView, stage: int | StageState, cfg: Config, rules: StageRules | None = None
 ) -> StageOutcome:
     """Evaluate the stage's criteria and cap; see the module docstring."""
     state = stage if isinstance(stage, StageState) else StageState(stage)
@@ -200,7 +203,7 @@ def stage_outcome(
 
 
 def _criteria(
-    view: JournalView, state: StageState, cfg: Any, rules: StageRules, carried: Node | None
+    view: JournalView, state: StageState, cfg: Config, rules: StageRules, carried: Node | None
 ) -> tuple[bool, str]:
     number = state.stage
     if number == 1:

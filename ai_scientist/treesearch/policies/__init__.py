@@ -6,7 +6,7 @@ and ``stage_best(view, state, *, rng, tie_break) -> Choice``; see ``base``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .base import Action, SearchPolicy, decision_rng, dedupe_ideas, idea_similarity, next_planned_idea
 from .bfts import BFTSPolicy
@@ -14,10 +14,13 @@ from .forest import final_choice, nearest_solved_example, tfidf_similarities
 from .greedy import GreedyPolicy
 from .mcts import MCTSPolicy, tree_stats, ucb_score
 
+if TYPE_CHECKING:
+    from ...base.config import Config
+
 SEARCH_POLICIES: dict[str, Any] = {"bfts": BFTSPolicy, "greedy": GreedyPolicy, "mcts": MCTSPolicy}
 
 
-def make_policy(cfg: Any) -> SearchPolicy:
+def make_policy(cfg: Config) -> SearchPolicy:
     """The policy named by ``cfg.search.policy``, configured from ``cfg``."""
     name = cfg.search.policy
     if name not in SEARCH_POLICIES:
