@@ -26,7 +26,7 @@ import subprocess
 from pathlib import Path
 
 from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, SandboxError
-from .isolation import plan_mounts, refuse
+from .isolation import drop_to_uid, orchestrator_pidfd, plan_mounts, refuse
 from .lineage import SANDBOX_ENV
 from .process import rlimit_preexec
 from .resources import bind_sources
@@ -153,32 +153,34 @@ class BwrapExecutor(SandboxBackend):
         limits, argv, ws, install_dir = setup.limits, setup.argv, setup.workspace, setup.install_dir
         full_env, dropped = setup.env, setup.dropped
         uid = _next_uid() if self.drop else None
-        wrap: list[str] = []
         plan = None
         if uid is not None:
             _chown_tree(ws, uid)
             if install_dir:
                 _chown_tree(Path(install_dir), uid)
-            wrap = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
             # the fresh uid must reach what bwrap binds: hidden ancestors are covered, paths bound back
             needed = needed_paths(ws, install_dir, self.resources_dir, None)
             plan = plan_mounts(needed, workdir=ws, drop_uid=True, private_tmp=False)
         rlimits = rlimit_preexec(limits, address_space=True)
+        parent = orchestrator_pidfd()
 
         def preexec() -> None:
-            if plan is not None:
+            if plan is not None and uid is not None:
                 plan.apply()
-            rlimits()
+                # bwrap itself runs under the fresh uid: no `setpriv` program in front of it
+                drop_to_uid(uid, parent, capabilities=False)
+            rlimits()  # last: the address-space limit may be below this forked copy's size
 
         host_env = {"PATH": "/usr/bin:/bin"}  # bwrap's own environment; the command's is --setenv
         result = self._supervise(
-            wrap + self._argv(ws, limits, full_env, install_dir) + ["--", *argv],
+            [*self._argv(ws, limits, full_env, install_dir), "--", *argv],
             cwd=ws,
             env=host_env,
             limits=limits,
             display_command=argv,
             preexec=preexec,
             sweep_uid=uid,
+            contained=True,  # --unshare-all: bwrap's init holds the pid namespace
         )
         result.extra.update(uid=uid, dropped_env=dropped, network=limits.network)
         return result

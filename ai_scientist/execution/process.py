@@ -1,22 +1,34 @@
 """Supervise one local child process: stream-capped output, limits, and a kill that leaves nothing.
 
-Shared by the process-based backends (subprocess, bwrap, apptainer). The child
-starts in its own session (so it leads its own process group). While it runs,
-a poller samples the process tree with psutil to record peak memory, enforce
-the memory and pids limits, and remember every descendant it has seen, so a
-child that escaped with ``setsid`` is still killed. On timeout the group and
-all known descendants get SIGTERM, then SIGKILL after a short grace period,
-and the sweep repeats until none is left. ``sweep_uid`` lets a backend that ran
+Shared by the process-based backends (subprocess, bwrap, apptainer). The child starts in its
+own session (so it leads its own process group). One thread supervises it without busy
+polling: it blocks in ``poll()`` on the two output pipes and a pidfd of the child
+(``pidfd_open``), so an exit or a chunk of output wakes it at once, and the wall-clock
+deadline is the poll timeout. Tree samples (memory and process count, and the pids a kill
+must reach) back off: the first after ``FIRST_SAMPLE_S`` (a contained command that ends sooner
+is never sampled), then at doubling intervals up to ``SAMPLE_MAX_S``; between samples the
+kernel holds the per-process limits (RLIMIT_AS, and RLIMIT_NPROC under a fresh uid). A command
+in its own pid namespace (``contained``) is walked through ``/proc/PID/task/TID/children``
+from its root, which costs the size of its tree whatever else runs on the host (an orphan is
+re-parented to the namespace's init, inside the walk); other commands are sampled by scanning
+every process (psutil), the first time at once.
+
+When the main child exits on its own and is ``contained``, the kernel has already killed
+and reaped everything else in its pid namespace (the namespace's init exits last), so nothing
+is left to sweep. Otherwise (a kill on timeout / memory / pids / output, or a command not in
+a pid namespace) the group and all known descendants get SIGTERM, then SIGKILL after a short
+grace period, and the sweep repeats until none is left; ``sweep_uid`` lets a backend that ran
 the command under a dedicated uid kill *every* process of that uid.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
+import select
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,8 +38,11 @@ import psutil
 
 from .base import ExecResult, KilledBy, Limits, OutputHeadTail, limit_reason
 
-POLL_S = 0.05
+FIRST_SAMPLE_S = 0.05  # a contained command that ends sooner is never sampled
+SAMPLE_MAX_S = 1.0  # the interval between samples doubles from FIRST_SAMPLE_S up to this
 TERM_GRACE_S = 0.5
+DRAIN_S = 5.0  # after the exit, how long output pipes held open by leftovers are read
+_PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass
@@ -36,18 +51,16 @@ class _State:
     reason: str = ""
     peak_rss: int = 0
     seen: set[int] = field(default_factory=set)
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def decide(self, killed_by: KilledBy, reason: str) -> bool:
         """Record the first kill reason; later ones are ignored. True if this call decided."""
-        with self.lock:
-            if self.killed_by is None:
-                self.killed_by, self.reason = killed_by, reason
-                return True
-            return False
+        if self.killed_by is None:
+            self.killed_by, self.reason = killed_by, reason
+            return True
+        return False
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """PR_SET_PDEATHSIG(SIGKILL): if the orchestrator is killed (kill -9), the command dies too."""
     try:
         import ctypes
@@ -58,72 +71,79 @@ def _die_with_parent() -> None:
         pass  # not Linux: the supervisor's timeout still applies
 
 
+def set_rlimits(limits: Limits, address_space: bool = True) -> None:
+    """Set the command's rlimits in the calling (child) process; each one the host refuses is skipped."""
+    wanted = [
+        (resource.RLIMIT_CPU, limits.cpu_seconds),
+        (resource.RLIMIT_FSIZE, limits.file_bytes),
+        (resource.RLIMIT_NPROC, limits.pids),
+        (resource.RLIMIT_CORE, 0),
+    ]
+    if address_space:
+        wanted.append((resource.RLIMIT_AS, limits.memory_mb * 1024 * 1024))
+    for res, value in wanted:
+        try:
+            resource.setrlimit(res, (value, value))
+        except (ValueError, OSError):
+            pass  # not permitted here; the sampler still enforces memory / pids
+
+
 def rlimit_preexec(limits: Limits, address_space: bool = True) -> Callable[[], None]:
-    """A preexec function setting rlimits in the child; each limit the host refuses is skipped."""
+    """A preexec function setting the death signal and the rlimits in the child."""
 
     def apply() -> None:
-        _die_with_parent()
-        wanted = [
-            (resource.RLIMIT_CPU, limits.cpu_seconds),
-            (resource.RLIMIT_FSIZE, limits.file_bytes),
-            (resource.RLIMIT_NPROC, limits.pids),
-            (resource.RLIMIT_CORE, 0),
-        ]
-        if address_space:
-            wanted.append((resource.RLIMIT_AS, limits.memory_mb * 1024 * 1024))
-        for res, value in wanted:
-            try:
-                resource.setrlimit(res, (value, value))
-            except (ValueError, OSError):
-                pass  # not permitted here; the poller still enforces memory / pids
+        die_with_parent()
+        set_rlimits(limits, address_space)
 
     return apply
 
 
-def _reader(stream, buf: OutputHeadTail, total: list[int], limits: Limits, state: _State, kill) -> None:
-    # Reads in chunks into a bounded buffer: a 1 GiB flood never sits in memory.
-    fd = stream.fileno()
-    while True:
+def _walk(root: int) -> list[int]:
+    """``root`` and its descendants through ``/proc/PID/task/TID/children`` (cost: the tree's size)."""
+    out, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        out.append(pid)
         try:
-            chunk = os.read(fd, 65536)
+            tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
-            break
-        if not chunk:
-            break
-        buf.feed(chunk)
-        total[0] += len(chunk)
-        if total[0] > limits.output_hard_cap and state.decide(
-            "output", f"output exceeded {limits.output_hard_cap} bytes (flood)"
-        ):
-            kill()
-    stream.close()
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
+                    stack.extend(int(c) for c in fh.read().split())
+            except (OSError, ValueError):
+                continue
+    return out
 
 
-def _tree(root: psutil.Process) -> list[psutil.Process]:
+def _rss(pid: int) -> int:
     try:
-        return [root, *root.children(recursive=True)]
+        with open(f"/proc/{pid}/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _scan(root: int) -> list[int]:
+    """``root`` and its descendants by scanning every process (psutil): finds nothing re-parented."""
+    try:
+        proc = psutil.Process(root)
+        return [root, *(p.pid for p in proc.children(recursive=True))]
     except psutil.Error:
         return []
 
 
-def _sample(root: psutil.Process, state: _State, limits: Limits, kill) -> None:
-    procs = _tree(root)
-    rss = 0
-    for p in procs:
-        state.seen.add(p.pid)
-        try:
-            rss += p.memory_info().rss
-        except psutil.Error:
-            pass
+def _sample(pids: list[int], state: _State, limits: Limits) -> tuple[KilledBy, str] | None:
+    """Record the tree; the limit it breaks (memory first), if any."""
+    state.seen.update(pids)
+    rss = sum(_rss(p) for p in pids)
     state.peak_rss = max(state.peak_rss, rss)
-    if rss > limits.memory_mb * 1024 * 1024 and state.decide(
-        "memory", f"resident memory {rss // 2**20} MB exceeded the {limits.memory_mb} MB limit"
-    ):
-        kill()
-    elif len(procs) >= limits.pids and state.decide(
-        "pids", f"{len(procs)} processes reached the pids limit {limits.pids}"
-    ):
-        kill()
+    if rss > limits.memory_mb * 1024 * 1024:
+        return "memory", f"resident memory {rss // 2**20} MB exceeded the {limits.memory_mb} MB limit"
+    if len(pids) >= limits.pids:
+        return "pids", f"{len(pids)} processes reached the pids limit {limits.pids}"
+    return None
 
 
 def _signal_all(pgid: int, pids: set[int], sig: int, uid: int | None) -> int:
@@ -152,31 +172,31 @@ def _signal_all(pgid: int, pids: set[int], sig: int, uid: int | None) -> int:
     return alive
 
 
-def kill_everything(proc: subprocess.Popen, state: _State, sweep_uid: int | None) -> None:
-    """SIGTERM then SIGKILL the group, every seen descendant and the sweep uid, until none is left."""
-    try:
-        root = psutil.Process(proc.pid)
-        state.seen.update(p.pid for p in _tree(root))
-    except psutil.Error:
-        pass
-    _signal_all(proc.pid, state.seen, signal.SIGTERM, sweep_uid)
-    deadline = time.monotonic() + TERM_GRACE_S
-    while time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.02)
-    for _ in range(50):
-        live = {pid for pid in state.seen if not _is_zombie(pid)}
-        if proc.poll() is not None:
-            live.discard(proc.pid)  # reaped: its pid may be reused, never signal it again
-        if not _signal_all(proc.pid, live, signal.SIGKILL, sweep_uid) and proc.poll() is not None:
-            return
-        time.sleep(0.02)
-
-
 def _is_zombie(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     except psutil.Error:
         return True
+
+
+def _exited(pidfd: int, timeout_s: float = 0.0) -> bool:
+    return bool(select.select([pidfd], [], [], timeout_s)[0])
+
+
+def kill_everything(root: int, pidfd: int, state: _State, sweep_uid: int | None, contained: bool) -> None:
+    """SIGTERM then SIGKILL the group, the root, every seen descendant and the sweep uid, until
+    none is left. The root is never reaped here (its pid stays ours until :func:`supervise` waits)."""
+    if not _exited(pidfd):
+        state.seen.update(_walk(root) if contained else _scan(root))
+    _signal_all(root, state.seen, signal.SIGTERM, sweep_uid)
+    _exited(pidfd, TERM_GRACE_S)
+    for _ in range(50):
+        live = {pid for pid in state.seen if pid != root and not _is_zombie(pid)}
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        if not _signal_all(root, live, signal.SIGKILL, sweep_uid) and _exited(pidfd):
+            return
+        time.sleep(0.02)
 
 
 def supervise(
@@ -190,70 +210,119 @@ def supervise(
     preexec: Callable[[], None] | None = None,
     sweep_uid: int | None = None,
     enforce_memory: bool = True,
+    contained: bool = False,
+    around_spawn: Callable[[], contextlib.AbstractContextManager] | None = None,
 ) -> ExecResult:
-    """Run ``argv`` to completion under ``limits``; never raises for a failing command."""
+    """Run ``argv`` to completion under ``limits``; never raises for a failing command.
+
+    ``contained``: the child is (or waits for) the init of its own pid namespace, so every
+    process the command starts lives in the child's tree and dies with it. ``around_spawn``
+    is entered around the fork (e.g. to give the child a new pid namespace)."""
     state = _State()
     out, err = OutputHeadTail(limits.output_bytes // 2), OutputHeadTail(limits.output_bytes // 2)
-    total = [0]
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=str(cwd),
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            preexec_fn=preexec,
-            close_fds=True,
-        )
+        with around_spawn() if around_spawn else contextlib.nullcontext():
+            proc = subprocess.Popen(
+                argv,
+                cwd=str(cwd),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                preexec_fn=preexec,
+                close_fds=True,
+            )
     except OSError as exc:
         msg = f"could not start: {exc}"
         return ExecResult(
             list(display_command), 127, None, 0.0, "", msg, 0, len(msg), None, None, msg, backend
         )
-    kill_once = threading.Event()
-
-    def kill() -> None:
-        if not kill_once.is_set():
-            kill_once.set()
-            kill_everything(proc, state, sweep_uid)
-
-    readers = [
-        threading.Thread(target=_reader, args=(proc.stdout, out, total, limits, state, kill), daemon=True),
-        threading.Thread(target=_reader, args=(proc.stderr, err, total, limits, state, kill), daemon=True),
-    ]
-    for t in readers:
-        t.start()
-    _watch(proc, state, limits, kill, start, enforce_memory)
-    # The main child has exited (or been killed): anything it left behind goes too.
-    kill_everything(proc, state, sweep_uid)
-    proc.wait()
-    for t in readers:
-        t.join(timeout=5)
+    pidfd = os.pidfd_open(proc.pid)
+    try:
+        try:
+            _watch(proc, pidfd, state, limits, out, err, start, enforce_memory, sweep_uid, contained)
+        except BaseException:  # the supervisor failed (or was interrupted): the command goes too
+            state.decide("signal", "the supervisor stopped")
+            kill_everything(proc.pid, pidfd, state, sweep_uid, contained)
+            raise
+        finally:
+            _, status = os.waitpid(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+    finally:
+        os.close(pidfd)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
     return _result(proc, state, out, err, limits, backend, display_command, time.monotonic() - start)
 
 
-def _watch(
-    proc: subprocess.Popen, state: _State, limits: Limits, kill, start: float, enforce_memory: bool
-) -> None:
-    """Block until the child exits, killing it on timeout or when the memory / pids poller says so."""
-    try:
-        root = psutil.Process(proc.pid)
-    except psutil.Error:
-        return
-    while proc.poll() is None:
-        if time.monotonic() - start > limits.timeout_s:
-            if state.decide("timeout", f"wall-clock timeout of {limits.timeout_s:g}s"):
-                kill()
-            return
-        if enforce_memory:
-            _sample(root, state, limits, kill)
-        try:
-            proc.wait(timeout=POLL_S)  # returns as soon as the child exits: no idle latency
-        except subprocess.TimeoutExpired:
-            pass
+def _watch(proc, pidfd, state, limits, out, err, start, enforce_memory, sweep_uid, contained) -> None:
+    """Read both pipes and wait for the exit in one ``poll()``; kill on a limit; leave nothing behind."""
+    poller = select.poll()
+    bufs = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
+    for fd in bufs:
+        poller.register(fd, select.POLLIN)
+    poller.register(pidfd, select.POLLIN)
+    total = 0
+    deadline = start + limits.timeout_s
+    interval = FIRST_SAMPLE_S
+    # not contained: a descendant may leave the tree, so the first scan is at once (as before)
+    first = FIRST_SAMPLE_S if contained else 0.0
+    next_sample = start + first if enforce_memory else float("inf")
+    killed = exited = False
+    drain_until = float("inf")
+
+    def kill(why: KilledBy, reason: str) -> None:
+        nonlocal killed
+        if not killed and state.decide(why, reason):
+            killed = True
+            kill_everything(proc.pid, pidfd, state, sweep_uid, contained)
+
+    while bufs or not exited:
+        now = time.monotonic()
+        if not exited and not killed:
+            if now >= deadline:
+                kill("timeout", f"wall-clock timeout of {limits.timeout_s:g}s")
+            elif now >= next_sample:
+                broken = _sample(_walk(proc.pid) if contained else _scan(proc.pid), state, limits)
+                if broken:
+                    kill(*broken)
+                interval = min(interval * 2, SAMPLE_MAX_S)
+                next_sample = time.monotonic() + interval
+            now = time.monotonic()
+        if exited:
+            wait_until = drain_until
+        elif killed:
+            wait_until = now + 1.0  # killed: only the exit is awaited
+        else:
+            wait_until = min(deadline, next_sample)
+        events = poller.poll(max(0, int((wait_until - now) * 1000) + 1))
+        if not events and exited:
+            break  # a leftover still holds a pipe open past the drain time
+        for fd, _ in events:
+            if fd == pidfd:
+                if not exited:
+                    exited = True
+                    if killed or not contained:
+                        # what the command left behind goes too (an escaped setsid daemon...)
+                        kill_everything(proc.pid, pidfd, state, sweep_uid, contained)
+                    drain_until = time.monotonic() + DRAIN_S
+                    poller.unregister(pidfd)
+                continue
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                poller.unregister(fd)
+                del bufs[fd]
+                continue
+            bufs[fd].feed(chunk)  # bounded buffer: a 1 GiB flood never sits in memory
+            total += len(chunk)
+            if total > limits.output_hard_cap:
+                kill("output", f"output exceeded {limits.output_hard_cap} bytes (flood)")
 
 
 def _result(proc, state, out, err, limits, backend, display_command, duration) -> ExecResult:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,6 +131,8 @@ class SandboxBackend:
         display_command: list[str],
         preexec: Callable[[], None],
         sweep_uid: int | None,
+        contained: bool = False,
+        around_spawn: Callable[[], AbstractContextManager] | None = None,
     ) -> ExecResult:
         """:func:`~.process.supervise` for a local backend: a sandbox that cannot be set up is a
         :class:`~.base.SandboxError`, and an opted-in unsafe sandbox says so in the record."""
@@ -143,6 +146,8 @@ class SandboxBackend:
                 display_command=display_command,
                 preexec=preexec,
                 sweep_uid=sweep_uid,
+                contained=contained,
+                around_spawn=around_spawn,
             )
         except subprocess.SubprocessError as exc:
             raise SandboxError(

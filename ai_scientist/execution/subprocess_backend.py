@@ -25,6 +25,7 @@ Host files that every user may read stay readable: use ``bwrap`` or ``docker`` t
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import os
@@ -34,8 +35,19 @@ import tempfile
 from pathlib import Path
 
 from .base import ExecResult, Limits
-from .isolation import MountPlan, harden_orchestrator, interpreter_root, plan_mounts, refuse
-from .process import rlimit_preexec
+from .isolation import (
+    CLONE_NEWIPC,
+    CLONE_NEWNET,
+    MountPlan,
+    drop_to_uid,
+    harden_orchestrator,
+    interpreter_root,
+    orchestrator_pidfd,
+    pid_namespace_for_next_child,
+    plan_mounts,
+    refuse,
+)
+from .process import die_with_parent, rlimit_preexec, set_rlimits
 from .resources import bind_sources
 from .run_setup import RunSetup, SandboxBackend
 from .sandbox_env import ensure_dir
@@ -62,6 +74,36 @@ def _mount_namespace_works(root: bool) -> bool:
         plan = plan_mounts([(Path(tmp), "rw")], workdir=Path("/"), drop_uid=root, user_ns=ids)
         try:
             return subprocess.run(["true"], preexec_fn=plan.apply, timeout=10).returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            return False
+
+
+@functools.cache
+def _direct_works() -> bool:
+    """A root orchestrator can start a command as the init of its own pid namespace, with its
+    mount, IPC and network namespaces and the uid drop done in the forked child (no extra program)."""
+    if os.geteuid() != 0:
+        return False
+    harden_orchestrator()
+    with tempfile.TemporaryDirectory(prefix="ai-sci-nscheck-") as tmp:
+        os.chmod(tmp, 0o755)
+        plan = plan_mounts([(Path(tmp), "rw")], workdir=Path(tmp), drop_uid=True)
+        plan = dataclasses.replace(plan, namespaces=CLONE_NEWIPC | CLONE_NEWNET, proc=True)
+        parent = orchestrator_pidfd()
+        uid = _next_uid()
+
+        def preexec() -> None:
+            plan.apply()
+            drop_to_uid(uid, parent)
+
+        # pid 1 of a fresh namespace, under the fresh uid, seeing only its own /proc
+        probe = f"test $$ = 1 && test $(id -u) = {uid} && test $(ls /proc | grep -c '^[0-9]') -lt 10"
+        try:
+            with pid_namespace_for_next_child():
+                proc = subprocess.Popen(
+                    ["/bin/sh", "-c", probe], preexec_fn=preexec, stdout=subprocess.DEVNULL
+                )
+            return proc.wait(timeout=10) == 0
         except (OSError, subprocess.SubprocessError):
             return False
 
@@ -200,18 +242,22 @@ class SubprocessExecutor(SandboxBackend):
             wrap += drop_privileges(uid)
         return wrap
 
-    def _plan(self, setup: RunSetup, uid: int | None) -> MountPlan | None:
+    def _plan(self, setup: RunSetup, uid: int | None, direct: bool = False) -> MountPlan | None:
         if not self.caps["mount_namespace"]:
             return None
         needed = needed_paths(setup.workspace, setup.install_dir, self.resources_dir, self.python)
         ids = None if self.caps["root"] else (os.getuid(), os.getgid())
-        return plan_mounts(
+        plan = plan_mounts(
             needed,
             workdir=setup.workspace,
             drop_uid=uid is not None,
             user_ns=ids,
             tmp_size_mb=setup.limits.memory_mb,
         )
+        if direct:  # the child is the init of its pid namespace: it makes the others and /proc
+            net = 0 if setup.limits.network else CLONE_NEWNET
+            plan = dataclasses.replace(plan, namespaces=CLONE_NEWIPC | net, proc=True)
+        return plan
 
     def _launch(self, setup: RunSetup) -> ExecResult:
         limits, argv, ws, install_dir = setup.limits, setup.argv, setup.workspace, setup.install_dir
@@ -222,29 +268,48 @@ class SubprocessExecutor(SandboxBackend):
             _chown_tree(ws, uid)
             if install_dir:
                 _chown_tree(Path(install_dir), uid)
-        plan = self._plan(setup, uid)
-        rlimits = rlimit_preexec(limits)
+        # root: the forked child becomes the init of a new pid namespace and sets everything up
+        # itself; otherwise `unshare` and `setpriv` do it (two more programs started per command)
+        direct = uid is not None and _direct_works()
+        plan = self._plan(setup, uid, direct)
+        if direct:
+            assert plan is not None and uid is not None
+            parent = orchestrator_pidfd()
 
-        def preexec() -> None:
-            if plan is not None:
+            def preexec() -> None:
+                die_with_parent()
                 plan.apply()
-            rlimits()
+                drop_to_uid(uid, parent)
+                set_rlimits(limits)
 
+            wrapper: list[str] = []
+        else:
+            rlimits = rlimit_preexec(limits)
+
+            def preexec() -> None:
+                if plan is not None:
+                    plan.apply()
+                rlimits()
+
+            wrapper = self._wrapper(limits, uid)
         network_isolated = limits.network or self.caps["net_namespace"]
         result = self._supervise(
-            self._wrapper(limits, uid) + argv,
+            wrapper + argv,
             cwd=ws,
             env=setup.env,
             limits=limits,
             display_command=argv,
             preexec=preexec,
             sweep_uid=uid,
+            contained=direct or self.caps["pid_namespace"],
+            around_spawn=pid_namespace_for_next_child if direct else None,
         )
         result.extra.update(
             uid=uid,
             dropped_env=setup.dropped,
             pid_namespace=self.caps["pid_namespace"],
             mount_namespace=plan is not None,
+            direct_spawn=direct,
             network=limits.network,
             network_isolated=network_isolated,
         )
