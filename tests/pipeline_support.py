@@ -78,6 +78,19 @@ def journal_nodes(run_dir: Path) -> dict[str, dict]:
     return latest
 
 
+def prompt_records(run_dir: Path) -> list[dict]:
+    """Every prompt-log record of the run (all nodes, the ``run`` pseudo-node included), in call
+    order per node."""
+    from ai_scientist.base.paths import RunPaths
+
+    paths = RunPaths(run_dir)
+    return [
+        json.loads(p.read_text(encoding="utf-8"))
+        for nid in paths.node_ids()
+        for p in paths.node(nid).prompt_log_files()
+    ]
+
+
 def events(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
 

@@ -53,9 +53,14 @@ class MultiSeedConfig(_Strict):
     num_seeds: int = Field(2, ge=1, le=100)
 
 
+ROLE_DESCRIPTION_MAX_CHARS = 4000  # a persona paragraph, not a document: it is in every node prompt
+
+
 class AgentConfig(_Strict):
     num_workers: int = Field(1, ge=1, le=64)
     seed: int = 0
+    # the persona at the head of every node prompt's system message; null = prompt/core/system.j2's
+    role_description: str | None = None
     debug_reuses_parent_plan: bool = True
     llm_tie_break: bool = False
     stages: StagesConfig = StagesConfig()
@@ -71,6 +76,23 @@ class AgentConfig(_Strict):
     citation: RoleConfig = RoleConfig(temperature=0.2)
     review: RoleConfig = RoleConfig(temperature=0.5)
     ideation: RoleConfig = RoleConfig(temperature=0.7, max_tokens=4096)
+
+    @field_validator("role_description")
+    @classmethod
+    def _persona(cls, v: str | None) -> str | None:
+        # outer whitespace is dropped (a YAML block scalar ends in a newline), so the text stored in
+        # config.resolved.yaml is byte for byte the one every prompt carries
+        if v is None:
+            return None
+        v = v.strip()
+        if not v:
+            raise ValueError("must be non-empty text (leave it out, or null, for the built-in persona)")
+        if len(v) > ROLE_DESCRIPTION_MAX_CHARS:
+            raise ValueError(
+                f"{len(v):,} characters, at most {ROLE_DESCRIPTION_MAX_CHARS:,} "
+                "(it is sent in every node prompt; keep it to a paragraph)"
+            )
+        return v
 
 
 ROLES = (
@@ -315,7 +337,10 @@ def _describe(err: dict[str, Any]) -> str:
     msg = err.get("msg", kind)
     if isinstance(got, (dict, list)):
         return f"{path}: {msg}"
-    return f"{path}: {msg}, got {got!r}"
+    shown = repr(got)
+    if len(shown) > 120:  # a long text value: its start is enough to recognise it
+        shown = f"{shown[:80]}... ({len(str(got)):,} characters)"
+    return f"{path}: {msg}, got {shown}"
 
 
 def validate(data: Any, source: str = "config") -> Config:

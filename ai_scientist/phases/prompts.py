@@ -3,7 +3,8 @@
 Which layers a prompt has is declared in :mod:`ai_scientist.context.spec`; this
 adapter fills the two layers that belong to the calling phase —
 ``instructions`` (``prompt/phases/<prompt>.j2``) and ``response_format`` (the
-JSON schema, plus the memory protocol when memory is on) — and hands the rest
+JSON schema, plus the memory protocol when memory is on), gives the system layer the
+run's persona (``agent.role_description``) — and hands the rest
 to :func:`ai_scientist.context.assemble.assemble` with the target model's token
 counter and budget.
 """
@@ -68,7 +69,9 @@ class PromptAdapter:
         role: str = "code",
         conversation: list[dict[str, Any]] | None = None,
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        v = {**_DEFAULTS, **values}
+        # the persona (agent.role_description): one value per run, so every system message opens
+        # with the same bytes
+        v = {**_DEFAULTS, "role_description": self.cfg.agent.role_description, **values}
         schema = v.pop("response_schema", None)
         v["instructions"] = render(f"phases/{prompt}.j2", **v)
         fmt = []
