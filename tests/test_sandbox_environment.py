@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 from pipeline_support import events, journal_nodes, start_run
 
+from ai_scientist.base.config import load_config
 from ai_scientist.execution.base import SandboxError
-from ai_scientist.execution.environment import render_environment
+from ai_scientist.execution.environment import probe_environment, render_environment
 from ai_scientist.phases.schemas import validate_code
 from ai_scientist.testing.scripted import ExampleResponder
 
@@ -187,3 +188,91 @@ def test_docker_environment_layer_lacks_a_host_tool_the_image_lacks(tmp_path):
     # the image is its own filesystem: the host's compilers under /usr are not in it unless installed
     for tool in set(env["compilers"]) - set(env["sandbox"]["tools"]):
         assert f" {tool} (" not in section and f" {tool}," not in section
+
+
+# ------------------------------------------------------------------ the probe's output is untrusted --
+
+
+def test_probe_output_is_read_as_untrusted_text():
+    from ai_scientist.execution.sandbox_probe import MAX_LINES, parse_probe
+
+    lines = [
+        "tool\tgcc\t/usr/bin/gcc\tgcc 12\x1b[31m RED\x07" + "x" * 10_000,
+        "tool\tevil-tool\t/usr/bin/evil\t1.0",  # not a tool the probe looks for
+        "tool\tmake\tmake\tGNU Make",  # not an absolute path
+        "tool\tcmake",  # no path
+        "path\t/workspace\trw",
+        "path\t/etc\tmaybe",  # not an access word
+        "mount\tgarbage without fields",
+        "mount\t36 25 0:32 / /usr ro,nosuid - ext4 /dev/sda1 ro",
+        "mount\t37 25 0:33 / /proc rw - proc proc rw",  # /proc, /sys, /dev are not listed
+        "net\t../../etc",
+        "gpu\t/dev/sda",
+        'python\t{"version": "3.11.2\\u0000", "packages": {"numpy": "1.26", "../evil": "1", "x": 3},'
+        ' "package_count": -4, "usable_cores": "many"}',
+    ]
+    facts = parse_probe("\n".join(lines + ["junk\tline"] * (MAX_LINES + 10) + ["tool\tifx\t/opt/ifx\t2025"]))
+    assert set(facts["tools"]) == {"gcc"}  # ifx came after the line cap
+    assert facts["tools"]["gcc"].startswith("gcc 12") and len(facts["tools"]["gcc"]) <= 160
+    assert not any(ord(c) < 32 for c in facts["tools"]["gcc"])
+    assert facts["paths"] == {"/workspace": "rw"}
+    assert facts["mounts"] == [{"path": "/usr", "access": "ro", "fs": "ext4"}]
+    assert facts["interfaces"] == [] and facts["gpu_devices"] == []
+    py = facts["python"]
+    assert py["version"] == "3.11.2" and py["packages"] == {"numpy": "1.26"}
+    assert py["package_count"] == 1 and py["usable_cores"] is None
+    assert "error" in parse_probe("python\tTraceback (most recent call last):")["python"]
+
+
+class _BrokenSandbox:
+    """An executor whose sandbox cannot start (as a backend raises when its runtime is gone)."""
+
+    name = "docker"
+    image = "missing:latest"
+    python = "/usr/bin/python3"
+
+    def run(self, command, *, workspace, limits=None, env=None):
+        raise SandboxError("Docker image 'missing:latest' not found")
+
+
+def test_a_probe_that_cannot_run_is_recorded_and_judges_nothing(tmp_path):
+    from ai_scientist.execution.sandbox_probe import available_tools, ensure_sandbox_facts
+
+    cfg = load_config(overrides=["exec.backend=subprocess", "exec.apptainer_binary=missing-x"])
+    env = probe_environment(cfg)
+    assert ensure_sandbox_facts(env, _BrokenSandbox(), cfg, tmp_path)
+    sandbox = env["sandbox"]
+    assert sandbox["ok"] is False and "not found" in sandbox["error"]
+    text = render_environment(env)
+    assert "Not probed inside the sandbox" in text and "not found" in text
+    assert available_tools(env) is None  # a guess from the host would be wrong either way
+    validate_code(  # so a compiler cannot be refused on the host's word
+        {
+            "files": [{"path": "a.f90", "content": "end"}],
+            "build": {"language": "fortran", "compiler": "ifx"},
+            "run": {"commands": ["./a"]},
+        },
+        env,
+    )
+    assert not (tmp_path / "sandbox_probe").exists()
+
+
+def test_the_probe_runs_once_per_sandbox(tmp_path):
+    from ai_scientist.execution import make_executor
+    from ai_scientist.execution.sandbox_probe import ensure_sandbox_facts
+
+    tmp_path.chmod(0o755)
+    cfg = load_config(overrides=["exec.backend=subprocess"])
+    ex = make_executor(cfg, "subprocess")
+    env: dict = {}
+    assert ensure_sandbox_facts(env, ex, cfg, tmp_path)
+    first = dict(env["sandbox"])
+    assert first["ok"], first.get("error")
+    assert first["python"]["version"].startswith("3.")
+    assert not ensure_sandbox_facts(env, ex, cfg, tmp_path)  # same backend, image, interpreter
+    assert env["sandbox"] == first
+    other = load_config(overrides=["exec.backend=subprocess", "exec.python=/nonexistent/python3"])
+    assert ensure_sandbox_facts(env, make_executor(other, "subprocess"), other, tmp_path)
+    assert "no interpreter '/nonexistent/python3'" in env["sandbox"]["python"]["error"]
+    host = probe_environment(load_config(overrides=["exec.apptainer_binary=missing-x"]))
+    assert "Python there: no interpreter" in render_environment({**host, "sandbox": env["sandbox"]})
