@@ -18,7 +18,10 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .redact import Redactor
 
 RUN_LOG = "run.log"
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -37,7 +40,7 @@ class _TerminalFilter(logging.Filter):
 
 
 class _RedactingFormatter(logging.Formatter):
-    def __init__(self, redactor: Any):
+    def __init__(self, redactor: Redactor | None):
         super().__init__(_FORMAT)
         self.redactor = redactor
 
@@ -85,7 +88,7 @@ class RunLog:
 
     _current: RunLog | None = None  # one run executes per process; a new one replaces a leftover
 
-    def __init__(self, run_dir: str | Path, redactor: Any = None):
+    def __init__(self, run_dir: str | Path, redactor: Redactor | None = None):
         self.path = Path(run_dir) / RUN_LOG
         self.handler = logging.FileHandler(self.path, encoding="utf-8", delay=True)
         self.handler.setLevel(logging.INFO)
@@ -99,7 +102,7 @@ class RunLog:
         root.addHandler(self.handler)
 
     @classmethod
-    def start(cls, run_dir: str | Path, redactor: Any = None) -> RunLog:
+    def start(cls, run_dir: str | Path, redactor: Redactor | None = None) -> RunLog:
         if cls._current is not None:
             cls._current.close()
         cls._current = cls(run_dir, redactor)

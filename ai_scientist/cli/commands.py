@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..base.config import Config, ConfigError, dump_config, load_config
 from ..base.errors import (
@@ -28,6 +28,13 @@ from ..base.idea import load_idea
 from ..base.runlock import RunLock
 from ..runloop.run import Run
 from .outcome import print_outcome
+
+if TYPE_CHECKING:
+    import argparse
+
+    from ..execution.resources import ResourceSpec
+    from ..llm.backend import Backend
+    from ..runloop.services import Services
 
 
 def _preflight_reporting(cfg: Config) -> None:
@@ -57,7 +64,7 @@ def _preflight_sandbox(cfg: Config) -> None:
         raise ConfigError(f"exec.backend: {exc}") from None
 
 
-def setup_run(args: Any) -> tuple[Run, Any]:
+def setup_run(args: argparse.Namespace) -> tuple[Run, ResourceSpec | None]:
     """Validate everything and create the run directory (no token spent yet): (run, resources)."""
     cfg = load_config(args.config, args.overrides)
     idea = load_idea(args.idea)
@@ -75,7 +82,7 @@ def setup_run(args: Any) -> tuple[Run, Any]:
     return run, resources
 
 
-def cmd_run(args: Any) -> int:
+def cmd_run(args: argparse.Namespace) -> int:
     if args.from_phase:
         return _rerun_reporting(args)
     if not args.idea:
@@ -105,7 +112,7 @@ def open_locked(run_dir: str, overrides: list[str] | None) -> Run:
     return run
 
 
-def cmd_resume(args: Any) -> int:
+def cmd_resume(args: argparse.Namespace) -> int:
     run = open_locked(args.run_dir, args.overrides)
     try:
         if run.state.get("status") == "completed":
@@ -118,7 +125,7 @@ def cmd_resume(args: Any) -> int:
             run.lock.release()
 
 
-def cmd_replay(args: Any) -> int:
+def cmd_replay(args: argparse.Namespace) -> int:
     from ..runloop.replay import replay_run
 
     src = Path(args.run_dir)
@@ -130,7 +137,7 @@ def cmd_replay(args: Any) -> int:
     return execute(run, resources=None, replay_from=src)
 
 
-def _rerun_reporting(args: Any) -> int:
+def _rerun_reporting(args: argparse.Namespace) -> int:
     if not args.run_dir:
         raise UsageError("--from-phase needs --run-dir RUN_DIR (an existing run)")
     run = open_locked(args.run_dir, args.overrides)
@@ -152,10 +159,10 @@ def _rerun_reporting(args: Any) -> int:
 def execute(
     run: Run,
     *,
-    resources: Any = None,
+    resources: ResourceSpec | None = None,
     resumed: bool = False,
     replay_from: Path | None = None,
-    backend: Any = None,
+    backend: Backend | None = None,
 ) -> int:
     """Run the search (and reporting) to the end; returns the CLI exit code.
 
@@ -194,7 +201,7 @@ def execute(
         run.lock = None
 
 
-def _close_quietly(services: Any, stop: BaseException | None) -> None:
+def _close_quietly(services: Services, stop: BaseException | None) -> None:
     try:
         services.close()
     except Exception as exc:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base.config import dump_config, load_config
 from ..base.errors import EXIT_NO_WORKING_EXPERIMENT, EXIT_OK, ConfigError, RunStop, UsageError
@@ -33,6 +33,11 @@ from ..ideation.literature import Literature
 from ..ideation.loop import IdeaPrompts, Ideator
 from ..ideation.schema import check_v2
 from ..reporting.citations import DEFAULT_BASE_URL, client_for
+
+if TYPE_CHECKING:
+    import argparse
+
+    from ..llm.backend import Backend
 
 NUM_IDEAS = (1, 50)
 ROUNDS = (1, 20)  # v2's num_reflections: rounds per idea, the first draft included
@@ -66,11 +71,13 @@ def load_previous(out: Path) -> list[dict[str, Any]]:
     return data
 
 
-def cmd_ideate(args: Any) -> int:
+def cmd_ideate(args: argparse.Namespace) -> int:
     return run_ideation(args)
 
 
-def run_ideation(args: Any, *, backend: Any = None, options: IdeationOptions | None = None) -> int:
+def run_ideation(
+    args: argparse.Namespace, *, backend: Backend | None = None, options: IdeationOptions | None = None
+) -> int:
     """The ``ideate`` command; ``backend`` replaces the configured LLM backend (tests)."""
     from ..llm.factory import make_client
 

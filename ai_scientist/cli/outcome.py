@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ..base.errors import EXIT_INTERRUPTED, EXIT_NO_WORKING_EXPERIMENT, EXIT_OK
 from ..base.fileio import read_json
+
+if TYPE_CHECKING:
+    from ..base.run import Run
 
 
 def _metric(run_dir: Path, node_id: str) -> str:
@@ -23,7 +26,7 @@ def _metric(run_dir: Path, node_id: str) -> str:
     return f"{node_id} {metric.get('name', 'metric')}={value:.4g}"
 
 
-def produced_lines(run: Any) -> list[str]:
+def produced_lines(run: Run) -> list[str]:
     """What the run produced: best node per stage, figures, paper, review score."""
     run_dir = Path(run.dir)
     lines = []
@@ -57,7 +60,7 @@ def produced_lines(run: Any) -> list[str]:
 
 
 def print_outcome(
-    run: Any,
+    run: Run,
     code: int,
     *,
     reason: str | None = None,

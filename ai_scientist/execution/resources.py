@@ -31,13 +31,16 @@ import stat
 import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..base.config import ConfigError
 from ..base.fileio import atomic_write_json, read_json
 from ..base.userfiles import load_json, load_yaml, read_user_text
+
+if TYPE_CHECKING:
+    from .base import Executor, Limits
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 INDEX_NAME = "index.json"
@@ -235,7 +238,9 @@ def _stage_git(e: ResourceEntry, dest: Path, item: ResourceItem) -> None:
     item.status = "staged"
 
 
-def _stage_fetch(e: ResourceEntry, dest: Path, item: ResourceItem, executor: Any, limits: Any) -> None:
+def _stage_fetch(
+    e: ResourceEntry, dest: Path, item: ResourceItem, executor: Executor | None, limits: Limits | None
+) -> None:
     if e.path:
         _stage_local(e, dest, item)
         return
@@ -253,7 +258,7 @@ def _stage_fetch(e: ResourceEntry, dest: Path, item: ResourceItem, executor: Any
 
 
 def stage_resources(
-    spec: ResourceSpec, run_dir: Path, executor: Any = None, limits: Any = None
+    spec: ResourceSpec, run_dir: Path, executor: Executor | None = None, limits: Limits | None = None
 ) -> ResourceIndex:
     """Stage every entry into ``<run_dir>/resources/<id>``, digest it, and write ``index.json``.
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base import failpoints
 from ..base.errors import EXIT_NO_WORKING_EXPERIMENT, EXIT_OK, RunStop, disk_full_from
@@ -40,11 +40,14 @@ from ..treesearch.stages import (
 )
 from .services import Services, build_services  # noqa: F401  (re-exported for commands)
 
+if TYPE_CHECKING:
+    from ..base.run import Run
+
 
 class Orchestrator:
     """Runs (or resumes) the whole search of one run; see the module docstring."""
 
-    def __init__(self, run: Any, services: Services):
+    def __init__(self, run: Run, services: Services):
         self.run_ = run
         self.cfg = run.cfg
         self.services = services
@@ -354,7 +357,7 @@ class Orchestrator:
         )
 
 
-def finish_reporting(run: Any, services: Services, from_phase: str | None = None) -> None:
+def finish_reporting(run: Run, services: Services, from_phase: str | None = None) -> None:
     """Plots, VLM, writeup and review (when ``report.enabled``), then the HTML view."""
     if run.cfg.report.enabled and (from_phase or not (run.state.get("reporting") or {}).get("done")):
         services.run_reporting(from_phase=from_phase)

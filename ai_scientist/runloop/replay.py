@@ -15,7 +15,7 @@ import dataclasses
 import shutil
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -24,6 +24,9 @@ from ..base.fileio import read_json
 from ..base.idea import Idea
 from ..execution.base import ExecResult
 from .run import Run
+
+if TYPE_CHECKING:
+    from ..execution.base import Limits
 
 
 class ReplayDiverged(RuntimeError):
@@ -58,7 +61,7 @@ class ReplayRunner:
         command: list[str] | str,
         *,
         workspace: Path,
-        limits: Any = None,
+        limits: Limits | None = None,
         env: dict[str, str] | None = None,
     ) -> ExecResult:
         node_id = Path(workspace).parent.name
