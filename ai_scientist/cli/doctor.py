@@ -17,9 +17,12 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base.config import Config, load_config
+
+if TYPE_CHECKING:
+    import argparse
 
 Row = dict[str, Any]
 
@@ -133,7 +136,7 @@ def is_ready(report: dict[str, list[Row]]) -> bool:
     return all(c.get("ok") for c in report["llm"]) and any(c.get("ok") for c in report["sandbox"])
 
 
-def cmd_doctor(args: Any) -> int:
+def cmd_doctor(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, args.overrides)
     report = gather(cfg)
     ready = is_ready(report)

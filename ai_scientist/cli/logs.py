@@ -11,13 +11,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base.errors import UsageError
 from ..base.fileio import read_json, read_jsonl
 from ..promptlog.record import call_counts, list_records, read_records
 from ..promptlog.render import content_text as _content_text
 from ..promptlog.render import ledger_lines, record_sections, response_lines
+
+if TYPE_CHECKING:
+    import argparse
 
 INSPECT_TAIL_CHARS = 500
 
@@ -99,7 +102,7 @@ def _metric_text(metric: dict[str, Any] | None) -> str:
     return f"{metric.get('name', 'metric')}={metric['value']:.4g}{arrow}"
 
 
-def _emit(args: Any, data: Any, text: str) -> int:
+def _emit(args: argparse.Namespace, data: Any, text: str) -> int:
     if getattr(args, "json", False):
         sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     else:
@@ -126,7 +129,7 @@ def _node_line(node: dict[str, Any]) -> str:
     )
 
 
-def cmd_nodes(run: Path, args: Any) -> int:
+def cmd_nodes(run: Path, args: argparse.Namespace) -> int:
     nodes = load_nodes(run)
     kids = _children(nodes)
     lines: list[str] = []
@@ -148,7 +151,7 @@ def cmd_nodes(run: Path, args: Any) -> int:
     return _emit(args, data, "\n".join(lines))
 
 
-def cmd_inspect(run: Path, args: Any, full: bool) -> int:
+def cmd_inspect(run: Path, args: argparse.Namespace, full: bool) -> int:
     nodes = load_nodes(run)
     nid = _resolve_node(run, nodes, args.node)
     node, state = nodes.get(nid, {"id": nid}), _state(run, nid)
@@ -177,11 +180,11 @@ def cmd_inspect(run: Path, args: Any, full: bool) -> int:
     return _emit(args, data, "\n".join(head))
 
 
-def cmd_path(run: Path, args: Any) -> int:
+def cmd_path(run: Path, args: argparse.Namespace) -> int:
     from ..context.state import STATE_OPS
 
     nodes = load_nodes(run)
-    nid = _resolve_node(run, nodes, args.node)
+    nid: str | None = _resolve_node(run, nodes, args.node)
     chain: list[dict[str, Any]] = []
     seen: set[str] = set()
     while nid and nid in nodes and nid not in seen:  # seen: a corrupt cyclic journal must not hang
@@ -209,7 +212,7 @@ def cmd_path(run: Path, args: Any) -> int:
 # ----------------------------------------------------------------- prompts ----
 
 
-def cmd_show_prompt(run: Path, args: Any) -> int:
+def cmd_show_prompt(run: Path, args: argparse.Namespace) -> int:
     nodes = load_nodes(run)
     nid = _resolve_node(run, nodes, args.node)
     rec = _record(run, nid, args.call)
@@ -286,7 +289,7 @@ def pick_pair(recs_a: list[dict[str, Any]], recs_b: list[dict[str, Any]]) -> tup
     return recs_a[-1], recs_b[-1], "the nodes share no phase/label: the last call of each (unlike prompts)"
 
 
-def cmd_diff(run: Path, args: Any) -> int:
+def cmd_diff(run: Path, args: argparse.Namespace) -> int:
     nodes = load_nodes(run)
     na, nb = _resolve_node(run, nodes, args.node_a), _resolve_node(run, nodes, args.node_b)
     for nid in (na, nb):
@@ -319,7 +322,7 @@ def _flat_rows(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
     return [(prefix, obj)]
 
 
-def cmd_cost(run: Path, args: Any) -> int:
+def cmd_cost(run: Path, args: argparse.Namespace) -> int:
     cost = read_json(run / "cost.json")
     if cost is None:
         raise UsageError(f"{run}/cost.json does not exist (no LLM call has been recorded yet)")
@@ -333,7 +336,7 @@ def cmd_cost(run: Path, args: Any) -> int:
     return _emit(args, cost, "\n".join(lines) or "(empty cost.json)")
 
 
-def cmd_memory(run: Path, args: Any) -> int:
+def cmd_memory(run: Path, args: argparse.Namespace) -> int:
     try:
         from ..memory.inspect import cmd_memory as memory_cmd
     except ImportError:
@@ -346,7 +349,7 @@ def cmd_memory(run: Path, args: Any) -> int:
 # ------------------------------------------------------------------ handler ----
 
 
-def cmd_logs(args: Any) -> int:
+def cmd_logs(args: argparse.Namespace) -> int:
     """Entry point of ``ai-scientist logs`` (see ``cli.py``); returns the exit code."""
     run = _run_dir(args.run_dir)
     what = args.logs_command

@@ -28,9 +28,13 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .base import Limits, SandboxError
+
+if TYPE_CHECKING:
+    from ..base.config import Config
+    from .base import Executor
 
 # Build tools the probe looks for (first line of ``--version``); the build plan check rejects a
 # compiler from this list that the sandbox lacks (a name outside it cannot be judged).
@@ -217,21 +221,21 @@ def parse_probe(stdout: str) -> dict[str, Any]:
     return facts
 
 
-def sandbox_key(executor: Any, cfg: Any) -> str:
+def sandbox_key(executor: Executor, cfg: Config) -> str:
     """What identifies one sandbox: backend, image and interpreter (the cache key)."""
     return "|".join(str(x) for x in (executor.name, _image(executor), _python_of(executor, cfg)))
 
 
-def _image(executor: Any) -> str | None:
+def _image(executor: Executor) -> str | None:
     image = getattr(executor, "image", None)
     return str(image) if image else None
 
 
-def _python_of(executor: Any, cfg: Any) -> str:
+def _python_of(executor: Executor, cfg: Config) -> str:
     return str(getattr(executor, "python", None) or cfg.exec.python)
 
 
-def _declared(executor: Any, cfg: Any) -> dict[str, Any]:
+def _declared(executor: Executor, cfg: Config) -> dict[str, Any]:
     """The sandbox facts known without running anything: backend, image, mount points, limits."""
     from .base import RESOURCES_ENV, SANDBOX_RESOURCES, SANDBOX_WORKSPACE
 
@@ -257,7 +261,7 @@ def _declared(executor: Any, cfg: Any) -> dict[str, Any]:
     }
 
 
-def probe_sandbox(executor: Any, cfg: Any, workdir: Path) -> dict[str, Any]:
+def probe_sandbox(executor: Executor, cfg: Config, workdir: Path) -> dict[str, Any]:
     """Run the probe in ``executor`` with ``workdir`` as its workspace (created, then removed).
 
     Returns the declared facts plus, when the probe ran, the measured ones (``ok: true``);
@@ -301,7 +305,7 @@ def probe_sandbox(executor: Any, cfg: Any, workdir: Path) -> dict[str, Any]:
     return facts
 
 
-def ensure_sandbox_facts(env: dict[str, Any], executor: Any, cfg: Any, run_dir: Path) -> bool:
+def ensure_sandbox_facts(env: dict[str, Any], executor: Executor, cfg: Config, run_dir: Path) -> bool:
     """Put the sandbox facts into ``env["sandbox"]`` unless the cached ones have the same key.
 
     Returns True when it probed (the caller saves ``environment.json``)."""

@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import read_json
 from ..promptlog.record import list_records
+
+if TYPE_CHECKING:
+    import argparse
 
 
 def _usage_error(msg: str) -> Exception:
@@ -92,7 +95,7 @@ def _print_text(rep: dict[str, Any], out: Any) -> None:
             p("  (none shown)")
 
 
-def cmd_memory(args: Any) -> int:
+def cmd_memory(args: argparse.Namespace) -> int:
     """Print the node's memory (``args.run_dir``, ``args.node``, ``args.json``); exit code 0."""
     rep = memory_report(args.run_dir, args.node)
     if getattr(args, "json", False):

@@ -36,6 +36,7 @@ from .node import Node
 
 if TYPE_CHECKING:
     from ..base.config import Config
+    from .policies.base import SearchPolicy
 
 
 @dataclass(frozen=True)
@@ -283,7 +284,7 @@ def no_improvement_streak(view: JournalView, stage: int, carried: Node | None = 
 
 
 def next_stage_state(
-    view: JournalView, state: StageState, policy: Any, **best_kwargs: Any
+    view: JournalView, state: StageState, policy: SearchPolicy, **best_kwargs: Any
 ) -> tuple[StageState | None, Any]:
     """The state of the stage after ``state`` and the Choice that picked its start node.
 
