@@ -9,6 +9,7 @@ traceback.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -316,7 +317,7 @@ class Config(_Strict):
 # -------------------------------------------------------------- loading ----
 
 
-def _describe(err: dict[str, Any]) -> str:
+def _describe(err: Mapping[str, Any]) -> str:
     path = ".".join(str(p) for p in err["loc"]) or "<root>"
     kind = err["type"]
     got = err.get("input")

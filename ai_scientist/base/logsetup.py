@@ -72,7 +72,7 @@ def configure_terminal(verbose: bool = False) -> None:
     root.setLevel(logging.INFO)
     ours = [h for h in root.handlers if getattr(h, _TERMINAL_MARK, False)]
     if not ours:
-        handler = _TerminalHandler(sys.stderr)
+        handler: logging.Handler = _TerminalHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
         setattr(handler, _TERMINAL_MARK, True)
         root.addHandler(handler)

@@ -51,7 +51,7 @@ def docker_client(timeout: float = 10.0):
     try:
         import docker
 
-        client = docker.from_env(timeout=timeout)
+        client = docker.from_env(timeout=timeout)  # type: ignore[arg-type]  # a float is fine (requests'); the stub says int
         client.ping()
         return client
     except Exception as exc:  # the SDK raises several unrelated types for "no daemon"
