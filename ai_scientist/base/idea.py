@@ -15,16 +15,25 @@ Markdown form::
 JSON form: an object (or a list of objects; pick one with ``FILE#N``) with the
 AI-Scientist-v2 keys ``Name, Title, Short Hypothesis, Related Work, Abstract,
 Experiments, Risk Factors and Limitations``.
+
+Seed code (AI-Scientist-v2's ``--load_code``): the starting point of the first drafts. It comes
+from ``run --load-code FILE`` (:func:`with_seed_code`), from a markdown section ``## Code`` (also
+``## Seed Code``, ``## Code To Use``, ``## Code To Potentially Use``) holding one fenced block
+(its language tag names the file: `````python`` -> ``seed_code.py``; text around the fence is
+not part of the code), or from a ``Code`` key (a string) of a JSON idea. It is kept apart from
+the idea's text: :meth:`Idea.to_markdown` (the ``task`` layer of every prompt) leaves it out, and
+only the prompts of draft nodes show it (the ``seed_code`` layer).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import ConfigError
+from .errors import ConfigError, UsageError
 from .userfiles import load_json, read_user_text
 
 
@@ -43,6 +52,9 @@ class Idea:
     abstract: str = ""
     related_work: str = ""
     extra: dict[str, str] = field(default_factory=dict)
+    code: str = ""  # seed code for the first drafts (not part of to_markdown)
+    code_file: str = ""  # its file name, as the drafts' prompts show it
+    code_source: str = ""  # where it came from ("--load-code x.py", "idea section '## Code'", ...)
 
     def to_markdown(self) -> str:
         parts = [f"# {self.title}", ""]
@@ -75,6 +87,16 @@ _SECTION_ALIASES = {
     "name": "name",
 }
 
+# headings (markdown) and keys (JSON) that hold the seed code instead of idea text
+_CODE_HEADINGS = ("code", "seed code", "code to use", "code to potentially use")
+# a fence's language tag -> the seed code's file extension (the name is only a label in prompts)
+_CODE_EXT = {
+    "python": "py", "py": "py", "python3": "py", "c": "c", "cpp": "cpp", "c++": "cpp", "cc": "cpp",
+    "cuda": "cu", "cu": "cu", "fortran": "f90", "f90": "f90", "julia": "jl", "jl": "jl", "rust": "rs",
+    "rs": "rs", "go": "go", "bash": "sh", "sh": "sh", "shell": "sh", "r": "R", "java": "java",
+}  # fmt: skip
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)")
+
 
 SLUG_MAX = 48
 
@@ -97,11 +119,70 @@ def _text(v: object) -> str:
     return "" if v is None else str(v)
 
 
+def _fence_open(line: str) -> tuple[str, str] | None:
+    """``(fence, language)`` when ``line`` opens a fenced block."""
+    m = _FENCE.match(line)
+    return (m.group(1), m.group(2).lower()) if m else None
+
+
+def _fence_closes(line: str, fence: str) -> bool:
+    """A closing fence: at most 3 spaces, then at least as many of the opening fence's character."""
+    indent = len(line) - len(line.lstrip(" "))
+    s = line.strip()
+    return indent <= 3 and len(s) >= len(fence) and set(s) == {fence[0]}
+
+
+def _seed_name(language: str) -> str:
+    ext = _CODE_EXT.get(language)
+    return f"seed_code.{ext}" if ext else "seed_code"
+
+
+def _code_block(lines: list[str], head: str, source: str) -> tuple[str, str]:
+    """The one fenced block of the ``## <head>`` section: ``(code, file name)``."""
+    blocks: list[tuple[str, list[str]]] = []
+    fence: str | None = None
+    for line in lines:
+        if fence is None:
+            opened = _fence_open(line)
+            if opened:
+                fence = opened[0]
+                blocks.append((opened[1], []))
+        elif _fence_closes(line, fence):
+            fence = None
+        else:
+            blocks[-1][1].append(line)
+    if len(blocks) != 1:
+        found = "no fenced code block" if not blocks else f"{len(blocks)} fenced code blocks"
+        raise IdeaError(
+            f"{source}: section '## {head}' (seed code) holds {found}; "
+            "put the code in exactly one ``` block, or pass it with --load-code FILE"
+        )
+    language, body = blocks[0]
+    code = "\n".join(body)
+    if not code.strip():
+        raise IdeaError(f"{source}: section '## {head}' (seed code) has an empty code block")
+    return code + "\n", _seed_name(language)
+
+
 def parse_markdown(text: str, source: str = "idea") -> Idea:
     title = ""
     sections: dict[str, list[str]] = {}
     current: str | None = None
-    for line in text.splitlines():
+    fence: tuple[str, int] | None = None  # (fence, line number) of the open fenced block
+    for number, line in enumerate(text.splitlines(), 1):
+        # a '#' line inside a fenced block (a comment in seed code) is not a heading
+        if fence is not None:
+            if _fence_closes(line, fence[0]):
+                fence = None
+            if current is not None:
+                sections[current].append(line)
+            continue
+        opened = _fence_open(line)
+        if opened:
+            fence = (opened[0], number)
+            if current is not None:
+                sections[current].append(line)
+            continue
         m = re.match(r"^(#{1,6})\s+(.*?)\s*#*\s*$", line)
         if m and len(m.group(1)) == 1 and not title:
             title = m.group(2).strip()
@@ -115,16 +196,29 @@ def parse_markdown(text: str, source: str = "idea") -> Idea:
             sections[current].append(line)
         elif line.strip().lower().startswith("title:") and not title:
             title = line.split(":", 1)[1].strip()
+    if fence is not None:
+        raise IdeaError(f"{source}: the {fence[0]} fence opened at line {fence[1]} is never closed")
     fields: dict[str, str] = {}
     extra: dict[str, str] = {}
+    code = code_file = code_source = ""
     for head, lines in sections.items():
+        if head.lower().rstrip(":") in _CODE_HEADINGS:
+            if code:
+                raise IdeaError(
+                    f"{source}: two seed-code sections ('## {head}' and an earlier one); keep one"
+                )
+            code, code_file = _code_block(lines, head, source)
+            code_source = f"the idea's '## {head}' section"
+            continue
         body = "\n".join(lines).strip()
         key = _SECTION_ALIASES.get(head.lower().rstrip(":"))
         if key:
             fields[key] = body
         else:
             extra[head] = body
-    return _build(title, fields, extra, source)
+    idea = _build(title, fields, extra, source)
+    idea.code, idea.code_file, idea.code_source = code, code_file, code_source
+    return idea
 
 
 def parse_json(data: object, source: str = "idea") -> Idea:
@@ -133,15 +227,58 @@ def parse_json(data: object, source: str = "idea") -> Idea:
     fields: dict[str, str] = {}
     extra: dict[str, str] = {}
     title = _text(data.get("Title") or data.get("title") or "")
+    code = code_file = code_source = ""
     for k, v in data.items():
         if k.lower() == "title":
+            continue
+        if k.lower() == "code":
+            code, code_file = _json_code(v, f"{source}: key {k!r}")
+            code_source = f"the idea's {k!r} key"
             continue
         key = _SECTION_ALIASES.get(k.lower())
         if key:
             fields[key] = _text(v)
         else:
             extra[k] = _text(v)
-    return _build(title, fields, extra, source)
+    idea = _build(title, fields, extra, source)
+    idea.code, idea.code_file, idea.code_source = code, code_file, code_source
+    return idea
+
+
+def _json_code(value: object, where: str) -> tuple[str, str]:
+    """A JSON idea's ``Code``: raw code (AI-Scientist-v2 puts Python there) or one fenced block."""
+    if not isinstance(value, str):
+        raise IdeaError(f"{where} (seed code) must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise IdeaError(f"{where} (seed code) is empty; leave the key out for no seed code")
+    lines = value.strip("\n").splitlines()
+    opened = _fence_open(lines[0])
+    if opened and len(lines) > 1 and _fence_closes(lines[-1], opened[0]):
+        return _code_block(lines, "Code", where)
+    return value if value.endswith("\n") else value + "\n", "seed_code"
+
+
+def with_seed_code(idea: Idea, path: str | Path) -> Idea:
+    """``idea`` with the seed code of ``run --load-code FILE`` (exit 2 naming ``--load-code``).
+
+    The file is read defensively (a regular file, at most 1 MiB, UTF-8, no NUL byte); an idea
+    that already carries seed code is refused rather than silently overridden.
+    """
+    what = f"--load-code {path}"
+    try:
+        code = read_user_text(path, what)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    if not code.strip():
+        raise UsageError(f"{what}: file is empty")
+    if "\x00" in code:
+        raise UsageError(f"{what}: contains NUL bytes (a binary file?); give a source file")
+    if idea.code:
+        raise UsageError(
+            f"{what}: the idea already has seed code ({idea.code_source}); give the seed code once"
+        )
+    name = Path(path).name
+    return dataclasses.replace(idea, code=code, code_file=name, code_source=f"--load-code {name}")
 
 
 def _build(title: str, fields: dict[str, str], extra: dict[str, str], source: str) -> Idea:

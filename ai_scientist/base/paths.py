@@ -7,6 +7,7 @@ layout of ARCHITECTURE.md ("Run directory") is written down once::
     <run>/  config.resolved.yaml  idea.md  idea.json  environment.json  state.json
             journal.jsonl  events.jsonl  memory.sqlite (+ memory.faiss)  cost.json
             llm_negotiation.json  run.lock  run.log  review.json  tree.html
+            seed_code/<file> (when the idea has seed code)
             resources/ (index.json + staged items)   figures/ (figures.json, vlm.json, exec/)
             paper/ (paper.tex, paper.pdf, writeup.json, s2_cache/)   slurm/ (job folders)
             nodes/<node_id>/  node.json  state.md  plan.json  phase1.json  code_answer.json
@@ -227,6 +228,12 @@ class RunPaths:
     @property
     def state(self) -> Path:
         return self.root / "state.json"
+
+    @property
+    def seed_code(self) -> Path:
+        """``seed_code/<file>``: a readable copy of the idea's seed code (``idea.json`` holds the
+        copy that resume and replay read); ``<file>`` is :func:`slug` of its file name."""
+        return self.root / "seed_code"
 
     # append-only logs and ledgers
     @property

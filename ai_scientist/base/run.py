@@ -21,6 +21,7 @@ from ..base.config import Config, ConfigError, apply_override, dump_config, vali
 from ..base.errors import UsageError
 from ..base.fileio import append_jsonl, atomic_write_json, atomic_write_text, read_json
 from ..base.idea import Idea
+from ..base.paths import RunPaths, slug
 from ..base.redact import Redactor, redactor_for
 from ..base.runlock import RunLock
 
@@ -113,6 +114,11 @@ class Run:
         atomic_write_text(run_dir / "config.resolved.yaml", dump_config(cfg))
         atomic_write_text(run_dir / "idea.md", idea.to_markdown())
         atomic_write_json(run_dir / "idea.json", dataclasses.asdict(idea))
+        if idea.code:  # a copy to read; resume and replay take the seed code from idea.json
+            name = slug(idea.code_file)
+            folder = RunPaths(run_dir).seed_code
+            folder.mkdir(exist_ok=True)
+            atomic_write_text(folder / (name if name.strip(".") else "seed_code"), idea.code)
         now = time.time()
         state = {
             "run_id": run_dir.name,
@@ -127,7 +133,8 @@ class Run:
         run = cls(run_dir, cfg, idea, state)
         run.lock = lock
         run.save_state()
-        run.event("run_created", run_dir=str(run_dir), idea=idea.title)
+        seed = {"seed_code": {"file": idea.code_file, "source": idea.code_source}} if idea.code else {}
+        run.event("run_created", run_dir=str(run_dir), idea=idea.title, **seed)
         return run
 
     @classmethod

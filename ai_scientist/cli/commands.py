@@ -24,7 +24,7 @@ from ..base.errors import (
     disk_full_from,
 )
 from ..base.fileio import atomic_write_text
-from ..base.idea import load_idea
+from ..base.idea import load_idea, with_seed_code
 from ..base.runlock import RunLock
 from ..runloop.run import Run
 from .outcome import print_outcome
@@ -68,6 +68,8 @@ def setup_run(args: argparse.Namespace) -> tuple[Run, ResourceSpec | None]:
     """Validate everything and create the run directory (no token spent yet): (run, resources)."""
     cfg = load_config(args.config, args.overrides)
     idea = load_idea(args.idea)
+    if getattr(args, "load_code", None) is not None:
+        idea = with_seed_code(idea, args.load_code)
     resources = None
     if args.resources:
         from ..execution.resources import load_resources

@@ -33,6 +33,8 @@ LAYERS: dict[str, Layer] = {
         # -- stage inputs
         _L("plan_snippet", "user", 70, "json_preview", min_tokens=150, strip_reasoning=True, title="Plan"),
         _L("prior_code", "user", 75, "head_tail", min_tokens=400, title="Current code"),
+        # the user's seed code (run --load-code / the idea's code section): draft nodes only
+        _L("seed_code", "user", 78, "head_tail", min_tokens=300, title="Seed code"),
         _L("execution_output", "user", 65, "json_preview", min_tokens=200, title="Execution output"),
         _L("install_steps", "user", 62, "history_prune", min_tokens=150, title="Installer steps so far"),
         _L("plot_feedback", "user", 45, "head", min_tokens=80, strip_reasoning=True, title="Plot feedback"),
@@ -103,7 +105,7 @@ _TAIL = ["instructions", "response_format"]
 
 PROMPTS: dict[str, list[str]] = {
     # Phase 0: plan the node (download / install / compile / run), from idea + history
-    "phase0_plan": [*_BASE, "task", "history", "prior_outputs", *_TAIL],
+    "phase0_plan": [*_BASE, "task", "seed_code", "history", "prior_outputs", *_TAIL],
     # Phase 1: next installer command, given the plan and the steps so far
     "phase1_install": [*_BASE, "task", "plan_snippet", "history", "install_steps", *_TAIL],
     # Phase 2/3/4: write the code + compile + run commands for one node operation
@@ -112,6 +114,7 @@ PROMPTS: dict[str, list[str]] = {
         "task",
         "plan_snippet",
         "history",
+        "seed_code",
         "prior_code",
         "execution_output",
         "plot_feedback",

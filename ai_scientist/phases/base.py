@@ -138,6 +138,10 @@ class NodeContext:
             **values,
             "response_schema": schema,
         }
+        if self.node.is_draft and self.run.idea.code:  # the user's seed code: where drafts start
+            full.setdefault("seed_code", self.run.idea.code)
+            full.setdefault("seed_code_file", self.run.idea.code_file or "seed_code")
+            full.setdefault("seed_code_source", self.run.idea.code_source or "seed code")
         if self.parent is not None and "history" not in full:
             state = self.run.node_dir(self.parent.id) / "state.md"
             full["history"] = state.read_text(encoding="utf-8") if state.exists() else ""
