@@ -111,3 +111,20 @@ def test_a_big_file_is_excerpted_by_its_head_and_the_text_stays_within_budget(tm
         assert "`tmpl`" in shorter
     assert NOTES.strip() in render_resource_index(index, relevant_to=query, budget_chars=1200)
     assert "zz_appendix.txt` (first" not in render_resource_index(index, relevant_to=query, budget_chars=1200)
+
+
+def test_in_a_large_item_the_file_named_for_the_task_is_found(tmp_path):
+    from ai_scientist.execution.resource_excerpts import MAX_READ
+
+    data = tmp_path / "many"
+    data.mkdir()
+    for i in range(MAX_READ * 3):
+        (data / f"shard_{i:04d}.txt").write_text(f"unrelated shard {i}\n")
+    (data / "zz_label_noise_settings.txt").write_text("noise rate 0.2\n")
+    spec = tmp_path / "resources.yaml"
+    spec.write_text("resources:\n  - {id: many, type: local, path: many}\n")
+    index = stage_resources(load_resources(spec), tmp_path / "run")
+    text = render_resource_index(index, relevant_to="label noise study", budget_chars=20_000)
+    first = text.index("#### `resources/many/")
+    assert text[first:].startswith("#### `resources/many/zz_label_noise_settings.txt` (whole file")
+    assert f"and {MAX_READ * 3 + 1 - 12} more" in text  # the tree lists 12 files and counts the rest

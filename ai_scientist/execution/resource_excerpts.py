@@ -10,7 +10,9 @@ needed, and it is what the code that adapts a template would do anyway.
 
 Relevance is lexical and deterministic: the words (3+ letters, no stop words) shared with the
 task text, counted three times in the item's id, summary, tags and the file's path and once in
-the file's first lines; ties keep the index order, then the path order. Only regular files are
+the file's first lines; ties keep the index order, then the path order. Files are ranked by name
+first and only the best ``MAX_READ`` are opened, so a dataset of thousands of files costs a
+bounded amount of reading per prompt. Only regular files are
 read (a symlink is never followed, so a staged item cannot point the orchestrator at a host
 file), and only text (no NUL byte in the first 8 KiB, valid UTF-8).
 """
@@ -28,6 +30,7 @@ EXCERPT_FILES = 4  # files shown with contents (top-K by relevance; all of them 
 EXCERPT_CHARS = 2000  # a file up to this many characters is shown whole, a longer one by its head
 TREE_FILES = 12  # files listed per item
 MAX_FILES = 5000  # files walked per item
+MAX_READ = 64  # files opened per prompt to find the excerpts (the best named first)
 SNIFF_BYTES = 8192
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -119,29 +122,43 @@ def read_text_head(path: Path, max_chars: int) -> tuple[str, bool] | None:
     return text, at_end
 
 
-def _score(item: Any, f: ResourceFile, head: str, query: set[str]) -> int:
-    named = " ".join([item.id, item.summary or "", item.klass or "", *item.tags, f.rel.replace("/", " ")])
-    return 3 * len(query & words(named)) + len(query & words(head))
+def _named(item: Any, f: ResourceFile) -> set[str]:
+    return words(
+        " ".join([item.id, item.summary or "", item.klass or "", *item.tags, f.rel.replace("/", " ")])
+    )
 
 
 def select_excerpts(
-    items: list[tuple[Any, Path]], query: str, k: int = EXCERPT_FILES, max_chars: int = EXCERPT_CHARS
+    items: list[tuple[Any, list[ResourceFile]]],
+    query: str,
+    k: int = EXCERPT_FILES,
+    max_chars: int = EXCERPT_CHARS,
 ) -> list[Excerpt]:
-    """The ``k`` most relevant text files of the staged ``items`` [(item, host root)], with excerpts."""
+    """The ``k`` most relevant text files of the staged ``items`` [(item, its files)], with excerpts.
+
+    Files are first ranked by their names (no reading); only the first ``MAX_READ`` of them are
+    opened, so an item of thousands of files costs a bounded amount of reading per prompt."""
     q = words(query)
+    by_name = sorted(
+        (
+            (-3 * len(q & _named(item, f)), order, f.rel, item, f)
+            for order, (item, files) in enumerate(items)
+            for f in files
+        ),
+        key=lambda r: r[:3],
+    )
     ranked: list[tuple[int, int, str, Excerpt]] = []
-    for order, (item, root) in enumerate(items):
-        for f in item_files(root, item.id):
-            got = read_text_head(f.host, max_chars)
-            if got is None:
-                continue
-            text, whole = got
-            ranked.append((-_score(item, f, text[:SNIFF_BYTES], q), order, f.rel, Excerpt(f, text, whole)))
+    for name_score, order, rel, _item, f in by_name[:MAX_READ]:
+        got = read_text_head(f.host, max_chars)
+        if got is None:
+            continue
+        text, whole = got
+        score = name_score - len(q & words(text[:SNIFF_BYTES]))
+        ranked.append((score, order, rel, Excerpt(f, text, whole)))
     ranked.sort(key=lambda r: r[:3])
     return [r[3] for r in ranked[:k]]
 
 
-def tree_summary(root: Path, item_id: str, limit: int = TREE_FILES) -> tuple[list[ResourceFile], int]:
+def tree_summary(files: list[ResourceFile], limit: int = TREE_FILES) -> tuple[list[ResourceFile], int]:
     """(the first ``limit`` files of an item, how many more there are)."""
-    files = item_files(root, item_id)
     return files[:limit], max(0, len(files) - limit)

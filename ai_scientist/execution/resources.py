@@ -339,7 +339,7 @@ def render_resource_index(
     single excerpt that is still too long keeps its head. Never longer than ``budget_chars``.
     """
     from ..base.templates import render
-    from .resource_excerpts import EXCERPT_FILES, Excerpt, select_excerpts, tree_summary
+    from .resource_excerpts import EXCERPT_FILES, Excerpt, item_files, select_excerpts, tree_summary
 
     if index is None or not index.items:
         return ""
@@ -354,8 +354,8 @@ def render_resource_index(
         return render("resources/index.md.j2", items=[], omitted=len(ranked))[:budget_chars]
     if len(shown) < len(ranked):
         return text
-    staged = [(i, Path(index.root) / i.id) for i in ranked if i.status == "staged"]
-    trees = {i.id: tree_summary(root, i.id) for i, root in staged}
+    staged = [(i, item_files(Path(index.root) / i.id, i.id)) for i in ranked if i.status == "staged"]
+    trees = {i.id: tree_summary(files) for i, files in staged}
     chosen = select_excerpts(staged, relevant_to, EXCERPT_FILES if excerpts is None else excerpts)
 
     def full(ex: list[Excerpt]) -> str:
