@@ -100,3 +100,27 @@ def test_cli_bad_role_description_exits_2(tmp_path: Path):
         assert res.returncode == 2, (res.returncode, res.stderr[-2000:])
         assert "Traceback" not in res.stderr and "agent.role_description: " in res.stderr, res.stderr
     assert not out.exists() or not any(out.iterdir())  # refused before a run directory is made
+
+
+def test_cli_persona_with_a_colon_needs_quotes(tmp_path: Path):
+    # unquoted, "X: Y" is a YAML mapping: the message says to quote it; quoted, it is the persona
+    text = "You are an HPC engineer: you measure first."
+    out = tmp_path / "exp"
+    res = cli(
+        "run", "--idea", str(IDEA), "--out", str(out), "--set", f"agent.role_description={text}", *SETUP_ONLY
+    )
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert "agent.role_description: " in res.stderr and "quote it" in res.stderr, res.stderr
+    res = cli(
+        "run",
+        "--idea",
+        str(IDEA),
+        "--out",
+        str(out),
+        "--set",
+        f'agent.role_description="{text}"',
+        *SETUP_ONLY,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    resolved = Path(res.stdout.strip().splitlines()[-1]) / "config.resolved.yaml"
+    assert yaml.safe_load(resolved.read_text(encoding="utf-8"))["agent"]["role_description"] == text

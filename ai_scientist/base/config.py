@@ -78,6 +78,17 @@ class AgentConfig(_Strict):
     review: RoleConfig = RoleConfig(temperature=0.5)
     ideation: RoleConfig = RoleConfig(temperature=0.7, max_tokens=4096)
 
+    @field_validator("role_description", mode="before")
+    @classmethod
+    def _persona_text(cls, v: Any) -> Any:
+        # "You are X: you do Y" unquoted is a YAML mapping; say so instead of "not a string"
+        if isinstance(v, dict):
+            raise ValueError(
+                "must be text, got a mapping (an unquoted ': ' makes one): quote it, e.g. "
+                "--set 'agent.role_description=\"You are ...: ...\"', or use a YAML block scalar (|)"
+            )
+        return v
+
     @field_validator("role_description")
     @classmethod
     def _persona(cls, v: str | None) -> str | None:
@@ -180,6 +191,8 @@ class MemoryConfig(_Strict):
 class PriceConfig(_Strict):
     input_per_mtok: float = Field(0.0, ge=0)
     output_per_mtok: float = Field(0.0, ge=0)
+    # prompt tokens the server served from its prefix cache; null: the input price (no discount)
+    cached_per_mtok: float | None = Field(None, ge=0)
 
 
 class LLMConfig(_Strict):
