@@ -81,6 +81,7 @@ PY="$1"; shift
 T=""; command -v timeout >/dev/null 2>&1 && T="timeout 5"
 printf 'cwd\t%s\n' "$(pwd)"
 printf 'uid\t%s\n' "$(id -u 2>/dev/null)"
+printf 'resources_seen\t%s\n' "${AI_SCIENTIST_RESOURCES:-}"
 printf 'os\t%s\n' "$(sed -n 's/^PRETTY_NAME=//p' /etc/os-release 2>/dev/null | tr -d '"')"
 for d in "$(pwd)" "${AI_SCIENTIST_RESOURCES:-}" /tmp /usr /etc /opt /; do
   [ -n "$d" ] || continue
@@ -196,7 +197,7 @@ def parse_probe(stdout: str) -> dict[str, Any]:
     for line in stdout.splitlines()[:MAX_LINES]:
         key, _, rest = line.partition("\t")
         parts = rest.split("\t")
-        if key in ("cwd", "uid", "os", "ulimit_v"):
+        if key in ("cwd", "uid", "os", "ulimit_v", "resources_seen"):
             facts[key] = _clean(rest, 200)
         elif key == "path" and len(parts) == 2 and parts[1] in ("rw", "ro", "absent"):
             if len(facts["paths"]) < 20:
@@ -247,9 +248,12 @@ def _declared(executor: Executor, cfg: Config) -> dict[str, Any]:
         "backend": executor.name,
         "image": _image(executor),
         "interpreter": _python_of(executor, cfg),
-        "workspace": "(a per-node directory on the host)" if host_paths else SANDBOX_WORKSPACE,
+        # subprocess: each node's own directory, named in the command's environment
+        "workspace": "$AI_SCIENTIST_WORKSPACE" if host_paths else SANDBOX_WORKSPACE,
         "resources": (None if not resources else (str(resources) if host_paths else SANDBOX_RESOURCES)),
         "resources_env": RESOURCES_ENV,
+        # a mount table of its own (bwrap, containers); subprocess shares the host's
+        "own_mounts": not host_paths,
         "network": limits.network,
         "limits": {
             "timeout_s": limits.timeout_s,
