@@ -14,6 +14,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, SandboxError, normalize_command
 from .isolation import harden_orchestrator
@@ -92,6 +93,10 @@ class SandboxBackend:
     python: str
     resources_dir: Path | None
     host_paths = False
+
+    if TYPE_CHECKING:  # each backend defines it (what it holds differs); declared for the type checker
+
+        def close(self) -> None: ...
 
     def run(
         self,

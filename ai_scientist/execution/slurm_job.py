@@ -18,7 +18,10 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .run_setup import SandboxBackend
 
 EXIT_FILE = "exit.json"
 SPEC_FILE = "spec.json"
@@ -34,7 +37,7 @@ def write_exit(job_dir: Path, record: dict[str, Any]) -> None:
     os.replace(tmp, job_dir / EXIT_FILE)
 
 
-def inner_executor(spec: dict[str, Any]) -> Any:
+def inner_executor(spec: dict[str, Any]) -> SandboxBackend:
     """The sandbox named by ``spec["sandbox"]`` (subprocess | bwrap | apptainer)."""
     name = spec["sandbox"]
     res = spec.get("resources_dir")

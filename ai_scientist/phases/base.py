@@ -177,7 +177,7 @@ class NodeContext:
     def load(self, name: str) -> Any:
         return read_json(self.dir / name)
 
-    def update(self, **changes: Any) -> Any:
+    def update(self, **changes: Any) -> Node:
         """Record a change of the (immutable) node in the journal and keep the new copy."""
         if self.journal is not None:
             self.node = self.journal.update(self.node.id, **changes)

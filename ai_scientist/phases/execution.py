@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..base.fileio import atomic_write_json
 from .base import NodeContext
+
+if TYPE_CHECKING:
+    from ..execution.base import ExecResult
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -27,7 +30,7 @@ def _claim(folder: Path, phase: str, label: str) -> Path:
 
 def run_command(
     ctx: NodeContext, command: str, *, phase: str, label: str, timeout: float | None = None
-) -> Any:
+) -> ExecResult:
     """Run ``command`` (a shell line) in the node's workspace; the result is saved in ``exec/``."""
     from dataclasses import replace
 
