@@ -26,7 +26,7 @@ from ..base.errors import (
 from ..base.fileio import atomic_write_text
 from ..base.idea import load_idea, with_seed_code
 from ..base.runlock import RunLock
-from ..runloop.run import Run
+from ..base.run import Run
 from .outcome import print_outcome
 
 if TYPE_CHECKING:

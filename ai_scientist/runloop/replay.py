@@ -23,7 +23,7 @@ from ..base.config import validate
 from ..base.fileio import read_json
 from ..base.idea import Idea
 from ..execution.base import ExecResult
-from .run import Run
+from ..base.run import Run
 
 if TYPE_CHECKING:
     from ..execution.base import Limits
