@@ -18,6 +18,8 @@ from . import search as S
 from .records import aid, parse_id
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from .db import Database
     from .embed import Embedder
 
@@ -45,7 +47,13 @@ class ArchivalMixin:
         def lineage(self, branch: str) -> list[str]: ...
 
     def _insert_archival(
-        self, c: Any, text: str, tags: Sequence[str], source_ref: str | None, kind: str, branch: str | None
+        self,
+        c: sqlite3.Connection,
+        text: str,
+        tags: Sequence[str],
+        source_ref: str | None,
+        kind: str,
+        branch: str | None,
     ) -> int:
         return c.execute(
             "INSERT INTO archival(text, tags, source_ref, kind, branch, created) VALUES (?, ?, ?, ?, ?, ?)",
@@ -83,7 +91,7 @@ class ArchivalMixin:
         """Replace a passage's text and/or tags; the previous version goes to ``archival_history``."""
         a = parse_id(ident, "a")
 
-        def w(c: Any) -> None:
+        def w(c: sqlite3.Connection) -> None:
             row = c.execute("SELECT text, tags FROM archival WHERE id = ?", (a,)).fetchone()
             if row is None:
                 raise KeyError(f"no archival passage {aid(a)}")

@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base.config import Config, MemoryConfig
 from ..base.redact import Redactor
@@ -42,6 +42,9 @@ from .overflow import (
     extractive_summary,
 )
 from .records import Consolidation, CoreEntry, CoreWrite, Evicted, RecallEvent, aid, parse_id, rid
+
+if TYPE_CHECKING:
+    import sqlite3
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +118,7 @@ class MemoryStore(ArchivalMixin):
         parent = parent_branch or ROOT
         bid = node_id or f"b{uuid.uuid4().hex[:12]}"
 
-        def w(c: Any) -> str:
+        def w(c: sqlite3.Connection) -> str:
             row = c.execute("SELECT parent_id FROM branches WHERE id = ?", (bid,)).fetchone()
             if row is not None:
                 if row[0] != parent:
@@ -181,7 +184,7 @@ class MemoryStore(ArchivalMixin):
     )
 
     # ---------------------------------------------------------------------- core --
-    def _core_visible(self, c: Any, branch: str, now: float) -> dict[str, CoreEntry]:
+    def _core_visible(self, c: sqlite3.Connection, branch: str, now: float) -> dict[str, CoreEntry]:
         # newest unexpired write per key (SQLite returns the row of max(seq) for bare columns);
         # an expired write is ignored as if never made, then tombstones hide their key
         rows = c.execute(
@@ -217,7 +220,7 @@ class MemoryStore(ArchivalMixin):
             raise ValueError(f"ttl must be > 0 seconds, got {ttl!r}")
         expires = self.clock() + float(ttl) if ttl is not None else None
 
-        def w(c: Any) -> CoreWrite:
+        def w(c: sqlite3.Connection) -> CoreWrite:
             now = self.clock()
             cur = c.execute(
                 "INSERT INTO core(branch, key, value, importance, expires_at, deleted, created)"
@@ -287,14 +290,14 @@ class MemoryStore(ArchivalMixin):
         " JOIN chain mc ON m.branch = mc.b AND m.id <= mc.ml)"
     )
 
-    def _recall_count(self, c: Any, branch: str) -> int:
+    def _recall_count(self, c: sqlite3.Connection, branch: str) -> int:
         return c.execute(
             self._CHAIN_CTE + "SELECT count(*) FROM recall r JOIN chain ON r.branch = chain.b"
             " AND r.id <= chain.rl" + self._UNMASKED,
             (self._chain_json(branch),),
         ).fetchone()[0]
 
-    def _masked(self, c: Any, branch: str) -> dict[int, tuple[int | None, str]]:
+    def _masked(self, c: sqlite3.Connection, branch: str) -> dict[int, tuple[int | None, str]]:
         rows = c.execute(
             self._CHAIN_CTE + "SELECT m.event_id, m.archival_id, m.reason FROM recall_masks m"
             " JOIN chain ON m.branch = chain.b AND m.id <= chain.ml",
@@ -302,7 +305,7 @@ class MemoryStore(ArchivalMixin):
         ).fetchall()
         return {r[0]: (r[1], r[2]) for r in rows}
 
-    def _recall_rows(self, c: Any, branch: str, include_hidden: bool) -> list[Any]:
+    def _recall_rows(self, c: sqlite3.Connection, branch: str, include_hidden: bool) -> list[Any]:
         return c.execute(
             self._CHAIN_CTE
             + "SELECT r.* FROM recall r JOIN chain ON r.branch = chain.b AND r.id <= chain.rl"
@@ -369,7 +372,7 @@ class MemoryStore(ArchivalMixin):
     def _fold(self, branch: str, events: list[RecallEvent], summary: str, reason: str) -> int:
         text = consolidation_text(events, summary)
 
-        def w(c: Any) -> int:
+        def w(c: sqlite3.Connection) -> int:
             a = self._insert_archival(
                 c,
                 text,
@@ -392,7 +395,7 @@ class MemoryStore(ArchivalMixin):
     def consolidations(self, branch: str) -> list[Consolidation]:
         """Ranges folded away on ``branch``'s lineage, oldest first, each citing its event ids."""
 
-        def r(c: Any) -> list[Consolidation]:
+        def r(c: sqlite3.Connection) -> list[Consolidation]:
             groups: dict[int, tuple[list[str], str]] = {}
             for eid, (a, reason) in sorted(self._masked(c, branch).items()):
                 groups.setdefault(a, ([], reason))[0].append(rid(eid))
