@@ -24,7 +24,7 @@ LAYERS: dict[str, Layer] = {
         # -- base context (system message)
         _L("system", "system", 100, template="core/system.j2", key=None, pinned=True),
         _L("domain", "system", 90, template="core/domain_neutral.j2", key=None, title="Working rules"),
-        _L("environment", "system", 60, "json_preview", min_tokens=150, title="Environment"),
+        _L("environment", "system", 60, "head", min_tokens=150, title="Environment"),  # sandbox first
         _L("memory", "system", 55, "head", min_tokens=120, title="Memory"),
         _L("resource_index", "system", 50, "head", min_tokens=120, title="Resource index"),
         # -- task and history

@@ -215,7 +215,8 @@ def build_services(
         executor=executor,
         prompts=prompts,
         environment=env,
-        environment_text=render_environment(env),
+        # compact (no versions, no package names) when over a quarter of the prompt budget
+        environment_text=render_environment(env, budget_chars=cfg.context.max_prompt_tokens),
         resources_dir=res_dir,
         resource_index=index,
         memory_store=store,
