@@ -270,9 +270,15 @@ def test_the_probe_runs_once_per_sandbox(tmp_path):
     assert first["ok"], first.get("error")
     assert first["python"]["version"].startswith("3.")
     assert not ensure_sandbox_facts(env, ex, cfg, tmp_path)  # same backend, image, interpreter
+    # over its budget the layer turns compact (tool names without versions), the sandbox still first
+    host = probe_environment(load_config(overrides=["exec.apptainer_binary=missing-x"]))
+    full = render_environment({**host, "sandbox": first})
+    short = render_environment({**host, "sandbox": first}, budget_chars=len(full) - 1)
+    assert len(short) < len(full) and short.startswith(SANDBOX_HEADING)
+    for tool, version in first["tools"].items():
+        assert f"{tool} ({version[:60]})" in full and f"{tool} (" not in short and tool in short
     assert env["sandbox"] == first
     other = load_config(overrides=["exec.backend=subprocess", "exec.python=/nonexistent/python3"])
     assert ensure_sandbox_facts(env, make_executor(other, "subprocess"), other, tmp_path)
     assert "no interpreter '/nonexistent/python3'" in env["sandbox"]["python"]["error"]
-    host = probe_environment(load_config(overrides=["exec.apptainer_binary=missing-x"]))
     assert "Python there: no interpreter" in render_environment({**host, "sandbox": env["sandbox"]})
