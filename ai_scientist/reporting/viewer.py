@@ -19,7 +19,7 @@ from typing import Any
 from ..base.fileio import atomic_write_text, read_json, read_jsonl, regular_file_inside
 from ..base.redact import Redactor, redactor_for
 from .images import image_data_url
-from .runread import load_run, read_text
+from .runread import RunView, load_run, read_text
 
 TEMPLATE = Path(__file__).with_name("viewer_template.html")
 TEXT_CAP = 20_000
@@ -137,7 +137,7 @@ def _plan(node: dict[str, Any], node_dir: Path, calls: list[dict[str, Any]]) -> 
 
 
 def node_view(
-    view: Any,
+    view: RunView,
     node: dict[str, Any],
     logs: list[Path],
     images: _Images,
