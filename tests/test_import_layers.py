@@ -94,8 +94,16 @@ def test_every_package_has_a_layer_and_nothing_is_loose():
 @pytest.mark.parametrize(
     ("where", "code", "message"),
     [
-        ("context/x.py", "from ..llm.client import LLMClient\n", "context (layer 1) must not import a higher layer"),
-        ("base/x.py", "def f():\n    from ..cli.main import main\n", "base (layer 0) must not import a higher layer"),
+        (
+            "context/x.py",
+            "from ..llm.client import LLMClient\n",
+            "context (layer 1) must not import a higher layer",
+        ),
+        (
+            "base/x.py",
+            "def f():\n    from ..cli.main import main\n",
+            "base (layer 0) must not import a higher layer",
+        ),
         (
             "phases/x.py",
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..runloop.services import S\n",
