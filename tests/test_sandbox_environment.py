@@ -208,6 +208,7 @@ def test_probe_output_is_read_as_untrusted_text():
         "mount\t37 25 0:33 / /proc rw - proc proc rw",  # /proc, /sys, /dev are not listed
         "net\t../../etc",
         "gpu\t/dev/sda",
+        "libs\tlibopenblas libfoo ../evil libc libfftw3 notalib",
         'python\t{"version": "3.11.2\\u0000", "packages": {"numpy": "1.26", "../evil": "1", "x": 3},'
         ' "package_count": -4, "usable_cores": "many"}',
     ]
@@ -218,6 +219,7 @@ def test_probe_output_is_read_as_untrusted_text():
     assert facts["paths"] == {"/workspace": "rw"}
     assert facts["mounts"] == [{"path": "/usr", "access": "ro", "fs": "ext4"}]
     assert facts["interfaces"] == [] and facts["gpu_devices"] == []
+    assert facts["libraries"] == {"count": 4, "notable": ["fftw", "openblas"]}
     py = facts["python"]
     assert py["version"] == "3.11.2" and py["packages"] == {"numpy": "1.26"}
     assert py["package_count"] == 1 and py["usable_cores"] is None

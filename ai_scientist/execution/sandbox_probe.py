@@ -5,8 +5,8 @@ of a node runs elsewhere: a bwrap namespace that sees only ``/usr`` and ``/etc``
 Docker image with its own files, a Slurm compute node. ``probe_sandbox`` runs a small POSIX
 shell script (and the sandbox's Python, when it has one) through the executor itself, under
 tight limits (``PROBE_TIMEOUT_S``, ``PROBE_OUTPUT_BYTES``), and reports what is present *there*:
-compilers and build tools with their versions, the Python version and its installed packages,
-the OS release, which paths are writable, the mount table, the network interfaces, the CPU,
+compilers and build tools with their versions, the notable shared libraries (BLAS, LAPACK,
+FFTW, HDF5, MPI, CUDA, ...), the Python version and its installed packages, the OS release, which paths are writable, the mount table, the network interfaces, the CPU,
 memory and process limits seen from inside, GPU devices. The sandbox facts that are known
 without running anything come from the executor and the config: backend, image, workspace and
 resources mount points, network on/off, the limits every command gets.
@@ -100,6 +100,11 @@ printf 'ulimit_v\t%s\n' "$(ulimit -v 2>/dev/null)"
 for f in /sys/fs/cgroup/memory.max /sys/fs/cgroup/cpu.max /sys/fs/cgroup/pids.max; do
   [ -r "$f" ] && printf 'cgroup\t%s\t%s\n' "${f##*/}" "$(head -n 1 "$f")"
 done
+L=$(command -v ldconfig 2>/dev/null) || L=/sbin/ldconfig
+if [ -x "$L" ]; then
+  $T "$L" -p 2>/dev/null | sed -n 's/^[[:space:]]*\(lib[A-Za-z0-9_+-]*\)\.so.*/\1/p' | sort -u | head -n 600 | tr '\n' ' ' \
+    | { printf 'libs\t'; cat; echo; }
+fi
 for n in /sys/class/net/*; do [ -e "$n" ] && printf 'net\t%s\n' "${n##*/}"; done
 for g in /dev/nvidia[0-9]*; do [ -e "$g" ] && printf 'gpu\t%s\n' "$g"; done
 head -n 300 /proc/self/mountinfo 2>/dev/null | while IFS= read -r l; do printf 'mount\t%s\n' "$l"; done
@@ -183,6 +188,15 @@ def _python(raw: str) -> dict[str, Any]:
     }
 
 
+def _libraries(line: str) -> dict[str, Any]:
+    """The shared-library names ldconfig lists inside: their count and the notable ones present."""
+    from .environment import NOTABLE_LIBS
+
+    names = {n for n in line.split()[:1000] if _NAME.match(n) and n.startswith("lib")}
+    notable = sorted({lib for lib in NOTABLE_LIBS for n in names if n.startswith(f"lib{lib}")})
+    return {"count": len(names), "notable": notable}
+
+
 def parse_probe(stdout: str) -> dict[str, Any]:
     """The facts in the probe's output (see the module docstring: untrusted text, bounded)."""
     facts: dict[str, Any] = {
@@ -215,6 +229,8 @@ def parse_probe(stdout: str) -> dict[str, Any]:
             m = _mount(rest)
             if m and m not in facts["mounts"]:
                 facts["mounts"].append(m)
+        elif key == "libs":
+            facts["libraries"] = _libraries(rest)
         elif key == "python":
             facts["python"] = _python(rest)
         elif key == "python_missing":
