@@ -32,7 +32,7 @@ from .process import rlimit_preexec
 from .resources import bind_sources
 from .run_setup import RunSetup, SandboxBackend
 from .sandbox_env import ensure_dir
-from .subprocess_backend import _chown_tree, _next_uid, capabilities, needed_paths
+from .subprocess_backend import WorkspaceOwners, capabilities, needed_paths
 
 _SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
@@ -104,6 +104,7 @@ class BwrapExecutor(SandboxBackend):
                 raise refuse(
                     self.name, self.unsafe, "install util-linux (setpriv) and allow mount namespaces"
                 )
+        self.owners = WorkspaceOwners()  # a node's commands share one uid and the ownership walk
 
     def _argv(self, ws: Path, limits: Limits, env: dict[str, str], install_dir: Path | None) -> list[str]:
         args = [
@@ -150,23 +151,27 @@ class BwrapExecutor(SandboxBackend):
         return args
 
     def _launch(self, setup: RunSetup) -> ExecResult:
+        if self.drop:
+            with self.owners.claim(setup.workspace, setup.install_dir) as uid:
+                return self._run(setup, uid)
+        return self._run(setup, None)
+
+    def _run(self, setup: RunSetup, uid: int | None) -> ExecResult:
         limits, argv, ws, install_dir = setup.limits, setup.argv, setup.workspace, setup.install_dir
         full_env, dropped = setup.env, setup.dropped
-        uid = _next_uid() if self.drop else None
         plan = None
         if uid is not None:
-            _chown_tree(ws, uid)
-            if install_dir:
-                _chown_tree(Path(install_dir), uid)
-            # the fresh uid must reach what bwrap binds: hidden ancestors are covered, paths bound back
+            # the fresh uid must reach what bwrap binds: hidden ancestors are covered, paths bound
+            # back (no mount namespace at all when nothing is hidden on the way)
             needed = needed_paths(ws, install_dir, self.resources_dir, None)
             plan = plan_mounts(needed, workdir=ws, drop_uid=True, private_tmp=False)
         rlimits = rlimit_preexec(limits, address_space=True)
         parent = orchestrator_pidfd()
 
         def preexec() -> None:
-            if plan is not None and uid is not None:
-                plan.apply()
+            if uid is not None:
+                if plan is not None and not plan.empty:
+                    plan.apply()
                 # bwrap itself runs under the fresh uid: no `setpriv` program in front of it
                 drop_to_uid(uid, parent, capabilities=False)
             rlimits()  # last: the address-space limit may be below this forked copy's size

@@ -15,7 +15,9 @@ Three measures, shared by the local backends (subprocess, bwrap):
   install prefix, the resources and the interpreter are bind-mounted back at their own
   paths. So the uid drop works wherever the output lives, and the rest of the run
   directory and every other run stay invisible. A fresh ``/proc`` follows in the new pid
-  namespace (``unshare --mount-proc``).
+  namespace (mounted by the plan when the child is the namespace's init, see
+  :func:`pid_namespace_for_next_child`; else ``unshare --mount-proc``), and
+  :func:`drop_to_uid` leaves the command a fresh uid and no capability.
 - :class:`UnsafeSandbox`: a backend that cannot give these guarantees here refuses to
   start (exit 2, with the reason and the fix) unless ``exec.allow_unsafe_sandbox: true``.
 """
@@ -141,6 +143,11 @@ class MountPlan:
     namespaces: int = 0  # more namespaces unshared with the mount namespace (CLONE_NEWIPC, CLONE_NEWNET)
     proc: bool = False  # mount a fresh /proc (the child is the init of a new pid namespace)
 
+    @property
+    def empty(self) -> bool:
+        """Nothing to hide, bind back or mount: the command needs no mount namespace of its own."""
+        return not (self.tmpfs or self.covers or self.binds or self.namespaces or self.proc)
+
     def apply(self) -> None:
         """Run in the forked child before exec (``preexec_fn``): raises OSError if a step fails."""
         if self.user_ns is not None:
@@ -204,9 +211,10 @@ def pid_namespace_for_next_child() -> Iterator[None]:
 def orchestrator_pidfd() -> int:
     """A pidfd of this process (opened once, close-on-exec): a child checks with it, after
     setting its death signal, that the orchestrator did not die before (the signal would be lost)."""
-    if "self" not in _own:
-        _own["self"] = os.pidfd_open(os.getpid())
-    return _own["self"]
+    key = f"self-{os.getpid()}"  # a forked copy of the orchestrator checks on itself
+    if key not in _own:
+        _own[key] = os.pidfd_open(os.getpid())
+    return _own[key]
 
 
 def drop_to_uid(uid: int, parent_pidfd: int, *, capabilities: bool = True) -> None:

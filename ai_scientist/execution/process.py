@@ -41,6 +41,7 @@ from .base import ExecResult, KilledBy, Limits, OutputHeadTail, limit_reason
 FIRST_SAMPLE_S = 0.05  # a contained command that ends sooner is never sampled
 SAMPLE_MAX_S = 1.0  # the interval between samples doubles from FIRST_SAMPLE_S up to this
 TERM_GRACE_S = 0.5
+REAP_WAIT_S = 5.0  # on a kill, how long the processes of the tree are waited for
 DRAIN_S = 5.0  # after the exit, how long output pipes held open by leftovers are read
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -185,18 +186,42 @@ def _exited(pidfd: int, timeout_s: float = 0.0) -> bool:
 
 def kill_everything(root: int, pidfd: int, state: _State, sweep_uid: int | None, contained: bool) -> None:
     """SIGTERM then SIGKILL the group, the root, every seen descendant and the sweep uid, until
-    none is left. The root is never reaped here (its pid stays ours until :func:`supervise` waits)."""
+    none is left. The root is never reaped here (its pid stays ours until :func:`supervise` waits).
+
+    Every process of the tree at the kill is held by a pidfd and waited for (up to
+    ``REAP_WAIT_S``): a pid namespace's init (bwrap's, under its monitor) ends only once the
+    kernel has killed and reaped the rest of its namespace, so nothing of the command still
+    counts against its uid's process limit when the next command starts."""
+    held: list[int] = []
     if not _exited(pidfd):
-        state.seen.update(_walk(root) if contained else _scan(root))
-    _signal_all(root, state.seen, signal.SIGTERM, sweep_uid)
-    _exited(pidfd, TERM_GRACE_S)
-    for _ in range(50):
-        live = {pid for pid in state.seen if pid != root and not _is_zombie(pid)}
-        with contextlib.suppress(OSError):
-            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-        if not _signal_all(root, live, signal.SIGKILL, sweep_uid) and _exited(pidfd):
-            return
-        time.sleep(0.02)
+        tree = _walk(root) if contained else _scan(root)
+        state.seen.update(tree)
+        for pid in tree:
+            if pid != root:
+                with contextlib.suppress(OSError):
+                    held.append(os.pidfd_open(pid))
+    try:
+        _signal_all(root, state.seen, signal.SIGTERM, sweep_uid)
+        _exited(pidfd, TERM_GRACE_S)
+        for _ in range(50):
+            live = {pid for pid in state.seen if pid != root and not _is_zombie(pid)}
+            for fd in (pidfd, *held):
+                with contextlib.suppress(OSError):
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+            if not _signal_all(root, live, signal.SIGKILL, sweep_uid) and _exited(pidfd):
+                break
+            time.sleep(0.02)
+        poller = select.poll()
+        for fd in held:
+            poller.register(fd, select.POLLIN)
+        pending, deadline = len(held), time.monotonic() + REAP_WAIT_S
+        while pending and time.monotonic() < deadline:
+            for fd, _ in poller.poll(max(1, int((deadline - time.monotonic()) * 1000))):
+                poller.unregister(fd)
+                pending -= 1
+    finally:
+        for fd in held:
+            os.close(fd)
 
 
 def supervise(

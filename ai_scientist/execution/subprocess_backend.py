@@ -8,13 +8,16 @@ the executor refuses to start, see :mod:`.isolation`):
   tmpfs over ``/tmp`` ``/var/tmp`` ``/dev/shm`` ``/run/lock``; directories the command's uid
   cannot enter (the 0700 run directory, ``/root``...) covered by an empty tmpfs, with the
   workspace, install prefix, resources (read-only) and interpreter (read-only) bound back;
-- ``unshare --pid --fork --kill-child --mount-proc --ipc``: its own pid namespace with a
-  fresh ``/proc`` (no host process, environment or command line is visible), own IPC;
-- ``unshare --net`` when the network is off: only a private loopback exists;
-- when the orchestrator is root, the command runs under a fresh unprivileged uid
-  (``setpriv``, no capabilities, ``no_new_privs``): RLIMIT_NPROC then holds, the host
-  filesystem is read-only to it except the workspace, and a final sweep kills every
-  process of that uid. Not root: the command would run as the orchestrator's user and
+- its own pid namespace with a fresh ``/proc`` (no host process, environment or command
+  line is visible), own IPC, and its own network namespace when the network is off (only a
+  private loopback exists). As root the command itself is the namespace's init and the
+  forked child sets everything up before ``exec`` (:func:`~.isolation.pid_namespace_for_next_child`,
+  :func:`~.isolation.drop_to_uid`); not root, ``unshare --pid --fork --kill-child --mount-proc
+  --ipc [--net]`` and ``setpriv`` do it;
+- when the orchestrator is root, the command runs under a fresh unprivileged uid (one per
+  node workspace, :class:`WorkspaceOwners`; no capabilities, ``no_new_privs``): RLIMIT_NPROC
+  then holds, the host filesystem is read-only to it except the workspace, and a kill sweeps
+  every process of that uid. Not root: the command would run as the orchestrator's user and
   could read its files, so the backend refuses unless ``exec.allow_unsafe_sandbox`` (it
   then still gets a user namespace, the fresh ``/proc``, private tmp and no capabilities);
 - rlimits: address space, CPU seconds, file size, processes;
@@ -25,6 +28,7 @@ Host files that every user may read stay readable: use ``bwrap`` or ``docker`` t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import itertools
@@ -32,6 +36,9 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from .base import ExecResult, Limits
@@ -152,15 +159,82 @@ def _next_uid() -> int:
     return UID_BASE + (os.getpid() % 100_000) * 1000 + next(_uid_counter) % 1000
 
 
-def _chown_tree(path: Path, uid: int) -> None:
-    # The per-run uid must own the workspace to write to it; lchown never follows symlinks out.
-    os.lchown(path, uid, uid)
-    for base, dirs, files in os.walk(path):
-        for name in dirs + files:
-            try:
-                os.lchown(os.path.join(base, name), uid, uid)
-            except OSError:
-                pass
+def _chown_tree(
+    path: Path, uid: int, since_ns: int | None = None, subdirs: dict[str, list[str]] | None = None
+) -> None:
+    """Give ``path`` and everything below it to ``uid`` (lchown: never follows a symlink out).
+
+    ``since_ns``: the tree was given to ``uid`` completely at that time (minus a margin), so only
+    the entries of directories changed since then (new names: the orchestrator's files, a new
+    ``resources`` link) are looked at. ``subdirs`` (directory -> its subdirectories, kept by the
+    caller between calls) spares listing a directory that did not change. Runs while no process
+    of ``uid`` exists (between a node's commands)."""
+    st = os.lstat(path)
+    if (st.st_uid, st.st_gid) != (uid, uid):
+        os.lchown(path, uid, uid)
+    known = {} if subdirs is None else subdirs
+    stack = [os.fspath(path)]
+    while stack:
+        d = stack.pop()
+        try:
+            # a new name changes the directory's mtime (a chown changes only its ctime)
+            changed = since_ns is None or os.lstat(d).st_mtime_ns >= since_ns
+            if not changed and d in known:
+                stack.extend(known[d])
+                continue
+            found = []
+            with os.scandir(d) as entries:
+                for e in entries:
+                    if e.is_dir(follow_symlinks=False):
+                        found.append(e.path)
+                    if changed:
+                        est = e.stat(follow_symlinks=False)
+                        if (est.st_uid, est.st_gid) != (uid, uid):
+                            os.lchown(e.path, uid, uid)
+            known[d] = found
+            stack.extend(found)
+        except OSError:
+            known.pop(d, None)
+            continue
+
+
+class WorkspaceOwners:
+    """The set-up a node's commands share: one fresh uid per workspace, reused by its later
+    commands, and the ownership of the workspace and install prefix brought up to date
+    incrementally (a full walk the first time, then only directories that changed).
+
+    A workspace already in use by a running command gets another fresh uid (and a full walk),
+    so two commands never share a uid. Thread-safe."""
+
+    MARGIN_NS = 1_000_000_000  # directory times come from a coarse clock: look 1 s further back
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._uids: dict[Path, int] = {}
+        self._synced: dict[tuple[Path, int], int] = {}
+        self._subdirs: dict[tuple[Path, int], dict[str, list[str]]] = {}
+        self._busy: set[Path] = set()
+
+    @contextlib.contextmanager
+    def claim(self, ws: Path, install_dir: Path | None) -> Iterator[int]:
+        """A uid owning ``ws`` (and ``install_dir``) for one command."""
+        with self._lock:
+            shared = ws not in self._busy
+            uid = self._uids.setdefault(ws, _next_uid()) if shared else _next_uid()
+            if shared:
+                self._busy.add(ws)
+        try:
+            for path in (ws, Path(install_dir) if install_dir else None):
+                if path is not None:
+                    start = time.time_ns() - self.MARGIN_NS
+                    known = self._subdirs.setdefault((path, uid), {})
+                    _chown_tree(path, uid, self._synced.get((path, uid)), known)
+                    self._synced[(path, uid)] = start
+            yield uid
+        finally:
+            if shared:
+                with self._lock:
+                    self._busy.discard(ws)
 
 
 def needed_paths(
@@ -225,6 +299,7 @@ class SubprocessExecutor(SandboxBackend):
         if gap is not None and not allow_unsafe:
             raise refuse(self.name, *gap)
         self.unsafe = gap[0] if gap else None
+        self.owners = WorkspaceOwners()  # a node's commands share one uid and the ownership walk
 
     def _wrapper(self, limits: Limits, uid: int | None) -> list[str]:
         caps = self.caps
@@ -260,14 +335,16 @@ class SubprocessExecutor(SandboxBackend):
         return plan
 
     def _launch(self, setup: RunSetup) -> ExecResult:
-        limits, argv, ws, install_dir = setup.limits, setup.argv, setup.workspace, setup.install_dir
+        ws = setup.workspace
         if self.resources_dir and not (ws / "resources").exists():
             (ws / "resources").symlink_to(self.resources_dir)
-        uid = _next_uid() if self.caps["drop_uid"] and self.caps["mount_namespace"] else None
-        if uid is not None:
-            _chown_tree(ws, uid)
-            if install_dir:
-                _chown_tree(Path(install_dir), uid)
+        if self.caps["drop_uid"] and self.caps["mount_namespace"]:
+            with self.owners.claim(ws, setup.install_dir) as uid:
+                return self._run(setup, uid)
+        return self._run(setup, None)
+
+    def _run(self, setup: RunSetup, uid: int | None) -> ExecResult:
+        limits, argv, ws = setup.limits, setup.argv, setup.workspace
         # root: the forked child becomes the init of a new pid namespace and sets everything up
         # itself; otherwise `unshare` and `setpriv` do it (two more programs started per command)
         direct = uid is not None and _direct_works()
