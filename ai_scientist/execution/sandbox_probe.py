@@ -302,7 +302,7 @@ def probe_sandbox(executor: Executor, cfg: Config, workdir: Path) -> dict[str, A
     (workdir / "probe.py").write_text(PROBE_PY)
     limits = Limits(
         timeout_s=PROBE_TIMEOUT_S,
-        memory_mb=max(512, min(int(cfg.exec.memory_mb), 2048)),
+        memory_mb=int(cfg.exec.memory_mb),  # what the node's commands get (a JVM checks it at start)
         cpus=1.0,
         output_bytes=PROBE_OUTPUT_BYTES,
         network=bool(cfg.exec.network),
