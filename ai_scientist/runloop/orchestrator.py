@@ -41,7 +41,10 @@ from ..treesearch.stages import (
 from .services import Services, build_services  # noqa: F401  (re-exported for commands)
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ..base.run import Run
+    from ..treesearch.policies.base import Action
 
 
 class Orchestrator:
@@ -156,7 +159,7 @@ class Orchestrator:
             batch.append(node)
         return batch, state
 
-    def _propose_idea(self, state: StageState, action: Any) -> tuple[StageState, str | None]:
+    def _propose_idea(self, state: StageState, action: Action) -> tuple[StageState, str | None]:
         """Ask the LLM for untried tune/ablate ideas. Returns the stage state with them
         planned (saved to ``state.json``) and the idea for this node (None if none is new)."""
         from ..treesearch.stages import ideas_tried
@@ -319,7 +322,7 @@ class Orchestrator:
         self.run_.event("seed_eval", stage=stage, **result)
         return result
 
-    def _tie_break(self, candidates: Any) -> tuple[str, str]:
+    def _tie_break(self, candidates: Sequence[Node]) -> tuple[str, str]:
         from ..phases.schemas import TIEBREAK_SCHEMA
 
         listing = "\n".join(
