@@ -161,7 +161,7 @@ def _environment(run: Run, replay_from: Path | None) -> dict[str, Any]:
     return env
 
 
-def _probe_sandbox(run: Run, env: dict[str, Any], executor: Any) -> None:
+def _probe_sandbox(run: Run, env: dict[str, Any], executor: Executor) -> None:
     """Add what the sandbox really offers to the environment (probed inside it once per run and
     sandbox; ``environment.json`` keeps it for a resume)."""
     from ..base.paths import RunPaths
