@@ -20,10 +20,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .paths import RUN_LOG as RUN_LOG  # re-exported: tests and callers name the file by it
+from .paths import RunPaths
+
 if TYPE_CHECKING:
     from .redact import Redactor
 
-RUN_LOG = "run.log"
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _TERMINAL_MARK = "_ai_scientist_terminal"
 
@@ -89,7 +91,7 @@ class RunLog:
     _current: RunLog | None = None  # one run executes per process; a new one replaces a leftover
 
     def __init__(self, run_dir: str | Path, redactor: Redactor | None = None):
-        self.path = Path(run_dir) / RUN_LOG
+        self.path = RunPaths(run_dir).log
         self.handler = logging.FileHandler(self.path, encoding="utf-8", delay=True)
         self.handler.setLevel(logging.INFO)
         self.handler.setFormatter(_RedactingFormatter(redactor))

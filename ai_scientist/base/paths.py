@@ -33,8 +33,9 @@ plot-script records (``figures/exec/``) are numbered files, made by one function
   label the pipeline uses (``run1``, ``build2``, ``install3``, ``check``) is named the same
   under both, so file names on disk do not change;
 * **next number**: one past the highest number present (a gap left by a removed file is never
-  filled, so number order is write order); the file is created with ``O_EXCL``, so two
-  threads or processes never get the same number;
+  filled, so number order is write order), taken under an exclusive ``flock`` of the folder, so
+  two threads or processes never get the same number (before, each writer had only ``O_EXCL`` on
+  the full name: two labels could share a number);
 * **reading** (:func:`numbered_files`): every ``<digits>_<anything>.json``, in number order.
   That accepts the names of both older rules, so ``replay`` and ``logs`` of runs recorded
   before this module still work, and orders ``1000_`` after ``999_`` (a glob sorted as text
@@ -43,6 +44,7 @@ plot-script records (``figures/exec/``) are numbered files, made by one function
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 from dataclasses import dataclass
@@ -92,19 +94,25 @@ def numbered_name(n: int, *parts: str) -> str:
 def claim_numbered(folder: Path | str, *parts: str) -> tuple[int, Path]:
     """Create the next numbered file of ``folder`` (empty) and return ``(number, path)``.
 
-    Safe across threads and processes: the file is created with ``O_EXCL``, and a number
-    another writer took first moves this one on to the next.
+    Safe across threads and processes: the scan and the creation happen under an exclusive
+    ``flock`` of the folder itself (names differ by label, so ``O_EXCL`` on the name alone would
+    let two writers take one number), and the file is still created with ``O_EXCL``.
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    n = max((file_number(p) or 0 for p in numbered_files(folder)), default=0) + 1
-    while True:
-        path = folder / numbered_name(n, *parts)
-        try:
-            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
-            return n, path
-        except FileExistsError:
-            n += 1
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(dir_fd, fcntl.LOCK_EX)  # released when dir_fd is closed
+        n = max((file_number(p) or 0 for p in numbered_files(folder)), default=0) + 1
+        while True:
+            path = folder / numbered_name(n, *parts)
+            try:
+                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+                return n, path
+            except FileExistsError:
+                n += 1
+    finally:
+        os.close(dir_fd)
 
 
 # ---------------------------------------------------------------- node layout ----

@@ -25,7 +25,6 @@ from ..base.paths import RunPaths, slug
 from ..base.redact import Redactor, redactor_for
 from ..base.runlock import RunLock
 
-STATE_FILE = "state.json"
 MAX_NAME_CHARS = 120
 
 
@@ -70,6 +69,7 @@ class Run:
 
     def __init__(self, run_dir: Path, cfg: Config, idea: Idea, state: dict[str, Any]):
         self.dir = Path(run_dir)
+        self.paths = RunPaths(self.dir)
         self.cfg = cfg
         self.idea = idea
         self.state = state
@@ -80,22 +80,22 @@ class Run:
     # ------------------------------------------------------------ paths ----
     @property
     def journal_path(self) -> Path:
-        return self.dir / "journal.jsonl"
+        return self.paths.journal
 
     @property
     def events_path(self) -> Path:
-        return self.dir / "events.jsonl"
+        return self.paths.events
 
     @property
     def memory_path(self) -> Path:
-        return self.dir / "memory.sqlite"
+        return self.paths.memory
 
     @property
     def cost_path(self) -> Path:
-        return self.dir / "cost.json"
+        return self.paths.cost
 
     def node_dir(self, node_id: str) -> Path:
-        return self.dir / "nodes" / node_id
+        return self.paths.node(node_id).root
 
     # --------------------------------------------------------- creation ----
     @classmethod
@@ -109,14 +109,15 @@ class Run:
         base = name or f"{stamp}_{idea.name}"
         run_dir = _new_run_dir(Path(out_root), base)
         lock = RunLock.acquire(run_dir, "ai-scientist run")
-        for sub in ("nodes", "figures", "paper", "resources"):
-            (run_dir / sub).mkdir(exist_ok=True)
-        atomic_write_text(run_dir / "config.resolved.yaml", dump_config(cfg))
-        atomic_write_text(run_dir / "idea.md", idea.to_markdown())
-        atomic_write_json(run_dir / "idea.json", dataclasses.asdict(idea))
+        paths = RunPaths(run_dir)
+        for sub in paths.skeleton():
+            sub.mkdir(exist_ok=True)
+        atomic_write_text(paths.config, dump_config(cfg))
+        atomic_write_text(paths.idea_md, idea.to_markdown())
+        atomic_write_json(paths.idea_json, dataclasses.asdict(idea))
         if idea.code:  # a copy to read; resume and replay take the seed code from idea.json
             name = slug(idea.code_file)
-            folder = RunPaths(run_dir).seed_code
+            folder = paths.seed_code
             folder.mkdir(exist_ok=True)
             atomic_write_text(folder / (name if name.strip(".") else "seed_code"), idea.code)
         now = time.time()
@@ -141,18 +142,19 @@ class Run:
     def open(cls, run_dir: str | Path, overrides: list[str] | None = None) -> Run:
         """Open an existing run (for resume / replay / reporting)."""
         run_dir = Path(run_dir)
-        cfg_path = run_dir / "config.resolved.yaml"
+        paths = RunPaths(run_dir)
+        cfg_path = paths.config
         if not cfg_path.exists():
             raise ConfigError(f"{run_dir}: not a run directory (no config.resolved.yaml)")
         data = yaml.safe_load(cfg_path.read_text(encoding="utf-8")) or {}
         for assignment in overrides or []:
             apply_override(data, assignment)
         cfg = validate(data, str(cfg_path))
-        idea_data = read_json(run_dir / "idea.json")
+        idea_data = read_json(paths.idea_json)
         if not idea_data:
             raise ConfigError(f"{run_dir}: idea.json missing or empty")
         idea = Idea(**idea_data)
-        state = read_json(run_dir / STATE_FILE) or {"status": "created", "stages": {}, "reporting": {}}
+        state = read_json(paths.state) or {"status": "created", "stages": {}, "reporting": {}}
         return cls(run_dir, cfg, idea, state)
 
     # ------------------------------------------------------------ state ----
@@ -160,7 +162,7 @@ class Run:
         with self._lock:
             self.state.update(updates)
             self.state["updated_at"] = time.time()
-            atomic_write_json(self.dir / STATE_FILE, self.state)
+            atomic_write_json(self.paths.state, self.state)
 
     def event(self, type_: str, **fields: Any) -> dict[str, Any]:
         """Append one run-level event (redacted) to ``events.jsonl``."""

@@ -15,8 +15,7 @@ import time
 from pathlib import Path
 
 from .errors import UsageError
-
-LOCK_FILE = "run.lock"
+from .paths import RunPaths
 
 
 class RunLocked(UsageError):
@@ -33,7 +32,7 @@ class RunLock:
     @classmethod
     def acquire(cls, run_dir: str | Path, purpose: str = "") -> RunLock:
         """Take the run's lock without waiting, or raise :class:`RunLocked` naming the holder."""
-        path = Path(run_dir) / LOCK_FILE
+        path = RunPaths(run_dir).lock
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

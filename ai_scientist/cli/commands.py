@@ -25,8 +25,9 @@ from ..base.errors import (
 )
 from ..base.fileio import atomic_write_text
 from ..base.idea import load_idea, with_seed_code
-from ..base.runlock import RunLock
+from ..base.paths import RunPaths
 from ..base.run import Run
+from ..base.runlock import RunLock
 from .outcome import print_outcome
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def setup_run(args: argparse.Namespace) -> tuple[Run, ResourceSpec | None]:
     _preflight_sandbox(cfg)
     run = Run.create(cfg, idea, args.out, args.name)
     if args.resources:
-        shutil.copyfile(args.resources, run.dir / "resources" / ("spec" + Path(args.resources).suffix))
+        shutil.copyfile(args.resources, RunPaths(run.dir).resources / ("spec" + Path(args.resources).suffix))
     run.save_state(resources_spec=str(args.resources) if args.resources else None)
     return run, resources
 
@@ -99,7 +100,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def open_locked(run_dir: str, overrides: list[str] | None) -> Run:
     """Open an existing run holding its lock (taken before the state is read)."""
     path = Path(run_dir)
-    if not (path / "config.resolved.yaml").is_file():
+    if not RunPaths(path).config.is_file():
         raise UsageError(f"{path}: not a run directory (no config.resolved.yaml)")
     lock = RunLock.acquire(path)
     try:
@@ -109,7 +110,7 @@ def open_locked(run_dir: str, overrides: list[str] | None) -> Run:
         raise
     run.lock = lock
     if overrides:  # kept, so a later `resume` without --set does not fall back (e.g. to the old cap)
-        atomic_write_text(run.dir / "config.resolved.yaml", dump_config(run.cfg))
+        atomic_write_text(RunPaths(run.dir).config, dump_config(run.cfg))
         run.event("config_overridden", overrides=list(overrides))
     return run
 
@@ -131,7 +132,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from ..runloop.replay import replay_run
 
     src = Path(args.run_dir)
-    if not (src / "journal.jsonl").exists():
+    if not RunPaths(src).journal.exists():
         raise UsageError(f"{src}: not a run directory with a journal")
     out = Path(args.out) if args.out else src.parent
     run = replay_run(src, out)

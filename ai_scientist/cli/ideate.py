@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.config import dump_config, load_config
 from ..base.errors import EXIT_NO_WORKING_EXPERIMENT, EXIT_OK, ConfigError, RunStop, UsageError
 from ..base.fileio import append_jsonl, atomic_write_json, atomic_write_text
+from ..base.paths import RunPaths
 from ..base.redact import redactor_for
 from ..base.userfiles import load_json, read_user_text
 from ..context.assemble import ContextAssemblyError
@@ -98,7 +99,7 @@ def run_ideation(
     log_dir = log_dir_for(out)
     log_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(log_dir / "topic.md", topic)
-    atomic_write_text(log_dir / "config.resolved.yaml", dump_config(cfg))
+    atomic_write_text(RunPaths(log_dir).config, dump_config(cfg))
 
     llm = make_client(cfg, log_dir, redactor_for(cfg), backend=backend)
     base_url = opts.s2_base_url or args.s2_url or DEFAULT_BASE_URL
@@ -110,9 +111,9 @@ def run_ideation(
         literature=Literature(s2, cfg.report.citations.max_results),
         topic=topic,
         rounds=args.reflections,
-        on_event=lambda e: append_jsonl(log_dir / "events.jsonl", {"ts": time.time(), **e}),
+        on_event=lambda e: append_jsonl(RunPaths(log_dir).events, {"ts": time.time(), **e}),
     )
-    first = len(list((log_dir / "nodes").glob("idea[0-9]*"))) + 1  # idea ids stay unique across sessions
+    first = len(list(RunPaths(log_dir).nodes.glob("idea[0-9]*"))) + 1  # idea ids stay unique across sessions
     summary: dict[str, Any] = {"out": str(out), "previous": len(ideas), "outcomes": []}
     known = list(ideas)
     try:

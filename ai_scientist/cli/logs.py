@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.errors import UsageError
 from ..base.fileio import read_json, read_jsonl
+from ..base.paths import RunPaths, file_number
 from ..promptlog.record import call_counts, list_records, read_records
 from ..promptlog.render import content_text as _content_text
 from ..promptlog.render import ledger_lines, record_sections, response_lines
@@ -32,7 +33,7 @@ def _run_dir(path: str) -> Path:
     run = Path(path)
     if not run.is_dir():
         raise UsageError(f"run directory {path!r} does not exist")
-    if not (run / "journal.jsonl").exists() and not (run / "nodes").is_dir():
+    if not RunPaths(run).journal.exists() and not RunPaths(run).nodes.is_dir():
         raise UsageError(f"{path!r} is not a run directory (no journal.jsonl and no nodes/)")
     return run
 
@@ -40,7 +41,7 @@ def _run_dir(path: str) -> Path:
 def load_nodes(run: Path) -> dict[str, dict[str, Any]]:
     """Latest journal record per node id, in creation order."""
     nodes: dict[str, dict[str, Any]] = {}
-    for rec in read_jsonl(run / "journal.jsonl"):
+    for rec in read_jsonl(RunPaths(run).journal):
         node = rec.get("node") or {}
         if node.get("id"):
             nodes[node["id"]] = node
@@ -48,7 +49,7 @@ def load_nodes(run: Path) -> dict[str, dict[str, Any]]:
 
 
 def _resolve_node(run: Path, nodes: dict[str, dict[str, Any]], node_id: str) -> str:
-    if node_id in nodes or (node_id == "run" and (run / "nodes" / "run").is_dir()):
+    if node_id in nodes or (node_id == "run" and RunPaths(run).node("run").root.is_dir()):
         return node_id
     if node_id.isdigit() and f"n{int(node_id):04d}" in nodes:
         return f"n{int(node_id):04d}"
@@ -57,20 +58,22 @@ def _resolve_node(run: Path, nodes: dict[str, dict[str, Any]], node_id: str) -> 
 
 
 def _state(run: Path, node_id: str) -> str | None:
-    path = run / "nodes" / node_id / "state.md"
+    path = RunPaths(run).node(node_id).state_md
     return path.read_text(encoding="utf-8") if path.exists() else None
 
 
 def _record(run: Path, node_id: str, call: int | None) -> dict[str, Any]:
     files = list_records(run, node_id)
     if not files:
-        raise UsageError(f"node {node_id!r} has no prompt logs under {run}/nodes/{node_id}/prompt_logs")
+        raise UsageError(
+            f"node {node_id!r} has no prompt logs under {RunPaths(run).node(node_id).prompt_logs}"
+        )
     if call is None:
         path = files[-1]
     else:
-        matches = [f for f in files if f.name.startswith(f"{call:03d}_")]
+        matches = [f for f in files if file_number(f) == call]
         if not matches:
-            have = ", ".join(str(int(f.name[:3])) for f in files)
+            have = ", ".join(str(file_number(f)) for f in files)
             raise UsageError(f"node {node_id!r} has no call {call} (calls: {have})")
         path = matches[0]
     rec = read_json(path)
@@ -90,8 +93,8 @@ def llm_line(counts: dict[str, Any]) -> str:
 def run_counts(run: Path) -> dict[str, Any]:
     """``call_counts`` over every prompt-log folder of the run (nodes and ``run``-level calls)."""
     records: list[dict[str, Any]] = []
-    for folder in sorted((run / "nodes").glob("*/prompt_logs")):
-        records += read_records(run, folder.parent.name)
+    for node_id in RunPaths(run).node_ids():
+        records += read_records(run, node_id)
     return call_counts(records)
 
 
@@ -323,7 +326,7 @@ def _flat_rows(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
 
 
 def cmd_cost(run: Path, args: argparse.Namespace) -> int:
-    cost = read_json(run / "cost.json")
+    cost = read_json(RunPaths(run).cost)
     if cost is None:
         raise UsageError(f"{run}/cost.json does not exist (no LLM call has been recorded yet)")
     try:

@@ -53,10 +53,11 @@ def _logs(args: argparse.Namespace) -> int:
 
 def _view(args: argparse.Namespace) -> int:
     """``ai-scientist view RUN_DIR [--html FILE]``: write the tree viewer and print its path."""
+    from ..base.paths import RunPaths
     from ..reporting.viewer import write_view
 
     run_dir = Path(args.run_dir)
-    if not (run_dir / "journal.jsonl").exists():
+    if not RunPaths(run_dir).journal.exists():
         raise UsageError(
             f"{run_dir}: not a run directory (no journal.jsonl); pass the run directory that `ai-scientist run` printed"
         )

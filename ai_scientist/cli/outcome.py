@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, TextIO
 
 from ..base.errors import EXIT_INTERRUPTED, EXIT_NO_WORKING_EXPERIMENT, EXIT_OK
 from ..base.fileio import read_json
+from ..base.paths import RunPaths
 
 if TYPE_CHECKING:
     from ..base.run import Run
 
 
 def _metric(run_dir: Path, node_id: str) -> str:
-    node = read_json(run_dir / "nodes" / node_id / "node.json", default={}) or {}
+    node = read_json(RunPaths(run_dir).node(node_id).node_json, default={}) or {}
     metric = node.get("metric") or {}
     value = metric.get("value")
     if not isinstance(value, (int, float)):
@@ -29,6 +30,7 @@ def _metric(run_dir: Path, node_id: str) -> str:
 def produced_lines(run: Run) -> list[str]:
     """What the run produced: best node per stage, figures, paper, review score."""
     run_dir = Path(run.dir)
+    paths = RunPaths(run_dir)
     lines = []
     for stage, info in sorted((run.state.get("stages") or {}).items(), key=lambda kv: int(kv[0])):
         best = ((info or {}).get("best") or {}).get("node_id")
@@ -42,15 +44,13 @@ def produced_lines(run: Run) -> list[str]:
                     f" ± {err:.2g} s.e.)" if isinstance(err, (int, float)) else ")"
                 )
             lines.append(f"  stage {stage} best: {_metric(run_dir, best)}{extra}")
-    figures = (
-        sorted(p.name for p in (run_dir / "figures").glob("*.png")) if (run_dir / "figures").is_dir() else []
-    )
+    figures = sorted(p.name for p in paths.figures.glob("*.png")) if paths.figures.is_dir() else []
     if figures:
-        lines.append(f"  figures: {len(figures)} in {run_dir / 'figures'}")
-    pdf = run_dir / "paper" / "paper.pdf"
+        lines.append(f"  figures: {len(figures)} in {paths.figures}")
+    pdf = paths.paper_pdf
     if pdf.is_file():
         lines.append(f"  paper: {pdf}")
-    review = read_json(run_dir / "review.json", default=None)
+    review = read_json(paths.review, default=None)
     if isinstance(review, dict):
         overall = (review.get("mean_scores") or {}).get("overall")
         decision = review.get("decision")

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from ..base.fileio import atomic_write_json, read_json
+from ..base.paths import RunPaths
 from .sandbox_probe import TOOLS
 
 if TYPE_CHECKING:
@@ -259,7 +260,7 @@ def probe_environment(
     cfg: Config, *, run_dir: Path | None = None, network_target: tuple[str, int] = DEFAULT_NETWORK_TARGET
 ) -> dict[str, Any]:
     """The environment dict; with ``run_dir``, read from / saved to ``run_dir/environment.json``."""
-    cache = Path(run_dir) / "environment.json" if run_dir else None
+    cache = RunPaths(run_dir).environment if run_dir else None
     if cache is not None:
         cached = read_json(cache)
         if cached:

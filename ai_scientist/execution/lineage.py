@@ -20,7 +20,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-ENV_DIRNAME = "env"
+from ..base.paths import NodePaths
+
 # Host path of a node's prefix, passed through ``run(env=...)``; every backend takes it out of
 # the command's environment and mounts the directory (at /env in containers) instead.
 INSTALL_DIR_ENV = "AI_SCIENTIST_INSTALL_DIR"
@@ -30,7 +31,7 @@ SANDBOX_ENV = "/env"
 
 def node_env_dir(node_dir: Path) -> Path:
     """The install prefix of a node (created if missing)."""
-    path = Path(node_dir) / ENV_DIRNAME
+    path = NodePaths(Path(node_dir)).env
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -42,8 +43,8 @@ def inherit_install_state(parent_node_dir: Path, child_node_dir: Path) -> dict[s
     ``existing``: the child already has a non-empty prefix (a resumed node, or a second call),
     which is kept as it is, so calling this before every command is safe.
     """
-    src = Path(parent_node_dir) / ENV_DIRNAME
-    dst = Path(child_node_dir) / ENV_DIRNAME
+    src = NodePaths(Path(parent_node_dir)).env
+    dst = NodePaths(Path(child_node_dir)).env
     if dst.is_dir() and any(dst.iterdir()):
         return {"method": "existing", "env_dir": str(dst)}
     if dst.exists():

@@ -37,13 +37,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..base.config import ConfigError
 from ..base.fileio import atomic_write_json, read_json
+from ..base.paths import RunPaths
 from ..base.userfiles import load_json, load_yaml, read_user_text
 
 if TYPE_CHECKING:
     from .base import Executor, Limits
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-INDEX_NAME = "index.json"
 
 
 class ResourceEntry(BaseModel):
@@ -265,7 +265,7 @@ def stage_resources(
     ``limits`` (an execution Limits) decides whether fetch commands may use the network.
     Failures are recorded on the item (status ``failed`` with the reason), never raised.
     """
-    root = Path(run_dir) / "resources"
+    root = RunPaths(run_dir).resources
     root.mkdir(parents=True, exist_ok=True)
     items = []
     for e in spec.entries:
@@ -299,7 +299,7 @@ def stage_resources(
                 _read_only(dest)
         items.append(item)
     index = ResourceIndex(items=items, root=root)
-    atomic_write_json(root / INDEX_NAME, index.to_dict())
+    atomic_write_json(RunPaths(run_dir).resource_index, index.to_dict())
     return index
 
 
@@ -310,7 +310,7 @@ def _writable_again(root: Path) -> None:
 
 def load_index(run_dir: Path) -> ResourceIndex | None:
     """The index a previous ``stage_resources`` wrote for this run, or None."""
-    data = read_json(Path(run_dir) / "resources" / INDEX_NAME)
+    data = read_json(RunPaths(run_dir).resource_index)
     if not data:
         return None
     return ResourceIndex(items=[ResourceItem(**i) for i in data["items"]], root=Path(data["root"]))

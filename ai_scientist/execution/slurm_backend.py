@@ -44,6 +44,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..base.paths import node_of_workspace
 from .base import ExecResult, Limits, SandboxError, normalize_command
 from .lineage import take_install_dir
 from .sandbox_env import ensure_dir, is_secret_name
@@ -184,10 +185,11 @@ class SlurmExecutor:
     # ----------------------------------------------------------- submission --
 
     def _job_dir(self, argv: list[str], ws: Path) -> tuple[str, Path]:
-        if ws.name == "workspace" and ws.parent.parent.name == "nodes":
-            run_dir, node_id = ws.parent.parent.parent, ws.parent.name
-            run_id = run_dir.name
-            root = Path(self.cfg.shared_dir) / run_id if self.cfg.shared_dir else run_dir / "slurm"
+        where = node_of_workspace(ws)
+        if where is not None:
+            run_paths, node_id = where
+            run_id = run_paths.root.name
+            root = Path(self.cfg.shared_dir) / run_id if self.cfg.shared_dir else run_paths.slurm
         else:  # not a run's node (``ai-scientist exec``, checks): never re-attached across processes
             run_id, node_id = self._adhoc_run, ws.name
             base = (

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..base.config import Config, ConfigError
+from ..base.paths import RunPaths
 from ..base.redact import Redactor
 from .backend import Backend
 from .client import LLMClient
@@ -92,6 +93,6 @@ def make_client(
     logger = (
         PromptLogger(run_dir, redactor, write_markdown=cfg.exec.log_prompts) if run_dir is not None else None
     )
-    cost_path = Path(run_dir) / "cost.json" if run_dir is not None else None
+    cost_path = RunPaths(run_dir).cost if run_dir is not None else None
     cost = CostLedger(cost_path, cfg.llm.prices, cfg.llm.max_cost_usd)
     return LLMClient(cfg, backend, logger=logger, cost=cost, redactor=redactor)

@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from ..base.fileio import atomic_write_json, read_json
+from ..base.paths import NEGOTIATION_FILE as NEGOTIATION_FILE  # re-exported (tests name the file by it)
 
 LADDER = ("json_schema", "json_object_schema", "json_object", "prompt")
 # Modes in which the schema travels in the prompt (the client appends the JSON instruction).
 INSTRUCTED = frozenset({"json_object", "prompt"})
-NEGOTIATION_FILE = "llm_negotiation.json"
 
 # Words a server uses when it refuses the structured-output part of a request.
 _REJECTION_WORDS = re.compile(

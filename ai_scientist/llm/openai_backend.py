@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..base.paths import RunPaths
 from .backend import (
     BackendReply,
     CallTimeout,
@@ -37,7 +38,7 @@ from .backend import (
     VisionUnsupported,
     has_images,
 )
-from .negotiation import LADDER, NEGOTIATION_FILE, Negotiation, is_rejection, response_format
+from .negotiation import LADDER, Negotiation, is_rejection, response_format
 from .types import CallContext, Message, Usage
 
 _VISION_WORDS = re.compile(r"image|vision|multimodal|multi-modal", re.I)
@@ -116,7 +117,7 @@ class OpenAIBackend:
 
     def use_run_dir(self, run_dir: str | Path) -> None:
         """Keep the negotiation in ``run_dir/llm_negotiation.json`` (loaded if it exists)."""
-        self.negotiation = Negotiation(Path(run_dir) / NEGOTIATION_FILE)
+        self.negotiation = Negotiation(RunPaths(run_dir).llm_negotiation)
 
     def structured_mode(self, model: str) -> str:
         """The ladder mode the next structured call to ``model`` uses."""

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..base.paths import RunPaths
 from .backend import (
     BackendError,
     RequestRejected,
@@ -97,7 +98,7 @@ def check_llm(cfg: Config, environ: Mapping[str, str] | None = None) -> list[dic
         rows += check_endpoint(cfg, base_url_of(cfg, env), key)
     rows += _local_rows(llm, needed=name == "local")
     if name == "replay":
-        ok = bool(llm.replay_dir) and Path(llm.replay_dir, "nodes").is_dir()
+        ok = bool(llm.replay_dir and RunPaths(llm.replay_dir).nodes.is_dir())
         rows.append(
             row(
                 "replay dir",

@@ -17,6 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from ..base.paths import RunPaths
 from ..promptlog.record import KEY_PARAMS, request_key
 from .backend import BackendReply, message_text
 from .negotiation import LADDER
@@ -27,11 +28,11 @@ _SNIP = 70
 
 def load_answers(run_dir: str | Path) -> list[dict[str, Any]]:
     """The answer records of a run (no ``error``), in node then call order."""
-    run_dir = Path(run_dir)
-    if not (run_dir / "nodes").is_dir():
+    paths = RunPaths(run_dir)
+    if not paths.nodes.is_dir():
         raise LLMError(f"replay: {run_dir} has no nodes/ folder; is it a run directory?")
     out = []
-    for path in sorted(run_dir.glob("nodes/*/prompt_logs/[0-9][0-9][0-9]_*.json")):
+    for path in paths.prompt_log_files():
         try:
             rec = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import read_json
+from ..base.paths import RunPaths
 from ..promptlog.record import list_records
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ def memory_report(run_dir: str | Path, node: str) -> dict[str, Any]:
     from .store import MemoryStore
 
     run_dir = Path(run_dir)
-    db = run_dir / "memory.sqlite"
+    db = RunPaths(run_dir).memory
     if not db.exists():
         raise _usage_error(f"{db}: no memory database (was memory.enabled false for this run?)")
     store = MemoryStore(db)  # no embedder: inspection reads, it never searches by vector

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.config import Config, MemoryConfig
+from ..base.paths import RunPaths
 from ..base.redact import Redactor
 from . import search as S
 from .archival import ArchivalMixin
@@ -96,9 +97,7 @@ class MemoryStore(ArchivalMixin):
         from ..base.redact import redactor_for
         from .embed import embedder_from_config
 
-        return cls(
-            Path(run_dir) / "memory.sqlite", cfg.memory, embedder_from_config(cfg), redactor_for(cfg), **kw
-        )
+        return cls(RunPaths(run_dir).memory, cfg.memory, embedder_from_config(cfg), redactor_for(cfg), **kw)
 
     def close(self) -> None:
         """Persist the vector index and close this thread's connection."""

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..base.fileio import atomic_write_json, read_json
+from ..base.paths import NodePaths, RunPaths
 from ..llm.types import CallContext, LLMResult
 
 if TYPE_CHECKING:
@@ -82,12 +83,16 @@ class NodeContext:
     extra_values: dict[str, Any] = field(default_factory=dict)  # e.g. a forest tree's solved example
 
     @property
+    def paths(self) -> NodePaths:
+        return RunPaths(self.run.dir).node(self.node.id)
+
+    @property
     def dir(self) -> Path:
-        return self.run.node_dir(self.node.id)
+        return self.paths.root
 
     @property
     def workspace(self) -> Path:
-        return self.dir / "workspace"
+        return self.paths.workspace
 
     @property
     def cfg(self) -> Config:
@@ -143,7 +148,7 @@ class NodeContext:
             full.setdefault("seed_code_file", self.run.idea.code_file or "seed_code")
             full.setdefault("seed_code_source", self.run.idea.code_source or "seed code")
         if self.parent is not None and "history" not in full:
-            state = self.run.node_dir(self.parent.id) / "state.md"
+            state = RunPaths(self.run.dir).node(self.parent.id).state_md
             full["history"] = state.read_text(encoding="utf-8") if state.exists() else ""
         memory_view = None
         if self.memory is not None and "memory" not in full:
@@ -172,10 +177,10 @@ class NodeContext:
 
     def save(self, name: str, data: Any) -> Path:
         # not fsync'd: a phase whose artifact is missing after a power loss is simply redone
-        return atomic_write_json(self.dir / name, data, durable=False)
+        return atomic_write_json(self.paths.file(name), data, durable=False)
 
     def load(self, name: str) -> Any:
-        return read_json(self.dir / name)
+        return read_json(self.paths.file(name))
 
     def update(self, **changes: Any) -> Node:
         """Record a change of the (immutable) node in the journal and keep the new copy."""
@@ -193,7 +198,7 @@ class NodeContext:
 def parent_file(ctx: NodeContext, name: str) -> Any:
     if ctx.parent is None:
         return None
-    return read_json(ctx.run.node_dir(ctx.parent.id) / name)
+    return read_json(RunPaths(ctx.run.dir).node(ctx.parent.id).file(name))
 
 
 def short_json(obj: Any) -> str:

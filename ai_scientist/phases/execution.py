@@ -2,30 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import re
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..base.fileio import atomic_write_json
+from ..base.paths import claim_numbered
 from .base import NodeContext
 
 if TYPE_CHECKING:
     from ..execution.base import ExecResult
-
-_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-
-
-def _claim(folder: Path, phase: str, label: str) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    n = len(list(folder.glob("[0-9][0-9][0-9]_*.json"))) + 1
-    while True:
-        path = folder / f"{n:03d}_{_SAFE.sub('-', phase)}_{_SAFE.sub('-', label)[:30]}.json"
-        try:
-            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
-            return path
-        except FileExistsError:
-            n += 1
 
 
 def run_command(
@@ -40,7 +24,7 @@ def run_command(
     if timeout is not None:
         limits = replace(limits, timeout_s=timeout)
     ctx.workspace.mkdir(parents=True, exist_ok=True)
-    path = _claim(ctx.dir / "exec", phase, label)
+    _, path = claim_numbered(ctx.paths.exec, phase, label)
     result = ctx.executor.run(
         ["bash", "-c", command],
         workspace=ctx.workspace,

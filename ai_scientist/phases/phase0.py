@@ -6,12 +6,11 @@ is set (the choice is recorded as an event); seed re-runs always reuse it.
 
 from __future__ import annotations
 
+from ..base.paths import CODE_FILE, PLAN_FILE, REVIEW_FILE
 from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed, code_text, parent_file, short_json
 from .checkpoint import checkpoint
 from .schemas import PLAN_SCHEMA, validate_plan
-
-PLAN_FILE = "plan.json"
 
 
 def _stage_inputs(ctx: NodeContext) -> dict[str, str]:
@@ -19,10 +18,10 @@ def _stage_inputs(ctx: NodeContext) -> dict[str, str]:
     if ctx.node.idea:
         values["stage_idea"] = ctx.node.idea
     if ctx.parent is not None:
-        code = parent_file(ctx, "code_answer.json")
+        code = parent_file(ctx, CODE_FILE)
         if code:
             values["prior_code"] = code_text(code)
-        review = parent_file(ctx, "review.json")
+        review = parent_file(ctx, REVIEW_FILE)
         if review:
             values["prior_outputs"] = short_json(review)
         if ctx.parent.error:

@@ -13,13 +13,12 @@ import json
 import shlex
 from typing import Any
 
+from ..base.paths import INSTALL_FILE as STATE_FILE
 from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed
 from .checkpoint import checkpoint
 from .execution import run_command
 from .schemas import INSTALL_STEP_SCHEMA
-
-STATE_FILE = "phase1.json"
 
 
 def dependency_check_command(deps: dict[str, list[str]], python: str) -> str | None:

@@ -13,6 +13,8 @@ import json
 from typing import Any
 
 from ..base.fileio import read_file_inside
+from ..base.paths import CODE_FILE as ANSWER_FILE
+from ..base.paths import COMPILE_FILE, RUN_FILE
 from ..execution.sandbox_probe import installed_tools
 from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed, code_text, parent_file, short_json
@@ -20,8 +22,6 @@ from .checkpoint import checkpoint
 from .execution import run_command
 from .schemas import CODE_SCHEMA, METRICS_PARSER_SCHEMA, validate_code
 
-ANSWER_FILE = "code_answer.json"
-RUN_FILE = "run.json"
 MAX_METRICS_BYTES = 10_000_000
 
 
@@ -100,7 +100,7 @@ def _write_files(ctx: NodeContext, answer: dict) -> None:
 
 def compile_code(ctx: NodeContext, answer: dict) -> dict:
     """Phase 3: run the build commands (none for interpreted code)."""
-    return checkpoint(ctx, "phase3", "compile.json", lambda: _build(ctx, answer))
+    return checkpoint(ctx, "phase3", COMPILE_FILE, lambda: _build(ctx, answer))
 
 
 def _build(ctx: NodeContext, answer: dict) -> dict:
@@ -111,7 +111,7 @@ def _build(ctx: NodeContext, answer: dict) -> dict:
         res = run_command(ctx, cmd, phase="phase3", label=f"build{i}")
         results.append({"command": cmd, "exit_code": res.exit_code, "stderr": res.stderr[-3000:]})
         if not res.ok:
-            ctx.save("compile.json", {"commands": results, "ok": False})
+            ctx.save(COMPILE_FILE, {"commands": results, "ok": False})
             raise PhaseFailed(
                 "phase3", f"build command {i} failed ({res.reason or res.exit_code}): {res.stderr[-800:]}"
             )

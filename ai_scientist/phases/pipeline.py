@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..base.paths import CODE_FILE, REVIEW_FILE
 from ..context.state import state_op_for
 from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed, code_text, short_json
@@ -23,7 +24,7 @@ from .schemas import REVIEW_SCHEMA
 
 def review_execution(ctx: NodeContext, run_record: dict) -> dict:
     """Structured execution review (is_bug, summary); saved as ``review.json``."""
-    return checkpoint(ctx, "review", "review.json", lambda: _review(ctx, run_record))
+    return checkpoint(ctx, "review", REVIEW_FILE, lambda: _review(ctx, run_record))
 
 
 def _review(ctx: NodeContext, run_record: dict) -> dict:
@@ -35,7 +36,7 @@ def _review(ctx: NodeContext, run_record: dict) -> dict:
                 "metrics_source": run_record.get("metrics_source"),
             }
         ),
-        "prior_code": code_text(ctx.load("code_answer.json") or {}),
+        "prior_code": code_text(ctx.load(CODE_FILE) or {}),
         "operation": ctx.node.operation,
         "stage_name": f"stage {ctx.node.stage}",
     }

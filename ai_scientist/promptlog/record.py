@@ -1,6 +1,7 @@
 """Prompt logs: one JSON record per attempt of an LLM call, written atomically.
 
-Layout: ``<run>/nodes/<node_id>/prompt_logs/NNN_<phase>_<label>.json`` (+ ``.md``).
+Layout: ``<run>/nodes/<node_id>/prompt_logs/NNN_<phase>_<label>.json`` (+ ``.md``), numbered
+and named by :mod:`ai_scientist.base.paths` (one slug rule, one numbering).
 The record holds exactly the messages sent; inspection commands print from these
 files and never rebuild a prompt.
 
@@ -15,13 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import re
 import threading
 from pathlib import Path
 from typing import Any
 
 from ..base.fileio import atomic_write_json, atomic_write_text
+from ..base.paths import RunPaths, claim_numbered
 from ..base.redact import Redactor
 
 KEY_PARAMS = ("model", "temperature", "max_tokens", "schema")
@@ -55,16 +55,6 @@ RECORD_FIELDS = (
     "ledger",
 )
 
-_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-
-
-def _slug(text: str) -> str:
-    return _SAFE.sub("-", text).strip("-")[:40] or "call"
-
-
-def node_dir(run_dir: str | Path, node_id: str) -> Path:
-    return Path(run_dir) / "nodes" / node_id
-
 
 class PromptLogger:
     """Writes prompt-log records under a run directory; safe across threads and processes."""
@@ -76,29 +66,17 @@ class PromptLogger:
         write_markdown: bool = True,
     ):
         self.run_dir = Path(run_dir)
+        self.paths = RunPaths(run_dir)
         self.redactor = redactor or Redactor()
         self.write_markdown = write_markdown
         self._lock = threading.Lock()
 
-    def _claim(self, folder: Path, phase: str, label: str) -> tuple[int, Path]:
-        folder.mkdir(parents=True, exist_ok=True)
-        existing = [int(p.name[:3]) for p in folder.glob("[0-9][0-9][0-9]_*.json")]
-        n = max(existing, default=0) + 1
-        while True:
-            path = folder / f"{n:03d}_{_slug(phase)}_{_slug(label)}.json"
-            try:  # O_EXCL makes the number ours even against another process
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-                os.close(fd)
-                return n, path
-            except FileExistsError:
-                n += 1
-
     def write(self, record: dict[str, Any]) -> dict[str, Any]:
         """Redact, number and write one record; returns it with ``call_id`` and ``path`` set."""
         node_id = record.get("node_id") or "run"
-        folder = node_dir(self.run_dir, node_id) / "prompt_logs"
-        with self._lock:
-            n, path = self._claim(folder, record.get("phase", ""), record.get("label", ""))
+        folder = self.paths.node(node_id).prompt_logs
+        with self._lock:  # claim_numbered is safe alone; this keeps our own threads off its flock
+            n, path = claim_numbered(folder, record.get("phase") or "", record.get("label") or "")
         rec = {k: record.get(k) for k in RECORD_FIELDS}
         rec.update({k: v for k, v in record.items() if k not in rec})
         rec["call_id"] = f"{node_id}/{n:03d}"
@@ -118,8 +96,7 @@ class PromptLogger:
 
 def list_records(run_dir: str | Path, node_id: str) -> list[Path]:
     """The prompt-log JSON files of a node, in call order."""
-    folder = node_dir(run_dir, node_id) / "prompt_logs"
-    return sorted(folder.glob("[0-9][0-9][0-9]_*.json"))
+    return RunPaths(run_dir).node(node_id).prompt_log_files()
 
 
 def call_counts(records: list[dict[str, Any]]) -> dict[str, Any]:

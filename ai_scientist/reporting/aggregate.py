@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_json, atomic_write_text
+from ..base.paths import RunPaths, claim_numbered
 from ..execution.base import Executor, Limits, SandboxError
 from ..llm.types import CallContext
 from . import prompts
@@ -71,9 +72,9 @@ def run_script(
     except SandboxError as exc:  # a broken sandbox is not the script's fault: no reflection helps
         raise StepFailed(f"the sandbox could not run {SCRIPT_NAME} in {fig_dir}: {exc}") from exc
     # kept for inspection (like nodes/<id>/exec/): what the script printed in each round
-    n = len(list(fig_dir.glob("exec/[0-9][0-9][0-9]_aggregate.json"))) + 1
+    _, path = claim_numbered(fig_dir / "exec", "aggregate")
     record = result.to_dict() if hasattr(result, "to_dict") else {"exit_code": result.exit_code}
-    atomic_write_json(fig_dir / "exec" / f"{n:03d}_aggregate.json", record)
+    atomic_write_json(path, record)
     if getattr(result, "ok", result.exit_code == 0):
         return True, ""
     why = getattr(result, "reason", "") or ""
@@ -115,7 +116,7 @@ def aggregate_plots(run_dir: Path, cfg: Config, client: LLMClient, executor: Exe
     Raises StepSkipped when the run has no good node with data or metrics, and
     StepFailed when no figure survived all rounds.
     """
-    fig_dir = Path(run_dir) / "figures"
+    fig_dir = RunPaths(run_dir).figures
     fig_dir.mkdir(parents=True, exist_ok=True)
     manifest = build_manifest(load_run(run_dir), fig_dir)
     atomic_write_json(fig_dir / "manifest.json", manifest)
@@ -151,7 +152,7 @@ def aggregate_plots(run_dir: Path, cfg: Config, client: LLMClient, executor: Exe
     kept, dropped = good[: rcfg.max_figures], good[rcfg.max_figures :]
     rejected += [{"file": f["file"], "reason": "over report.max_figures"} for f in dropped]
     result = {"figures": kept, "rejected": rejected, "rounds_used": rnd + 1, "script": SCRIPT_NAME}
-    atomic_write_json(fig_dir / "figures.json", result)
+    atomic_write_json(RunPaths(run_dir).figures_json, result)
     if not kept:
         raise StepFailed(f"no usable figure after {rounds} round(s); last problems:\n{feedback}")
     return result

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..base.fileio import regular_file_inside
+from ..base.paths import NodePaths
 from .runread import RunView
 
 DATA_SUFFIXES = {".npy", ".npz", ".json", ".csv", ".tsv"}
@@ -65,7 +66,7 @@ def _json_outline(value: Any, depth: int = 0) -> Any:
 
 def _node_entry(view: RunView, node: dict[str, Any], role: str, dest_root: Path) -> dict[str, Any]:
     nid = str(node["id"])
-    workspace = view.node_dir(nid) / "workspace"
+    workspace = NodePaths(view.node_dir(nid)).workspace
     files: list[dict[str, Any]] = []
     if workspace.is_dir():
         # written by generated code: only regular files really inside it (no symlink out)

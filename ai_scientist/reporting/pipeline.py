@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import append_jsonl
+from ..base.paths import RunPaths
 from ..llm.types import LLMError
 from .aggregate import aggregate_plots
 from .errors import StepFailed, StepSkipped
@@ -42,7 +43,7 @@ def _record(run_dir: Path, step: str, status: str, reason: str = "", **extra: An
         "reason": reason,
         **extra,
     }
-    append_jsonl(run_dir / "events.jsonl", event)
+    append_jsonl(RunPaths(run_dir).events, event)
     return event
 
 
@@ -113,7 +114,7 @@ def run_reporting(
     if start <= 3:
         # a paper written by this call must have compiled; with from_phase=review, an earlier one
         wrote = out.get("writeup")
-        if (wrote["status"] == "ok") if wrote else (run_dir / "paper" / "paper.tex").exists():
+        if (wrote["status"] == "ok") if wrote else RunPaths(run_dir).paper_tex.exists():
             out["review"] = _step(run_dir, "review", review_paper, run_dir, cfg, client)
         else:
             out["review"] = _record(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_json, read_json
+from ..base.paths import RunPaths
 from ..context.tokens import counter_for
 from ..llm.types import CallContext, LLMError
 from . import prompts
@@ -127,7 +128,7 @@ def review_paper(run_dir: Path, cfg: Config, client: LLMClient) -> dict[str, Any
     """Run the ensemble, meta-review and figure review; writes and returns ``review.json``."""
     run_dir = Path(run_dir)
     rcfg = cfg.report
-    paper = read_text(run_dir / "paper" / "paper.tex", PAPER_CHARS)
+    paper = read_text(RunPaths(run_dir).paper_tex, PAPER_CHARS)
     if not paper:
         raise StepSkipped("no paper/paper.tex to review (the writeup step did not produce one)")
     if rcfg.num_reviews == 0:
@@ -158,7 +159,7 @@ def review_paper(run_dir: Path, cfg: Config, client: LLMClient) -> dict[str, Any
         "decision": meta["decision"],
         "figure_review": _figure_review(run_dir, cfg, client),
     }
-    atomic_write_json(run_dir / "review.json", result)
+    atomic_write_json(RunPaths(run_dir).review, result)
     return result
 
 
@@ -177,7 +178,7 @@ def _fewshot(cfg: Config, client: LLMClient) -> FewShot:
 
 
 def _figure_review(run_dir: Path, cfg: Config, client: LLMClient) -> dict[str, Any]:
-    figures = (read_json(run_dir / "paper" / "writeup.json", default={}) or {}).get("figures") or []
+    figures = (read_json(RunPaths(run_dir).writeup_json, default={}) or {}).get("figures") or []
     if not figures:
         return {"skipped": "the paper has no figures"}
     reason = vision_skip_reason(cfg, client)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.fileio import read_json, read_jsonl
+from ..base.paths import RunPaths
 
 
 @dataclass
@@ -51,12 +52,12 @@ class RunView:
         ]
 
     def node_dir(self, node_id: str) -> Path:
-        return self.run_dir / "nodes" / node_id
+        return RunPaths(self.run_dir).node(node_id).root
 
     def metrics(self, node_id: str) -> list[dict[str, Any]]:
         """``nodes/<id>/metrics.json`` metrics, else the journal's ``metrics``/``metric``."""
         try:
-            data = read_json(self.node_dir(node_id) / "metrics.json", default=None)
+            data = read_json(RunPaths(self.run_dir).node(node_id).metrics, default=None)
         except (ValueError, OSError):
             data = None
         if isinstance(data, dict) and isinstance(data.get("metrics"), list):
@@ -82,7 +83,7 @@ def load_run(run_dir: str | Path) -> RunView:
     """Latest journal record per node id (creation order kept)."""
     run_dir = Path(run_dir)
     nodes: dict[str, dict[str, Any]] = {}
-    for rec in read_jsonl(run_dir / "journal.jsonl"):
+    for rec in read_jsonl(RunPaths(run_dir).journal):
         node = rec.get("node")
         if isinstance(node, dict) and node.get("id"):
             nodes[str(node["id"])] = node

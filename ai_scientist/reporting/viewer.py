@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.fileio import atomic_write_text, read_json, read_jsonl, regular_file_inside
+from ..base.paths import NodePaths, RunPaths, numbered_files
 from ..base.redact import Redactor, redactor_for
 from .images import image_data_url
 from .runread import RunView, load_run, read_text
@@ -66,7 +67,7 @@ def message_cap(n_calls: int, budget: int | None = None) -> int:
 
 
 def _prompt_logs(node_dir: Path) -> list[Path]:
-    return sorted((node_dir / "prompt_logs").glob("[0-9][0-9][0-9]_*.json"))
+    return NodePaths(node_dir).prompt_log_files()
 
 
 def _content(content: Any) -> str:
@@ -117,7 +118,7 @@ def _calls(logs: list[Path], page_dir: Path | None = None, cap: int = TEXT_CAP) 
 
 def _outputs(node_dir: Path) -> list[dict[str, Any]]:
     out = []
-    for path in sorted((node_dir / "exec").glob("*.json")):
+    for path in numbered_files(NodePaths(node_dir).exec):
         try:
             rec = read_json(path, default={}) or {}
         except ValueError:
@@ -128,7 +129,7 @@ def _outputs(node_dir: Path) -> list[dict[str, Any]]:
 
 
 def _plan(node: dict[str, Any], node_dir: Path, calls: list[dict[str, Any]]) -> str:
-    meta = read_json(node_dir / "node.json", default={}) or {}
+    meta = read_json(NodePaths(node_dir).node_json, default={}) or {}
     for source in (meta, node):
         if source.get("plan"):
             return _cap(source["plan"])
@@ -146,7 +147,7 @@ def node_view(
 ) -> dict[str, Any]:
     """Everything the page shows for one node; ``logs`` are its prompt-log files."""
     nd = view.node_dir(node["id"])
-    ws = nd / "workspace"
+    ws = NodePaths(nd).workspace
     code: list[dict[str, str]] = []
     if ws.is_dir():
         for p in sorted(ws.rglob("*"))[:200]:
@@ -154,7 +155,7 @@ def node_view(
             if p.suffix in CODE_SUFFIXES and len(code) < 10 and regular_file_inside(ws, p):
                 code.append({"name": str(p.relative_to(ws)), "text": read_text(p, TEXT_CAP)})
     calls = _calls(logs, page_dir, cap)
-    plots = [images.url(p) for p in sorted((nd / "plots").glob("*.png"))[:MAX_PLOTS_PER_NODE]]
+    plots = [images.url(p) for p in sorted(NodePaths(nd).plots.glob("*.png"))[:MAX_PLOTS_PER_NODE]]
     usage = [c.get("usage") or {} for c in calls]
     return {
         **{k: node.get(k) for k in ("id", "parent_id", "stage", "operation", "status", "metric", "error", "summary", "idea", "seed", "depth", "tree")},
@@ -164,7 +165,7 @@ def node_view(
         "outputs": _outputs(nd),
         "plots": plots,
         "calls": calls,
-        "state": read_text(nd / "state.md", TEXT_CAP),
+        "state": read_text(NodePaths(nd).state_md, TEXT_CAP),
         "memory_snapshot": next((c["memory_snapshot"] for c in reversed(calls) if c.get("memory_snapshot")), None),
         "cost": {
             "usd": round(sum(float(c.get("cost_usd") or 0) for c in calls), 6),
@@ -178,22 +179,22 @@ def node_view(
 def build_view_data(run_dir: Path, page_dir: Path | None = None) -> dict[str, Any]:
     """The JSON the page renders (not yet redacted); links are relative to ``page_dir``."""
     view = load_run(run_dir)
+    paths = RunPaths(run_dir)
     images = _Images()
-    figures = (read_json(run_dir / "figures" / "figures.json", default={}) or {}).get("figures", [])
-    events = list(read_jsonl(run_dir / "events.jsonl"))[-300:]
+    figures = (read_json(paths.figures_json, default={}) or {}).get("figures", [])
+    events = list(read_jsonl(paths.events))[-300:]
     logs = {nid: _prompt_logs(view.node_dir(nid)) for nid in view.nodes}
     cap = message_cap(sum(map(len, logs.values())))
     return {
         "run": {
             "name": run_dir.resolve().name,
-            "idea": read_text(run_dir / "idea.md", TEXT_CAP),
-            "cost": read_json(run_dir / "cost.json", default=None),
+            "idea": read_text(paths.idea_md, TEXT_CAP),
+            "cost": read_json(paths.cost, default=None),
             "events": events,
             "figures": [
-                {**images.url(run_dir / "figures" / f["file"]), "caption": f.get("caption", "")}
-                for f in figures
+                {**images.url(paths.figures / f["file"]), "caption": f.get("caption", "")} for f in figures
             ],
-            "review": (read_json(run_dir / "review.json", default={}) or {}).get("meta_review"),
+            "review": (read_json(paths.review, default={}) or {}).get("meta_review"),
             "message_cap": cap,
         },
         "stages": {str(s): [n["id"] for n in nodes] for s, nodes in view.by_stage().items()},
@@ -216,7 +217,7 @@ def render_html(data: dict[str, Any], redactor: Redactor) -> str:
 
 
 def _redactor(run_dir: Path) -> Redactor:
-    cfg_path = run_dir / "config.resolved.yaml"
+    cfg_path = RunPaths(run_dir).config
     if cfg_path.exists():
         from ..base.config import ConfigError, load_config
 
@@ -230,6 +231,6 @@ def _redactor(run_dir: Path) -> Redactor:
 def write_view(run_dir: Path, html_path: Path | None = None) -> Path:
     """Write the page (default ``RUN_DIR/tree.html``); returns its path."""
     run_dir = Path(run_dir)
-    out = Path(html_path) if html_path else run_dir / "tree.html"
+    out = Path(html_path) if html_path else RunPaths(run_dir).tree_html
     atomic_write_text(out, render_html(build_view_data(run_dir, out.parent), _redactor(run_dir)))
     return out

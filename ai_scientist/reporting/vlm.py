@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_json, read_json
+from ..base.paths import NodePaths, RunPaths
 from ..llm.types import CallContext, LLMError
 from . import prompts
 from .errors import StepSkipped
@@ -117,7 +118,7 @@ def critique_node_plots(run_dir: Path, cfg: Config, client: LLMClient) -> dict[s
     out: dict[str, Any] = {}
     for stage, node in view.best_per_stage().items():
         nid = str(node["id"])
-        plots = sorted((view.node_dir(nid) / "plots").glob("*.png"))[:MAX_PLOTS_PER_NODE]
+        plots = sorted(NodePaths(view.node_dir(nid)).plots.glob("*.png"))[:MAX_PLOTS_PER_NODE]
         if not plots:
             continue
         text = prompts.render(
@@ -145,7 +146,7 @@ def review_figures(
     run_dir: Path, cfg: Config, client: LLMClient, figures: list[dict[str, Any]], phase: str = "vlm"
 ) -> dict[str, Any]:
     """Check each figure against its caption; {file: review | {error}}."""
-    fig_dir = Path(run_dir) / "figures"
+    fig_dir = RunPaths(run_dir).figures
     out: dict[str, Any] = {}
     for fig in figures:
         path = fig_dir / fig["file"]
@@ -166,13 +167,13 @@ def review_figures(
 
 def run_vlm(run_dir: Path, cfg: Config, client: LLMClient) -> dict[str, Any]:
     """Both VLM passes; writes ``figures/vlm.json``. Raises NoVision (a StepSkipped) when blind."""
-    path = Path(run_dir) / "figures" / "vlm.json"
+    path = RunPaths(run_dir).vlm_json
     reason = vision_skip_reason(cfg, client)
     result: dict[str, Any] = {"model": cfg.model_for("vlm_feedback")}
     try:
         if reason:
             raise NoVision(reason)
-        figures = (read_json(Path(run_dir) / "figures" / "figures.json", default={}) or {}).get("figures", [])
+        figures = (read_json(RunPaths(run_dir).figures_json, default={}) or {}).get("figures", [])
         result["nodes"] = critique_node_plots(run_dir, cfg, client)
         result["figures"] = review_figures(run_dir, cfg, client, figures)
     except NoVision as exc:

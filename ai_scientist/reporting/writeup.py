@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
+from ..base.paths import RunPaths
 from ..llm.types import CallContext
 from . import latex, prompts
 from .citations import (
@@ -113,8 +114,9 @@ def stage_summaries(run_dir: Path) -> list[dict[str, Any]]:
 
 def paper_figures(run_dir: Path) -> list[dict[str, Any]]:
     """Kept figures, with the VLM's suggested caption where it judged the original wrong."""
-    figs = (read_json(run_dir / "figures" / "figures.json", default={}) or {}).get("figures", [])
-    vlm = (read_json(run_dir / "figures" / "vlm.json", default={}) or {}).get("figures", {}) or {}
+    paths = RunPaths(run_dir)
+    figs = (read_json(paths.figures_json, default={}) or {}).get("figures", [])
+    vlm = (read_json(paths.vlm_json, default={}) or {}).get("figures", {}) or {}
     out = []
     for i, fig in enumerate(figs, 1):
         review = vlm.get(fig["file"]) or {}
@@ -128,7 +130,7 @@ def paper_figures(run_dir: Path) -> list[dict[str, Any]]:
 def _unique_figures(run_dir: Path, figures: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     """Figures without perceptual duplicates (relabelled fig:1..n), and one message per duplicate
     removed; the messages go to the writer so the text does not present one plot as two results."""
-    by_path = {run_dir / "figures" / f["file"]: f for f in figures}
+    by_path = {RunPaths(run_dir).figures / f["file"]: f for f in figures}
     dups = duplicate_figures(list(by_path))
     gone = {later for _, later, _ in dups}
     notes = [
@@ -147,7 +149,7 @@ def gather_citations(
     ccfg = cfg.report.citations
     if not ccfg.enabled:
         return [], "citations disabled (report.citations.enabled=false)"
-    s2 = client_for(cfg, run_dir / "paper" / "s2_cache", opts.s2_base_url, opts.environ or os.environ)
+    s2 = client_for(cfg, RunPaths(run_dir).s2_cache, opts.s2_base_url, opts.environ or os.environ)
     try:
         s2.probe()
     except CitationsOffline as exc:
@@ -316,8 +318,8 @@ def _reflect(
 ) -> tuple[dict, latex.CompileResult, list[dict[str, Any]]]:
     """``report.writeup_reflections`` rounds on a compiled paper (see :mod:`.reflection`); a revision
     that no longer compiles is reverted, so the PDF left behind is always the last good one."""
-    paper_dir = run_dir / "paper"
-    vlm = (read_json(run_dir / "figures" / "vlm.json", default={}) or {}).get("figures") or {}
+    paper_dir = RunPaths(run_dir).paper
+    vlm = (read_json(RunPaths(run_dir).vlm_json, default={}) or {}).get("figures") or {}
     rounds = cfg.report.writeup_reflections
     log: list[dict[str, Any]] = []
     for r in range(1, rounds + 1):
@@ -369,13 +371,14 @@ def write_paper(
     if not ok:
         raise StepSkipped(message)
     run_dir = Path(run_dir)
-    paper_dir = run_dir / "paper"
+    paths = RunPaths(run_dir)
+    paper_dir = paths.paper
     (paper_dir / "figures").mkdir(parents=True, exist_ok=True)
     figures, duplicates = _unique_figures(run_dir, paper_figures(run_dir))
     for fig in figures:
-        shutil.copyfile(run_dir / "figures" / fig["file"], paper_dir / "figures" / fig["file"])
+        shutil.copyfile(paths.figures / fig["file"], paper_dir / "figures" / fig["file"])
     values: dict[str, Any] = {
-        "idea": read_text(run_dir / "idea.md", 8000),
+        "idea": read_text(paths.idea_md, 8000),
         "stages": stage_summaries(run_dir),
         "figures": figures,
         "figure_problems": duplicates,
@@ -415,7 +418,7 @@ def write_paper(
         "reflections": reflections,
         "sections": sections,
     }
-    atomic_write_json(paper_dir / "writeup.json", summary)
+    atomic_write_json(paths.writeup_json, summary)
     if not result.ok:
         raise StepFailed(
             f"paper/paper.tex did not compile after {len(attempts)} attempt(s): {attempts[-1][:1500]}"

@@ -268,10 +268,11 @@ class Orchestrator:
         if self.cfg.search.policy != "mcts" or node.tree == 0 or node.operation != "draft":
             return {}
         from ..base.fileio import read_json
+        from ..base.paths import CODE_FILE, RunPaths
         from ..treesearch.policies import nearest_solved_example
 
         example = nearest_solved_example(self.journal, node.tree, self.run_.idea.title)
-        answer = read_json(self.run_.node_dir(example) / "code_answer.json") if example else None
+        answer = read_json(RunPaths(self.run_.dir).node(example).file(CODE_FILE)) if example else None
         if not answer:
             return {}
         from ..phases.base import code_text

@@ -22,8 +22,9 @@ import yaml
 from ..base.config import validate
 from ..base.fileio import read_json
 from ..base.idea import Idea
-from ..execution.base import ExecResult
+from ..base.paths import RunPaths, node_of_workspace
 from ..base.run import Run
+from ..execution.base import ExecResult
 
 if TYPE_CHECKING:
     from ..execution.base import Limits
@@ -35,12 +36,12 @@ class ReplayDiverged(RuntimeError):
 
 def replay_run(src: Path, out_root: Path) -> Run:
     """A new run directory configured to replay ``src``."""
-    data = yaml.safe_load((src / "config.resolved.yaml").read_text(encoding="utf-8")) or {}
+    data = yaml.safe_load(RunPaths(src).config.read_text(encoding="utf-8")) or {}
     data.setdefault("llm", {})
     data["llm"]["backend"] = "replay"
     data["llm"]["replay_dir"] = str(src.resolve())
-    cfg = validate(data, str(src / "config.resolved.yaml"))
-    idea = Idea(**read_json(src / "idea.json"))
+    cfg = validate(data, str(RunPaths(src).config))
+    idea = Idea(**read_json(RunPaths(src).idea_json))
     run = Run.create(cfg, idea, out_root, f"{src.name}.replay")
     run.event("replay_of", source=str(src.resolve()))
     return run
@@ -64,11 +65,17 @@ class ReplayRunner:
         limits: Limits | None = None,
         env: dict[str, str] | None = None,
     ) -> ExecResult:
-        node_id = Path(workspace).parent.name
+        where = node_of_workspace(workspace)
+        if where is None:
+            raise ReplayDiverged(
+                f"{workspace}: not a node workspace (nodes/<id>/workspace); nothing was recorded for it"
+            )
+        node_id = where[1]
+        recorded = RunPaths(self.src).node(node_id)
         with self._lock:
             k = self._next.get(node_id, 0)
             self._next[node_id] = k + 1
-        records = sorted((self.src / "nodes" / node_id / "exec").glob("[0-9][0-9][0-9]_*.json"))
+        records = recorded.exec_files()
         if k >= len(records):
             raise ReplayDiverged(f"node {node_id}: command #{k + 1} {command!r} was not run in the recording")
         rec = read_json(records[k])
@@ -76,7 +83,7 @@ class ReplayRunner:
             raise ReplayDiverged(
                 f"node {node_id}: command #{k + 1} differs: recorded {rec.get('command')!r}, now {command!r}"
             )
-        src_ws = self.src / "nodes" / node_id / "workspace"
+        src_ws = recorded.workspace
         if src_ws.is_dir():
             shutil.copytree(src_ws, workspace, dirs_exist_ok=True, symlinks=True)
         names = {f.name for f in dataclasses.fields(ExecResult)}

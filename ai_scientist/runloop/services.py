@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_json, atomic_write_text, read_json
+from ..base.paths import RunPaths
 from ..llm.types import CallContext, LLMResult
 
 if TYPE_CHECKING:
@@ -86,10 +87,10 @@ class Services:
         env = {"SEED": str(node.seed if node.seed is not None else self.run.cfg.agent.seed)}
         gpus = self.run.cfg.exec.gpus
         env["CUDA_VISIBLE_DEVICES"] = str(gpus[slot % len(gpus)]) if gpus else ""
-        node_dir = self.run.node_dir(node.id)
+        paths = RunPaths(self.run.dir)
         if parent is not None:
-            inherit_install_state(self.run.node_dir(parent.id), node_dir)
-        env.update(install_env(node_dir))
+            inherit_install_state(paths.node(parent.id).root, paths.node(node.id).root)
+        env.update(install_env(paths.node(node.id).root))
         return env
 
     def write_state(self, node: Node) -> None:
@@ -98,12 +99,13 @@ class Services:
 
         parent_state = ""
         if node.parent_id:
-            p = self.run.node_dir(node.parent_id) / "state.md"
+            p = RunPaths(self.run.dir).node(node.parent_id).state_md
             parent_state = p.read_text(encoding="utf-8") if p.exists() else ""
         entry = node.summary if node.is_good else f"FAILED: {node.error or ''}"
         state, _ = next_state(parent_state, node.operation, f"[{node.id}] {entry}")  # op: on the node already
-        atomic_write_text(self.run.node_dir(node.id) / "state.md", state, durable=False)
-        atomic_write_json(self.run.node_dir(node.id) / "node.json", node.to_dict(), durable=False)
+        paths = RunPaths(self.run.dir).node(node.id)
+        atomic_write_text(paths.state_md, state, durable=False)
+        atomic_write_json(paths.node_json, node.to_dict(), durable=False)
 
     # ---------------------------------------------------------- reporting --
     def run_reporting(self, from_phase: str | None = None) -> dict:
@@ -125,7 +127,7 @@ class Services:
     def write_view(self) -> Path:
         from ..reporting.viewer import write_view
 
-        return write_view(self.run.dir, self.run.dir / "tree.html")
+        return write_view(self.run.dir, RunPaths(self.run.dir).tree_html)
 
     def progress_update(self, **fields: Any) -> None:
         if self.progress is None:
@@ -150,9 +152,10 @@ class Services:
 def _environment(run: Run, replay_from: Path | None) -> dict[str, Any]:
     from ..execution.environment import probe_environment
 
-    path = run.dir / "environment.json"
-    if replay_from is not None and (replay_from / "environment.json").exists():
-        shutil.copyfile(replay_from / "environment.json", path)
+    path = RunPaths(run.dir).environment
+    recorded = RunPaths(replay_from).environment if replay_from is not None else None
+    if recorded is not None and recorded.exists():
+        shutil.copyfile(recorded, path)
     env = read_json(path)
     if env is None:
         env = probe_environment(run.cfg)
@@ -234,7 +237,7 @@ def _executor(run: Run, replay_from: Path | None) -> Executor:
 
     name, reason = resolve_backend(run.cfg)
     run.event("sandbox_backend", backend=name, reason=reason)
-    return make_executor(run.cfg, backend=name, resources_dir=run.dir / "resources")
+    return make_executor(run.cfg, backend=name, resources_dir=RunPaths(run.dir).resources)
 
 
 def _resources(
@@ -242,7 +245,7 @@ def _resources(
 ) -> tuple[ResourceIndex | None, Path | None]:
     from ..execution.resources import load_index, stage_resources
 
-    res_dir = run.dir / "resources"
+    res_dir = RunPaths(run.dir).resources
     if spec is not None:
         from ..execution.base import Limits
 
