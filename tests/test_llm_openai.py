@@ -180,7 +180,12 @@ def test_success_native_schema(tmp_path: Path, env_key: str) -> None:
     (rec,) = records(tmp_path)
     assert rec["messages"] == MSGS and rec["error"] is None and rec["attempt"] == 1
     assert rec["response"]["raw"] == GOOD and rec["response"]["reasoning"] == "I multiply."
-    assert rec["usage"] == {"prompt_tokens": 100, "completion_tokens": 20, "estimated": False}
+    assert rec["usage"] == {
+        "prompt_tokens": 100,
+        "completion_tokens": 20,
+        "estimated": False,
+        "cached_tokens": None,
+    }
     assert res.call_ids == [rec["call_id"]]
 
 

@@ -145,6 +145,23 @@ def message_text(message: Message) -> str:
     return "" if content is None else str(content)
 
 
+def checked_cached_tokens(value: Any, prompt_tokens: int, source: str) -> tuple[int | None, str | None]:
+    """(cached tokens, note) from a server-reported cache count: a whole number from 0 to
+    ``prompt_tokens`` is taken; absent (None) is (None, None); anything else — negative, larger
+    than the prompt, not a number — is not trusted: (None, a note naming ``source`` and the value)."""
+    if value is None:
+        return None, None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None, f"{source} = {str(value)[:40]!r} is not a whole number; cached tokens unknown"
+    if value < 0 or value > prompt_tokens:
+        return None, (
+            f"{source} = {value} is outside 0..prompt_tokens ({prompt_tokens}); cached tokens unknown"
+        )
+    return value, None
+
+
 def estimate_tokens(text: str) -> int:
     """About four characters per token: the estimate used when a backend reports no usage."""
     return (len(text) + 3) // 4

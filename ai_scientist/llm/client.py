@@ -281,6 +281,7 @@ class LLMClient:
             call.usage.prompt_tokens + usage.prompt_tokens,
             call.usage.completion_tokens + usage.completion_tokens,
             call.usage.estimated or usage.estimated,
+            cached_tokens=_add_known(call.usage.cached_tokens, usage.cached_tokens),
         )
         call.cost_usd += cost
         call.latency_s += ans.latency_s
@@ -291,11 +292,14 @@ class LLMClient:
             "server_reasoning": ans.reply.reasoning,
             "finish_reason": ans.reply.finish_reason,
         }
-        usage_rec = {
+        usage_rec: dict[str, Any] = {
             "prompt_tokens": usage.prompt_tokens,
             "completion_tokens": usage.completion_tokens,
             "estimated": usage.estimated,
+            "cached_tokens": usage.cached_tokens,  # None: not reported, or not trusted (see the note)
         }
+        if usage.cached_note:
+            usage_rec["cached_note"] = usage.cached_note
         self._write(
             call,
             ans.messages,
@@ -359,6 +363,11 @@ class LLMClient:
         }
         written = self.logger.write(record)
         call.call_ids.append(written.get("call_id", ""))
+
+
+def _add_known(a: int | None, b: int | None) -> int | None:
+    """Sum of two cached-token counts where either may be unknown (None only if both are)."""
+    return None if a is None and b is None else (a or 0) + (b or 0)
 
 
 def _cut_problem(ans: _Answer, role: str, problem: str) -> str:

@@ -5,6 +5,11 @@ longest configured name the model starts with (``gpt-4o-mini`` prices
 ``gpt-4o-mini-2024-07-18``). A model with no price costs 0 and is listed under
 ``unpriced_models`` so a user sees the total is incomplete. Models named
 ``local:<file>`` (the in-process llama.cpp backend) are free and priced.
+Cached prompt tokens (the part of the prompt the server served from its prefix cache, as it
+reported it) are priced at the model's ``cached_per_mtok``, or at its input price when that is
+not set (no discount is assumed unless configured); ``cached_tokens`` counts them and
+``usd_saved`` is what they cost less than at the input price. ``cached_unknown`` counts answered
+attempts whose reported cache count was not trusted (priced as no cache hit).
 Counts: ``calls`` are logical calls (one ``LLMClient.complete``: its retries and repair round
 included), ``attempts`` the requests sent (one prompt-log file each, answered or failed),
 ``failed_attempts`` those that got no answer (timeouts, errors: no tokens, no cost).
@@ -38,6 +43,9 @@ def _empty() -> dict[str, Any]:
         "attempts": 0,
         "failed_attempts": 0,
         "estimated_calls": 0,
+        "cached_tokens": 0,
+        "usd_saved": 0.0,
+        "cached_unknown": 0,
     }
 
 
@@ -74,18 +82,21 @@ class CostLedger:
             old["total"].setdefault(key, 0)
         return old
 
-    def price_of(self, model: str) -> tuple[float, float] | None:
-        """(input, output) USD per million tokens, or None when the model has no price."""
+    def price_of(self, model: str) -> tuple[float, float, float] | None:
+        """(input, output, cached input) USD per million tokens, or None when the model has no
+        price; the cached price is the input price unless ``cached_per_mtok`` is set."""
         if model.startswith(LOCAL_PREFIX):
-            return (0.0, 0.0)
+            return (0.0, 0.0, 0.0)
         price = self.prices.get(model)
         if price is None:
             names = [n for n in self.prices if model.startswith(n)]
             price = self.prices[max(names, key=len)] if names else None
         if price is None:
             return None
-        get = price.get if isinstance(price, dict) else lambda k: getattr(price, k)
-        return float(get("input_per_mtok")), float(get("output_per_mtok"))
+        get = price.get if isinstance(price, dict) else lambda k: getattr(price, k, None)
+        given = float(get("input_per_mtok") or 0.0), float(get("output_per_mtok") or 0.0)
+        cached = get("cached_per_mtok")
+        return given[0], given[1], given[0] if cached is None else float(cached)
 
     @property
     def total_usd(self) -> float:
@@ -102,14 +113,21 @@ class CostLedger:
         """Account one answered attempt (``new_call``: the first attempt of a call); returns its
         USD cost and rewrites ``cost.json``."""
         price = self.price_of(model)
-        usd = 0.0
+        cached = usage.cached_tokens or 0
+        usd = saved = 0.0
         if price is not None:
-            usd = (usage.prompt_tokens * price[0] + usage.completion_tokens * price[1]) / 1e6
+            fresh = usage.prompt_tokens - cached
+            usd = (fresh * price[0] + cached * price[2] + usage.completion_tokens * price[1]) / 1e6
+            saved = cached * (price[0] - price[2]) / 1e6
         with self._lock:
             for t in self._targets(role, phase, node_id, model):
                 t["prompt_tokens"] += usage.prompt_tokens
                 t["completion_tokens"] += usage.completion_tokens
                 t["usd"] += usd
+                # entries of a cost.json written before cached tokens were counted lack these keys
+                t["cached_tokens"] = t.get("cached_tokens", 0) + cached
+                t["usd_saved"] = t.get("usd_saved", 0.0) + saved
+                t["cached_unknown"] = t.get("cached_unknown", 0) + int(usage.cached_note is not None)
                 t["calls"] += int(new_call)
                 t["attempts"] = t.get("attempts", 0) + 1
                 t["estimated_calls"] += int(usage.estimated)
@@ -170,8 +188,9 @@ def _row(name: str, b: dict[str, Any], width: int) -> str:
     est = f"{b.get('estimated_calls', 0)}" if b.get("estimated_calls") else ""
     return (
         f"{name:<{width}} {b.get('calls', 0):>6} {b.get('attempts', b.get('calls', 0)):>8} "
-        f"{b.get('failed_attempts', 0):>6} {b.get('prompt_tokens', 0):>11} "
-        f"{b.get('completion_tokens', 0):>11} {b.get('usd', 0.0):>11.4f} {est:>5}"
+        f"{b.get('failed_attempts', 0):>6} {b.get('prompt_tokens', 0):>11} {b.get('cached_tokens', 0):>11} "
+        f"{b.get('completion_tokens', 0):>11} {b.get('usd', 0.0):>11.4f} {b.get('usd_saved', 0.0):>11.4f} "
+        f"{est:>5}"
     )
 
 
@@ -181,8 +200,8 @@ def format_cost(data: dict[str, Any]) -> str:
     # the first column is as wide as its longest name: model names are never cut
     width = max([32] + [len(name) + 2 for bucket in titles for name in data.get(bucket) or {}])
     header = (
-        f"{'':<{width}} {'calls':>6} {'attempts':>8} {'failed':>6} {'prompt tok':>11} {'compl. tok':>11} "
-        f"{'USD':>11} {'est.':>5}"
+        f"{'':<{width}} {'calls':>6} {'attempts':>8} {'failed':>6} {'prompt tok':>11} {'cached tok':>11} "
+        f"{'compl. tok':>11} {'USD':>11} {'saved USD':>11} {'est.':>5}"
     )
     lines = [header, _row("TOTAL", data.get("total", {}), width)]
     for bucket, title in titles.items():
@@ -201,6 +220,16 @@ def format_cost(data: dict[str, Any]) -> str:
         "calls = logical LLM calls; attempts = requests sent (one prompt-log file each, retries and "
         "repair rounds included); failed = attempts with no answer (timeouts, errors)"
     )
+    lines.append(
+        "cached tok = prompt tokens the server served from its prefix cache (part of prompt tok; "
+        "priced at llm.prices.<model>.cached_per_mtok, else at the input price); saved USD = what "
+        "they cost less than at the input price"
+    )
+    if data.get("total", {}).get("cached_unknown"):
+        lines.append(
+            f"{data['total']['cached_unknown']} answered attempts reported a cached-token count that "
+            "cannot be true (see cached_note in their prompt logs): priced as no cache hit"
+        )
     if data.get("total", {}).get("estimated_calls"):
         lines.append("est. = answered attempts whose token counts were estimated (backend reported none)")
     return "\n".join(lines)

@@ -36,6 +36,7 @@ from .backend import (
     ServerError,
     StructuredOutputUnsupported,
     VisionUnsupported,
+    checked_cached_tokens,
     has_images,
 )
 from .negotiation import LADDER, Negotiation, is_rejection, response_format
@@ -81,6 +82,33 @@ def server_message(exc: Any) -> str:
     if isinstance(body, str) and body.strip():
         return " ".join(body.split())[:500]
     return str(getattr(exc, "message", exc))
+
+
+def _field(obj: Any, name: str) -> Any:
+    """``obj.name`` of an SDK model, or ``obj[name]`` of a plain dict the SDK left unparsed."""
+    if isinstance(obj, dict):
+        return obj.get(name)
+    value = getattr(obj, name, None)
+    if value is None:
+        value = (getattr(obj, "model_extra", None) or {}).get(name)
+    return value
+
+
+def cached_tokens(usage: Any) -> tuple[int | None, str | None]:
+    """(cached prompt tokens, note) of a chat completion's ``usage``: OpenAI's
+    ``prompt_tokens_details.cached_tokens``, else Anthropic-style ``cache_read_input_tokens``
+    (both counted within ``prompt_tokens``). Absent: (None, None); a value that cannot be true
+    (negative, above ``prompt_tokens``, not a number) is not trusted: (None, a note)."""
+    prompt = int(usage.prompt_tokens)
+    details = _field(usage, "prompt_tokens_details")
+    if isinstance(details, (str, bytes, int, float, list)):
+        shown = str(details)[:40]
+        return None, f"usage.prompt_tokens_details = {shown!r} is not an object; cached tokens unknown"
+    value = _field(details, "cached_tokens") if details is not None else None
+    if value is not None:
+        return checked_cached_tokens(value, prompt, "usage.prompt_tokens_details.cached_tokens")
+    value = _field(usage, "cache_read_input_tokens")
+    return checked_cached_tokens(value, prompt, "usage.cache_read_input_tokens")
 
 
 class OpenAIBackend:
@@ -181,6 +209,7 @@ class OpenAIBackend:
             usage = None
             if getattr(resp, "usage", None) is not None and resp.usage.prompt_tokens is not None:
                 usage = Usage(int(resp.usage.prompt_tokens), int(resp.usage.completion_tokens or 0), False)
+                usage.cached_tokens, usage.cached_note = cached_tokens(resp.usage)
         except (AttributeError, TypeError, ValueError, IndexError) as exc:
             raise ServerError(
                 f"{where}: the server answered with a malformed chat completion ({type(exc).__name__}: "

@@ -19,11 +19,27 @@ from typing import Any
 
 from ..base.paths import RunPaths
 from ..promptlog.record import KEY_PARAMS, request_key
-from .backend import BackendReply, message_text
+from .backend import BackendReply, checked_cached_tokens, message_text
 from .negotiation import LADDER
 from .types import CallContext, LLMError, Message, UnrecordedPrompt, Usage
 
 _SNIP = 70
+
+
+def _recorded_usage(usage: dict[str, Any]) -> Usage:
+    """The usage a record holds, cached tokens and their note included, so a replayed run counts
+    and costs what the recorded one did (an edited count is checked again, not trusted)."""
+    out = Usage(
+        int(usage.get("prompt_tokens", 0)),
+        int(usage.get("completion_tokens", 0)),
+        bool(usage.get("estimated")),
+    )
+    out.cached_tokens, note = checked_cached_tokens(
+        usage.get("cached_tokens"), out.prompt_tokens, "cached_tokens"
+    )
+    recorded = usage.get("cached_note")
+    out.cached_note = recorded if isinstance(recorded, str) else note
+    return out
 
 
 def load_answers(run_dir: str | Path) -> list[dict[str, Any]]:
@@ -127,13 +143,7 @@ class ReplayBackend:
         return BackendReply(
             text=response.get("raw") or "",
             reasoning=response.get("server_reasoning"),
-            usage=Usage(
-                int(usage.get("prompt_tokens", 0)),
-                int(usage.get("completion_tokens", 0)),
-                bool(usage.get("estimated")),
-            )
-            if isinstance(usage, dict)
-            else None,
+            usage=_recorded_usage(usage) if isinstance(usage, dict) else None,
             native_structured=(rec.get("params") or {}).get("structured") == "native",
             model=rec.get("model"),
         )

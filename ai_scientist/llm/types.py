@@ -30,9 +30,19 @@ UnrecordedPrompt = _errors.UnrecordedPrompt
 
 @dataclass
 class Usage:
+    """Token counts of one answered attempt.
+
+    ``cached_tokens`` is the part of ``prompt_tokens`` the server served from its prefix cache
+    (OpenAI ``prompt_tokens_details.cached_tokens``; the local backend: tokens reused from the
+    llama.cpp KV state). None when the server did not report it, or reported a value that cannot
+    be true (then ``cached_note`` says what it was); None is priced as no cache hit.
+    """
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     estimated: bool = False
+    cached_tokens: int | None = None
+    cached_note: str | None = None
 
     @property
     def total_tokens(self) -> int:
