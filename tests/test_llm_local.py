@@ -83,3 +83,46 @@ def test_local_backend_counts_tokens_loads_once_and_refuses_images() -> None:
         backend.complete(
             image, model="x", temperature=0, max_tokens=8, schema=None, timeout=5, ctx=CallContext()
         )
+
+
+@pytest.mark.slow
+def test_a_shared_prefix_is_reused_from_the_kv_state_and_reported_as_cached(tmp_path: Path) -> None:
+    from ai_scientist.llm.factory import make_client
+    from ai_scientist.llm.local_backend import LocalBackend
+
+    cfg = validate(
+        {
+            "llm": {"backend": "local", "local_n_ctx": 1024, "local_threads": 1, "timeout_s": 600},
+            "agent": {"code": {"max_tokens": 16, "temperature": 0.0}},
+        }
+    )
+    client = make_client(cfg, tmp_path, None)
+    # a long system message both calls share, then a question of their own
+    prefix = " ".join(
+        f"Rule {i}: parameter beta_{i} scales layer {i % 5} by {i / 10:.1f}." for i in range(12)
+    )
+    shared = client.backend.count_tokens(prefix)
+    assert shared > 150
+
+    def ask(question: str, label: str) -> object:
+        msgs = [{"role": "system", "content": prefix}, {"role": "user", "content": question}]
+        return client.complete(msgs, role="code", ctx=CallContext("n0001", "1", "phase2", label))
+
+    ask("What does beta_3 scale?", "first")
+    second = ask("Which layer does beta_7 scale?", "second")
+    assert shared <= second.usage.cached_tokens < second.usage.prompt_tokens
+    recs = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("nodes/n0001/prompt_logs/*.json"))]
+    assert recs[-1]["usage"]["cached_tokens"] == second.usage.cached_tokens
+    cost = json.loads((tmp_path / "cost.json").read_text())
+    assert cost["total"]["cached_tokens"] == sum(r["usage"]["cached_tokens"] for r in recs)
+    # the same model without reuse decodes the whole prompt: nothing cached
+    fresh = LocalBackend(MODEL, n_ctx=1024, n_threads=1, reuse_kv=False)
+    msgs = [
+        {"role": "system", "content": prefix},
+        {"role": "user", "content": "Which layer does beta_7 scale?"},
+    ]
+    reply = fresh.complete(
+        msgs, model="x", temperature=0, max_tokens=4, schema=None, timeout=600, ctx=CallContext()
+    )
+    assert reply.usage is not None and reply.usage.cached_tokens == 0
+    assert reply.usage.prompt_tokens == second.usage.prompt_tokens

