@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..best import Choice, TieBreak
 from ..journal import JournalView
@@ -27,6 +28,9 @@ from .base import (
     stage_best_choice,
 )
 
+if TYPE_CHECKING:
+    from ...base.config import Config
+
 
 class GreedyPolicy:
     name = "greedy"
@@ -37,7 +41,7 @@ class GreedyPolicy:
         self.max_debug_depth = max_debug_depth
 
     @classmethod
-    def from_config(cls, cfg) -> GreedyPolicy:  # noqa: ANN001 - ai_scientist.base.config.Config
+    def from_config(cls, cfg: Config) -> GreedyPolicy:
         s = cfg.agent.search
         return cls(s.num_drafts, s.debug_prob, s.max_debug_depth)
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..best import Choice, TieBreak, comparable_metric, primary_metric_key
 from ..journal import JournalView
@@ -39,6 +40,9 @@ from ..stages import STAGES, StageState
 from .base import Action, best_of, require_carried, stage_pool
 from .bfts import BFTSPolicy
 from .forest import final_choice
+
+if TYPE_CHECKING:
+    from ...base.config import Config
 
 
 def ucb_score(value: float, parent_visits: int, visits: int, c: float) -> float:
@@ -131,7 +135,7 @@ class MCTSPolicy:
         self._fanout = BFTSPolicy(num_drafts, debug_prob, max_debug_depth)
 
     @classmethod
-    def from_config(cls, cfg) -> MCTSPolicy:  # noqa: ANN001 - ai_scientist.base.config.Config
+    def from_config(cls, cfg: Config) -> MCTSPolicy:
         s, m = cfg.agent.search, cfg.search.mcts
         return cls(
             s.num_drafts,
