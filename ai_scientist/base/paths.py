@@ -77,13 +77,20 @@ def file_number(path: Path | str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _numbered_names(folder: Path) -> list[tuple[int, str]]:
+    """``(number, name)`` of the numbered JSON files of ``folder`` (names only: no Path per entry)."""
+    try:
+        with os.scandir(folder) as entries:
+            found = [(m, e.name) for e in entries if (m := _NUMBERED.match(e.name))]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [(int(m.group(1)), name) for m, name in found]
+
+
 def numbered_files(folder: Path | str) -> list[Path]:
     """The numbered JSON files of ``folder`` in number order (empty when it does not exist)."""
     folder = Path(folder)
-    if not folder.is_dir():
-        return []
-    found = [(file_number(p), p) for p in folder.iterdir()]
-    return [p for n, p in sorted((n, p) for n, p in found if n is not None)]
+    return [folder / name for _, name in sorted(_numbered_names(folder))]
 
 
 def numbered_name(n: int, *parts: str) -> str:
@@ -103,7 +110,7 @@ def claim_numbered(folder: Path | str, *parts: str) -> tuple[int, Path]:
     dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(dir_fd, fcntl.LOCK_EX)  # released when dir_fd is closed
-        n = max((file_number(p) or 0 for p in numbered_files(folder)), default=0) + 1
+        n = max((k for k, _ in _numbered_names(folder)), default=0) + 1
         while True:
             path = folder / numbered_name(n, *parts)
             try:

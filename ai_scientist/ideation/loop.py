@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..base.paths import NODES_DIR
 from ..base.templates import render
 from ..context.assemble import assemble
 from ..context.budget import Budget
@@ -140,7 +141,9 @@ class Ideator:
                 idea_id, "failed", reason="invalid idea: " + "; ".join(problems), searches=searches
             )
         ev = evidence(searches)
-        ev.update(finalized=finalized, rounds_used=used, notes=ev["notes"] + notes, log=f"nodes/{idea_id}")
+        ev.update(
+            finalized=finalized, rounds_used=used, notes=ev["notes"] + notes, log=f"{NODES_DIR}/{idea_id}"
+        )
         idea[EVIDENCE_KEY] = ev
         return Outcome(idea_id, "added", idea, searches=searches)
 
