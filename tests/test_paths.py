@@ -150,13 +150,20 @@ def _layout_names() -> set[str]:
 
 
 def _hand_joins(source: str) -> list[tuple[int, str]]:
-    """``something / "name"`` or ``"name" / something`` with a string constant in the join."""
+    """String constants joined onto a path: ``x / "name"``, ``"name" / x``, ``Path(x, "name")``,
+    ``x.joinpath("name")`` and ``os.path.join(x, "name")``."""
     hits = []
     for node in ast.walk(ast.parse(source)):
+        parts: list[ast.expr] = []
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
-            for side in (node.left, node.right):
-                if isinstance(side, ast.Constant) and isinstance(side.value, str):
-                    hits.append((node.lineno, side.value))
+            parts = [node.left, node.right]
+        elif isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in ("Path", "PurePath", "joinpath", "join") and (name != "join" or len(node.args) > 1):
+                parts = list(node.args[1:] if name in ("Path", "PurePath", "join") else node.args)
+        hits += [
+            (node.lineno, p.value) for p in parts if isinstance(p, ast.Constant) and isinstance(p.value, str)
+        ]
     return hits
 
 
@@ -193,6 +200,12 @@ def test_no_module_but_paths_joins_a_layout_name_by_hand():
 
 def test_the_hand_join_scan_sees_a_join():
     assert _hand_joins('p = run_dir / "nodes" / nid\nq = "a" + "b"') == [(1, "nodes")]
+    assert _hand_joins('Path(d, "nodes")\nd.joinpath("exec")\nos.path.join(d, "cost.json")') == [
+        (1, "nodes"),
+        (2, "exec"),
+        (3, "cost.json"),
+    ]
+    assert _hand_joins('", ".join(names)\nPath("nodes")') == []  # a str.join, a path's first part
 
 
 # ------------------------------------------------------------------ numbering ----
