@@ -33,7 +33,7 @@ from ai_scientist.treesearch.node import format_node_id
 from ai_scientist.treesearch.stages import no_improvement_streak
 
 KEYS = [("acc", "maximize", "val"), ("loss", "minimize", "val")]
-VALUES = [0.5, 0.7, 0.7, 0.9, 0.9000000001, 1.0, math.nan, -0.0, 0.0]
+VALUES = [0.5, 0.7, 0.7, 0.9, 0.9000000001, 1.0, math.nan, -0.0, 0.0, math.inf]
 
 
 def _metric(draw_key: int, value: float) -> Metric:
@@ -207,7 +207,9 @@ def _naive(nodes: list[Node], refinished: int) -> dict:
         "draft": [n for n in search if n.operation == "draft"],
         "good": [n for n in search if n.status == "good"],
         "good_nometric": [
-            n for n in search if n.status == "good" and (n.metric is None or math.isnan(n.metric.value))
+            n
+            for n in search
+            if n.status == "good" and (n.metric is None or not math.isfinite(n.metric.value))
         ],
         "buggy": [n for n in search if n.status == "buggy"],
         "buggy_leaf": [
@@ -230,7 +232,7 @@ def _naive(nodes: list[Node], refinished: int) -> dict:
     good_roots: dict = {}
     for n in members["good"]:
         good_roots.setdefault(n.stage, Counter())[root(n)] += 1
-        if n.metric is not None and not math.isnan(n.metric.value):
+        if n.metric is not None and math.isfinite(n.metric.value):
             m = n.metric
             score = m.value if m.direction == "maximize" else -m.value
             ranked.setdefault((n.stage, (m.name, m.direction, m.dataset)), []).append(
