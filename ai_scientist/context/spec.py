@@ -8,14 +8,16 @@ messages. Per-layer budgets can be overridden by ``context.layers.<name>``.
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 from .layer import Layer
 
 
-def _L(name: str, role: str, priority: int, policy: str = "none", **kw) -> Layer:
+def _L(name: str, role: Literal["system", "user"], priority: int, policy: str = "none", **kw: Any) -> Layer:
     """A layer whose value is ``values[name]`` rendered by ``prompt/context/<name>.j2``."""
     template = kw.pop("template", f"context/{name}.j2")
     key = kw.pop("key", name)
-    return Layer(name=name, role=role, template=template, key=key, priority=priority, policy=policy, **kw)  # type: ignore[arg-type]
+    return Layer(name=name, role=role, template=template, key=key, priority=priority, policy=policy, **kw)
 
 
 LAYERS: dict[str, Layer] = {

@@ -224,7 +224,7 @@ def _stage_git(e: ResourceEntry, dest: Path, item: ResourceItem) -> None:
     item.source, item.ref = e.url, e.ref
     env = {"PATH": "/usr/bin:/bin", "GIT_TERMINAL_PROMPT": "0", "HOME": str(dest.parent)}
 
-    def run(*a, cwd=None):
+    def run(*a: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["git", *a], cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
 
     proc = run("clone", "--quiet", e.url, str(dest))

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING
 
 from .base import RESOURCES_ENV
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _PASS_THROUGH = ("LANG", "LC_ALL", "TZ", "TERM")
@@ -62,7 +66,7 @@ def sandbox_environ(
     return env, dropped
 
 
-def ensure_dir(path: str | os.PathLike | None):
+def ensure_dir(path: str | os.PathLike | None) -> Path | None:
     """The resolved directory (created if missing), or None."""
     if not path:
         return None

@@ -243,7 +243,9 @@ def _sections_call(client: LLMClient, template: str, label: str, values: dict) -
     return {k: str(parsed.get(k, "")) for k in ("title", "abstract", *SECTIONS)}
 
 
-def _build(paper_dir: Path, sections: dict, figures: list, papers: list, cfg: Config, opts: ReportOptions):
+def _build(
+    paper_dir: Path, sections: dict, figures: list, papers: list, cfg: Config, opts: ReportOptions
+) -> tuple[str, latex.CompileResult, str]:
     tex = assemble(sections, figures, papers, cfg.report.page_limit, cfg.report.template)
     atomic_write_text(paper_dir / "paper.tex", tex)
     # .bbl/.blg too: a rebuild whose text no longer cites anything fails on the old bibtex state
