@@ -22,7 +22,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .base import (
     SANDBOX_RESOURCES,
@@ -38,6 +38,12 @@ from .run_setup import RunSetup, SandboxBackend
 from .sandbox_env import ensure_dir
 from .subprocess_backend import _chown_tree, _next_uid
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from docker import DockerClient
+    from docker.models.containers import Container
+
 BUILD_HINT = (
     "build it locally with `containers/build_rootfs_image.sh {image}` (offline, from this host) or "
     "`docker build -t {image} containers/`; images are never pulled implicitly"
@@ -46,7 +52,7 @@ LABEL = "org.ai-scientist.sandbox"
 POLL_S = 0.1
 
 
-def docker_client(timeout: float = 10.0):
+def docker_client(timeout: float = 10.0) -> DockerClient:
     """A client for the daemon at DOCKER_HOST (or the default socket); raises SandboxError if unreachable."""
     try:
         import docker
@@ -215,7 +221,9 @@ class DockerExecutor(SandboxBackend):
         result.extra.update(dropped_env=dropped, image=self.image, reused=self.reuse)
         return result
 
-    def _run_fresh(self, argv, ws, limits, env, install_dir) -> ExecResult:
+    def _run_fresh(
+        self, argv: list[str], ws: Path, limits: Limits, env: dict[str, str], install_dir: Path | None
+    ) -> ExecResult:
         import docker.errors
 
         start = time.monotonic()
@@ -245,7 +253,9 @@ class DockerExecutor(SandboxBackend):
             _quiet(lambda: container.remove(force=True))
         return _make_result(argv, code, out, err, peak, killed_by, reason, start, limits)
 
-    def _pump(self, stream, limits: Limits, kill) -> tuple[OutputHeadTail, OutputHeadTail, dict]:
+    def _pump(
+        self, stream: Iterable[tuple[bytes | None, bytes | None]], limits: Limits, kill: Callable[[], object]
+    ) -> tuple[OutputHeadTail, OutputHeadTail, dict]:
         out, err = OutputHeadTail(limits.output_bytes // 2), OutputHeadTail(limits.output_bytes // 2)
         state: dict[str, Any] = {"killed_by": None, "reason": "", "done": threading.Event()}
 
@@ -271,7 +281,9 @@ class DockerExecutor(SandboxBackend):
         state["thread"].start()
         return out, err, state
 
-    def _watch(self, container, cg: _Cgroup, limits: Limits, state: dict, start: float):
+    def _watch(
+        self, container: Container, cg: _Cgroup, limits: Limits, state: dict, start: float
+    ) -> tuple[int | None, str | None, str, float | None]:
         """Wait for exit, enforcing timeout and pids; returns (exit code, killed_by, reason, peak MB)."""
         peak = 0
         while True:
@@ -300,7 +312,9 @@ class DockerExecutor(SandboxBackend):
         return code, state["killed_by"], state["reason"], (peak / 2**20 if peak else None)
 
     # ------------------------------------------------------------ reuse --
-    def _container_for(self, ws, limits, env, install_dir):
+    def _container_for(
+        self, ws: Path, limits: Limits, env: dict[str, str], install_dir: Path | None
+    ) -> Container:
         key = (
             str(ws),
             str(install_dir),
@@ -329,7 +343,9 @@ class DockerExecutor(SandboxBackend):
             self._reused[key] = c
             return c
 
-    def _run_reused(self, argv, ws, limits, env, install_dir) -> ExecResult:
+    def _run_reused(
+        self, argv: list[str], ws: Path, limits: Limits, env: dict[str, str], install_dir: Path | None
+    ) -> ExecResult:
         start = time.monotonic()
         container = self._container_for(ws, limits, env, install_dir)
         api = self.client.api
@@ -400,7 +416,7 @@ class DockerExecutor(SandboxBackend):
                 _quiet(lambda c=c: c.remove(force=True))
 
 
-def _quiet(fn) -> None:
+def _quiet(fn: Callable[..., object]) -> None:
     # Kill/remove of a container that is already gone is not an error worth surfacing.
     try:
         fn()
