@@ -110,6 +110,9 @@ class BwrapExecutor(SandboxBackend):
         args = [
             self.binary,
             "--unshare-all",
+            # the command is the pid namespace's init (no reaper of bwrap's own): bwrap exits only
+            # after it, when the kernel has emptied the namespace, so nothing outlives a command
+            "--as-pid-1",
             "--die-with-parent",
             "--new-session",
             "--ro-bind",
