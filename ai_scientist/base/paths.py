@@ -199,6 +199,9 @@ CODE_FILE = "code_answer.json"  # phase 2
 COMPILE_FILE = "compile.json"  # phase 3
 RUN_FILE = "run.json"  # phase 4
 REVIEW_FILE = "review.json"  # execution review (is_bug, summary)
+# what the stage showed the node (tried settings, ablation plan, earlier stage summaries), frozen
+# when the node is first scheduled so a resumed node gets the same prompts as before its crash
+STAGE_INPUTS_FILE = "stage_inputs.json"
 NODE_FILES = (
     PLAN_FILE,
     INSTALL_FILE,
@@ -206,6 +209,7 @@ NODE_FILES = (
     COMPILE_FILE,
     RUN_FILE,
     REVIEW_FILE,
+    STAGE_INPUTS_FILE,
     "node.json",
     "metrics.json",
 )
@@ -331,6 +335,14 @@ class RunPaths:
     def s2_cache(self) -> Path:
         """Cached Semantic Scholar answers of the writeup."""
         return self.paper / "s2_cache"
+
+    @property
+    def stage_summaries(self) -> Path:
+        """``stage_summaries/stage<N>.json``: the summary role's account of each finished stage."""
+        return self.root / "stage_summaries"
+
+    def stage_summary(self, stage: int) -> Path:
+        return self.stage_summaries / f"stage{int(stage)}.json"
 
     @property
     def slurm(self) -> Path:

@@ -218,6 +218,30 @@ class HistoryPrune(LayerPolicy):
         return None
 
 
+class HeadRows(LayerPolicy):
+    """A ranked table kept from the top: ``[header, row1, row2, ...]`` with the best row first.
+
+    Cuts whole rows from the end (the worst, failed or still running ones, which come last), never
+    the header, and says how many were cut. Plain text falls back to a head cut.
+    """
+
+    name = "head_rows"
+
+    @staticmethod
+    def cut(items: list[Any], keep: int) -> list[Any]:
+        rows = len(items) - 1
+        if keep >= rows:
+            return list(items)
+        return [*items[: keep + 1], f"[... {rows - keep} lower-ranked rows cut ({rows} total) ...]"]
+
+    def shrink(self, value: Any, fits: Fits, params: PolicyParams, handle: str | None) -> Result | None:
+        if not isinstance(value, list) or not value:
+            return Head().shrink(value, fits, params, handle)
+        rows = len(value) - 1
+        found = _largest(rows, lambda n: self.cut(value, n), fits)
+        return None if found is None else (found[0], f"kept header + best {found[1]} of {rows} rows")
+
+
 class StripReasoning(LayerPolicy):
     """Seed 003: thinking is removed from what later prompts see (the log keeps it)."""
 
@@ -243,6 +267,7 @@ LAYER_POLICIES: dict[str, LayerPolicy] = {
         HeadTail(),
         JSONPreview(),
         HistoryPrune(),
+        HeadRows(),
         StripReasoning(),
     )
 }
