@@ -140,6 +140,19 @@ TIEBREAK_SCHEMA: dict[str, Any] = {
     "required": ["node_id", "reasoning"],
 }
 
+# the summary role at a stage's end: bounded prose per field (the best node and its metric come
+# from the journal, not from the model)
+STAGE_SUMMARY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "tried": _text(1200),
+        "worked": _text(1000),
+        "failed": _text(800),
+        "next": _text(800),
+    },
+    "required": ["tried", "worked", "failed", "next"],
+}
+
 METRICS_PARSER_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {

@@ -80,9 +80,12 @@ class ReportOptions:
 
 
 def stage_summaries(run_dir: Path) -> list[dict[str, Any]]:
-    """Per stage: node counts, best node, its metrics and the spread over its seed re-runs."""
+    """Per stage: node counts, best node, its metrics and the spread over its seed re-runs, and
+    (``account``) what the summary role wrote at the stage's end (``stage_summaries/stage<N>.json``:
+    tried / worked / failed / next), when the stage has one."""
     view = load_run(run_dir)
     best = view.best_per_stage()
+    paths = RunPaths(run_dir)
     out = []
     for stage, nodes in view.by_stage().items():
         row: dict[str, Any] = {
@@ -92,6 +95,9 @@ def stage_summaries(run_dir: Path) -> list[dict[str, Any]]:
             "good": sum(n.get("status") == "good" for n in nodes),
             "buggy": sum(n.get("status") == "buggy" for n in nodes),
         }
+        written = read_json(paths.stage_summary(stage))
+        if isinstance(written, dict) and isinstance(written.get("summary"), dict):
+            row["account"] = {k: str(v)[:1500] for k, v in written["summary"].items() if v}
         if stage in best:
             b = best[stage]
             row.update(

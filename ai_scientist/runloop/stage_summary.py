@@ -1,0 +1,117 @@
+"""Stage summaries: at each stage's end the ``summary`` role says what the stage tried, what
+worked and what failed; the next stages' prompts (layer ``stage_summary``) and the writeup read it.
+
+One summary per finished stage, in ``stage_summaries/stage<N>.json``::
+
+    {"stage": 2, "name": "baseline_tuning", "title": "Baseline tuning",
+     "best_node": "n0007", "best_metric": {...} | null, "seeds": {...} | null,
+     "nodes": 4, "good": 3, "buggy": 1,
+     "summary": {"tried": ..., "worked": ..., "failed": ..., "next": ...} | null,
+     "error": null | "why the call failed"}
+
+The best node, its metric and the counts come from the journal; only the four prose fields come
+from the model (a JSON schema bounds each). The call is a run-level call (``nodes/run/``
+prompt logs, phase ``summary``, label ``stage<N>``), so ``replay`` answers it from the recording.
+A stored file is never written again: a resumed run that finishes the same stage again reads it
+instead of asking (the checkpoint rule of the node phases).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..base.fileio import atomic_write_json, read_json
+from ..base.paths import RunPaths
+from ..llm.types import LLMError
+from ..treesearch.stages import STAGES
+from ..treesearch.tried import stage_facts
+
+if TYPE_CHECKING:
+    from ..base.run import Run
+    from ..treesearch.journal import JournalView
+    from .services import Services
+
+FIELDS = (("tried", "Tried"), ("worked", "Worked"), ("failed", "Failed"), ("next", "For the next stage"))
+
+
+def write_stage_summary(
+    run: Run, services: Services, view: JournalView, stage: int, best_id: str | None, seeds: dict | None
+) -> dict[str, Any]:
+    """The stored summary of ``stage``, asking the ``summary`` role once if there is none yet."""
+    path = RunPaths(run.dir).stage_summary(stage)
+    stored = read_json(path)
+    if stored is not None:
+        return stored
+    from ..phases.schemas import STAGE_SUMMARY_SCHEMA
+
+    best = view.get(best_id) if best_id else None
+    nodes = [view.get(i) for i in view.ids("search", stage)]
+    record: dict[str, Any] = {
+        "stage": stage,
+        "name": STAGES[stage].name,
+        "title": STAGES[stage].title,
+        "best_node": best_id,
+        "best_metric": best.metric.to_dict() if best is not None and best.metric else None,
+        "seeds": (seeds or {}).get("aggregate"),
+        "nodes": len(nodes),
+        "good": sum(n.is_good for n in nodes),
+        "buggy": sum(n.is_buggy for n in nodes),
+        "summary": None,
+        "error": None,
+    }
+    values = {
+        "stage_number": stage,
+        "stage_title": STAGES[stage].title,
+        "stage_facts": stage_facts(view, stage, best, seeds),
+        "stage_summary": summaries_text(run.dir, before=stage),
+    }
+    try:
+        res = services.ask_run(
+            "stage_summary",
+            values,
+            phase="summary",
+            label=f"stage{stage}",
+            role="summary",
+            schema=STAGE_SUMMARY_SCHEMA,
+            stage=stage,
+        )
+        record["summary"] = {k: str(res.parsed.get(k, "")) for k, _ in FIELDS}
+    except LLMError as exc:  # the run goes on; the next stages see the journal's facts only
+        record["error"] = str(exc)[:500]
+        run.event("stage_summary_failed", stage=stage, reason=record["error"])
+    atomic_write_json(path, record)
+    run.event("stage_summary", stage=stage, path=str(path.relative_to(run.dir)), ok=record["error"] is None)
+    return record
+
+
+def load_summaries(run_dir: Path, before: int | None = None) -> list[dict[str, Any]]:
+    """The stored summaries (of the stages before ``before``), in stage order."""
+    paths = RunPaths(run_dir)
+    out = []
+    for stage in sorted(STAGES):
+        if before is not None and stage >= before:
+            break
+        data = read_json(paths.stage_summary(stage))
+        if isinstance(data, dict):
+            out.append(data)
+    return out
+
+
+def render_summary(data: dict[str, Any]) -> str:
+    """One stage's summary as prompt text: headline from the journal, then the model's fields."""
+    best = data.get("best_node")
+    metric = data.get("best_metric")
+    shown = f"{metric['name']}={metric['value']:.6g}" if metric else "no metric"
+    head = f"### Stage {data.get('stage')} ({data.get('title')}): {data.get('nodes')} nodes, {data.get('good')} good"
+    head += f"; best {best} ({shown})" if best else "; no node handed over"
+    body = data.get("summary") or {}
+    lines = [head, *(f"{title}: {body[k]}" for k, title in FIELDS if body.get(k))]
+    if not body:
+        lines.append(f"(no summary: {data.get('error') or 'not written'})")
+    return "\n".join(lines)
+
+
+def summaries_text(run_dir: Path, before: int) -> str:
+    """The ``stage_summary`` layer's value for a prompt of stage ``before``: '' in stage 1."""
+    return "\n\n".join(render_summary(s) for s in load_summaries(run_dir, before=before))
