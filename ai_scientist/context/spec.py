@@ -130,14 +130,10 @@ PROMPTS: dict[str, list[str]] = {
     "exec_review": ["system", "task", "prior_code", "execution_output", *_TAIL],
     # fallback: read the metrics from the run output when metrics.json is missing
     "metrics_parse": ["system", "task", "execution_output", *_TAIL],
-    # node summary that later becomes history
-    "node_summary": ["system", "task", "prior_code", "execution_output", "plot_feedback", *_TAIL],
     # LLM tie-break between candidate nodes
     "select_tiebreak": ["system", "task", "candidates", *_TAIL],
     # propose the next hyper-parameter / ablation idea
     "propose_idea": ["system", "task", "memory", "tried_hyperparams", "tried_ablations", *_TAIL],
-    # memory read rounds and other multi-turn loops (the conversation is passed separately)
-    "memory_round": ["system", "memory", "task", *_TAIL],
     # ideation: draft / search / refine one research idea from a topic (``ai-scientist ideate``)
     "ideation": ["system", "topic", "previous_ideas", "idea_draft", "literature", *_TAIL],
 }
