@@ -17,7 +17,7 @@ sampling. The model counts the tokens each ``eval`` decodes (:class:`KVLlama`), 
 the prompt tokens it did not decode as ``cached_tokens``, exactly. The state holds one prompt: with
 several workers, calls of different nodes alternate and share only what their prompts share.
 ``LocalBackend(reuse_kv=False)`` forgets the state before every call (the baseline of
-``bench/prompt_cache.py --section kv``).
+``bench/local_kv.py``).
 
 Interruption (Ctrl-C) and process exit: node workers are daemon threads, so when the main
 thread leaves (``interrupted; state saved``, exit 130) a worker may still be inside a llama.cpp
