@@ -1,7 +1,8 @@
 """The append-only journal of search nodes (``journal.jsonl``) and read-only views of it.
 
 Every change to a node is one JSON line ``{"seq", "ts", "type", "node"}`` appended
-and fsync'd; the latest record per id is the node's state, so replaying the file
+and fsync'd before the write returns (group commit: concurrent writers share an fsync,
+waited for outside the lock); the latest record per id is the node's state, so replaying the file
 rebuilds the tree exactly (ids, parents, statuses). :class:`JournalView` answers
 the AIDE-style questions the policies ask (drafts, buggy leaves, good nodes,
 ancestors ...) from an immutable :class:`~.index.SearchIndex` (the incremental
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..base.fileio import append_jsonl
+from ..base.fileio import append_jsonl_nowait, wait_durable
 from .best import TIE_ABS_TOL, TIE_REL_TOL, Choice, TieBreak, select_best, select_best_sorted
 from .index import InconsistentChange, SearchIndex
 from .node import Node, format_node_id, values_close
@@ -348,9 +349,10 @@ class Journal(JournalView):
                     f"node id {node.id} out of order: the next id is {expected} (ids follow creation order)"
                 )
             state = _created(self._state, node, self._state.seq + 1)
-            self._append("node_created", node, state.seq)
+            ticket = self._append("node_created", node, state.seq)
             self._state = state
-            return node
+        wait_durable(self.path, ticket)  # outside the lock: concurrent writers share one fsync
+        return node
 
     def new_node(
         self,
@@ -381,29 +383,35 @@ class Journal(JournalView):
                 created_at=time.time() if now is None else now,
             )
             state = _created(self._state, node, self._state.seq + 1)
-            self._append("node_created", node, state.seq)
+            ticket = self._append("node_created", node, state.seq)
             self._state = state
-            return node
+        wait_durable(self.path, ticket)  # outside the lock: concurrent writers share one fsync
+        return node
 
     def update(self, node_id: str, **changes: Any) -> Node:
         """Apply ``changes`` to a node and append a ``node_updated`` record; returns the new node."""
         with self._lock:
             node = self.get(node_id).with_changes(**changes)
             state = _updated(self._state, node, self._state.seq + 1)
-            self._append("node_updated", node, state.seq)
+            ticket = self._append("node_updated", node, state.seq)
             self._state = state
-            return node
+        wait_durable(self.path, ticket)  # outside the lock: concurrent writers share one fsync
+        return node
 
     def put(self, node: Node) -> Node:
         """Record ``node`` (an updated copy of an existing node) as its new state."""
         with self._lock:
             state = _updated(self._state, node, self._state.seq + 1)
-            self._append("node_updated", node, state.seq)
+            ticket = self._append("node_updated", node, state.seq)
             self._state = state
-            return node
+        wait_durable(self.path, ticket)  # outside the lock: concurrent writers share one fsync
+        return node
 
-    def _append(self, rtype: str, node: Node, seq: int) -> None:
-        append_jsonl(self.path, {"seq": seq, "ts": time.time(), "type": rtype, "node": node.to_dict()})
+    def _append(self, rtype: str, node: Node, seq: int) -> int:
+        """Write the record (under the lock: file order is seq order); the caller waits for its
+        durability after releasing the lock (group commit, see ``base.fileio.append_jsonl``)."""
+        record = {"seq": seq, "ts": time.time(), "type": rtype, "node": node.to_dict()}
+        return append_jsonl_nowait(self.path, record)
 
 
 def load(path: str | Path) -> Journal:
