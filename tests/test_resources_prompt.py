@@ -53,7 +53,8 @@ def _resources(base: Path) -> Path:
 
 
 def _resource_section(record: dict) -> str:
-    system = record["messages"][0]["content"]
+    # the resource index is a volatile layer of the user message (after the stable layers)
+    system = "\n\n".join(m["content"] for m in record["messages"] if isinstance(m.get("content"), str))
     start = system.index("## Resources available to your code")
     end = system.find("\n## ", start + 5)
     return system[start:] if end == -1 else system[start:end]

@@ -8,6 +8,7 @@ messages. Per-layer budgets can be overridden by ``context.layers.<name>``.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Literal
 
 from .layer import Layer
@@ -27,8 +28,9 @@ LAYERS: dict[str, Layer] = {
         _L("system", "system", 100, template="core/system.j2", key=None, pinned=True),
         _L("domain", "system", 90, template="core/domain_neutral.j2", key=None, title="Working rules"),
         _L("environment", "system", 60, "head", min_tokens=150, title="Environment"),  # sandbox first
-        _L("memory", "system", 55, "head", min_tokens=120, title="Memory"),
-        _L("resource_index", "system", 50, "head", min_tokens=120, title="Resource index"),
+        # -- volatile run context (user message, after the stable layers: see PROMPTS)
+        _L("memory", "user", 55, "head", min_tokens=120, title="Memory"),
+        _L("resource_index", "user", 50, "head", min_tokens=120, title="Resource index"),
         # -- task and history
         _L("task", "user", 100, "head", pinned=True, required=True, min_tokens=400, title="Research idea"),
         _L("history", "user", 40, "tail", min_tokens=150, strip_reasoning=True, title="History so far"),
@@ -41,9 +43,16 @@ LAYERS: dict[str, Layer] = {
         _L("install_steps", "user", 62, "history_prune", min_tokens=150, title="Installer steps so far"),
         _L("plot_feedback", "user", 45, "head", min_tokens=80, strip_reasoning=True, title="Plot feedback"),
         _L("time_feedback", "user", 45, "head", min_tokens=40, title="Run time"),
-        _L("tried_hyperparams", "user", 50, "history_prune", min_tokens=80, title="Hyper-parameters tried"),
-        _L("ablation_plan", "user", 50, "json_preview", min_tokens=80, title="Ablation plan"),
-        _L("tried_ablations", "user", 48, "history_prune", min_tokens=80, title="Ablations done"),
+        # the parent's failure (its error as recorded on the node): debug and improve see why
+        _L("parent_error", "user", 68, "head_tail", min_tokens=80, title="Parent's failure"),
+        # stage inputs: ranked tables [header, best row, ...]; a cut drops the worst rows first
+        _L("tried_hyperparams", "user", 50, "head_rows", min_tokens=80, title="Hyper-parameters tried"),
+        _L("ablation_plan", "user", 50, "head_rows", min_tokens=60, title="Ablation plan"),
+        _L("tried_ablations", "user", 48, "head_rows", min_tokens=80, title="Ablations done"),
+        # what the previous stages found (the summary role's stage summaries, oldest first)
+        _L("stage_summary", "user", 58, "tail", min_tokens=100, title="Previous stages"),
+        # the stage being summarised: counts, best node, every node ranked (summary prompt only)
+        _L("stage_facts", "user", 85, "head_rows", min_tokens=150, title="This stage"),
         _L(
             "candidates",
             "user",
@@ -60,6 +69,9 @@ LAYERS: dict[str, Layer] = {
         # -- instructions (text rendered by the phase's own template), pinned
         _L("instructions", "user", 95, pinned=True, required=True, title="Instructions"),
         _L("response_format", "user", 95, pinned=True, title="Response format"),
+        # -- what this call is about (operation, stage, the node's idea, the installer step, ...):
+        # rendered by phases/_node.j2, last in the prompt so the layers above stay a shared prefix
+        _L("node_brief", "user", 92, "head", min_tokens=40, title="This call"),
         # -- ideation (``ai-scientist ideate``; templates in prompt/ideation/)
         _L(
             "topic",
@@ -102,47 +114,167 @@ LAYERS: dict[str, Layer] = {
     )
 }
 
-_BASE = ["system", "domain", "environment", "memory", "resource_index"]
+# Stable first (docs/context.md, "Layer order and the prefix cache"): a provider caches the
+# longest prefix a request shares with earlier ones, so the layers that are byte-identical across
+# the calls of a run (system, working rules, environment — the system message — then the idea, the
+# phase's instructions and its response format) open every prompt, and the layers that change from
+# node to node or call to call follow, the least volatile first: the resource index (chosen per
+# node), the inherited history (shared by siblings and by all calls of a node), memory (changes
+# between calls), the stage inputs, and last ``node_brief`` (operation, stage, the node's idea).
+_SYS = ["system", "domain", "environment"]
 _TAIL = ["instructions", "response_format"]
+_STABLE = [*_SYS, "task", *_TAIL]
 
 PROMPTS: dict[str, list[str]] = {
     # Phase 0: plan the node (download / install / compile / run), from idea + history
-    "phase0_plan": [*_BASE, "task", "seed_code", "history", "prior_outputs", *_TAIL],
+    "phase0_plan": [
+        *_STABLE,
+        "seed_code",
+        "stage_summary",
+        "resource_index",
+        "history",
+        "prior_outputs",
+        "node_brief",
+        "memory",
+    ],
     # Phase 1: next installer command, given the plan and the steps so far
-    "phase1_install": [*_BASE, "task", "plan_snippet", "history", "install_steps", *_TAIL],
+    "phase1_install": [
+        *_STABLE,
+        "resource_index",
+        "history",
+        "plan_snippet",
+        "install_steps",
+        "node_brief",
+        "memory",
+    ],  # fmt: skip
     # Phase 2/3/4: write the code + compile + run commands for one node operation
     "phase234_code": [
-        *_BASE,
-        "task",
-        "plan_snippet",
-        "history",
+        *_STABLE,
         "seed_code",
+        "stage_summary",
+        "resource_index",
+        "history",
         "prior_code",
         "execution_output",
+        "parent_error",
         "plot_feedback",
         "time_feedback",
         "tried_hyperparams",
         "ablation_plan",
         "tried_ablations",
-        *_TAIL,
+        "plan_snippet",
+        "node_brief",
+        "memory",
     ],  # fmt: skip
     # judge one execution: bug or not, metric, summary
-    "exec_review": ["system", "task", "prior_code", "execution_output", *_TAIL],
+    "exec_review": ["system", "task", *_TAIL, "prior_code", "execution_output", "node_brief"],
+    # a working node's plotting code (reads the data its experiment saved) and its critique by the
+    # vision model (the figures travel as image parts appended to the user message)
+    "node_plot": ["system", "task", *_TAIL, "prior_code", "execution_output", "node_brief"],
+    "node_vlm": ["system", "task", *_TAIL, "execution_output", "node_brief"],
     # fallback: read the metrics from the run output when metrics.json is missing
-    "metrics_parse": ["system", "task", "execution_output", *_TAIL],
+    "metrics_parse": ["system", "task", *_TAIL, "execution_output", "node_brief"],
     # LLM tie-break between candidate nodes
-    "select_tiebreak": ["system", "task", "candidates", *_TAIL],
+    "select_tiebreak": ["system", "task", *_TAIL, "candidates", "node_brief"],
     # propose the next hyper-parameter / ablation idea
-    "propose_idea": ["system", "task", "memory", "tried_hyperparams", "tried_ablations", *_TAIL],
+    "propose_idea": [
+        "system",
+        "task",
+        *_TAIL,
+        "stage_summary",
+        "ablation_plan",
+        "tried_hyperparams",
+        "tried_ablations",
+        "node_brief",
+        "memory",
+    ],
+    # the summary role at a stage's end: what was tried, what worked (stage_summaries/stageN.json)
+    "stage_summary": ["system", "task", *_TAIL, "stage_summary", "stage_facts", "node_brief"],
     # ideation: draft / search / refine one research idea from a topic (``ai-scientist ideate``)
+    "ideation": ["system", "topic", *_TAIL, "previous_ideas", "idea_draft", "literature"],
+}
+
+# The layout before issue 14, kept so bench/prompt_cache.py measures its baseline in the same run
+# (``use_layout("legacy")``): memory and the resource index in the system message, the volatile
+# layers between the idea and the instructions, the node's own lines at the head of the
+# instructions, the full response schema in the text. Not for production use.
+_LEGACY_BASE = ["system", "domain", "environment", "memory", "resource_index"]
+_LEGACY_TAIL = ["node_brief", "instructions", "response_format"]
+_LEGACY_PROMPTS: dict[str, list[str]] = {
+    # (layers added since, e.g. stage_summary and parent_error, sit among the stage inputs)
+    "phase0_plan": [
+        *_LEGACY_BASE,
+        "task",
+        "seed_code",
+        "stage_summary",
+        "history",
+        "prior_outputs",
+        *_LEGACY_TAIL,
+    ],
+    "phase1_install": [*_LEGACY_BASE, "task", "plan_snippet", "history", "install_steps", *_LEGACY_TAIL],
+    "phase234_code": [
+        *_LEGACY_BASE,
+        "task",
+        "stage_summary",
+        "plan_snippet",
+        "history",
+        "seed_code",
+        "prior_code",
+        "execution_output",
+        "parent_error",
+        "plot_feedback",
+        "time_feedback",
+        "tried_hyperparams",
+        "ablation_plan",
+        "tried_ablations",
+        *_LEGACY_TAIL,
+    ],  # fmt: skip
+    "exec_review": ["system", "task", "prior_code", "execution_output", *_LEGACY_TAIL],
+    "node_plot": ["system", "task", "prior_code", "execution_output", *_LEGACY_TAIL],
+    "node_vlm": ["system", "task", "execution_output", *_LEGACY_TAIL],
+    "metrics_parse": ["system", "task", "execution_output", *_LEGACY_TAIL],
+    "select_tiebreak": ["system", "task", "candidates", *_LEGACY_TAIL],
+    "propose_idea": [
+        "system",
+        "task",
+        "memory",
+        "stage_summary",
+        "tried_hyperparams",
+        "ablation_plan",
+        "tried_ablations",
+        *_LEGACY_TAIL,
+    ],  # fmt: skip
+    "stage_summary": ["system", "task", "stage_summary", "stage_facts", *_LEGACY_TAIL],
     "ideation": ["system", "topic", "previous_ideas", "idea_draft", "literature", *_TAIL],
 }
+_LEGACY_ROLES = {"memory": "system", "resource_index": "system"}
+_layout = "stable_first"
+
+
+def use_layout(name: str) -> str:
+    """Select the layer layout ("stable_first", the default, or "legacy"); returns the previous one.
+
+    Process-wide; only the prompt-cache benchmark switches it (to measure its baseline).
+    """
+    global _layout
+    if name not in ("stable_first", "legacy"):
+        raise ValueError(f"unknown layout {name!r}; one of stable_first, legacy")
+    previous, _layout = _layout, name
+    return previous
+
+
+def layout() -> str:
+    """The layer layout in use ("stable_first" unless the benchmark switched it)."""
+    return _layout
 
 
 def layers_for(prompt_name: str) -> list[Layer]:
     """The layers of ``prompt_name`` in message order (a clear error lists the known prompts)."""
+    table = _LEGACY_PROMPTS if _layout == "legacy" else PROMPTS
     try:
-        names = PROMPTS[prompt_name]
+        names = table[prompt_name]
     except KeyError:
         raise KeyError(f"unknown prompt {prompt_name!r}; known: {', '.join(sorted(PROMPTS))}") from None
+    if _layout == "legacy":
+        return [replace(LAYERS[n], role=_LEGACY_ROLES.get(n, LAYERS[n].role)) for n in names]  # type: ignore[arg-type]
     return [LAYERS[n] for n in names]

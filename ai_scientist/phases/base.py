@@ -130,7 +130,12 @@ class NodeContext:
         With memory on, the answer's memory operations are applied (read rounds are follow-up
         calls in the same conversation) and the final answer is returned.
         """
-        if self.memory is not None:
+        from ..context.spec import layers_for
+
+        # memory takes part only in prompts that show it (the execution review and the metrics
+        # parsing do not): no memory layer, no memory protocol, no snapshot claiming it was sent
+        memory = self.memory if any(x.name == "memory" for x in layers_for(prompt)) else None
+        if memory is not None:
             from .node_memory import schema_with_memory
 
             schema = schema_with_memory(schema)
@@ -151,18 +156,15 @@ class NodeContext:
             state = RunPaths(self.run.dir).node(self.parent.id).state_md
             full["history"] = state.read_text(encoding="utf-8") if state.exists() else ""
         memory_view = None
-        if self.memory is not None and "memory" not in full:
-            memory_view = self.memory.render(values)
+        if memory is not None and "memory" not in full:
+            memory_view = memory.render(values)
             full["memory"] = memory_view.text
         messages, ledger = self.prompts.build(prompt, full, node_id=self.node.id, role=role)
-        snapshot = None
-        if memory_view is not None:
-            ledger = ledger + list(memory_view.ledger)  # entries named memory.core, ...
-            snapshot = memory_view.snapshot
+        ledger, snapshot = memory_records(ledger, memory_view)
 
         call = self.call_ctx(phase, label, ledger, snapshot)
         result = self.llm.complete(messages, role=role, ctx=call, schema=schema, validator=validator)
-        if self.memory is None:
+        if memory is None:
             return result
 
         def follow_up(conversation: list[dict[str, str]]) -> LLMResult:
@@ -170,10 +172,11 @@ class NodeContext:
             msgs, led = self.prompts.build(
                 prompt, full, node_id=self.node.id, role=role, conversation=conversation
             )
-            ctx2 = self.call_ctx(phase, f"{label}_memory", led, snapshot)
+            led, snap = memory_records(led, memory_view)
+            ctx2 = self.call_ctx(phase, f"{label}_memory", led, snap)
             return self.llm.complete(msgs, role=role, ctx=ctx2, schema=schema, validator=validator)
 
-        return self.memory.exchange(result, follow_up)
+        return memory.exchange(result, follow_up)
 
     def save(self, name: str, data: Any) -> Path:
         # not fsync'd: a phase whose artifact is missing after a power loss is simply redone
@@ -193,6 +196,30 @@ class NodeContext:
     def mark_done(self, phase: str) -> None:
         if phase not in self.node.phases_done:
             self.update(phases_done=(*self.node.phases_done, phase))
+
+
+def memory_records(
+    ledger: list[dict[str, Any]], view: Any
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The ledger and memory snapshot of one call, as sent: the memory view's own entries
+    (``memory.core``, ...) and its snapshot only when the memory layer reached the messages —
+    marked cut when the packer cut the layer, left out when it dropped it (or never had it)."""
+    if view is None:
+        return ledger, None
+    layer = next((e for e in ledger if e.get("layer") == "memory"), None)
+    if layer is None or layer.get("action") == "dropped":
+        return ledger, None
+    entries = [dict(e) for e in view.ledger]
+    snapshot = dict(view.snapshot)
+    if layer.get("action") in ("truncated", "previewed"):
+        for e in entries:
+            if e.get("action") == "kept":
+                e["action"] = "truncated"
+                e["reason"] = f"the memory layer was cut to fit the prompt; {e.get('reason') or ''}".rstrip(
+                    "; "
+                )
+        snapshot["layer_cut"] = True
+    return ledger + entries, snapshot
 
 
 def parent_file(ctx: NodeContext, name: str) -> Any:

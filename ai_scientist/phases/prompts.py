@@ -18,6 +18,7 @@ from ..base.templates import render
 from ..context.assemble import assemble
 from ..context.budget import Budget
 from ..context.tokens import TokenCounter, counter_for
+from ..llm.negotiation import INSTRUCTED
 
 if TYPE_CHECKING:
     from ..base.config import Config
@@ -41,17 +42,49 @@ class PromptAdapter:
     def __init__(self, cfg: Config, llm: LLMClient):
         self.cfg = cfg
         backend = getattr(llm, "backend", None)
+        self._backend = backend
         self._count_fn = getattr(backend, "count_tokens", None)
         window = getattr(backend, "context_window", None)
         self.budget = Budget.from_config(cfg.context, window)
         self._counters: dict[str, TokenCounter] = {}
         self._memory_rules: str | None = None
+        self._brief_templates: dict[str, str] = {}
 
     def counter(self, role: str) -> TokenCounter:
         model = self.cfg.model_for(role)
         if model not in self._counters:
             self._counters[model] = counter_for(model, self._count_fn)
         return self._counters[model]
+
+    def _brief(self, prompt: str, values: dict[str, Any]) -> str:
+        if prompt not in self._brief_templates:
+            from ..base.templates import prompt_dir
+
+            own = f"phases/{prompt}_brief.j2"
+            self._brief_templates[prompt] = own if (prompt_dir() / own).exists() else "phases/_node.j2"
+        return render(self._brief_templates[prompt], **values).strip()
+
+    def schema_in_request(self, role: str) -> bool:
+        """Whether the backend sends a structured call's schema in the request itself
+        (``response_format`` json_schema, a grammar) rather than in the prompt text."""
+        mode_fn = getattr(self._backend, "structured_mode", None)
+        if mode_fn is None:
+            return False
+        return mode_fn(self.cfg.model_for(role)) not in INSTRUCTED
+
+    def _schema_text(self, schema: dict[str, Any], role: str) -> str:
+        """The response-format text: the full schema when it travels in the prompt (prompt-only
+        modes), else a short pointer — the schema is in the request's ``response_format``, and
+        repeating it would cost its tokens twice on every call."""
+        from ..context.spec import layout
+
+        if layout() != "legacy" and self.schema_in_request(role):
+            return render("phases/response_format.j2", schema_json="", in_request=True)
+        return render(
+            "phases/response_format.j2",
+            schema_json=json.dumps(schema, separators=(",", ":")),
+            in_request=False,
+        )
 
     def _memory_protocol(self) -> str:
         if self._memory_rules is None:
@@ -74,11 +107,12 @@ class PromptAdapter:
         v = {**_DEFAULTS, "role_description": self.cfg.agent.role_description, **values}
         schema = v.pop("response_schema", None)
         v["instructions"] = render(f"phases/{prompt}.j2", **v)
+        # what this call is about: its own layer, last (the instructions above stay byte-stable)
+        # (``phases/<prompt>_brief.j2`` adds what the node's operation asks, when the prompt has one)
+        v.setdefault("node_brief", self._brief(prompt, v))
         fmt = []
         if schema is not None:
-            fmt.append(
-                render("phases/response_format.j2", schema_json=json.dumps(schema, separators=(",", ":")))
-            )
+            fmt.append(self._schema_text(schema, role))
         if v.get("memory") is not None and self.cfg.memory.enabled:
             fmt.append(
                 render(

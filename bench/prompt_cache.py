@@ -1,0 +1,260 @@
+"""How much of each prompt a provider's prefix cache could serve: stable-first layout vs the old one.
+
+    python bench/prompt_cache.py [--nodes 56] [--seed 0] [--out JSON] [--keep]
+
+Providers cache prompt prefixes: OpenAI and compatible servers bill the cached part of a prompt at a
+discount, Anthropic too, and vLLM / llama.cpp skip its prefill. What can be cached is the longest
+prefix a request shares with an earlier request. This benchmark runs the bundled example with the
+scripted LLM (bench/orchestration.py's fake experiments: a deterministic mix of good and failing
+nodes, all four stages, memory on, one worker so calls come in a fixed order), twice in one process:
+
+* ``legacy``: the layer layout before issue 14 (memory and the resource index in the system
+  message, the volatile layers between the idea and the instructions, the node's own lines at the
+  head of the instructions, the full response schema in the text) — ``context.spec.use_layout``;
+* ``stable_first``: today's layout (docs/context.md, "Layer order and the prefix cache").
+
+For every request sent (each prompt-log record, in the order they were written) it finds the
+longest prefix shared with any earlier request of the same run (messages concatenated as
+``role\\ncontent``; a sorted list of the earlier requests: the longest common prefix with any of
+them is the one with a neighbour in sort order) and counts it with the run's token counter. Two
+figures: the *ideal* share (any shared prefix is reused, as llama.cpp's KV cache and vLLM's prefix
+cache do) and the *OpenAI rule* (only prompts of 1,024+ tokens, the cached part rounded down to a
+multiple of 128 tokens). USD at list price (the model's ``llm.prices`` entry, else gpt-4o-mini's:
+$0.15 per million input tokens, cached ones at ``--cached-ratio`` of that, OpenAI's 50 %).
+Results go to ``bench/results/prompt_cache.json``.
+
+The local backend's KV reuse (prefill time with and without reuse) is measured separately, by its
+own section/benchmark (issue 14, item 4).
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import importlib.util
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results" / "prompt_cache.json"
+TARGET = 0.80
+DEFAULT_INPUT_USD = 0.15  # gpt-4o-mini list price per million input tokens
+OPENAI_MIN, OPENAI_STEP = 1024, 128
+
+
+def _orchestration() -> Any:
+    spec = importlib.util.spec_from_file_location("bench_orchestration", ROOT / "bench" / "orchestration.py")
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    assert spec and spec.loader
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def request_text(messages: list[dict[str, Any]]) -> str:
+    """The request as a cache sees it: each message's role then its content, in order."""
+    parts = []
+    for m in messages:
+        content = m.get("content")
+        if not isinstance(content, str):
+            content = json.dumps(content, sort_keys=True, ensure_ascii=False)
+        parts.append(f"{m.get('role')}\n{content}\n")
+    return "".join(parts)
+
+
+def _lcp(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    lo, hi = 0, n  # binary search on slices: C-speed comparisons
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+class PrefixIndex:
+    """Earlier requests in sort order; ``longest(t)`` = longest prefix of ``t`` shared with any."""
+
+    def __init__(self) -> None:
+        self._sorted: list[str] = []
+
+    def longest(self, text: str) -> int:
+        i = bisect.bisect_left(self._sorted, text)
+        best = 0
+        for j in (i - 1, i):
+            if 0 <= j < len(self._sorted):
+                best = max(best, _lcp(text, self._sorted[j]))
+        return best
+
+    def add(self, text: str) -> None:
+        bisect.insort(self._sorted, text)
+
+
+def run_records(run_dir: Path) -> list[dict[str, Any]]:
+    """Every prompt-log record of the run, in the order the requests were sent."""
+    recs = []
+    for path in (run_dir / "nodes").glob("*/prompt_logs/*.json"):
+        rec = json.loads(path.read_text(encoding="utf-8"))
+        rec["_mtime"] = path.stat().st_mtime_ns
+        recs.append(rec)
+    return sorted(recs, key=lambda r: (r.get("started_at") or r.get("ts") or 0, r["_mtime"]))
+
+
+def analyse(records: list[dict[str, Any]], counter: Any) -> dict[str, Any]:
+    index = PrefixIndex()
+    per_phase: dict[str, dict[str, int]] = {}
+    total = {"requests": 0, "prompt_tokens": 0, "cacheable_tokens": 0, "openai_cached_tokens": 0}
+    for rec in records:
+        text = request_text(rec.get("messages") or [])
+        shared = index.longest(text)
+        index.add(text)
+        tokens = counter.count(text)
+        cached = counter.count(text[:shared]) if shared else 0
+        openai = (cached // OPENAI_STEP) * OPENAI_STEP if tokens >= OPENAI_MIN and cached >= OPENAI_MIN else 0
+        phase = str(rec.get("phase") or "?")
+        for bucket in (total, per_phase.setdefault(phase, dict.fromkeys(total, 0))):
+            bucket["requests"] += 1
+            bucket["prompt_tokens"] += tokens
+            bucket["cacheable_tokens"] += cached
+            bucket["openai_cached_tokens"] += openai
+    for bucket in (total, *per_phase.values()):
+        p = bucket["prompt_tokens"] or 1
+        bucket["cacheable_share"] = round(bucket["cacheable_tokens"] / p, 4)  # type: ignore[assignment]
+        bucket["openai_share"] = round(bucket["openai_cached_tokens"] / p, 4)  # type: ignore[assignment]
+    return {"total": total, "per_phase": dict(sorted(per_phase.items()))}
+
+
+def usd(figures: dict[str, Any], input_usd: float, cached_usd: float) -> dict[str, float]:
+    t = figures["total"]
+    full = t["prompt_tokens"] * input_usd / 1e6
+    ideal = (
+        (t["prompt_tokens"] - t["cacheable_tokens"]) * input_usd + t["cacheable_tokens"] * cached_usd
+    ) / 1e6
+    openai = (
+        (t["prompt_tokens"] - t["openai_cached_tokens"]) * input_usd + t["openai_cached_tokens"] * cached_usd
+    ) / 1e6
+    return {"no_cache": round(full, 6), "ideal_cache": round(ideal, 6), "openai_rule": round(openai, 6)}
+
+
+def measure(
+    workdir: Path, nodes: int, seed: int, layout: str, cached_ratio: float, extra: list[str] | None = None
+) -> dict[str, Any]:
+    from ai_scientist.context import spec
+    from ai_scientist.context.tokens import counter_for
+    from ai_scientist.llm.cost import CostLedger
+
+    orch = _orchestration()
+    previous = spec.use_layout(layout)
+    try:
+        responder = orch.TrivialResponder(seed, bug_rate=0.25, n_ideas=orch.IDEAS_PER_PROPOSAL)
+        r = orch.run_once(
+            workdir,
+            [*orch.overhead_overrides(nodes, True, seed), *(extra or [])],
+            responder,
+            0.0,
+            f"cache-{layout}",
+        )
+    finally:
+        spec.use_layout(previous)
+    run_dir = Path(r["run_dir"])
+    from ai_scientist.base.config import load_config  # the run's own config: its model and prices
+
+    cfg = load_config(run_dir / "config.yaml") if (run_dir / "config.yaml").exists() else None
+    model = cfg.model_for("code") if cfg else "gpt-4o-mini"
+    counter = counter_for(model)
+    price = CostLedger(None, dict(cfg.llm.prices) if cfg else {}).price_of(model)
+    input_usd = price[0] if price else DEFAULT_INPUT_USD
+    # the model's configured cached price (llm.prices.<model>.cached_per_mtok) when it has one
+    cached_usd = price[2] if price and len(price) > 2 and price[2] != price[0] else input_usd * cached_ratio
+    figures = analyse(run_records(run_dir), counter)
+    return {
+        "layout": layout,
+        "nodes": r["nodes"],
+        "operations": r["operations"],
+        "stages": sorted({k for k in figures["per_phase"]}),
+        "model": model,
+        "counter": counter.name,
+        "price_per_mtok": {"input": input_usd, "cached": cached_usd},
+        **figures,
+        "usd": usd(figures, input_usd, cached_usd),
+        "run_dir": str(run_dir),
+    }
+
+
+def report(result: dict[str, Any]) -> str:
+    out = []
+    base, new = result["legacy"], result["stable_first"]
+    out.append(
+        f"{new['nodes']} nodes ({base['nodes']} in the baseline run), model {new['model']}, "
+        f"counter {new['counter']}"
+    )
+    rows = [["phase", "requests", "prompt tok", "legacy share", "stable-first share", "OpenAI-rule share"]]
+    phases = sorted(set(base["per_phase"]) | set(new["per_phase"]))
+    for ph in [*phases, "TOTAL"]:
+        b = base["total"] if ph == "TOTAL" else base["per_phase"].get(ph, {})
+        n = new["total"] if ph == "TOTAL" else new["per_phase"].get(ph, {})
+        rows.append(
+            [
+                ph,
+                str(n.get("requests", 0)),
+                str(n.get("prompt_tokens", 0)),
+                f"{100 * b.get('cacheable_share', 0):.1f} %",
+                f"{100 * n.get('cacheable_share', 0):.1f} %",
+                f"{100 * n.get('openai_share', 0):.1f} %",
+            ]
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    out += lines
+    for name, r in (("legacy", base), ("stable_first", new)):
+        u, p = r["usd"], r["price_per_mtok"]
+        out.append(
+            f"{name}: {r['total']['prompt_tokens']} prompt tokens, {r['total']['cacheable_tokens']} cacheable; "
+            f"USD at ${p['input']}/M input, ${p['cached']}/M cached: no cache {u['no_cache']:.4f}, "
+            f"ideal cache {u['ideal_cache']:.4f}, OpenAI rule {u['openai_rule']:.4f}"
+        )
+    share = new["total"]["cacheable_share"]
+    ratio = share / base["total"]["cacheable_share"] if base["total"]["cacheable_share"] else float("inf")
+    out.append(
+        f"cacheable share: {100 * share:.1f} % vs {100 * base['total']['cacheable_share']:.1f} % "
+        f"(x{ratio:.2f}); target >= {100 * TARGET:.0f} %: {'met' if share >= TARGET else 'NOT met'}"
+    )
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--nodes", type=int, default=56, help="target node count of each run (default 56)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cached-ratio", type=float, default=0.5, help="cached / input price (default 0.5)")
+    ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--keep", action="store_true", help="keep the run directories")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra config override")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="ai-sci-cache-") as tmp:
+        work = Path(tmp)
+        result: dict[str, Any] = {}
+        for layout in ("legacy", "stable_first"):  # the baseline in the same process, same seed
+            print(f"  running {layout} ...", flush=True)
+            result[layout] = measure(work, args.nodes, args.seed, layout, args.cached_ratio, args.set)
+        if args.keep:
+            import shutil
+
+            keep = Path(args.out).with_suffix(".runs")
+            shutil.copytree(work, keep, dirs_exist_ok=True)
+            print(f"run directories kept in {keep}")
+    result["target"] = TARGET
+    result["met"] = result["stable_first"]["total"]["cacheable_share"] >= TARGET
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(report(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
