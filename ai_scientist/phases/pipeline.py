@@ -86,6 +86,8 @@ def run_node(ctx: NodeContext) -> None:
             metrics=tuple(metrics),
             summary=summary,
             finished_at=time.time(),
+            # what the node's state will do to the inherited one (services.write_state applies it)
+            state_op=state_op_for(ctx.node.operation),
         )
     except PhaseFailed as exc:
         ctx.update(
