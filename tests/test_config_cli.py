@@ -243,7 +243,19 @@ def test_no_prompt_prose_in_python():
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 s = node.value
-                code_like = any(k in s for k in ("def ", "CREATE ", "SELECT ", "import ", "<html", "\\begin"))
+                code_like = any(
+                    k in s
+                    for k in (
+                        "def ",
+                        "CREATE ",
+                        "SELECT ",
+                        "import ",
+                        "<html",
+                        "\\begin",
+                        "; do\n",
+                        "printf ",
+                    )
+                )
                 if len(s) > 400 and s.count(" ") > 60 and "\n" in s and not code_like:
                     offenders.append(f"{p.relative_to(ROOT)}:{node.lineno}")
     # docstrings are fine; this only catches big prose constants
