@@ -22,6 +22,7 @@ from ai_scientist.context.json_preview import (
 from ai_scientist.context.policies import (
     LAYER_POLICIES,
     Head,
+    HeadRows,
     HeadTail,
     HistoryPrune,
     JSONPreview,
@@ -62,6 +63,22 @@ def test_defaults_are_the_documented_ones():
     assert PreviewParams() == PreviewParams(2, 500, 16)
 
 
+def test_head_rows_cuts_the_last_rows_and_keeps_the_header():
+    table = [
+        "| rank | setting | result |\n|---|---|---|",
+        *(f"| {i} | lr={i / 10} | acc={1 - i / 100} |" for i in range(1, 9)),
+    ]
+    fits = under(len(json.dumps(table[:4])) + 60)  # header + about three rows and the marker
+    value, note = HeadRows().shrink(table, fits, PolicyParams(), None)
+    kept = len(value) - 2  # header and marker
+    assert value[: kept + 1] == table[: kept + 1] and 1 <= kept < 8
+    assert value[-1] == f"[... {8 - kept} lower-ranked rows cut (8 total) ...]"
+    assert note == f"kept header + best {kept} of 8 rows"
+    assert fits(value) and not fits(HeadRows.cut(table, kept + 1))  # the largest that fits
+    assert HeadRows().shrink(table, under(10), PolicyParams(), None) is None  # not even the header
+    assert HeadRows().shrink("plain text " * 40, under(100), PolicyParams(), None)[1].startswith("head kept")
+
+
 def test_registry_names_and_cut_actions():
     assert {name: type(p) for name, p in LAYER_POLICIES.items()} == {
         "none": LayerPolicy,
@@ -70,6 +87,7 @@ def test_registry_names_and_cut_actions():
         "head_tail": HeadTail,
         "json_preview": JSONPreview,
         "history_prune": HistoryPrune,
+        "head_rows": HeadRows,
         "strip_reasoning": StripReasoning,
     }
     assert {n: p.cut_action for n, p in LAYER_POLICIES.items() if p.cut_action != "truncated"} == {
@@ -80,8 +98,8 @@ def test_registry_names_and_cut_actions():
     with pytest.raises(ValueError) as exc:
         get_layer_policy("nope")
     assert str(exc.value) == (
-        "unknown context policy 'nope'; known: head, head_tail, history_prune, json_preview, none, "
-        "strip_reasoning, tail"
+        "unknown context policy 'nope'; known: head, head_rows, head_tail, history_prune, json_preview, "
+        "none, strip_reasoning, tail"
     )
 
 

@@ -52,8 +52,8 @@ def _values(ctx: NodeContext, plan: dict) -> dict[str, str]:
         if run:
             values["execution_output"] = short_json(run.get("outputs", []))
             values["time_feedback"] = f"parent run took {run.get('duration_s', 0):.1f} s"
-        if ctx.parent.error:
-            values["prior_outputs"] = f"parent failure: {ctx.parent.error}"
+        if ctx.parent.error:  # layer parent_error (stage 3 and debug nodes: why the parent failed)
+            values["parent_error"] = ctx.parent.error
     return values
 
 

@@ -163,15 +163,24 @@ class Orchestrator:
         """Ask the LLM for untried tune/ablate ideas. Returns the stage state with them
         planned (saved to ``state.json``) and the idea for this node (None if none is new)."""
         from ..treesearch.stages import ideas_tried
+        from ..treesearch.tried import ablation_plan, metric_text, tried_table
+        from .stage_summary import summaries_text
 
         tried = ideas_tried(self.journal, state.stage, finished_only=False)
         parent = self.journal.get(action.parent_id)
         kind = action.operation
+        carried = self.journal.get(state.carried_id) if state.carried_id else None
+        # what was tried with its results, best first (the layer cuts the worst rows when over budget)
+        table = tried_table(
+            self.journal, state.stage, column="setting" if kind == "tune" else "ablation", carried=carried
+        )
+        plan = ablation_plan(self.journal, state.stage, state.ideas) if kind == "ablate" else []
         values = {
             "kind": kind,
-            "best_summary": f"{parent.id}: {parent.summary} metric={parent.metric.to_dict() if parent.metric else None}",
-            ("tried_hyperparams" if kind == "tune" else "tried_ablations"): "\n".join(f"- {t}" for t in tried)
-            or "(none yet)",
+            "best_summary": f"{parent.id}: {parent.summary} {metric_text(parent)}",
+            ("tried_hyperparams" if kind == "tune" else "tried_ablations"): table or "(none yet)",
+            "ablation_plan": plan,
+            "stage_summary": summaries_text(self.run_.dir, before=state.stage),
         }
         from ..phases.schemas import IDEAS_SCHEMA
 
@@ -260,8 +269,18 @@ class Orchestrator:
             memory=self.services.node_memory(node, parent),
             journal=self.journal,
             exec_env=self.services.exec_env(node, parent, slot),
-            extra_values=self._input_diversity(node),
+            extra_values={**self._stage_inputs(node), **self._input_diversity(node)},
         )
+
+    def _stage_inputs(self, node: Node) -> dict[str, Any]:
+        """Tried settings / ablation plan / earlier stage summaries (frozen per node; see
+        :mod:`.stage_inputs`). Seed re-runs ask no code prompt: none."""
+        if node.is_seed_eval:
+            return {}
+        from .stage_inputs import stage_inputs
+
+        saved = self.run_.state.get("stage_state")
+        return stage_inputs(self.run_, self.journal, node, StageState.from_dict(saved) if saved else None)
 
     def _input_diversity(self, node: Node) -> dict[str, Any]:
         """Forest-of-Thought: drafts of trees after the first see the nearest solved example."""
@@ -293,8 +312,15 @@ class Orchestrator:
         self.run_.event("stage_best", stage=state.stage, **choice.to_dict())
         failpoints.hit(f"stage_end:{state.stage}")
         seeds = self._seed_eval(state.stage, choice.node_id) if choice.node_id else None
+        from .stage_summary import write_stage_summary
+
+        # the summary role's account of the stage (asked once; a resume reads the stored one)
+        summary = write_stage_summary(
+            self.run_, self.services, self.journal, state.stage, choice.node_id, seeds
+        ).get("summary")
+        failpoints.hit(f"stage_summary:{state.stage}")
         stages = dict(self.run_.state.get("stages") or {})
-        stages[str(state.stage)] = {"best": choice.to_dict(), "seeds": seeds}
+        stages[str(state.stage)] = {"best": choice.to_dict(), "seeds": seeds, "summary": summary}
         self.run_.save_state(
             stages=stages, stage_state=nxt.to_dict() if nxt else None, search_done=nxt is None
         )

@@ -1,0 +1,139 @@
+"""Stage summaries: the ``summary`` role writes one per finished stage (a logged run-level call),
+stored in ``stage_summaries/stage<N>.json``; the later stages' prompts and the writeup's input carry
+it; a resume does not ask again; a replay reproduces it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pipeline_support import events, journal_nodes, prompt_records, start_run
+
+from ai_scientist.base.fileio import read_json
+from ai_scientist.base.paths import RunPaths
+from ai_scientist.cli.main import main
+from ai_scientist.reporting import prompts as report_prompts
+from ai_scientist.reporting.writeup import stage_summaries
+from ai_scientist.runloop.stage_summary import render_summary
+
+DRIVER = Path(__file__).parent / "drive_run.py"
+
+
+def _summary_calls(run_dir: Path) -> list[dict]:
+    return [r for r in prompt_records(run_dir) if r["node_id"] == "run" and r["phase"] == "summary"]
+
+
+def _stored(run_dir: Path) -> dict[int, dict]:
+    paths = RunPaths(run_dir)
+    return {n: read_json(paths.stage_summary(n)) for n in (1, 2, 3, 4) if paths.stage_summary(n).exists()}
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    code, run_dir, _ = start_run(tmp_path_factory.mktemp("summaries"))
+    assert code == 0
+    return run_dir
+
+
+def test_each_finished_stage_has_one_logged_summary_call_and_file(run_dir):
+    finished = [e["stage"] for e in events(run_dir) if e["type"] == "stage_completed"]
+    stored = _stored(run_dir)
+    assert sorted(stored) == sorted(finished) == [1, 2, 3, 4]
+    calls = _summary_calls(run_dir)
+    assert [c["label"] for c in calls] == [f"stage{n}" for n in finished]
+    nodes = journal_nodes(run_dir)
+    best = {e["stage"]: e["node_id"] for e in events(run_dir) if e["type"] == "stage_best"}
+    state = json.loads((run_dir / "state.json").read_text())
+    for call, n in zip(calls, finished, strict=True):
+        assert call["role"] == "summary" and call["stage"] == f"stage{n}" and not call["error"]
+        s = stored[n]
+        # the stored prose is the model's answer; best node and metric come from the journal
+        assert s["summary"] == json.loads(call["response"]["raw"])
+        assert s["best_node"] == best[n] and s["best_metric"] == nodes[best[n]]["metric"]
+        assert state["stages"][str(n)]["summary"] == s["summary"]
+        # the call saw the stage's facts: every search node of the stage by id
+        facts = next(m["content"] for m in call["messages"] if m["role"] == "user")
+        stage_nodes = [i for i, x in nodes.items() if x["stage"] == n and x["operation"] != "seed_eval"]
+        assert stage_nodes and all(f"| {i} |" in facts for i in stage_nodes)
+        assert {"stage_facts", "stage_summary"} <= {e["layer"] for e in call["ledger"]}
+
+
+def test_later_stages_prompts_carry_the_earlier_summaries(run_dir):
+    stored = _stored(run_dir)
+    checked = set()
+    for r in prompt_records(run_dir):
+        if r["phase"] not in ("phase0", "phase2", "ideas", "summary") or not r["stage"]:
+            continue
+        stage = int(r["stage"].removeprefix("stage"))
+        text = "\n".join(m["content"] for m in r["messages"] if isinstance(m.get("content"), str))
+        earlier = [render_summary(stored[k]) for k in sorted(stored) if k < stage]
+        entry = next(e for e in r["ledger"] if e["layer"] == "stage_summary")
+        if not earlier:
+            assert "## Previous stages" not in text and entry["action"] == "dropped"
+            continue
+        section = re.search(r"^## Previous stages\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+        assert section, f"{r['node_id']} {r['phase']}: no stage summaries"
+        assert section.group(1).strip() == "\n\n".join(earlier)
+        assert entry["action"] == "kept"
+        checked.add((stage, r["phase"]))
+    assert {(2, "phase2"), (3, "phase2"), (4, "phase2"), (2, "ideas"), (4, "summary")} <= checked
+
+
+def test_the_writeup_input_has_the_summaries(run_dir):
+    stored = _stored(run_dir)
+    rows = stage_summaries(run_dir)
+    assert {r["stage"]: r.get("account") for r in rows} == {n: s["summary"] for n, s in stored.items()}
+    text = report_prompts.render(
+        "writeup_user.j2",
+        page_limit=4,
+        idea="idea",
+        stages=rows,
+        figures=[],
+        figure_problems=[],
+        memory_digest="",
+        papers=[],
+    )
+    for s in stored.values():
+        for key, value in s["summary"].items():
+            assert f"- {key}: {value}" in text
+
+
+def test_replay_reproduces_the_summaries(run_dir, tmp_path, capsys):
+    assert main(["replay", str(run_dir), "--out", str(tmp_path / "replays")]) == 0
+    replayed = tmp_path / "replays" / f"{run_dir.name}.replay"
+    assert _stored(replayed) == _stored(run_dir)
+    assert [c["messages"] for c in _summary_calls(replayed)] == [
+        c["messages"] for c in _summary_calls(run_dir)
+    ]
+
+
+@pytest.mark.slow
+def test_a_resume_reads_the_stored_summary_instead_of_asking_again(tmp_path):
+    # killed right after stage 2's summary is stored, before the state says the stage is finished
+    proc = subprocess.run(
+        [sys.executable, str(DRIVER), "run", str(tmp_path), "run"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "AI_SCIENTIST_FAILPOINTS": "stage_summary:2"},
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    run_dir = tmp_path / "experiments" / "run"
+    before = RunPaths(run_dir).stage_summary(2).read_bytes()
+    assert [c["label"] for c in _summary_calls(run_dir)] == ["stage1", "stage2"]
+    res = subprocess.run(
+        [sys.executable, str(DRIVER), "resume", str(run_dir)], capture_output=True, text=True, timeout=300
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert [c["label"] for c in _summary_calls(run_dir)] == ["stage1", "stage2", "stage3", "stage4"]
+    assert RunPaths(run_dir).stage_summary(2).read_bytes() == before
+    # stage 3 started from what stage 2 handed over and its prompts carry the stored summary
+    stage3 = [r for r in prompt_records(run_dir) if r["stage"] == "stage3" and r["phase"] == "phase2"]
+    carried = render_summary(read_json(RunPaths(run_dir).stage_summary(2)))
+    assert stage3 and all(carried in "\n".join(m["content"] for m in r["messages"]) for r in stage3)
