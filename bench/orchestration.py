@@ -1,6 +1,7 @@
 """Orchestration overhead and worker throughput of the research pipeline, with a fake LLM.
 
     python bench/orchestration.py [--quick] [--seed 0] [--sizes 100,2000] [--out JSON]
+                                  [--only all|hetero|throughput|overhead]
 
 Two measurements, each with its baseline from the same run:
 
@@ -12,8 +13,15 @@ Two measurements, each with its baseline from the same run:
    executor.run()`` exactly. The baseline is the small run: the ratio
    (large per-node / small per-node) is 1.0 when the total grows linearly.
 2. **Throughput** with 1 vs 4 workers at a simulated 1 s LLM latency, same
-   search (stage 1 only, ``num_drafts`` drafts, then one batch of seed re-runs),
-   as nodes per second; the baseline is 1 worker.
+   search (stage 1 only, ``num_drafts`` drafts, then seed re-runs), as nodes per
+   second; the baseline is 1 worker. 4 workers run with both schedulers
+   (``agent.scheduler: free``, the default, and ``batch``).
+3. **Heterogeneous durations**: the same search, but each experiment sleeps for a
+   duration drawn from an exponential distribution (mean ``--hetero-mean`` = 1.5 s,
+   from a hash of (seed, node id)) at 0.1 s LLM latency; 1 and 4 workers with each
+   scheduler. Utilisation = busy time / (wall x workers), busy time = time inside
+   the LLM backend and the executor summed over all workers. The baseline is the
+   batch-synchronous scheduler measured in the same run.
 
 The experiment is a trivial shell script (``printf`` of ``metrics.json``), so
 the sandbox cost stays small; it is excluded from the overhead anyway. Node
@@ -29,6 +37,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import platform
 import shutil
@@ -52,6 +61,8 @@ RESULTS = ROOT / "bench" / "results" / "orchestration.json"
 OVERHEAD_TARGET_MS = 50.0
 FLAT_TARGET = 1.25  # large/small per-node ratio we still call flat (timing noise on shared cores)
 SPEEDUP_TARGET = 3.6
+HETERO_SPEEDUP_TARGET = 3.4  # issue 15: heterogeneous durations, 4 vs 1 workers
+HETERO_UTILISATION_TARGET = 0.85
 IDEAS_PER_PROPOSAL = 8  # what one "propose ideas" answer lists (asked again when all are taken)
 
 GOOD_SCRIPT = (
@@ -255,18 +266,105 @@ def measure_overhead(workdir: Path, sizes: list[int], memory_modes: list[bool], 
 
 def measure_throughput(workdir: Path, drafts: int, latency_s: float, seed: int) -> list[dict]:
     out = []
-    for workers in (1, 4):
+    for workers, scheduler in ((1, "free"), (4, "free"), (4, "batch")):
         responder = TrivialResponder(seed, bug_rate=0.0, n_ideas=4)
-        name = f"throughput-w{workers}"
+        name = f"throughput-w{workers}-{scheduler}"
         print(f"  running {name} ...", flush=True)
-        r = run_once(workdir, throughput_overrides(drafts, workers, seed), responder, latency_s, name)
+        overrides = [*throughput_overrides(drafts, workers, seed), f"agent.scheduler={scheduler}"]
+        r = run_once(workdir, overrides, responder, latency_s, name)
         if workers > 1:  # LLM and sandbox time overlap across threads: wall minus their sums means nothing
             r["overhead_s"] = r["overhead_ms_per_node"] = None
-        out.append({"workers": workers, "latency_s": latency_s, **r})
+        out.append({"workers": workers, "scheduler": scheduler, "latency_s": latency_s, **r})
     return out
 
 
-def summarise(overhead: list[dict], throughput: list[dict], sizes: list[int]) -> dict[str, Any]:
+class HeteroResponder(TrivialResponder):
+    """Every experiment works and sleeps for an exponentially distributed time (mean
+    ``mean_s``) drawn from a hash of (seed, node id); seed re-runs rerun their parent's script."""
+
+    def __init__(self, seed: int, mean_s: float):
+        super().__init__(seed, bug_rate=0.0, n_ideas=4)
+        self.mean_s = mean_s
+
+    def duration(self, node_id: str) -> float:
+        return -self.mean_s * math.log(1.0 - self._draw(node_id + "d"))
+
+    def _phase2(self, text: str, ctx: Any) -> str:
+        answer = json.loads(super()._phase2(text, ctx))
+        script = answer["files"][0]["content"]
+        answer["files"][0]["content"] = f"sleep {self.duration(ctx.node_id):.3f}\n{script}"
+        return json.dumps(answer)
+
+
+def measure_heterogeneous(
+    workdir: Path, drafts: int, latency_s: float, mean_s: float, seed: int
+) -> list[dict]:
+    """1 and 4 workers, batch and free scheduler, exponential experiment durations."""
+    out = []
+    for workers in (1, 4):
+        for scheduler in ("batch", "free"):
+            responder = HeteroResponder(seed, mean_s)
+            name = f"hetero-w{workers}-{scheduler}"
+            print(f"  running {name} ...", flush=True)
+            overrides = [*throughput_overrides(drafts, workers, seed), f"agent.scheduler={scheduler}"]
+            r = run_once(workdir, overrides, responder, latency_s, name)
+            r["overhead_s"] = r["overhead_ms_per_node"] = None
+            busy = r["llm_s"] + r["exec_s"]
+            r["utilisation"] = round(busy / (r["wall_s"] * workers), 3) if r["wall_s"] else None
+            out.append(
+                {"workers": workers, "scheduler": scheduler, "latency_s": latency_s, "mean_s": mean_s, **r}
+            )
+    return out
+
+
+def summarise_hetero(rows: list[dict]) -> dict[str, Any]:
+    by = {(r["workers"], r["scheduler"]): r for r in rows}
+    out: dict[str, Any] = {}
+    for scheduler in ("batch", "free"):
+        one, four = by[(1, scheduler)], by[(4, scheduler)]
+        speedup = four["nodes_per_s"] / one["nodes_per_s"]
+        out[scheduler] = {
+            "nodes_per_s_1_worker": one["nodes_per_s"],
+            "nodes_per_s_4_workers": four["nodes_per_s"],
+            "speedup": round(speedup, 3),
+            "utilisation_4_workers": four["utilisation"],
+        }
+    f = out["free"]
+    f["met"] = (
+        f["speedup"] >= HETERO_SPEEDUP_TARGET and f["utilisation_4_workers"] >= HETERO_UTILISATION_TARGET
+    )
+    f["target"] = {"speedup": HETERO_SPEEDUP_TARGET, "utilisation": HETERO_UTILISATION_TARGET}
+    return out
+
+
+def summarise(
+    overhead: list[dict], throughput: list[dict], sizes: list[int], hetero: list[dict] | None = None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if overhead:
+        out["per_node_overhead"] = summarise_overhead(overhead, sizes)
+    if throughput:
+        t1 = next(r for r in throughput if r["workers"] == 1)
+        t4 = next(r for r in throughput if r["workers"] == 4 and r.get("scheduler", "free") == "free")
+        speedup = t4["nodes_per_s"] / t1["nodes_per_s"]
+        out["throughput"] = {
+            "nodes_per_s_1_worker": t1["nodes_per_s"],
+            "nodes_per_s_4_workers": t4["nodes_per_s"],
+            "speedup": round(speedup, 3),
+            "target": SPEEDUP_TARGET,
+            "met": speedup >= SPEEDUP_TARGET,
+        }
+        batch = [r for r in throughput if r["workers"] == 4 and r.get("scheduler") == "batch"]
+        if batch:
+            out["throughput"]["speedup_batch_scheduler"] = round(
+                batch[0]["nodes_per_s"] / t1["nodes_per_s"], 3
+            )
+    if hetero:
+        out["heterogeneous"] = summarise_hetero(hetero)
+    return out
+
+
+def summarise_overhead(overhead: list[dict], sizes: list[int]) -> dict[str, Any]:
     small, large = min(sizes), max(sizes)
     flat = {}
     for memory in sorted({r["memory"] for r in overhead}, reverse=True):
@@ -285,19 +383,7 @@ def summarise(overhead: list[dict], throughput: list[dict], sizes: list[int]) ->
             "flat": bool(ratio is not None and ratio <= FLAT_TARGET),
             "under_target": max(a, b) < OVERHEAD_TARGET_MS,
         }
-    t1 = next(r for r in throughput if r["workers"] == 1)
-    t4 = next(r for r in throughput if r["workers"] == 4)
-    speedup = t4["nodes_per_s"] / t1["nodes_per_s"]
-    return {
-        "per_node_overhead": flat,
-        "throughput": {
-            "nodes_per_s_1_worker": t1["nodes_per_s"],
-            "nodes_per_s_4_workers": t4["nodes_per_s"],
-            "speedup": round(speedup, 3),
-            "target": SPEEDUP_TARGET,
-            "met": speedup >= SPEEDUP_TARGET,
-        },
-    }
+    return flat
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -308,50 +394,96 @@ def _table(rows: list[list[str]]) -> str:
 
 
 def report(result: dict[str, Any]) -> str:
-    rows = [["memory", "nodes", "good/buggy", "wall s", "LLM s", "exec s", "overhead s", "ms/node"]]
-    for r in result["overhead"]:
-        rows.append(
+    summary = result["summary"]
+    out: list[str] = []
+    if result["overhead"]:
+        rows = [["memory", "nodes", "good/buggy", "wall s", "LLM s", "exec s", "overhead s", "ms/node"]]
+        for r in result["overhead"]:
+            rows.append(
+                [
+                    "on" if r["memory"] else "off",
+                    str(r["nodes"]),
+                    f"{r['good']}/{r['buggy']}",
+                    f"{r['wall_s']:.1f}",
+                    f"{r['llm_s']:.1f}",
+                    f"{r['exec_s']:.1f}",
+                    f"{r['overhead_s']:.1f}",
+                    f"{r['overhead_ms_per_node']:.1f}",
+                ]
+            )
+        out += ["Per-node orchestration overhead (zero-latency fake LLM, 1 worker)", _table(rows), ""]
+        for key, f in summary["per_node_overhead"].items():
+            verdict = "flat" if f["flat"] else f"NOT flat (target ratio <= {FLAT_TARGET})"
+            limit = "under" if f["under_target"] else "OVER"
+            out.append(
+                f"{key}: {f['large_ms_per_node']:.1f} / {f['small_ms_per_node']:.1f} ms per node = "
+                f"{f['ratio_large_over_small']}x -> {verdict}; {limit} the {OVERHEAD_TARGET_MS:.0f} ms target; "
+                f"marginal {f['marginal_ms_per_node']} ms per added node"
+            )
+    if result["throughput"]:
+        rows = [["workers", "scheduler", "nodes", "wall s", "LLM s (sum)", "exec s (sum)", "nodes/s"]]
+        for r in result["throughput"]:
+            rows.append(
+                [
+                    str(r["workers"]),
+                    r.get("scheduler", "batch"),
+                    str(r["nodes"]),
+                    f"{r['wall_s']:.1f}",
+                    f"{r['llm_s']:.1f}",
+                    f"{r['exec_s']:.1f}",
+                    f"{r['nodes_per_s']:.3f}",
+                ]
+            )
+        t = summary["throughput"]
+        out += [
+            "",
+            f"Throughput, uniform (fake LLM latency {result['throughput'][0]['latency_s']} s per call)",
+            _table(rows),
+            "",
+            f"speed-up 4 vs 1 workers: {t['speedup']}x (batch scheduler: {t.get('speedup_batch_scheduler')}x) -> "
+            + ("target met" if t["met"] else f"TARGET MISSED (>= {SPEEDUP_TARGET}x)"),
+        ]
+    if result.get("heterogeneous"):
+        rows = [
             [
-                "on" if r["memory"] else "off",
-                str(r["nodes"]),
-                f"{r['good']}/{r['buggy']}",
-                f"{r['wall_s']:.1f}",
-                f"{r['llm_s']:.1f}",
-                f"{r['exec_s']:.1f}",
-                f"{r['overhead_s']:.1f}",
-                f"{r['overhead_ms_per_node']:.1f}",
+                "workers",
+                "scheduler",
+                "nodes",
+                "wall s",
+                "LLM s (sum)",
+                "exec s (sum)",
+                "nodes/s",
+                "utilisation",
             ]
-        )
-    out = ["Per-node orchestration overhead (zero-latency fake LLM, 1 worker)", _table(rows), ""]
-    for key, f in result["summary"]["per_node_overhead"].items():
-        verdict = "flat" if f["flat"] else f"NOT flat (target ratio <= {FLAT_TARGET})"
-        limit = "under" if f["under_target"] else "OVER"
-        out.append(
-            f"{key}: {f['large_ms_per_node']:.1f} / {f['small_ms_per_node']:.1f} ms per node = "
-            f"{f['ratio_large_over_small']}x -> {verdict}; {limit} the {OVERHEAD_TARGET_MS:.0f} ms target; "
-            f"marginal {f['marginal_ms_per_node']} ms per added node"
-        )
-    rows = [["workers", "nodes", "wall s", "LLM s (sum)", "exec s (sum)", "nodes/s"]]
-    for r in result["throughput"]:
-        rows.append(
-            [
-                str(r["workers"]),
-                str(r["nodes"]),
-                f"{r['wall_s']:.1f}",
-                f"{r['llm_s']:.1f}",
-                f"{r['exec_s']:.1f}",
-                f"{r['nodes_per_s']:.3f}",
-            ]
-        )
-    t = result["summary"]["throughput"]
-    out += [
-        "",
-        f"Throughput (fake LLM latency {result['throughput'][0]['latency_s']} s per call)",
-        _table(rows),
-        "",
-        f"speed-up 4 vs 1 workers: {t['speedup']}x -> "
-        + ("target met" if t["met"] else f"TARGET MISSED (>= {SPEEDUP_TARGET}x)"),
-    ]
+        ]
+        for r in result["heterogeneous"]:
+            rows.append(
+                [
+                    str(r["workers"]),
+                    r["scheduler"],
+                    str(r["nodes"]),
+                    f"{r['wall_s']:.1f}",
+                    f"{r['llm_s']:.1f}",
+                    f"{r['exec_s']:.1f}",
+                    f"{r['nodes_per_s']:.3f}",
+                    f"{r['utilisation']:.3f}",
+                ]
+            )
+        h = summary["heterogeneous"]
+        first = result["heterogeneous"][0]
+        out += [
+            "",
+            f"Heterogeneous durations (exponential, mean {first['mean_s']} s; LLM latency {first['latency_s']} s)",
+            _table(rows),
+            "",
+            f"batch: 4 vs 1 workers {h['batch']['speedup']}x, utilisation {h['batch']['utilisation_4_workers']}",
+            f"free:  4 vs 1 workers {h['free']['speedup']}x, utilisation {h['free']['utilisation_4_workers']} -> "
+            + (
+                "target met"
+                if h["free"]["met"]
+                else f"TARGET MISSED (>= {HETERO_SPEEDUP_TARGET}x, >= {HETERO_UTILISATION_TARGET})"
+            ),
+        ]
     return "\n".join(out)
 
 
@@ -374,10 +506,22 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--latency", type=float, default=None, help="fake LLM latency in s (default 1.0)")
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--keep", action="store_true", help="keep the run directories (printed)")
+    ap.add_argument(
+        "--only",
+        choices=("all", "hetero", "throughput", "overhead"),
+        default="all",
+        help="run one measurement only (the others are left out of the summary)",
+    )
+    ap.add_argument("--hetero-drafts", type=int, default=None, help="search nodes, heterogeneous case (40)")
+    ap.add_argument("--hetero-mean", type=float, default=1.5, help="mean experiment duration in s (1.5)")
+    ap.add_argument("--hetero-latency", type=float, default=0.1, help="fake LLM latency in s (0.1)")
     ap.add_argument("--no-warmup", action="store_true", help="skip the unmeasured warm-up run")
     a = ap.parse_args(argv)
     a.sizes = [int(x) for x in a.sizes.split(",")] if a.sizes else ([16, 40] if a.quick else [100, 2000])
     a.drafts = a.drafts or (8 if a.quick else 20)
+    a.hetero_drafts = a.hetero_drafts or (8 if a.quick else 40)
+    if a.quick:
+        a.hetero_mean = min(a.hetero_mean, 0.2)
     a.latency = a.latency if a.latency is not None else (0.05 if a.quick else 1.0)
     a.memory_modes = {"both": [True, False], "on": [True], "off": [False]}[a.memory]
     return a
@@ -386,13 +530,22 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
 def measure_all(a: argparse.Namespace, workdir: Path, out: Path, result: dict[str, Any]) -> None:
     """Warm-up, throughput, then overhead per memory mode; partial results saved after each."""
     # one-off costs (imports, BPE table, embedding model) are paid here, not by the first measured run
-    if not a.no_warmup:
+    if not a.no_warmup and a.only in ("all", "overhead"):
         print("warm-up run (not measured) ...", flush=True)
         responder = TrivialResponder(a.seed, 0.25, IDEAS_PER_PROPOSAL)
         run_once(workdir, overhead_overrides(12, True, a.seed), responder, 0.0, "warmup")
-    print("throughput:", flush=True)
-    result["throughput"] = measure_throughput(workdir, a.drafts, a.latency, a.seed)
-    _save_partial(out, result)
+    if a.only in ("all", "hetero"):
+        print("heterogeneous durations:", flush=True)
+        result["heterogeneous"] = measure_heterogeneous(
+            workdir, a.hetero_drafts, a.hetero_latency, a.hetero_mean, a.seed
+        )
+        _save_partial(out, result)
+    if a.only in ("all", "throughput"):
+        print("throughput:", flush=True)
+        result["throughput"] = measure_throughput(workdir, a.drafts, a.latency, a.seed)
+        _save_partial(out, result)
+    if a.only not in ("all", "overhead"):
+        return
     print("per-node overhead:", flush=True)
     for memory in a.memory_modes:
         result["overhead"] += measure_overhead(workdir, a.sizes, [memory], a.seed)
@@ -416,6 +569,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "sizes": a.sizes,
         "overhead": [],
         "throughput": [],
+        "heterogeneous": [],
     }
     workdir = Path(tempfile.mkdtemp(prefix="bench-orch-"))
     t0 = time.perf_counter()
@@ -426,7 +580,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(f"run directories kept under {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    result["summary"] = summarise(result["overhead"], result["throughput"], a.sizes)
+    result["summary"] = summarise(result["overhead"], result["throughput"], a.sizes, result["heterogeneous"])
     result["machine"]["loadavg_end"] = os.getloadavg()
     result["total_s"] = round(time.perf_counter() - t0, 1)
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -59,6 +59,9 @@ ROLE_DESCRIPTION_MAX_CHARS = 4000  # a persona paragraph, not a document: it is 
 
 class AgentConfig(_Strict):
     num_workers: int = Field(1, ge=1, le=64)
+    # free: a worker that finishes takes the next node at once; batch: the old batch-synchronous
+    # loop (a batch waits for its slowest node), kept as the benchmark baseline (docs/pipeline.md)
+    scheduler: Literal["free", "batch"] = "free"
     seed: int = 0
     # the persona at the head of every node prompt's system message; null = prompt/core/system.j2's
     role_description: str | None = None

@@ -1,11 +1,19 @@
-"""The search loop: stages, batches of nodes on parallel workers, seed re-runs, reporting.
+"""The search loop: stages, nodes on parallel workers, seed re-runs, reporting.
 
-Scheduling is batch-synchronous: the policy picks up to ``agent.num_workers``
-actions from the same journal state (each new node is created before the next
-pick, so picks see each other), the batch runs in parallel threads (LLM latency
-and experiments overlap), and the next batch starts when it is done. Every
-decision therefore depends only on the journal and the LLM's answers, which is
-what makes ``resume`` and ``replay`` reproduce the same tree.
+Scheduling (``agent.scheduler``) is free-running by default: up to
+``agent.num_workers`` nodes run on worker threads, and as soon as one finishes the
+main thread picks the next node on the journal as it stands (a consistent snapshot
+in which every finished node has also been collected). Only the main thread creates
+nodes, so a stage's cap counts nodes in flight and is never overshot; a stage ends
+when it accepts no more nodes and none of its nodes is in flight. Each
+``node_selected`` event records ``waiting``, the nodes not finished in the snapshot
+the decision saw, and a replay starts a node only when a later decision needs it
+finished (:mod:`.scheduler`), so it makes every decision on the same journal state.
+``agent.scheduler: batch`` is the older batch-synchronous loop: the policy picks up
+to ``agent.num_workers`` actions from the same journal state, the batch runs, and
+the next batch starts when all of it is done. Either way every decision depends
+only on the journal and the LLM's answers, which is what makes ``resume`` and
+``replay`` reproduce the same tree.
 
 Nothing here holds state that the journal and ``state.json`` do not: a resumed
 run rebuilds everything from them. The current :class:`StageState` has one owner, the
@@ -27,7 +35,7 @@ from ..base.errors import EXIT_NO_WORKING_EXPERIMENT, EXIT_OK, RunStop, disk_ful
 from ..llm.types import LLMError
 from ..phases.base import NodeContext
 from ..phases.pipeline import run_node
-from ..treesearch.journal import Journal
+from ..treesearch.journal import Journal, JournalView
 from ..treesearch.node import Node
 from ..treesearch.policies import decision_rng, dedupe_ideas, make_policy
 from ..treesearch.stages import (
@@ -38,6 +46,7 @@ from ..treesearch.stages import (
     next_stage_state,
     stage_outcome,
 )
+from .scheduler import WorkerPool, recorded_waiting
 from .services import Services, build_services  # noqa: F401  (re-exported for commands)
 
 if TYPE_CHECKING:
@@ -65,6 +74,13 @@ class Orchestrator:
         self._last_progress = 0.0
         st = self.cfg.agent.stages
         self.rules = StageRules(stage2_good_nodes=st.stage2_good_nodes, stage3_patience=st.stage3_patience)
+        self.scheduler = self.cfg.agent.scheduler
+        # a replay of a free-running recording follows its recorded order (None: not a replay of one)
+        self.replay_order: dict[str, frozenset[str]] | None = None
+        if self.cfg.llm.backend == "replay" and self.cfg.llm.replay_dir and self.scheduler == "free":
+            self.replay_order = recorded_waiting(self.cfg.llm.replay_dir)
+            if self.replay_order is None:  # recorded by the batch scheduler (or older code): same order
+                self.scheduler = "batch"
 
     # ------------------------------------------------------------- main --
     def run(self) -> int:
@@ -96,14 +112,16 @@ class Orchestrator:
     def _save_stage_state(self, state: StageState) -> None:
         self.run_.save_state(stage_state=state.to_dict(), current_stage=state.stage)
 
-    def _outcome(self, state: StageState) -> StageOutcome:
-        return stage_outcome(self.journal, state, self.cfg, self.rules)
+    def _outcome(self, state: StageState, view: JournalView | None = None) -> StageOutcome:
+        return stage_outcome(self.journal if view is None else view, state, self.cfg, self.rules)
 
     # ------------------------------------------------------------ stage --
     def _run_stage(self, state: StageState) -> tuple[StageOutcome, StageState]:
         """Run the stage until its outcome is done (or nothing can be created); returns the
         final outcome and the stage state as the stage left it (with its planned ideas)."""
         self._save_stage_state(state)
+        if self.scheduler == "free":
+            return self._run_stage_free(state)
         leftover = self.journal.in_flight(state.stage)  # nodes (and seed re-runs) a crash interrupted
         if leftover:
             self.run_.event("nodes_resumed", node_ids=[n.id for n in leftover])
@@ -122,6 +140,148 @@ class Orchestrator:
                 return outcome, state
             state = planned
             self._run_batch(batch)
+
+    def _run_stage_free(self, state: StageState) -> tuple[StageOutcome, StageState]:
+        """The free-running stage loop: a node is picked whenever a worker is free and the
+        stage accepts one; see the module docstring."""
+        pool = self._pool()
+        leftover = self.journal.in_flight(state.stage)  # nodes (and seed re-runs) a crash interrupted
+        if leftover:
+            self.run_.event("nodes_resumed", node_ids=[n.id for n in leftover])
+            for node in leftover:
+                pool.add(node, None)
+        try:
+            while True:
+                self._replay_prepare(pool)
+                view = self._settled_view(pool)
+                outcome = self._outcome(state, view)
+                self._progress(state.stage, force=outcome.done)
+                if outcome.done and pool.idle:
+                    self._record_outcomes()
+                    return outcome, state
+                can_pick = self.replay_order is not None or pool.free_slots > 0
+                if can_pick and outcome.accepting and not state.ideas_exhausted:
+                    self._record_outcomes()
+                    state, picked, extras = self._select(view, state, pool)
+                    if picked is not None:
+                        ctx = self._context(picked, pool.next_slot(), extras)
+                        self._contexts[picked.id] = ctx
+                        pool.add(picked, ctx)
+                        if self.replay_order is None:
+                            pool.start_queued()
+                        continue
+                    if state.ideas_exhausted:  # the proposal offered nothing new: judge the stage again
+                        continue
+                if pool.idle:  # nothing to create and nothing in flight: stop the stage
+                    self._record_outcomes()
+                    outcome = self._outcome(state)
+                    if not outcome.done:
+                        self.run_.event("stage_stalled", stage=state.stage, reason=outcome.reason)
+                    return outcome, state
+                pool.start_queued()
+                self._collect(pool, pool.wait())
+        except Exception:  # let running workers end (Ctrl-C does not wait: a resume re-runs them)
+            self._drain(pool)
+            raise
+
+    def _pool(self) -> WorkerPool:
+        self._errors: list[BaseException] = []
+        self._contexts: dict[str, NodeContext] = {}
+
+        self._unrecorded: list[str] = []
+
+        def prepare(node: Node, ctx: NodeContext | None, slot: int) -> NodeContext:
+            # on the main thread: a resumed node or a seed re-run gets its context (and its
+            # memory branch) when it starts; a selected node got it when it was selected
+            if ctx is not None:
+                return ctx
+            ctx = self._context(node, slot)
+            self._contexts[node.id] = ctx
+            return ctx
+
+        def target(node: Node, ctx: NodeContext, slot: int) -> None:
+            self._worker(ctx, self._errors)
+
+        return WorkerPool(self.cfg.agent.num_workers, prepare, target)
+
+    def _collect(self, pool: WorkerPool, done: list[str]) -> None:
+        """Bookkeeping of nodes whose worker ended, in the order they ended (main thread)."""
+        for nid in done:
+            node = self.journal.get(nid)
+            self._unrecorded.append(nid)
+            self.run_.event("node_finished", node_id=nid, stage=node.stage, status=node.status)
+            self._progress(node.stage)
+        if self._errors:  # cost cap, full disk, diverged replay: let the others end, then stop
+            self._drain(pool)
+            raise self._errors[0]
+
+    def _record_outcomes(self) -> None:
+        """Memory outcome events of the nodes collected since the last decision, in node order:
+        a replay collects the same set between the same decisions (not in the same order)."""
+        for nid in sorted(self._unrecorded):
+            ctx = self._contexts.pop(nid, None)
+            if ctx is not None and ctx.memory is not None:
+                ctx.memory.record_outcome(self.journal.get(nid))
+        self._unrecorded.clear()
+
+    def _drain(self, pool: WorkerPool) -> None:
+        """Wait for every running worker (queued nodes stay pending for a resume)."""
+        while pool.running_ids:
+            pool.wait()
+
+    def _settled_view(self, pool: WorkerPool) -> JournalView:
+        """A journal snapshot in which every finished node has been collected: a node whose
+        final record is written but whose worker has not ended yet is waited for."""
+        while True:
+            self._collect(pool, pool.wait(timeout=0))
+            view = self.journal.snapshot()
+            ending = [i for i in pool.running_ids if view.get(i).is_finished]
+            if not ending:
+                return view
+            while any(i in pool.running_ids for i in ending):
+                self._collect(pool, pool.wait())
+
+    def _replay_prepare(self, pool: WorkerPool) -> None:
+        """Replay: finish exactly the nodes the recorded next decision saw finished (all of the
+        stage's nodes when the recording made no further decision here)."""
+        if self.replay_order is None:
+            return
+        waiting = self.replay_order.get(self.journal.next_node_id())
+        needed = [i for i in [*pool.running_ids, *pool.queued_ids] if waiting is None or i not in waiting]
+        while any(i in pool.running_ids or i in pool.queued_ids for i in needed):
+            pool.start_queued(only=needed)
+            self._collect(pool, pool.wait())
+
+    def _select(
+        self, view: JournalView, state: StageState, pool: WorkerPool
+    ) -> tuple[StageState, Node | None, dict[str, Any]]:
+        """Pick one node on ``view`` and create it; returns the stage state after the pick, the
+        node (None when an idea proposal offered nothing new) and its context inputs."""
+        next_id = self.journal.next_node_id()
+        action = self.policy.next_action(view, state, decision_rng(self.cfg.agent.seed, next_id))
+        idea = action.idea
+        if action.operation in ("tune", "ablate") and idea is None:
+            state, idea = self._propose_idea(state, action, view)
+            if idea is None:
+                return state, None, {}
+        node = self.journal.new_node(
+            stage=state.stage,
+            operation=action.operation,
+            parent_id=action.parent_id,
+            tree=action.tree,
+            idea=idea,
+        )
+        self.run_.event(
+            "node_selected",
+            node_id=node.id,
+            stage=state.stage,
+            policy=self.policy.name,
+            **{**action.to_dict(), "idea": idea},
+            waiting=sorted([*pool.running_ids, *pool.queued_ids]),
+        )
+        # inputs frozen on the decision's view (stage inputs are also stored with the node)
+        extras = {**self._stage_inputs(node, view), **self._input_diversity(node, view)}
+        return state, node, extras
 
     def _plan_batch(self, state: StageState, outcome: StageOutcome) -> tuple[list[Node], StageState]:
         """Create up to ``agent.num_workers`` nodes, each picked on the journal the previous
@@ -159,27 +319,30 @@ class Orchestrator:
             batch.append(node)
         return batch, state
 
-    def _propose_idea(self, state: StageState, action: Action) -> tuple[StageState, str | None]:
-        """Ask the LLM for untried tune/ablate ideas. Returns the stage state with them
-        planned (saved to ``state.json``) and the idea for this node (None if none is new)."""
+    def _propose_idea(
+        self, state: StageState, action: Action, view: JournalView | None = None
+    ) -> tuple[StageState, str | None]:
+        """Ask the LLM for untried tune/ablate ideas, on ``view`` (default: the journal now).
+        Returns the stage state with them planned (saved to ``state.json``) and the idea for
+        this node (None if none is new)."""
+        journal = self.journal if view is None else view
         from ..treesearch.stages import ideas_tried
         from ..treesearch.tried import ablation_plan, metric_text, tried_table
         from .stage_summary import summaries_text
 
-        tried = ideas_tried(self.journal, state.stage, finished_only=False)
-        parent = self.journal.get(action.parent_id)
+        tried = ideas_tried(journal, state.stage, finished_only=False)
+        parent = journal.get(action.parent_id)
         kind = action.operation
-        carried = self.journal.get(state.carried_id) if state.carried_id else None
+        carried = journal.get(state.carried_id) if state.carried_id else None
         # what was tried with its results, best first (the layer cuts the worst rows when over budget)
         table = tried_table(
-            self.journal, state.stage, column="setting" if kind == "tune" else "ablation", carried=carried
+            journal, state.stage, column="setting" if kind == "tune" else "ablation", carried=carried
         )
-        plan = ablation_plan(self.journal, state.stage, state.ideas) if kind == "ablate" else []
         values = {
             "kind": kind,
             "best_summary": f"{parent.id}: {parent.summary} {metric_text(parent)}",
             ("tried_hyperparams" if kind == "tune" else "tried_ablations"): table or "(none yet)",
-            "ablation_plan": plan,
+            "ablation_plan": ablation_plan(journal, state.stage, state.ideas) if kind == "ablate" else [],
             "stage_summary": summaries_text(self.run_.dir, before=state.stage),
         }
         from ..phases.schemas import IDEAS_SCHEMA
@@ -253,7 +416,9 @@ class Orchestrator:
             ctx.node = self.journal.update(node.id, status="buggy", error=f"internal error: {exc!r}"[:2000])
             self.run_.event("internal_error", node_id=node.id, error=repr(exc), traceback=tb[-4000:])
 
-    def _context(self, node: Node, slot: int) -> NodeContext:
+    def _context(self, node: Node, slot: int, extras: dict[str, Any] | None = None) -> NodeContext:
+        """The node's context; ``extras``: its prompt inputs computed when it was selected
+        (None: computed now, from the journal as it stands)."""
         parent = self.journal.get(node.parent_id) if node.parent_id else None
         return NodeContext(
             run=self.run_,
@@ -269,10 +434,12 @@ class Orchestrator:
             memory=self.services.node_memory(node, parent),
             journal=self.journal,
             exec_env=self.services.exec_env(node, parent, slot),
-            extra_values={**self._stage_inputs(node), **self._input_diversity(node)},
+            extra_values=(
+                {**self._stage_inputs(node), **self._input_diversity(node)} if extras is None else extras
+            ),
         )
 
-    def _stage_inputs(self, node: Node) -> dict[str, Any]:
+    def _stage_inputs(self, node: Node, view: JournalView | None = None) -> dict[str, Any]:
         """Tried settings / ablation plan / earlier stage summaries (frozen per node; see
         :mod:`.stage_inputs`). Seed re-runs ask no code prompt: none."""
         if node.is_seed_eval:
@@ -280,9 +447,10 @@ class Orchestrator:
         from .stage_inputs import stage_inputs
 
         saved = self.run_.state.get("stage_state")
-        return stage_inputs(self.run_, self.journal, node, StageState.from_dict(saved) if saved else None)
+        state = StageState.from_dict(saved) if saved else None
+        return stage_inputs(self.run_, self.journal if view is None else view, node, state)
 
-    def _input_diversity(self, node: Node) -> dict[str, Any]:
+    def _input_diversity(self, node: Node, view: JournalView | None = None) -> dict[str, Any]:
         """Forest-of-Thought: drafts of trees after the first see the nearest solved example."""
         if self.cfg.search.policy != "mcts" or node.tree == 0 or node.operation != "draft":
             return {}
@@ -290,7 +458,9 @@ class Orchestrator:
         from ..base.paths import CODE_FILE, RunPaths
         from ..treesearch.policies import nearest_solved_example
 
-        example = nearest_solved_example(self.journal, node.tree, self.run_.idea.title)
+        example = nearest_solved_example(
+            self.journal if view is None else view, node.tree, self.run_.idea.title
+        )
         answer = read_json(RunPaths(self.run_.dir).node(example).file(CODE_FILE)) if example else None
         if not answer:
             return {}
@@ -317,10 +487,14 @@ class Orchestrator:
         # the summary role's account of the stage (asked once; a resume reads the stored one)
         summary = write_stage_summary(
             self.run_, self.services, self.journal, state.stage, choice.node_id, seeds
-        ).get("summary")
+        )
         failpoints.hit(f"stage_summary:{state.stage}")
         stages = dict(self.run_.state.get("stages") or {})
-        stages[str(state.stage)] = {"best": choice.to_dict(), "seeds": seeds, "summary": summary}
+        stages[str(state.stage)] = {
+            "best": choice.to_dict(),
+            "seeds": seeds,
+            "summary": summary.get("summary"),
+        }
         self.run_.save_state(
             stages=stages, stage_state=nxt.to_dict() if nxt else None, search_done=nxt is None
         )
@@ -337,8 +511,21 @@ class Orchestrator:
             pending.append(
                 self.journal.new_node(stage=stage, operation="seed_eval", parent_id=best_id, seed=seed)
             )
-        for start in range(0, len(pending), self.cfg.agent.num_workers):
-            self._run_batch(pending[start : start + self.cfg.agent.num_workers])
+        if self.scheduler == "free":  # no decision depends on their order: a worker takes the next at once
+            pool = self._pool()
+            for node in pending:
+                pool.add(node, None)
+            try:
+                while not pool.idle:
+                    pool.start_queued()
+                    self._collect(pool, pool.wait())
+                self._record_outcomes()
+            except Exception:
+                self._drain(pool)
+                raise
+        else:
+            for start in range(0, len(pending), self.cfg.agent.num_workers):
+                self._run_batch(pending[start : start + self.cfg.agent.num_workers])
         metrics = [r.metric for r in self.journal.seed_runs(best_id) if r.is_good and r.metric]
         agg = aggregate_seeds(metrics) if metrics else None
         result = {

@@ -1,0 +1,148 @@
+"""Free-running scheduler (issue 15): caps, replay following the recorded order, kill -9 + resume."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from pipeline_support import events, journal_nodes, start_run
+from test_pipeline_replay import _decisions, _tree
+from test_pipeline_resume import DRIVER, _kill, _resume_and_check
+
+from ai_scientist.base.fileio import read_jsonl
+from ai_scientist.cli.main import main
+from ai_scientist.testing.scripted import ExampleResponder
+
+CAPS = {1: 5, 2: 4, 3: 3, 4: 3}
+# every stage runs to its cap: stage 1 wants 5 drafts, stage 2 more good nodes than its cap,
+# stage 3 more patience than its cap, stage 4 has 3 planned ablations
+TO_CAPS = [
+    "agent.num_workers=4",
+    f"agent.search.num_drafts={CAPS[1]}",
+    *(f"agent.stages.stage{s}_max_iters={c}" for s, c in CAPS.items()),
+    "agent.stages.stage2_good_nodes=50",
+    "agent.stages.stage3_patience=50",
+]
+
+
+def _search_nodes_per_stage(run_dir: Path) -> Counter:
+    return Counter(n["stage"] for n in journal_nodes(run_dir).values() if n["operation"] != "seed_eval")
+
+
+def _finish_counts(run_dir: Path) -> tuple[Counter, Counter]:
+    """Per node id: distinct finish times in the journal, and ``node_finished`` events."""
+    finishes: dict[str, set] = {}
+    for rec in read_jsonl(run_dir / "journal.jsonl"):
+        n = rec["node"]
+        if n["status"] in ("good", "buggy"):
+            finishes.setdefault(n["id"], set()).add(n.get("finished_at"))
+    return (
+        Counter({nid: len(ts) for nid, ts in finishes.items()}),
+        Counter(e["node_id"] for e in events(run_dir) if e["type"] == "node_finished"),
+    )
+
+
+def test_four_free_workers_fill_every_cap_and_replay_follows_the_recorded_order(tmp_path, capsys):
+    # n0002's experiment is slow: later drafts finish first and their children are picked meanwhile
+    responder = ExampleResponder(buggy_nodes=("n0001",), slow_nodes={"n0002": 1.5})
+    code, src, _ = start_run(tmp_path, *TO_CAPS, responder=responder)
+    assert code == 0
+    assert _search_nodes_per_stage(src) == Counter(CAPS)  # no stage overshoots, none stops short
+
+    evs = events(src)
+    selected = [e for e in evs if e["type"] == "node_selected"]
+    assert all(len(e["waiting"]) <= 3 for e in selected)  # never more than 4 nodes in flight
+    # free running: a node was picked after another finished while others were still running
+    order = [(e["type"], e["node_id"]) for e in evs if e["type"] in ("node_selected", "node_finished")]
+
+    def finished_before(e: dict) -> bool:
+        return any(t == "node_finished" for t, _ in order[: order.index(("node_selected", e["node_id"]))])
+
+    assert [e for e in selected if e["waiting"] and finished_before(e)], order
+    finished = [nid for t, nid in order if t == "node_finished"]
+    assert finished.index("n0002") > finished.index("n0003"), "n0002 was slow: it should have finished later"
+    for e in selected:  # every decision's `waiting` is what was selected and not yet finished
+        before = order[: order.index(("node_selected", e["node_id"]))]
+        open_ = [nid for t, nid in before if t == "node_selected"]
+        done = {nid for t, nid in before if t == "node_finished"}
+        assert set(e["waiting"]) == {
+            n for n in open_ if n not in done and journal_nodes(src)[n]["stage"] == e["stage"]
+        }
+
+    capsys.readouterr()
+    assert main(["replay", str(src), "--out", str(tmp_path / "replays")]) == 0, capsys.readouterr().err
+    replayed = tmp_path / "replays" / f"{src.name}.replay"
+    assert _tree(replayed) == _tree(src)
+    assert _decisions(replayed) == _decisions(src)  # `waiting` included: same journal state per decision
+
+
+def test_replay_of_a_batch_recording_uses_the_batch_order(tmp_path, capsys):
+    """A recording without `waiting` (batch scheduler, or older code) replays batch by batch."""
+    code, src, _ = start_run(
+        tmp_path,
+        "agent.scheduler=batch",
+        "agent.num_workers=2",
+        "agent.stages.stage3_max_iters=1",
+        "agent.stages.stage4_max_iters=1",
+    )
+    assert code == 0
+    assert not any("waiting" in e for e in events(src) if e["type"] == "node_selected")
+    capsys.readouterr()
+    assert main(["replay", str(src), "--out", str(tmp_path / "replays")]) == 0, capsys.readouterr().err
+    replayed = tmp_path / "replays" / f"{src.name}.replay"
+    assert _tree(replayed) == _tree(src)
+    assert _decisions(replayed) == _decisions(src)
+
+
+SMALL4 = ["--set", "agent.num_workers=4", "--set", "agent.multi_seed_eval.num_seeds=1"]
+SMALL4 += ["--set", "agent.stages.stage3_max_iters=1", "--set", "agent.stages.stage4_max_iters=1"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(10))
+def test_kill_at_a_random_moment_of_a_free_running_run(tmp_path, seed):
+    """kill -9 after a random number of events (a whole run writes about 45), plus a random
+    delay; the resumed run completes, no node finishes twice, stage caps hold."""
+    rng = random.Random(seed)
+    after_events, delay = rng.randint(6, 36), rng.uniform(0.0, 0.3)
+    proc = subprocess.Popen(
+        [sys.executable, str(DRIVER), "run", str(tmp_path), "run", *SMALL4, "--slow", "n0003", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    run_dir = tmp_path / "experiments" / "run"
+    deadline = time.time() + 120
+    while True:
+        n = (
+            len((run_dir / "events.jsonl").read_text().splitlines())
+            if (run_dir / "events.jsonl").exists()
+            else 0
+        )
+        if n >= after_events:
+            break
+        assert proc.poll() is None, f"the run ended after {n} events: {proc.stderr.read()[-2000:]}"
+        assert time.time() < deadline, "the run made no progress"
+        time.sleep(0.01)
+    time.sleep(delay)
+    if proc.poll() is not None:
+        pytest.fail(f"the run ended before the kill ({after_events} events + {delay:.2f} s)")
+    _kill(proc)
+
+    _resume_and_check(run_dir, tmp_path)  # completes; nodes finished before the crash did not run again
+    journal_finishes, finish_events = _finish_counts(run_dir)
+    nodes = journal_nodes(run_dir)
+    assert set(journal_finishes) == set(nodes)
+    assert max(journal_finishes.values()) == 1, journal_finishes
+    assert not finish_events or max(finish_events.values()) == 1, finish_events
+    counts = _search_nodes_per_stage(run_dir)
+    assert counts[3] == counts[4] == 1  # the capped stages hold exactly their cap
+    assert counts[1] <= 6 and counts[2] <= 3  # stage1/2_max_iters defaults
+    state = json.loads((run_dir / "state.json").read_text())
+    assert [int(s) for s in state["stages"]] == [1, 2, 3, 4]
