@@ -74,7 +74,8 @@ def test_examples_fit_the_budget_and_are_ledgered(tmp_path):
         assert "Paper A: warm-up" in section and '"Summary": "A careful study of warm-up."' in section
         assert "Paper B: label noise" in section and "Paper C: a very long" in section
         assert "more characters of this example cut" in section  # C did not fit whole
-        ledger = {e["layer"]: e for e in call["ctx"].ledger}
+        # the examples' own entries (fewshot:<name>); the prompt's layers (issue 14) come first
+        ledger = {e["layer"]: e for e in call["ctx"].ledger if e["layer"].startswith("fewshot:")}
         assert [ledger[f"fewshot:{n}"]["action"] for n in ("a_warmup", "b_noise", "c_long")] == [
             "kept", "kept", "truncated"
         ]  # fmt: skip
@@ -87,7 +88,7 @@ def test_examples_fit_the_budget_and_are_ledgered(tmp_path):
     assert fs["examples"] == ["a_warmup", "b_noise", "c_long"] and fs["dir"] == str(d)
     assert (
         fs["tokens"]
-        == sum(e["tokens_after"] for e in firsts[0]["ctx"].ledger)
+        == sum(e["tokens_after"] for e in firsts[0]["ctx"].ledger if e["layer"].startswith("fewshot:"))
         <= budget
         == fs["budget_tokens"]
     )
@@ -111,15 +112,21 @@ def test_max_examples_and_a_small_budget_drop_examples(tmp_path):
     fs = fs["reviewer"]["fewshot"]
     assert fs["examples"] == [] and fs["tokens"] == 0 and len(fs["dropped"]) == 3
     assert "### Example:" not in client.calls[0]["messages"][-1]["content"]
-    assert {e["action"] for e in client.calls[0]["ctx"].ledger} == {"dropped"}
+    assert {e["action"] for e in client.calls[0]["ctx"].ledger if e["layer"].startswith("fewshot")} == {
+        "dropped"
+    }
 
 
 def test_no_fewshot_dir_changes_nothing(tmp_path):
     run = _paper_run(tmp_path)
     client = _client()
     result = review_paper(run, report_cfg(tmp_path, num_reviews=1, num_reflections=0), client)
-    assert result["reviewer"]["fewshot"] is None and client.calls[0]["ctx"].ledger == []
-    assert client.calls[0]["messages"][-1]["content"].startswith("Review this paper (LaTeX source):")
+    ledger = client.calls[0]["ctx"].ledger
+    assert result["reviewer"]["fewshot"] is None and not [
+        e for e in ledger if e["layer"].startswith("fewshot:")
+    ]
+    assert next(e for e in ledger if e["layer"] == "fewshot")["reason"] == "no content"
+    assert client.calls[0]["messages"][-1]["content"].startswith("## Paper (LaTeX source)\n")
 
 
 def test_bad_fewshot_dir_fails_the_step_naming_the_key(tmp_path):
@@ -141,7 +148,7 @@ def test_ledger_reaches_the_prompt_log(tmp_path):
     logs = sorted((run / "nodes" / "run" / "prompt_logs").glob("*_review_review_1.json"))
     assert len(logs) == 1
     record = json.loads(logs[0].read_text())
-    assert [(e["layer"], e["action"]) for e in record["ledger"]] == [
+    assert [(e["layer"], e["action"]) for e in record["ledger"] if e["layer"].startswith("fewshot:")] == [
         ("fewshot:a_warmup", "kept"), ("fewshot:b_noise", "kept"), ("fewshot:c_long", "dropped")
     ]  # fmt: skip
     assert "Paper B: label noise" in record["messages"][-1]["content"]
@@ -150,3 +157,33 @@ def test_ledger_reaches_the_prompt_log(tmp_path):
         "backend": "scripted",
         "fewshot": result["reviewer"]["fewshot"],
     } and record["model"] == cfg.model_for("review")
+
+
+def test_review_prompts_are_assembled_under_the_budget(tmp_path):
+    """Issue 14: a review prompt measured 7,752 tokens against a 6,000-token budget; now every
+    review call (reviews, reflections, meta-review) is a prompt of the layer table, cut to fit."""
+    from ai_scientist.context import Budget
+    from ai_scientist.context.tokens import messages_tokens
+
+    run = make_run(tmp_path)
+    (run / "paper").mkdir()
+    body = "\n".join(f"Line {i}: results of the label-noise study, table {i % 7}." for i in range(3000))
+    (run / "paper" / "paper.tex").write_text(f"HEAD-MARK\n{body}\nTAIL-MARK\n")
+    cfg = report_cfg(tmp_path, num_reviews=2, num_reflections=1)
+    cfg.context.max_prompt_tokens = 6000
+    llm = make_client(cfg, run, None, backend=ScriptedBackend(lambda m, s, c: json.dumps(REVIEW)))
+    review_paper(run, cfg, llm)
+    records = [
+        json.loads(p.read_text()) for p in sorted((run / "nodes" / "run" / "prompt_logs").glob("*.json"))
+    ]
+    assert [r["label"] for r in records] == [
+        "review_1", "review_1_reflect_1", "review_2", "review_2_reflect_1", "meta_review"
+    ]  # fmt: skip
+    for rec in records:
+        counter = counter_for(rec["params"]["model"])
+        sent = messages_tokens(rec["messages"], counter)
+        assert sent <= Budget.from_config(cfg.context).limit_for(counter), (rec["label"], sent)
+        paper = next(e for e in rec["ledger"] if e["layer"] == "paper")
+        assert paper["action"] == "truncated" and paper["tokens_before"] > 6000
+        user = rec["messages"][1]["content"]
+        assert "HEAD-MARK" in user and "TAIL-MARK" in user  # head and tail of the paper kept

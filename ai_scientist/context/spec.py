@@ -72,6 +72,21 @@ LAYERS: dict[str, Layer] = {
         # -- what this call is about (operation, stage, the node's idea, the installer step, ...):
         # rendered by phases/_node.j2, last in the prompt so the layers above stay a shared prefix
         _L("node_brief", "user", 92, "head", min_tokens=40, title="This call"),
+        # -- reporting: the paper review (templates in prompt/reporting/)
+        _L("reviewer", "system", 100, template="reporting/review_system.j2", key=None, pinned=True),
+        _L("fewshot", "user", 40, template="reporting/review_fewshot.j2", title="Example reviews"),
+        _L(
+            "paper",
+            "user",
+            90,
+            "head_tail",
+            pinned=True,
+            required=True,
+            min_tokens=800,
+            title="Paper (LaTeX source)",
+        ),
+        _L("review_so_far", "user", 85, template="reporting/review_so_far.j2", title="Your review so far"),
+        _L("reviews", "user", 85, template="reporting/review_reviews.j2", title="The reviews"),
         # -- ideation (``ai-scientist ideate``; templates in prompt/ideation/)
         _L(
             "topic",
@@ -124,6 +139,12 @@ LAYERS: dict[str, Layer] = {
 _SYS = ["system", "domain", "environment"]
 _TAIL = ["instructions", "response_format"]
 _STABLE = [*_SYS, "task", *_TAIL]
+
+_REVIEW: dict[str, list[str]] = {
+    "review": ["reviewer", "fewshot", "paper", "instructions", "response_format"],
+    "review_reflect": ["reviewer", "paper", "instructions", "response_format", "review_so_far"],
+    "review_meta": ["reviewer", "paper", "instructions", "response_format", "reviews"],
+}
 
 PROMPTS: dict[str, list[str]] = {
     # Phase 0: plan the node (download / install / compile / run), from idea + history
@@ -192,6 +213,9 @@ PROMPTS: dict[str, list[str]] = {
     "stage_summary": ["system", "task", *_TAIL, "stage_summary", "stage_facts", "node_brief"],
     # ideation: draft / search / refine one research idea from a topic (``ai-scientist ideate``)
     "ideation": ["system", "topic", *_TAIL, "previous_ideas", "idea_draft", "literature"],
+    # the paper review (reporting/review.py): a reviewer's first review (with the few-shot examples),
+    # its reflection rounds, the area chair's meta-review; the paper is the shared prefix
+    **_REVIEW,
 }
 
 # The layout before issue 14, kept so bench/prompt_cache.py measures its baseline in the same run
@@ -246,6 +270,7 @@ _LEGACY_PROMPTS: dict[str, list[str]] = {
     ],  # fmt: skip
     "stage_summary": ["system", "task", "stage_summary", "stage_facts", *_LEGACY_TAIL],
     "ideation": ["system", "topic", "previous_ideas", "idea_draft", "literature", *_TAIL],
+    **_REVIEW,  # (built ad hoc before issue 14: their layout is new)
 }
 _LEGACY_ROLES = {"memory": "system", "resource_index": "system"}
 _layout = "stable_first"

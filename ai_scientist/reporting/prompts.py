@@ -1,35 +1,23 @@
-"""Loads the reporting prompt templates from ``prompt/reporting/`` (jinja2).
+"""Loads the reporting prompt templates from ``prompt/reporting/`` (base/templates.py's environment).
 
 Python decides which template and which values; the words live in the files.
 """
 
 from __future__ import annotations
 
-import json
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import jinja2
+from ..base.templates import render as _render
 
+# the LaTeX templates (copied, not rendered) live here; the prompt templates are found through
+# base/templates.py like every other prompt, so ``AI_SCIENTIST_PROMPT_DIR`` overrides them too
 PROMPT_DIR = Path(__file__).resolve().parents[1] / "prompt" / "reporting"
-
-
-@lru_cache(maxsize=1)
-def _env() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(PROMPT_DIR)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-    env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False)
-    return env
 
 
 def render(name: str, **values: Any) -> str:
     """Render ``prompt/reporting/<name>``; a missing variable is an error, not blank text."""
-    return _env().get_template(name).render(**values).strip() + "\n"
+    return _render(f"reporting/{name}", **values) + "\n"
 
 
 def messages(system_template: str, user_template: str, **values: Any) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import RunPaths
 from ..context.tokens import counter_for
+from ..llm.prompting import Prompter, ask
 from ..llm.types import CallContext, LLMError
 from . import prompts
 from .errors import StepFailed, StepSkipped
@@ -55,7 +56,9 @@ REVIEW_SCHEMA: dict[str, Any] = {
     "required": ["summary", *_LISTS, "ethical_concerns", *SCORES, "decision"],
     "additionalProperties": False,
 }
-PAPER_CHARS = 40_000
+# read at most this much of paper.tex (a guard against a runaway file); what a prompt shows of it is
+# decided by the budget: the ``paper`` layer keeps its head and tail (context.spec)
+PAPER_CHARS = 2_000_000
 
 
 def check_review(review: Any) -> list[str]:
@@ -79,6 +82,13 @@ def check_review(review: Any) -> list[str]:
     return problems
 
 
+_PROMPTS = {
+    "review_user.j2": "review",
+    "review_reflect_user.j2": "review_reflect",
+    "review_meta_user.j2": "review_meta",
+}
+
+
 def _ask(
     client: LLMClient,
     template: str,
@@ -86,10 +96,14 @@ def _ask(
     values: dict,
     ledger: list | None = None,
     models: set | None = None,
+    prompter: Prompter | None = None,
 ) -> dict[str, Any]:
-    msgs = prompts.messages("review_system.j2", template, **{"fewshot": [], **values})
+    """One review call, through the run's one prompt path (llm.prompting.ask): the prompt
+    ``review`` / ``review_reflect`` / ``review_meta`` of the layer table, under the budget."""
+    prompter = prompter or _prompter(getattr(client, "cfg", None), client)
+    v = {**values, "instructions": prompts.render(template)}
     ctx = CallContext(node_id="run", phase="review", label=label, ledger=list(ledger or []))
-    result = client.complete(msgs, role="review", ctx=ctx, schema=REVIEW_SCHEMA)
+    result = ask(client, prompter, _PROMPTS[template], v, role="review", ctx=ctx, schema=REVIEW_SCHEMA)
     if models is not None and getattr(result, "model", ""):
         models.add(result.model)
     review = result.parsed
@@ -99,6 +113,15 @@ def _ask(
     return review
 
 
+def _prompter(cfg: Config | None, client: LLMClient) -> Prompter:
+    """The assembler of the review prompts: the run's budget and the review model's counter."""
+    if cfg is None:
+        from ..base.config import Config
+
+        cfg = Config()
+    return Prompter(cfg, client)
+
+
 def one_review(
     client: LLMClient,
     paper: str,
@@ -106,16 +129,22 @@ def one_review(
     reflections: int,
     fewshot: FewShot | None = None,
     models: set | None = None,
+    prompter: Prompter | None = None,
 ) -> dict[str, Any]:
     """One reviewer: a first review (with the few-shot examples, if any) and ``reflections``
     rounds of self-critique."""
     fs = fewshot or FewShot()
     values: dict[str, Any] = {"paper": paper, "fewshot": fs.examples}
-    review = _ask(client, "review_user.j2", f"review_{index}", values, fs.ledger, models)
+    review = _ask(client, "review_user.j2", f"review_{index}", values, fs.ledger, models, prompter)
     for r in range(reflections):
-        values = {"paper": paper, "review": review, "round": r + 1, "rounds": reflections}
+        values = {"paper": paper, "review_so_far": review}
         review = _ask(
-            client, "review_reflect_user.j2", f"review_{index}_reflect_{r + 1}", values, models=models
+            client,
+            "review_reflect_user.j2",
+            f"review_{index}_reflect_{r + 1}",
+            values,
+            models=models,
+            prompter=prompter,
         )
     return review
 
@@ -134,17 +163,23 @@ def review_paper(run_dir: Path, cfg: Config, client: LLMClient) -> dict[str, Any
     if rcfg.num_reviews == 0:
         raise StepSkipped("report.num_reviews is 0")
     fewshot = _fewshot(cfg, client)
+    prompter = _prompter(cfg, client)
     models: set[str] = set()
     reviews, errors = [], []
     for i in range(1, rcfg.num_reviews + 1):
         try:
-            reviews.append(one_review(client, paper, i, rcfg.num_reflections, fewshot, models))
+            reviews.append(one_review(client, paper, i, rcfg.num_reflections, fewshot, models, prompter))
         except LLMError as exc:
             errors.append(f"reviewer {i}: {exc}")
     if not reviews:
         raise StepFailed(f"every reviewer failed: {'; '.join(errors)}")
     meta = _ask(
-        client, "review_meta_user.j2", "meta_review", {"paper": paper, "reviews": reviews}, models=models
+        client,
+        "review_meta_user.j2",
+        "meta_review",
+        {"paper": paper, "reviews": reviews},
+        models=models,
+        prompter=prompter,
     )
     result: dict[str, Any] = {
         "reviewer": {
