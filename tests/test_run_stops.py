@@ -255,9 +255,12 @@ def test_exit_3_ends_with_outcome_reason_and_next_command(
     code, run_dir, _ = start_run(tmp_path, responder=ExampleResponder(always_buggy=True))
     assert code == 3
     reason = next(e["reason"] for e in events(run_dir) if e["type"] == "run_result")
-    last = capsys.readouterr().err.strip().splitlines()[-2:]
-    assert last[0] == f"run finished without a working experiment (exit 3): {reason}", last
-    assert last[1].startswith(f"next: ai-scientist logs {run_dir} nodes"), last
+    lines = capsys.readouterr().err.strip().splitlines()
+    # head, then what each stage produced (tests/test_run_outcome.py checks those lines), then next
+    head = max(i for i, line in enumerate(lines) if line.startswith("run finished without"))
+    assert lines[head] == f"run finished without a working experiment (exit 3): {reason}", lines[head:]
+    assert all(line.startswith("  stage ") for line in lines[head + 1 : -1]), lines[head:]
+    assert lines[-1].startswith(f"next: ai-scientist logs {run_dir} nodes"), lines[head:]
 
 
 @pytest.mark.slow

@@ -11,39 +11,88 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ..base.errors import EXIT_INTERRUPTED, EXIT_NO_WORKING_EXPERIMENT, EXIT_OK
-from ..base.fileio import read_json
+from ..base.fileio import read_json, read_jsonl
 from ..base.paths import RunPaths
 
 if TYPE_CHECKING:
     from ..base.run import Run
 
 
-def _metric(run_dir: Path, node_id: str) -> str:
+def _metric(run_dir: Path, node_id: str, stage: int | None = None) -> str:
     node = read_json(RunPaths(run_dir).node(node_id).node_json, default={}) or {}
     metric = node.get("metric") or {}
     value = metric.get("value")
-    if not isinstance(value, (int, float)):
-        return node_id
-    return f"{node_id} {metric.get('name', 'metric')}={value:.4g}"
+    text = node_id
+    if isinstance(value, (int, float)):
+        text += f" {metric.get('name', 'metric')}={value:.4g}"
+    origin = node.get("stage")
+    if stage is not None and isinstance(origin, int) and origin != stage:
+        text += f" (kept from stage {origin})"  # no node of this stage beat it
+    return text
+
+
+def _stage_counts(paths: RunPaths) -> dict[int, dict[str, int]]:
+    """Per stage: the search nodes (seed re-runs excluded) by status, from the journal's latest
+    record of each node."""
+    latest: dict[str, dict] = {}
+    for rec in read_jsonl(paths.journal):
+        node = rec.get("node") if isinstance(rec, dict) else None
+        if isinstance(node, dict) and isinstance(node.get("id"), str):
+            latest[node["id"]] = node
+    counts: dict[int, dict[str, int]] = {}
+    for node in latest.values():
+        stage = node.get("stage")
+        if node.get("operation") == "seed_eval" or not isinstance(stage, int):
+            continue
+        c = counts.setdefault(stage, {"nodes": 0, "good": 0, "buggy": 0})
+        c["nodes"] += 1
+        if node.get("status") in ("good", "buggy"):
+            c[node["status"]] += 1
+    return counts
+
+
+def _seeds_note(info: dict) -> str:
+    seeds = info.get("seeds") or {}
+    agg = seeds.get("aggregate") if isinstance(seeds, dict) else None
+    if not (isinstance(agg, dict) and isinstance(agg.get("mean"), (int, float))):
+        return ""
+    err = agg.get("stderr")
+    return f" (over {agg.get('n', '?')} seeds: mean {agg['mean']:.4g}" + (
+        f" ± {err:.2g} s.e.)" if isinstance(err, (int, float)) else ")"
+    )
+
+
+def best_node(run: Run) -> str | None:
+    """The best node of the last stage that has one (what ``logs inspect`` should show first)."""
+    stages = run.state.get("stages") or {}
+    for stage in sorted(stages, key=int, reverse=True):
+        best = ((stages[stage] or {}).get("best") or {}).get("node_id")
+        if best:
+            return str(best)
+    return None
 
 
 def produced_lines(run: Run) -> list[str]:
-    """What the run produced: best node per stage, figures, paper, review score."""
+    """What the run produced, read from its directory: per stage the nodes that worked and the best
+    node with its metric (and seed re-runs), the figures, the paper PDF, the review score."""
     run_dir = Path(run.dir)
     paths = RunPaths(run_dir)
     lines = []
-    for stage, info in sorted((run.state.get("stages") or {}).items(), key=lambda kv: int(kv[0])):
-        best = ((info or {}).get("best") or {}).get("node_id")
+    stages = {int(k): (v or {}) for k, v in (run.state.get("stages") or {}).items()}
+    counts = _stage_counts(paths)
+    for stage in sorted(set(stages) | set(counts)):
+        c = counts.get(stage, {"nodes": 0, "good": 0, "buggy": 0})
+        worked = f"{c['good']} of {c['nodes']} nodes worked"
+        if c["buggy"]:
+            worked += f", {c['buggy']} buggy"
+        info = stages.get(stage, {})
+        best = (info.get("best") or {}).get("node_id")
         if best:
-            seeds = (info or {}).get("seeds") or {}
-            agg = seeds.get("aggregate") if isinstance(seeds, dict) else None
-            extra = ""
-            if isinstance(agg, dict) and isinstance(agg.get("mean"), (int, float)):
-                err = agg.get("stderr")
-                extra = f" (over {agg.get('n', '?')} seeds: mean {agg['mean']:.4g}" + (
-                    f" ± {err:.2g} s.e.)" if isinstance(err, (int, float)) else ")"
-                )
-            lines.append(f"  stage {stage} best: {_metric(run_dir, best)}{extra}")
+            lines.append(
+                f"  stage {stage}: {worked}; best {_metric(run_dir, best, stage)}{_seeds_note(info)}"
+            )
+        else:
+            lines.append(f"  stage {stage}: {worked}; no best node")
     figures = sorted(p.name for p in paths.figures.glob("*.png")) if paths.figures.is_dir() else []
     if figures:
         lines.append(f"  figures: {len(figures)} in {paths.figures}")
@@ -56,6 +105,9 @@ def produced_lines(run: Run) -> list[str]:
         decision = review.get("decision")
         score = f"overall {overall:.3g}/10" if isinstance(overall, (int, float)) else "no score"
         lines.append(f"  review: {score}" + (f", decision {decision}" if decision else ""))
+    best = best_node(run)
+    if best:
+        lines.append(f"  inspect the best node: ai-scientist logs {run_dir} inspect {best}")
     return lines
 
 
