@@ -1,12 +1,23 @@
-"""Start-up overhead of each sandbox backend against a bare ``/usr/bin/python3 -c pass``.
+"""Cost of one experiment per sandbox backend against a bare ``/usr/bin/python3`` start.
 
-    python bench/executor.py [--n 20] [--write docs/benchmarks.md]
+    python bench/executor.py [--n 30] [--variety-n 5] [--write docs/benchmarks.md]
 
-Every figure is measured in the same run: the bare interpreter start (plain
-``subprocess.run``), then ``python3 -c pass`` through each usable backend
-(median and p90 wall time, ratio to bare), and for Docker a fresh container
-per command versus one reused container (``exec``). ``--write`` replaces only
-the "## Execution" section of the benchmarks page.
+Every figure is measured in the same run, interleaved (bare, then each backend, round after
+round), so a change of load on the machine hits the baseline and the backends alike:
+
+1. **Trivial command**: ``python3 -c pass`` bare (plain ``subprocess.run``) and through each
+   usable backend: median and p90 wall time, ratio to bare, and the CPU time one command costs
+   (the orchestrator's own plus its reaped children's: supervision, sandbox set-up, the
+   interpreter; not measurable for docker, whose processes are the daemon's); then the same
+   command in a node whose install prefix holds 3,000 files (what a node's later commands pay
+   for the ownership of its workspace and prefix).
+2. **Realistic variety**: commands that sleep or compute for 0.05 s, 0.5 s and 2 s, bare and
+   through each backend: the supervision overhead (backend median minus bare median) stays
+   flat when the command runs longer (no polling that grows with the run time).
+
+Docker (a fresh container per command, and one reused container) is measured when a daemon
+answers, and skipped with the reason otherwise. ``--write`` replaces only the
+"## Execution" section of the benchmarks page.
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ import argparse
 import os
 import platform
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -26,84 +38,143 @@ from ai_scientist.base.config import load_config
 from ai_scientist.execution import Limits, SandboxError, make_executor
 
 PY = "/usr/bin/python3"
+TRIVIAL = [PY, "-c", "pass"]
+DURATIONS = (0.05, 0.5, 2.0)
+SLEEP = "import time; time.sleep({d})"
+COMPUTE = "import time\nt = time.process_time() + {d}\nwhile time.process_time() < t: pass"
+PREFIX_DIRS, PREFIX_FILES = 100, 30
+VARIANTS = [
+    ("subprocess", "subprocess", {}),
+    ("bwrap", "bwrap", {}),
+    ("docker, fresh container", "docker", {"exec.docker_reuse_container": "false"}),
+    ("docker, reused container", "docker", {"exec.docker_reuse_container": "true"}),
+]
 
 
-def _stats(samples: list[float]) -> tuple[float, float]:
+def _cpu() -> float:
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+class Runner:
+    """One way to run a command (bare or a backend): wall and CPU time of each run."""
+
+    def __init__(self, label: str, executor=None, cpu_visible: bool = True):
+        self.label, self.executor, self.cpu_visible = label, executor, cpu_visible
+        self.wall: dict[str, list[float]] = {}
+        self.cpu: dict[str, list[float]] = {}
+
+    def run(self, key: str, argv: list[str], ws: Path, prefix: Path | None = None) -> None:
+        t, c = time.perf_counter(), _cpu()
+        if self.executor is None:
+            subprocess.run(argv, check=True, cwd=ws)
+        else:
+            r = self.executor.run(argv, workspace=ws, limits=Limits(timeout_s=60), install_dir=prefix)
+            if not r.ok:
+                raise RuntimeError(f"{self.label}: {r.summary()} {r.stderr[-300:]}")
+        self.wall.setdefault(key, []).append(time.perf_counter() - t)
+        self.cpu.setdefault(key, []).append(_cpu() - c)
+
+
+def _med(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+def _p90(samples: list[float]) -> float:
     s = sorted(samples)
-    return statistics.median(s) * 1000, s[min(len(s) - 1, int(len(s) * 0.9))] * 1000
-
-
-def bare(n: int) -> list[float]:
-    out = []
-    for _ in range(n):
-        t = time.perf_counter()
-        subprocess.run([PY, "-c", "pass"], check=True)
-        out.append(time.perf_counter() - t)
-    return out
-
-
-def through(executor, ws: Path, n: int) -> list[float]:
-    lim = Limits(timeout_s=60)
-    executor.run([PY, "-c", "pass"], workspace=ws, limits=lim)  # warm-up (image cache, reused container)
-    out = []
-    for _ in range(n):
-        t = time.perf_counter()
-        r = executor.run([PY, "-c", "pass"], workspace=ws, limits=lim)
-        out.append(time.perf_counter() - t)
-        if not r.ok:
-            raise RuntimeError(f"{executor.name}: {r.summary()} {r.stderr[-300:]}")
-    return out
+    return s[min(len(s) - 1, int(len(s) * 0.9))] * 1000
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=20)
+    ap.add_argument("--n", type=int, default=30, help="trivial commands per backend")
+    ap.add_argument("--variety-n", type=int, default=5, help="runs of each variety command (0: skip)")
     ap.add_argument("--write", default=None, help="benchmarks page to update (Execution section only)")
     args = ap.parse_args()
-    ws = Path(tempfile.mkdtemp(prefix="ai-sci-bench-", dir="/tmp"))
-    ws.chmod(0o755)
-    rows, notes = [], []
-    base_med, base_p90 = _stats(bare(args.n))
-    rows.append(("bare `python3 -c pass`", base_med, base_p90, 1.0))
-    variants = [
-        ("subprocess", "subprocess", {}),
-        ("bwrap", "bwrap", {}),
-        ("docker, fresh container", "docker", {"exec.docker_reuse_container": "false"}),
-        ("docker, reused container", "docker", {"exec.docker_reuse_container": "true"}),
-    ]
-    for label, backend, sets in variants:
+    top = Path(tempfile.mkdtemp(prefix="ai-sci-bench-", dir="/tmp"))
+    top.chmod(0o755)
+    ws, prefix = top / "workspace", top / "env"  # as nodes/<id>/workspace and nodes/<id>/env
+    ws.mkdir()
+    # the node's install prefix as a pip install leaves it: 3,000 files
+    for i in range(PREFIX_DIRS):
+        (prefix / f"pkg{i}").mkdir(parents=True)
+        for j in range(PREFIX_FILES):
+            (prefix / f"pkg{i}" / f"m{j}.py").write_text("x = 1\n")
+    runners, notes = [Runner("bare `python3 -c pass`")], []
+    for label, backend, sets in VARIANTS:
         cfg = load_config(overrides=[f"{k}={v}" for k, v in sets.items()])
         try:
             ex = make_executor(cfg, backend)
+            ex.run(TRIVIAL, workspace=ws, limits=Limits(timeout_s=60))  # warm-up (image, container)
         except SandboxError as exc:
-            notes.append(f"{label}: not measured ({str(exc)[:120]})")
+            notes.append(f"{label}: not measured ({str(exc)[:160]})")
             continue
-        try:
-            med, p90 = _stats(through(ex, ws, args.n))
-        finally:
-            ex.close()
-        rows.append((label, med, p90, med / base_med))
-    shutil.rmtree(ws, ignore_errors=True)
-    text = render(rows, notes, args.n)
+        runners.append(Runner(label, ex, cpu_visible=backend != "docker"))
+    load_before = os.getloadavg()[0]
+    try:
+        for _ in range(args.n):
+            for r in runners:
+                r.run("trivial", TRIVIAL, ws)
+                if r.executor is not None:
+                    r.run("prefix", TRIVIAL, ws, prefix)
+        for d in DURATIONS if args.variety_n else ():
+            for kind, code in (("sleep", SLEEP), ("compute", COMPUTE)):
+                for _ in range(args.variety_n):
+                    for r in runners:
+                        r.run(f"{kind} {d:g} s", [PY, "-c", code.format(d=d)], ws)
+    finally:
+        for r in runners:
+            if r.executor is not None:
+                r.executor.close()
+        shutil.rmtree(top, ignore_errors=True)
+    text = render(runners, notes, args, (load_before, os.getloadavg()[0]))
     print(text)
     if args.write:
         write_section(Path(args.write), text)
 
 
-def render(rows, notes, n: int) -> str:
+def render(runners: list[Runner], notes: list[str], args, load: tuple[float, float]) -> str:
+    bare = runners[0]
+    base = _med(bare.wall["trivial"])
     lines = [
         "## Execution",
         "",
-        f"`python bench/executor.py --n {n}` on {platform.machine()}, {os.cpu_count()} CPU(s), "
-        f"kernel {platform.release()}; one `{PY} -c pass` per command, {n} runs each after one warm-up, "
-        "all in the same process and run. Overhead = backend median / bare median. "
-        "The docker figures include the SDK's HTTP round trips (create / start / wait / remove, or "
-        "exec create / start / inspect plus the `kill -9 -1` sweep for a reused container).",
+        f"`python bench/executor.py --n {args.n} --variety-n {args.variety_n}` on {platform.machine()}, "
+        f"{os.cpu_count()} CPU(s), kernel {platform.release()}, load average {load[0]:.1f} before and "
+        f"{load[1]:.1f} after; every figure from the same run, bare and backends interleaved round "
+        f"after round. Trivial command: `{PY} -c pass`, {args.n} runs each after one warm-up; "
+        "x bare = backend median / bare median; CPU = the orchestrator's CPU time plus its reaped "
+        "children's, per command (docker's processes are the daemon's: not visible). The "
+        f"install-prefix rows run the same command in a node whose prefix holds {PREFIX_DIRS * PREFIX_FILES:,} "
+        "files (the ownership of the workspace and prefix is a node's set-up), x bare against the same bare median.",
         "",
-        "| how | median ms | p90 ms | x bare |",
-        "|---|---|---|---|",
+        "| how | median ms | p90 ms | x bare | CPU ms |",
+        "|---|---|---|---|---|",
     ]
-    lines += [f"| {label} | {med:.1f} | {p90:.1f} | {ratio:.1f} |" for label, med, p90, ratio in rows]
+    for key, suffix in (("trivial", ""), ("prefix", ", node with a 3,000-file install prefix")):
+        for r in runners:
+            if key not in r.wall:
+                continue
+            w, c = r.wall[key], r.cpu[key]
+            cpu = f"{_med(c):.1f}" if r.cpu_visible else "n/a"
+            lines.append(
+                f"| {r.label}{suffix} | {_med(w):.1f} | {_p90(w):.1f} | {_med(w) / base:.2f} | {cpu} |"
+            )
+    keys = [k for k in bare.wall if k != "trivial"]
+    if keys:
+        lines += [
+            "",
+            f"Realistic variety: commands that sleep or compute (busy loop on CPU time) for the given "
+            f"time, {args.variety_n} runs each; overhead = backend median - bare median of the same "
+            "command, in ms (x = ratio of the medians).",
+            "",
+            "| command | bare ms | " + " | ".join(f"{r.label} overhead" for r in runners[1:]) + " |",
+            "|---|---|" + "---|" * (len(runners) - 1),
+        ]
+        for k in keys:
+            b = _med(bare.wall[k])
+            cells = [f"{_med(r.wall[k]) - b:+.1f} (x{_med(r.wall[k]) / b:.2f})" for r in runners[1:]]
+            lines.append(f"| {k} | {b:.1f} | " + " | ".join(cells) + " |")
     if notes:
         lines += [""] + [f"- {n_}" for n_ in notes]
     return "\n".join(lines) + "\n"
