@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.errors import UsageError
 from ..base.fileio import read_json, read_jsonl
-from ..base.paths import RunPaths, file_number
+from ..base.paths import PLAN_FILE, RunPaths, file_number
 from ..promptlog.record import call_counts, list_records, read_records
 from ..promptlog.render import content_text as _content_text
 from ..promptlog.render import ledger_lines, record_sections, response_lines
@@ -171,6 +171,9 @@ def cmd_inspect(run: Path, args: argparse.Namespace, full: bool) -> int:
         head.append(f"error: {node['error']}")
     if node.get("summary"):
         head.append(f"summary: {node['summary']}")
+    plan = _plan(run, nid)
+    if plan is not None:
+        head.append(_plan_line(plan))
     if state is None:
         head.append("state: (no state.md written for this node)")
     else:
@@ -178,9 +181,27 @@ def cmd_inspect(run: Path, args: argparse.Namespace, full: bool) -> int:
             "full state" if full or len(state) <= INSPECT_TAIL_CHARS else f"last {INSPECT_TAIL_CHARS} chars"
         )
         head += [f"state: {len(state)} chars ({what})", "-" * 60, shown or ""]
-    data = {"node": node, "state_chars": None if state is None else len(state), **counts}
+    data = {"node": node, "plan": plan, "state_chars": None if state is None else len(state), **counts}
     data["state" if full else "state_tail"] = shown
     return _emit(args, data, "\n".join(head))
+
+
+def _plan(run: Path, node_id: str) -> dict[str, Any] | None:
+    """The node's plan.json (plan_source says whence: own call, merged into the code answer, parent)."""
+    try:
+        plan = read_json(RunPaths(run).node(node_id).file(PLAN_FILE))
+    except ValueError:
+        return None
+    return plan if isinstance(plan, dict) else None
+
+
+def _plan_line(plan: dict[str, Any]) -> str:
+    deps = plan.get("dependencies") or {}
+    dep_text = ", ".join(f"{k}: {' '.join(v)}" for k, v in deps.items() if v) or "none"
+    return (
+        f"plan ({plan.get('plan_source', 'own')}): {plan.get('goal_summary', '')}\n"
+        f"  strategy: {plan.get('implementation_strategy', '')}\n  dependencies: {dep_text}"
+    )
 
 
 def cmd_path(run: Path, args: argparse.Namespace) -> int:

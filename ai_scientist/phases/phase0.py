@@ -1,7 +1,13 @@
 """Phase 0: a JSON plan for the node (goal, strategy, dependencies, guidance per phase).
 
-Debug children reuse their parent's plan when ``agent.debug_reuses_parent_plan``
-is set (the choice is recorded as an event); seed re-runs always reuse it.
+Where a node's plan comes from is saved in ``plan.json`` as ``plan_source``:
+
+- ``own``: a planning call of its own (drafts; every node when ``agent.merge_calls`` is off);
+- ``merged`` (``agent.merge_calls``, the default, for improve / tune / ablate children and debug
+  children that do not reuse the parent's plan): no planning call; the child's code answer carries
+  the plan fields (``schemas.MERGED_CODE_SCHEMA``) and phase 0 saves them (event ``plan_merged``);
+- ``parent``: the parent's plan reused (seed re-runs always; debug children when
+  ``agent.debug_reuses_parent_plan``), recorded as the event ``plan_reused``.
 """
 
 from __future__ import annotations
@@ -10,7 +16,9 @@ from ..base.paths import CODE_FILE, PLAN_FILE, REVIEW_FILE
 from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed, code_text, parent_file, short_json
 from .checkpoint import checkpoint
-from .schemas import PLAN_SCHEMA, validate_plan
+from .schemas import PLAN_FIELDS, PLAN_SCHEMA, validate_plan
+
+MERGE_OPERATIONS = ("improve", "tune", "ablate", "debug")
 
 
 def _stage_inputs(ctx: NodeContext) -> dict[str, str]:
@@ -29,20 +37,46 @@ def _stage_inputs(ctx: NodeContext) -> dict[str, str]:
     return values
 
 
-def run_phase0(ctx: NodeContext) -> dict:
-    """Produce (or reuse) the node's plan and save it as ``plan.json``."""
-    return checkpoint(ctx, "phase0", PLAN_FILE, lambda: _plan(ctx))
+def run_phase0(ctx: NodeContext, merged_answer: dict | None = None) -> dict:
+    """Produce (or reuse) the node's plan and save it as ``plan.json``; with ``merged_answer``
+    (a code answer with the plan fields, see :func:`merges_plan`) the plan is taken from it."""
+    return checkpoint(ctx, "phase0", PLAN_FILE, lambda: _plan(ctx, merged_answer))
 
 
-def _plan(ctx: NodeContext) -> dict:
-    reuse = ctx.node.operation == "seed_eval" or (
+def _reuses_parent_plan(ctx: NodeContext) -> bool:
+    return ctx.node.operation == "seed_eval" or (
         ctx.node.operation == "debug" and ctx.cfg.agent.debug_reuses_parent_plan
     )
-    plan = parent_file(ctx, PLAN_FILE) if reuse else None
+
+
+def merges_plan(ctx: NodeContext) -> bool:
+    """True when this node's plan comes inside its code answer (no planning call of its own):
+    ``agent.merge_calls`` is on and the node is a child (not a draft, not a seed re-run, not a debug
+    child reusing its parent's plan) whose parent has a plan to start from."""
+    return (
+        ctx.cfg.agent.merge_calls
+        and ctx.parent is not None
+        and ctx.node.operation in MERGE_OPERATIONS
+        and not _reuses_parent_plan(ctx)
+        and parent_file(ctx, PLAN_FILE) is not None
+    )
+
+
+def plan_from_answer(answer: dict) -> dict:
+    """The plan part of a merged code answer."""
+    return {k: answer[k] for k in PLAN_FIELDS if k in answer}
+
+
+def _plan(ctx: NodeContext, merged_answer: dict | None = None) -> dict:
+    if merged_answer is not None:
+        ctx.run.event("plan_merged", node_id=ctx.node.id, operation=ctx.node.operation)
+        return {**plan_from_answer(merged_answer), "plan_source": "merged"}
+    plan = parent_file(ctx, PLAN_FILE) if _reuses_parent_plan(ctx) else None
     if plan is not None:
         ctx.run.event(
             "plan_reused", node_id=ctx.node.id, parent_id=ctx.parent.id, operation=ctx.node.operation
         )
+        plan = {**plan, "plan_source": "parent"}
     else:
         try:
             result = ctx.ask(
@@ -55,5 +89,5 @@ def _plan(ctx: NodeContext) -> dict:
             )
         except LLMError as exc:
             raise PhaseFailed("phase0", f"no valid plan: {exc}") from exc
-        plan = result.parsed
+        plan = {**result.parsed, "plan_source": "own"}
     return plan

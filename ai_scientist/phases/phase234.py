@@ -20,9 +20,11 @@ from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed, code_text, parent_file, short_json
 from .checkpoint import checkpoint
 from .execution import run_command
-from .schemas import CODE_SCHEMA, METRICS_PARSER_SCHEMA, validate_code
+from .schemas import CODE_SCHEMA, MERGED_CODE_SCHEMA, METRICS_PARSER_SCHEMA, validate_code, validate_plan
 
 MAX_METRICS_BYTES = 10_000_000
+# metrics_source of a run whose metrics the execution review's answer carries (agent.merge_calls)
+METRICS_FROM_REVIEW = "review"
 
 
 def _values(ctx: NodeContext, plan: dict) -> dict[str, str]:
@@ -57,12 +59,22 @@ def _values(ctx: NodeContext, plan: dict) -> dict[str, str]:
     return values
 
 
-def generate_code(ctx: NodeContext, plan: dict) -> dict:
-    """Phase 2: ask for the files/build/run answer (validated against the environment)."""
-    return checkpoint(ctx, "phase2", ANSWER_FILE, lambda: _code(ctx, plan))
+def generate_code(ctx: NodeContext, plan: dict, merged: bool = False) -> dict:
+    """Phase 2: ask for the files/build/run answer (validated against the environment).
+
+    ``merged``: the answer also carries the node's plan (``MERGED_CODE_SCHEMA``, label
+    ``code+plan``); ``plan`` is then the parent's, shown as the starting point."""
+    return checkpoint(ctx, "phase2", ANSWER_FILE, lambda: _code(ctx, plan, merged))
 
 
-def _code(ctx: NodeContext, plan: dict) -> dict:
+def _validate_merged(ctx: NodeContext, answer: dict) -> None:
+    validate_plan(answer)
+    # tools the answer's own dependencies add are installed by phase 1 before the build
+    declared = {str(a).strip() for a in (answer.get("dependencies") or {}).get("apt") or []}
+    validate_code(answer, ctx.environment, installed=installed_tools(ctx.dir) | declared)
+
+
+def _code(ctx: NodeContext, plan: dict, merged: bool = False) -> dict:
     if ctx.node.operation == "seed_eval":
         answer = parent_file(ctx, ANSWER_FILE)
         if not answer:
@@ -71,11 +83,13 @@ def _code(ctx: NodeContext, plan: dict) -> dict:
         try:
             answer = ctx.ask(
                 "phase234_code",
-                _values(ctx, plan),
+                {**_values(ctx, plan), "merged_plan": merged},
                 phase="phase2",
-                label="code",
-                schema=CODE_SCHEMA,
-                validator=lambda a: validate_code(a, ctx.environment, installed=installed_tools(ctx.dir)),
+                label="code+plan" if merged else "code",
+                schema=MERGED_CODE_SCHEMA if merged else CODE_SCHEMA,
+                validator=(lambda a: _validate_merged(ctx, a))
+                if merged
+                else (lambda a: validate_code(a, ctx.environment, installed=installed_tools(ctx.dir))),
             ).parsed
         except LLMError as exc:
             raise PhaseFailed("phase2", f"no valid code answer: {exc}") from exc
@@ -165,6 +179,9 @@ def read_metrics(ctx: NodeContext, outputs: list[dict]) -> tuple[list[dict], str
     stdout = "\n".join(o["stdout_tail"] for o in outputs)[-4000:]
     if not stdout.strip():
         return [], "no metrics.json and no output"
+    if ctx.cfg.agent.merge_calls and ctx.node.operation != "seed_eval":
+        # the execution review parses them in the same call (pipeline.review_execution)
+        return [], METRICS_FROM_REVIEW
     try:
         parsed = ctx.ask(
             "metrics_parse",

@@ -11,15 +11,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..base.paths import CODE_FILE, REVIEW_FILE
+from ..base.paths import CODE_FILE, PLAN_FILE, REVIEW_FILE
 from ..context.state import state_op_for
 from ..llm.types import LLMError
-from .base import NodeContext, PhaseFailed, code_text, short_json
+from .base import NodeContext, PhaseFailed, code_text, parent_file, short_json
 from .checkpoint import checkpoint
-from .phase0 import run_phase0
+from .phase0 import merges_plan, run_phase0
 from .phase1 import run_phase1
-from .phase234 import compile_code, generate_code, run_experiment
-from .schemas import REVIEW_SCHEMA
+from .phase234 import METRICS_FROM_REVIEW, compile_code, generate_code, normalise_metrics, run_experiment
+from .schemas import REVIEW_METRICS_SCHEMA, REVIEW_SCHEMA
 
 
 def review_execution(ctx: NodeContext, run_record: dict) -> dict:
@@ -40,14 +40,31 @@ def _review(ctx: NodeContext, run_record: dict) -> dict:
         "operation": ctx.node.operation,
         "stage_name": f"stage {ctx.node.stage}",
     }
+    parse = run_record.get("metrics_source") == METRICS_FROM_REVIEW  # one call for both (merge_calls)
     try:
         review = ctx.ask(
-            "exec_review", values, phase="review", label="exec_review", role="feedback", schema=REVIEW_SCHEMA
+            "exec_review",
+            {**values, "parse_metrics": parse},
+            phase="review",
+            label="exec_review+metrics" if parse else "exec_review",
+            role="feedback",
+            schema=REVIEW_METRICS_SCHEMA if parse else REVIEW_SCHEMA,
         ).parsed
     except LLMError as exc:
         # the review is advice on top of hard evidence (exit codes, metrics): record and go on
         review = {"is_bug": False, "summary": f"review unavailable: {exc}", "error": str(exc)}
     return review
+
+
+def _review_metrics(review: dict) -> list[dict]:
+    """The metrics the execution review parsed from the output (no metrics.json, merge_calls)."""
+    try:
+        metrics = normalise_metrics(review.get("metrics") or [])
+    except (ValueError, TypeError) as exc:
+        raise PhaseFailed("phase4", f"no metrics: the review's metrics are invalid: {exc}") from exc
+    if not metrics:
+        raise PhaseFailed("phase4", f"no metrics.json; the review found none: {review.get('summary', '')}")
+    return metrics
 
 
 def _metric_objects(metrics: list[dict]) -> tuple[Any, list[Any]]:
@@ -60,21 +77,35 @@ def _metric_objects(metrics: list[dict]) -> tuple[Any, list[Any]]:
     return (objs[0] if objs else None), objs
 
 
+def _plan_and_code(ctx: NodeContext) -> tuple[dict, dict]:
+    """Phases 0-2. A child whose plan is merged into its code answer (phase0.merges_plan) makes one
+    call for both: code first (its plan saved as plan.json), then phase 1, which installs only
+    what the parent's inherited prefix lacks (nothing, and no LLM call, when no new dependency)."""
+    if merges_plan(ctx):
+        answer = generate_code(ctx, parent_file(ctx, PLAN_FILE) or {}, merged=True)
+        plan = run_phase0(ctx, merged_answer=answer)
+        run_phase1(ctx, plan)
+        return plan, answer
+    plan = run_phase0(ctx)
+    if ctx.node.operation != "seed_eval":
+        run_phase1(ctx, plan)
+    return plan, generate_code(ctx, plan)
+
+
 def run_node(ctx: NodeContext) -> None:
     """Run (or resume) every phase of ``ctx.node`` and record its final status in the journal."""
     ctx.update(status="running")
     try:
-        plan = run_phase0(ctx)
-        if ctx.node.operation != "seed_eval":
-            run_phase1(ctx, plan)
-        answer = generate_code(ctx, plan)
+        _, answer = _plan_and_code(ctx)
         compile_code(ctx, answer)
         record = run_experiment(ctx, answer)
         if record.get("failure"):
             raise PhaseFailed("phase4", record["failure"] + _tail(record))
-        if not record.get("metrics"):
+        if not record.get("metrics") and record.get("metrics_source") != METRICS_FROM_REVIEW:
             raise PhaseFailed("phase4", f"no metrics: {record.get('metrics_source')}")
         review = review_execution(ctx, record) if ctx.node.operation != "seed_eval" else {}
+        if record.get("metrics_source") == METRICS_FROM_REVIEW:
+            record = {**record, "metrics": _review_metrics(review)}
         if review.get("is_bug"):
             raise PhaseFailed("review", f"execution review found a bug: {review.get('summary', '')}")
         metric, metrics = _metric_objects(record["metrics"])

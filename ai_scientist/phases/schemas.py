@@ -122,6 +122,15 @@ CODE_SCHEMA: dict[str, Any] = {
     "required": ["files", "build", "run"],
 }
 
+# a child's code answer with its plan in it (agent.merge_calls): one call instead of plan + code;
+# the plan fields are PLAN_SCHEMA's, saved as the node's plan.json (plan_source "merged")
+PLAN_FIELDS = tuple(PLAN_SCHEMA["properties"])
+MERGED_CODE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {**PLAN_SCHEMA["properties"], **CODE_SCHEMA["properties"]},
+    "required": [*PLAN_SCHEMA["required"], *CODE_SCHEMA["required"]],
+}
+
 REVIEW_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"is_bug": {"type": "boolean"}, "summary": _text(500)},
@@ -172,6 +181,14 @@ METRICS_PARSER_SCHEMA: dict[str, Any] = {
         }
     },
     "required": ["metrics"],
+}
+
+# the execution review that also parses the metrics (agent.merge_calls, no metrics.json): one call
+# instead of the metrics fallback parser plus the review
+REVIEW_METRICS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {**REVIEW_SCHEMA["properties"], **METRICS_PARSER_SCHEMA["properties"]},
+    "required": [*REVIEW_SCHEMA["required"], *METRICS_PARSER_SCHEMA["required"]],
 }
 
 INTERPRETED = {"python", "python3", "bash", "sh", "shell"}

@@ -96,6 +96,8 @@ class ExampleResponder:
         always_buggy: bool = False,
         hang_at: tuple[str, str, str] | None = None,
         slow_nodes: dict[str, float] | None = None,
+        new_tools: dict[str, str] | None = None,
+        no_metrics_file: Iterable[str] = (),
     ):
         self.buggy_nodes = set(buggy_nodes)
         self.always_buggy = always_buggy
@@ -104,6 +106,11 @@ class ExampleResponder:
         # crash tests: node_id -> seconds its experiment sleeps after touching STARTED
         self.slow_nodes = dict(slow_nodes or {})
         self.hostile = dict(hostile or {})
+        # node_id -> a tool (apt dependency) this node's code answer newly declares; its installer
+        # puts a stub of it in the node's install prefix (phase 1 runs for it)
+        self.new_tools = dict(new_tools or {})
+        # these nodes' experiments print their metrics but write no metrics.json
+        self.no_metrics_file = set(no_metrics_file)
         self.calls: list[tuple[str, str, str]] = []
         self._lock = threading.Lock()
 
@@ -117,7 +124,9 @@ class ExampleResponder:
         kind = self.hostile.get(ctx.node_id)
         if kind and ctx.phase == "phase2":
             return self._hostile(kind)
-        name = "exec_review" if ctx.label == "exec_review" else ctx.phase
+        name = "exec_review" if ctx.label.startswith("exec_review") else ctx.phase
+        if name == "phase2" and schema and "goal_summary" in (schema.get("properties") or {}):
+            return self._with_plan(self._phase2(text, ctx), text, ctx)  # plan merged into the answer
         handler = getattr(self, f"_{name}", None)
         if handler is None:
             return json.dumps(self._generic(schema))
@@ -137,6 +146,11 @@ class ExampleResponder:
         )
 
     def _phase1(self, text: str, ctx: CallContext) -> str:
+        tool = self.new_tools.get(ctx.node_id)
+        if tool and ctx.label == "step1":
+            stub = f"$PREFIX/bin/{tool}"
+            cmd = f'mkdir -p "$PREFIX/bin" && printf \'#!/bin/sh\\n\' > "{stub}" && chmod +x "{stub}"'
+            return json.dumps({"command": cmd, "done": False, "notes": f"install {tool}"})
         return json.dumps({"command": "true", "done": True, "notes": "nothing to install"})
 
     def _phase2(self, text: str, ctx: CallContext) -> str:
@@ -153,19 +167,46 @@ class ExampleResponder:
                 f"import pathlib, time\npathlib.Path('STARTED').touch()\n"
                 f"time.sleep({self.slow_nodes[ctx.node_id]})\n"
             ) + program
+        expected = ["metrics.json"]
+        if ctx.node_id in self.no_metrics_file:
+            program += "\nimport os\nos.remove('metrics.json')\n"
+            expected = []
         return json.dumps(
             {
                 "summary": f"{op}: logistic regression {idea or 'baseline'}",
                 "files": [{"path": "experiment.py", "content": program, "encoding": "utf-8"}],
                 "build": {"language": "python", "commands": []},
-                "run": {"commands": ["/usr/bin/python3 experiment.py"], "expected_outputs": ["metrics.json"]},
+                "run": {"commands": ["/usr/bin/python3 experiment.py"], "expected_outputs": expected},
             }
         )
+
+    def _with_plan(self, code_answer: str, text: str, ctx: CallContext) -> str:
+        """A merged answer (agent.merge_calls): the code answer plus this child's plan fields."""
+        op_m = _OP.search(text)
+        idea_m = _IDEA.search(text)
+        plan = json.loads(self._phase0(text, ctx))
+        plan["goal_summary"] = (
+            f"{op_m.group(1) if op_m else 'change'} the parent's experiment: "
+            f"{idea_m.group(1).strip() if idea_m else 'same settings'}"
+        )
+        tool = self.new_tools.get(ctx.node_id)
+        if tool:
+            plan["dependencies"]["apt"] = [tool]
+        try:
+            answer = json.loads(code_answer)
+        except json.JSONDecodeError:
+            return code_answer  # a hostile answer stays as it is
+        return json.dumps({**plan, **answer} if isinstance(answer, dict) else answer)
 
     def _exec_review(self, text: str, ctx: CallContext) -> str:
         m = re.search(r"val_accuracy=([0-9.]+)", text)
         acc = m.group(1) if m else "unknown"
-        return json.dumps({"is_bug": False, "summary": f"ran cleanly; val_accuracy={acc}"})
+        review: dict[str, Any] = {"is_bug": False, "summary": f"ran cleanly; val_accuracy={acc}"}
+        if ctx.label == "exec_review+metrics":  # no metrics.json: the review reads them from stdout
+            review["metrics"] = (
+                [{"name": "val_accuracy", "value": float(m.group(1)), "direction": "maximize"}] if m else []
+            )
+        return json.dumps(review)
 
     def _ideas(self, text: str, ctx: CallContext) -> str:
         pool = {"tune": TUNE_IDEAS, "ablate": ABLATE_IDEAS}.get(ctx.label, RESEARCH_IDEAS)
