@@ -168,31 +168,77 @@ def test_the_idea_proposer_sees_the_metrics_of_what_was_tried(long_run):
     assert seen >= 2, "the proposer was never shown a tried idea's metric"
 
 
-def test_a_tight_layer_budget_cuts_the_worst_rows_and_the_ledger_says_so(tmp_path):
-    cap = 75
+def test_a_code_prompt_whose_parent_failed_carries_the_parents_error(tmp_path):
+    # both drafts crash, so stage 1 debugs them; the later stages are skipped
     code, run_dir, _ = start_run(
-        tmp_path, *LONGER, f"context.layers.tried_hyperparams.max_tokens={cap}", responder=OneIdeaAtATime()
+        tmp_path,
+        *(f"agent.stages.stage{n}_max_iters=0" for n in (2, 3, 4)),
+        responder=ExampleResponder(buggy_nodes=("n0001", "n0002")),
     )
     assert code == 0
     nodes = journal_nodes(run_dir)
-    cut = 0
+    checked = 0
     for r in prompt_records(run_dir):
-        entry = _ledger(r, "tried_hyperparams")
-        if entry is None or entry["action"] == "dropped":
+        me = nodes.get(r["node_id"])
+        if r["phase"] != "phase2" or me is None or not me["parent_id"]:
             continue
-        assert entry["tokens_after"] <= cap, entry
-        counter = counter_for(r["model"])
-        assert messages_tokens(r["messages"], counter) <= 6000  # context.max_prompt_tokens default
-        if entry["action"] != "truncated":
+        parent = nodes[me["parent_id"]]
+        section = _section(r, "Parent's failure")
+        if parent["status"] != "buggy":
+            assert section is None
             continue
-        cut += 1
-        assert entry["tokens_before"] > cap and "rows" in entry["reason"] and "max_tokens" in entry["reason"]
-        section = _section(r, "Hyper-parameters tried")
-        m = re.search(r"\[\.\.\. (\d+) lower-ranked rows cut \((\d+) total\) \.\.\.\]", section)
-        assert m, section
-        kept = re.findall(r"\| (n\d{4}) \|", section)
-        assert len(kept) + int(m.group(1)) == int(m.group(2))
-        # what survives is the best of what was tried
-        earlier = [nodes[i] for i in kept]
-        _assert_ranked_rows(section, earlier)
-    assert cut >= 1, "no prompt went over the tiny budget: raise the run's length or lower the cap"
+        assert section is not None and section.strip() == parent["error"].strip()
+        assert _ledger(r, "parent_error")["action"] == "kept"
+        checked += 1
+    assert checked >= 1, "the run should debug its buggy first draft"
+
+
+def test_a_tight_layer_budget_cuts_the_worst_rows_and_the_ledger_says_so(tmp_path):
+    # the whole plan at once (a proposer shown a cut table may offer a cut idea again: the repeat
+    # is refused and the stage ends before its third node); caps that leave the best row or so
+    caps = {"tried_hyperparams": 100, "tried_ablations": 90}
+    code, run_dir, _ = start_run(
+        tmp_path, *LONGER, *(f"context.layers.{layer}.max_tokens={cap}" for layer, cap in caps.items())
+    )
+    assert code == 0
+    nodes = journal_nodes(run_dir)
+    cut = {"tried_hyperparams": 0, "tried_ablations": 0}
+    kept_rows = {"tried_hyperparams": 0, "tried_ablations": 0}
+    titles = {"tried_hyperparams": "Hyper-parameters tried", "tried_ablations": "Ablations done"}
+    for r in prompt_records(run_dir):
+        for layer, title in titles.items():
+            entry = _ledger(r, layer)
+            if entry is None or entry["action"] == "dropped":
+                continue
+            cap = caps[layer]
+            assert entry["tokens_after"] <= cap, entry
+            counter = counter_for(r["model"])
+            assert messages_tokens(r["messages"], counter) <= 6000  # context.max_prompt_tokens default
+            if entry["action"] != "truncated":
+                continue
+            cut[layer] += 1
+            assert (
+                entry["tokens_before"] > cap and "rows" in entry["reason"] and "max_tokens" in entry["reason"]
+            )
+            section = _section(r, title)
+            m = re.search(r"\[\.\.\. (\d+) lower-ranked rows cut \((\d+) total\) \.\.\.\]", section)
+            assert m, section
+            kept = re.findall(r"\| (n\d{4}) \|", section)
+            assert len(kept) + int(m.group(1)) == int(m.group(2))
+            _assert_ranked_rows(section, [nodes[i] for i in kept])
+            if r["phase"] == "phase2":  # a node's table: what the stage had tried before it
+                me = nodes[r["node_id"]]
+                earlier = _earlier_idea_nodes(nodes, me["stage"], me["id"])
+                assert int(m.group(2)) == len(earlier)
+                # the survivors are the best of them: every cut good node scores no better
+                cut_good = [n for n in earlier if n["id"] not in kept and n["status"] == "good"]
+                kept_good = [nodes[i] for i in kept if nodes[i]["status"] == "good"]
+
+                def score(n):
+                    return n["metric"]["value"] * (1 if n["metric"]["direction"] == "maximize" else -1)
+
+                if kept_good:  # (a cap may leave the header alone)
+                    assert all(score(c) <= min(map(score, kept_good)) for c in cut_good)
+                kept_rows[layer] += len(kept_good)
+    assert all(cut.values()), f"a layer never went over the tiny budget: {cut}"
+    assert all(kept_rows.values()), f"the cap should leave the best row in some cut table: {kept_rows}"
