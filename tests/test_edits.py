@@ -15,7 +15,15 @@ from ai_scientist.llm.client import LLMClient
 from ai_scientist.llm.cost import CostLedger
 from ai_scientist.llm.scripted_backend import ScriptedBackend
 from ai_scientist.llm.types import CallContext
-from ai_scientist.phases.edits import Edit, EditError, apply_edits, edits_schema, edits_validator
+from ai_scientist.phases.edits import (
+    Edit,
+    EditError,
+    apply_edits,
+    edits_schema,
+    edits_validator,
+    expand_answer,
+    make_edits,
+)
 
 PARENT = {
     "main.py": "import json\n\nEPOCHS = 10\nfor epoch in range(EPOCHS):\n    step()\nprint('done')\n",
@@ -49,7 +57,7 @@ def reference_apply(files: dict[str, str], edits: list[Edit]) -> tuple[dict[str,
             failed.append(k)
             continue
         i, end = hits[0], hits[0] + len(anchor)
-        if e.action == "replace" and text:
+        if e.action == "replace" and e.text:
             content = content[:i] + text + content[end:]
         elif e.action == "replace":  # delete the lines with one of their line breaks
             if end < len(content):
@@ -58,7 +66,7 @@ def reference_apply(files: dict[str, str], edits: list[Edit]) -> tuple[dict[str,
                 content = content[: i - 1]
             else:
                 content = ""
-        elif text:  # insert_after
+        elif e.text:  # insert_after
             content = content[:end] + "\n" + text + content[end:]
         out[e.file] = content
     return out, failed
@@ -115,6 +123,36 @@ def test_replace_then_inverse_restores_the_file(content, data):
     once = apply_edits(files, [Edit("f.py", old, "replace", new)])
     assert once["f.py"].split("\n") == [new if ln == old else ln for ln in lines]
     assert apply_edits(once, [Edit("f.py", new, "replace", old)]) == files
+
+
+@settings(max_examples=300, deadline=None)
+@given(FILE, FILE)
+def test_make_edits_turns_parent_into_child(before, after):
+    try:
+        edits = make_edits({"f.py": before}, {"f.py": after})
+    except EditError:  # only a file of blank lines has nothing to anchor on
+        assert not before.strip()
+        return
+    assert apply_edits({"f.py": before}, edits) == {"f.py": after}
+    assert (edits == []) == (before == after)
+
+
+def test_expand_answer_records_edits_and_resulting_files():
+    answer = {
+        "summary": "fewer epochs",
+        "edits": [{"file": "main.py", "anchor": "EPOCHS = 10", "action": "replace", "text": "EPOCHS = 3"}],
+        "files": [{"path": "extra.py", "content": "X = 1\n"}],
+        "run": {"commands": ["python main.py"]},
+    }
+    full = expand_answer(PARENT, answer)
+    assert full["edits"] == answer["edits"] and full["run"] == answer["run"]
+    assert [f["path"] for f in full["files"]] == ["main.py", "util.py", "extra.py"]
+    assert full["files"][0]["content"] == PARENT["main.py"].replace("EPOCHS = 10", "EPOCHS = 3")
+    assert full["files"][1]["content"] == PARENT["util.py"]
+    plain = {"files": [{"path": "main.py", "content": "print(1)\n"}]}
+    assert expand_answer(PARENT, plain) is plain
+    with pytest.raises(EditError, match="anchor not found"):
+        expand_answer(PARENT, {**answer, "edits": [{**answer["edits"][0], "anchor": "EPOCHS = 11"}]})
 
 
 # ------------------------------------------------------------ messages --

@@ -11,7 +11,7 @@ An edit is ``{"file", "anchor", "action", "text"}``:
     ``replace`` (the anchor's lines become ``text``'s lines; an empty ``text`` deletes them) or
     ``insert_after`` (``text``'s lines go after the anchor's last line);
 ``text``
-    the new lines (one trailing newline is ignored).
+    the new lines (one trailing newline is ignored: ``"\\n"`` is one empty line, ``""`` none).
 
 Edits apply in order, each to the result of the ones before (an anchor may be a line an earlier
 edit wrote). An anchor that does not occur, or occurs more than once, is refused with a message
@@ -60,10 +60,11 @@ class EditError(ValueError):
 
 
 def _lines(text: str) -> list[str]:
-    """The lines of a block: one trailing newline ignored; the empty text has no lines."""
-    if text.endswith("\n"):
-        text = text[:-1]
-    return text.split("\n") if text else []
+    """The lines of a block: one trailing newline ignored; the empty text has no lines (``"\\n"``
+    is one empty line)."""
+    if not text:
+        return []
+    return (text[:-1] if text.endswith("\n") else text).split("\n")
 
 
 def _quote(text: str) -> str:
@@ -231,3 +232,91 @@ def edits_validator(files: dict[str, str]) -> Callable[[Any], dict[str, str]]:
             raise ValueError("edits: " + "; ".join(exc.problems)) from None
 
     return check
+
+
+def _text_of(lines: list[str]) -> str:
+    """The ``text`` of an edit for ``lines`` (a trailing newline, so one empty line survives)."""
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def _unique_window(cur: list[str], a: int, b: int) -> tuple[int, int]:
+    """Grow ``cur[a:b]`` by neighbouring lines until it is a non-blank block occurring once."""
+    while True:
+        block = cur[a:b]
+        if block and any(x.strip() for x in block) and len(find_block(cur, block)) == 1:
+            return a, b
+        if b < len(cur) and (a == 0 or (b - a) % 2 == 0):
+            b += 1
+        elif a > 0:
+            a -= 1
+        else:  # the whole file: unique by definition unless blank
+            return a, b
+
+
+def make_edits(before: dict[str, str], after: dict[str, str]) -> list[Edit]:
+    """Edits that turn ``before[path]`` into ``after[path]`` for every path in both (line diff,
+    bottom-up so each anchor's position is still the parent's; each anchor grown with
+    neighbouring lines until it is unique): ``apply_edits(before, make_edits(before, after))``
+    equals ``before`` updated with those files. Paths only in ``after`` are new files (whole)."""
+    out: list[Edit] = []
+    for path in sorted(set(before) & set(after)):
+        try:
+            out += _file_edits(path, before[path], after[path])
+        except EditError:
+            # a change next to nothing but blank lines: one edit replacing the whole file
+            if not before[path].strip():
+                raise
+            out.append(
+                Edit(path, _text_of(before[path].split("\n")), "replace", _text_of(after[path].split("\n")))
+            )
+    return out
+
+
+def _file_edits(path: str, before: str, after: str) -> list[Edit]:
+    out: list[Edit] = []
+    cur = before.split("\n")
+    new = after.split("\n")
+    ops = difflib.SequenceMatcher(None, cur, new, autojunk=False).get_opcodes()
+    for tag, i1, i2, j1, j2 in reversed(ops):
+        if tag == "equal":
+            continue
+        if i1 == i2 and cur:  # pure insertion: anchor the line before (or the first line)
+            a, b = _unique_window(cur, i1 - 1 if i1 > 0 else 0, i1 if i1 > 0 else 1)
+        else:
+            a, b = _unique_window(cur, i1, i2)
+        if not cur[a:b] or not any(x.strip() for x in cur[a:b]):
+            raise EditError([f"{path!r}: no line to anchor an edit on; give the file whole"])
+        if tag == "insert" and b == i1:
+            edit = Edit(path, _text_of(cur[a:b]), "insert_after", _text_of(new[j1:j2]))
+        else:
+            lo, hi = min(a, i1), max(b, i2)
+            edit = Edit(path, _text_of(cur[lo:hi]), "replace", _text_of(cur[lo:i1] + new[j1:j2] + cur[i2:hi]))
+        out.append(edit)
+        cur = apply_edits({path: "\n".join(cur)}, [edit])[path].split("\n")
+    return out
+
+
+def expand_answer(parent_files: dict[str, str], answer: dict[str, Any]) -> dict[str, Any]:
+    """A code answer with ``edits`` as a whole-files answer: every parent file, edited, plus the
+    answer's own ``files`` (new files, or whole replacements), in the parent's order then the new
+    ones; ``edits`` kept as given, so the node records both. An answer without edits is returned
+    as it is. Raises :class:`EditError` when an edit does not apply."""
+    if not answer.get("edits"):
+        return answer
+    edits, problems = parse_edits(answer["edits"])
+    if problems:
+        raise EditError(problems)
+    edited = apply_edits(parent_files, edits)
+    whole = {f["path"]: f for f in answer.get("files") or [] if isinstance(f, dict) and "path" in f}
+    files = [whole.pop(p, {"path": p, "content": edited[p]}) for p in parent_files]
+    return {**answer, "files": files + list(whole.values())}
+
+
+def text_files(answer: dict[str, Any] | None) -> dict[str, str]:
+    """The UTF-8 files of a code answer (path -> content): what edits can anchor on."""
+    out: dict[str, str] = {}
+    for f in (answer or {}).get("files") or []:
+        if isinstance(f, dict) and isinstance(f.get("path"), str) and isinstance(f.get("content"), str):
+            if f.get("encoding", "utf-8") == "utf-8":
+                out[f["path"]] = f["content"]
+    return out
