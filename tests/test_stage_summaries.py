@@ -21,6 +21,7 @@ from ai_scientist.cli.main import main
 from ai_scientist.reporting import prompts as report_prompts
 from ai_scientist.reporting.writeup import stage_summaries
 from ai_scientist.runloop.stage_summary import render_summary
+from ai_scientist.testing.scripted import ExampleResponder
 
 DRIVER = Path(__file__).parent / "drive_run.py"
 
@@ -137,3 +138,31 @@ def test_a_resume_reads_the_stored_summary_instead_of_asking_again(tmp_path):
     stage3 = [r for r in prompt_records(run_dir) if r["stage"] == "stage3" and r["phase"] == "phase2"]
     carried = render_summary(read_json(RunPaths(run_dir).stage_summary(2)))
     assert stage3 and all(carried in "\n".join(m["content"] for m in r["messages"]) for r in stage3)
+
+
+class NoSummary(ExampleResponder):
+    """Answers every call but the stage summaries, which get text that is no JSON object."""
+
+    def _summary(self, text, ctx):
+        return "I would rather not."
+
+
+def test_a_failed_summary_call_is_recorded_and_the_run_goes_on(tmp_path):
+    code, run_dir, _ = start_run(
+        tmp_path,
+        "agent.stages.stage3_max_iters=0",
+        "agent.stages.stage4_max_iters=0",
+        "llm.max_attempts=1",
+        responder=NoSummary(),
+    )
+    assert code == 0
+    stored = _stored(run_dir)
+    failed = [e for e in events(run_dir) if e["type"] == "stage_summary_failed"]
+    assert sorted(stored) == [e["stage"] for e in failed] == [1, 2, 3, 4]
+    for n, s in stored.items():
+        assert s["summary"] is None and s["error"] == next(e["reason"] for e in failed if e["stage"] == n)
+    # stage 2's code prompts still carry stage 1's headline (from the journal) and why there is no more
+    headline = render_summary(stored[1])
+    assert headline.startswith("### Stage 1 (Initial implementation)") and "(no summary: " in headline
+    stage2 = [r for r in prompt_records(run_dir) if r["stage"] == "stage2" and r["phase"] == "phase2"]
+    assert stage2 and all(headline in "\n".join(m["content"] for m in r["messages"]) for r in stage2)
