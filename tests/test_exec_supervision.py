@@ -157,7 +157,7 @@ def test_both_pipes_are_read_by_one_thread_exactly(workspace):
 def test_uncontained_command_leftovers_are_swept_and_the_pipe_released(workspace):
     marker = f"aisci_marker_{uuid.uuid4().hex}"
     r = process.supervise(
-        ["bash", "-c", f"sleep 300 {marker} & echo started"],
+        ["bash", "-c", f"python3 -c 'import time; time.sleep(300)' {marker} & echo started"],
         cwd=workspace,
         env={"PATH": "/usr/bin:/bin"},
         limits=LIM,
@@ -211,3 +211,19 @@ def test_command_dies_with_a_kill_9d_orchestrator(workspace, backend):
     for p in left:
         p.kill()
     assert left == [], "the command outlived the kill -9'd orchestrator"
+
+
+def test_without_pidfd_an_exit_and_a_timeout_are_still_seen(workspace, monkeypatch):
+    # Linux before 5.3 has no pidfd_open: a thread waiting with WNOWAIT stands in for it
+    def no_pidfd(pid, flags=0):
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(process.os, "pidfd_open", no_pidfd)
+    run = dict(cwd=workspace, env={"PATH": "/usr/bin:/bin"}, backend="test", display_command=["sh"])
+    done = process.supervise(["sh", "-c", "echo out; exit 3"], limits=LIM, **run)
+    assert (done.exit_code, done.stdout, done.killed_by) == (3, "out\n", None)
+    marker = f"aisci_marker_{uuid.uuid4().hex}"
+    lim = Limits(timeout_s=1, memory_mb=512, pids=64)
+    slow = process.supervise(["sh", "-c", "sleep 300; true", marker], limits=lim, **run)
+    assert slow.killed_by == "timeout" and slow.shell_exit_code == 124, slow.summary()
+    assert not [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]

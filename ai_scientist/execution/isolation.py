@@ -213,7 +213,10 @@ def orchestrator_pidfd() -> int:
     setting its death signal, that the orchestrator did not die before (the signal would be lost)."""
     key = f"self-{os.getpid()}"  # a forked copy of the orchestrator checks on itself
     if key not in _own:
-        _own[key] = os.pidfd_open(os.getpid())
+        try:
+            _own[key] = os.pidfd_open(os.getpid())
+        except OSError:  # before Linux 5.3: no check (the death signal still holds once set)
+            _own[key] = -1
     return _own[key]
 
 
@@ -238,7 +241,7 @@ def drop_to_uid(uid: int, parent_pidfd: int, *, capabilities: bool = True) -> No
         _check(_libc.capset(ctypes.byref(header), data), "clear capabilities")
         _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "death signal")
-    if select.select([parent_pidfd], [], [], 0)[0]:
+    if parent_pidfd >= 0 and select.select([parent_pidfd], [], [], 0)[0]:
         os._exit(137)  # the orchestrator died before the death signal was set
 
 

@@ -3,7 +3,7 @@
 Shared by the process-based backends (subprocess, bwrap, apptainer). The child starts in its
 own session (so it leads its own process group). One thread supervises it without busy
 polling: it blocks in ``poll()`` on the two output pipes and a pidfd of the child
-(``pidfd_open``), so an exit or a chunk of output wakes it at once, and the wall-clock
+(``pidfd_open``; before Linux 5.3 a pipe closed by a thread that waits with ``WNOWAIT``), so an exit or a chunk of output wakes it at once, and the wall-clock
 deadline is the poll timeout. Tree samples (memory and process count, and the pids a kill
 must reach) back off: the first after ``FIRST_SAMPLE_S`` (a contained command that ends sooner
 is never sampled), then at doubling intervals up to ``SAMPLE_MAX_S``; between samples the
@@ -29,6 +29,7 @@ import resource
 import select
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -180,6 +181,27 @@ def _is_zombie(pid: int) -> bool:
         return True
 
 
+def _exit_fd(pid: int) -> int:
+    """A descriptor that becomes readable when child ``pid`` exits (it is not reaped): a pidfd,
+    or before Linux 5.3 a pipe closed by a thread that waits with ``WNOWAIT``."""
+    try:
+        return os.pidfd_open(pid)
+    except OSError:
+        pass
+    r, w = os.pipe()
+
+    def wait() -> None:
+        try:
+            os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        except ChildProcessError:
+            pass
+        finally:
+            os.close(w)
+
+    threading.Thread(target=wait, daemon=True, name=f"exit-{pid}").start()
+    return r
+
+
 def _exited(pidfd: int, timeout_s: float = 0.0) -> bool:
     return bool(select.select([pidfd], [], [], timeout_s)[0])
 
@@ -264,7 +286,7 @@ def supervise(
         return ExecResult(
             list(display_command), 127, None, 0.0, "", msg, 0, len(msg), None, None, msg, backend
         )
-    pidfd = os.pidfd_open(proc.pid)
+    pidfd = _exit_fd(proc.pid)
     try:
         try:
             _watch(proc, pidfd, state, limits, out, err, start, enforce_memory, sweep_uid, contained)
