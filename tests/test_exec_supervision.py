@@ -126,7 +126,12 @@ def test_tree_samples_back_off_instead_of_polling(workspace, monkeypatch):
         pytest.skip("no pid namespace here: the tree is scanned instead of walked")
     calls = []
     real_walk = process._walk
-    monkeypatch.setattr(process, "_walk", lambda root: calls.append(time.monotonic()) or real_walk(root))
+
+    def counting_walk(root: int) -> list[int]:
+        calls.append(time.monotonic())
+        return real_walk(root)
+
+    monkeypatch.setattr(process, "_walk", counting_walk)
     r = ex.run(["/usr/bin/python3", "-c", "import time; time.sleep(1.5)"], workspace=workspace, limits=LIM)
     assert r.ok, r.summary() + r.stderr
     assert r.peak_memory_mb  # sampled at least once: the command ran for longer than the first interval
