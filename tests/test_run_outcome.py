@@ -46,7 +46,7 @@ def _expected_stage_lines(run_dir: Path) -> list[str]:
             text += f" (kept from stage {node['stage']})"
         agg = (info.get("seeds") or {}).get("aggregate")
         if agg:
-            text += f" (over {agg['n']} seeds: mean {agg['mean']:.4g}"
+            text += f" (over {agg['n']} seed{'' if agg['n'] == 1 else 's'}: mean {agg['mean']:.4g}"
             text += f" ± {agg['stderr']:.2g} s.e.)" if isinstance(agg.get("stderr"), (int, float)) else ")"
         out.append(text)
     return out

@@ -57,7 +57,8 @@ def _seeds_note(info: dict) -> str:
     if not (isinstance(agg, dict) and isinstance(agg.get("mean"), (int, float))):
         return ""
     err = agg.get("stderr")
-    return f" (over {agg.get('n', '?')} seeds: mean {agg['mean']:.4g}" + (
+    n = agg.get("n", "?")
+    return f" (over {n} seed{'' if n == 1 else 's'}: mean {agg['mean']:.4g}" + (
         f" ± {err:.2g} s.e.)" if isinstance(err, (int, float)) else ")"
     )
 
