@@ -54,6 +54,14 @@ class MultiSeedConfig(_Strict):
     num_seeds: int = Field(2, ge=1, le=100)
 
 
+class PlotsConfig(_Strict):
+    """A working node's own plots: LLM-written plotting code run in the sandbox, then a VLM critique."""
+
+    enabled: bool = True
+    max_figures: int = Field(4, ge=1, le=12)  # figures kept per node (more are rejected, named)
+    critique: bool = True  # the vlm_feedback model critiques the figures (skipped when it has no vision)
+
+
 ROLE_DESCRIPTION_MAX_CHARS = 4000  # a persona paragraph, not a document: it is in every node prompt
 
 
@@ -73,6 +81,7 @@ class AgentConfig(_Strict):
     stages: StagesConfig = StagesConfig()
     search: SearchKnobs = SearchKnobs()
     multi_seed_eval: MultiSeedConfig = MultiSeedConfig()
+    plots: PlotsConfig = PlotsConfig()
     code: RoleConfig = RoleConfig(temperature=0.7, max_tokens=4096)
     feedback: RoleConfig = RoleConfig(temperature=0.2)
     vlm_feedback: RoleConfig = RoleConfig(temperature=0.2)

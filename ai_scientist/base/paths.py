@@ -12,6 +12,7 @@ layout of ARCHITECTURE.md ("Run directory") is written down once::
             paper/ (paper.tex, paper.pdf, writeup.json, s2_cache/)   slurm/ (job folders)
             nodes/<node_id>/  node.json  state.md  plan.json  phase1.json  code_answer.json
                               compile.json  run.json  review.json  metrics.json
+                              plots.json  vlm.json  (the node's figures and their critique)
                               prompt_logs/NNN_<phase>_<label>.json (+ .md)
                               exec/NNN_<phase>_<label>.json  workspace/  env/  plots/
 
@@ -199,6 +200,8 @@ CODE_FILE = "code_answer.json"  # phase 2
 COMPILE_FILE = "compile.json"  # phase 3
 RUN_FILE = "run.json"  # phase 4
 REVIEW_FILE = "review.json"  # execution review (is_bug, summary)
+PLOTS_FILE = "plots.json"  # the node's plotting step: kept figures, rejected ones with the reason
+VLM_FILE = "vlm.json"  # the vision model's critique of the node's figures (or why it was skipped)
 # what the stage showed the node (tried settings, ablation plan, earlier stage summaries), frozen
 # when the node is first scheduled so a resumed node gets the same prompts as before its crash
 STAGE_INPUTS_FILE = "stage_inputs.json"
@@ -209,6 +212,8 @@ NODE_FILES = (
     COMPILE_FILE,
     RUN_FILE,
     REVIEW_FILE,
+    PLOTS_FILE,
+    VLM_FILE,
     STAGE_INPUTS_FILE,
     "node.json",
     "metrics.json",

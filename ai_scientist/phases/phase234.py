@@ -20,6 +20,7 @@ from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed, code_text, parent_file, short_json
 from .checkpoint import checkpoint
 from .execution import run_command
+from .plots import plot_feedback
 from .schemas import CODE_SCHEMA, MERGED_CODE_SCHEMA, METRICS_PARSER_SCHEMA, validate_code, validate_plan
 
 MAX_METRICS_BYTES = 10_000_000
@@ -56,6 +57,9 @@ def _values(ctx: NodeContext, plan: dict) -> dict[str, str]:
             values["time_feedback"] = f"parent run took {run.get('duration_s', 0):.1f} s"
         if ctx.parent.error:  # layer parent_error (stage 3 and debug nodes: why the parent failed)
             values["parent_error"] = ctx.parent.error
+        feedback = plot_feedback(ctx.run.dir, ctx.parent.id)  # the parent's figures and their critique
+        if feedback:
+            values["plot_feedback"] = feedback
     return values
 
 

@@ -1,4 +1,4 @@
-"""One tree node through its phases: plan → install → code → compile → run → review.
+"""One tree node through its phases: plan → install → code → compile → run → review → plots → critique.
 
 Each phase runs through :func:`~.checkpoint.checkpoint`: it saves its artifact and
 adds itself to ``node.phases_done`` (the journal is updated after every phase), so
@@ -19,6 +19,7 @@ from .checkpoint import checkpoint
 from .phase0 import merges_plan, run_phase0
 from .phase1 import run_phase1
 from .phase234 import METRICS_FROM_REVIEW, compile_code, generate_code, normalise_metrics, run_experiment
+from .plots import check_valid, critique_plots, make_plots, wants_plots
 from .schemas import REVIEW_METRICS_SCHEMA, REVIEW_SCHEMA
 
 
@@ -108,6 +109,8 @@ def run_node(ctx: NodeContext) -> None:
             record = {**record, "metrics": _review_metrics(review)}
         if review.get("is_bug"):
             raise PhaseFailed("review", f"execution review found a bug: {review.get('summary', '')}")
+        if wants_plots(ctx):  # the node's figures and their critique (a plotting failure is no bug)
+            check_valid(ctx, critique_plots(ctx, make_plots(ctx, answer, record["metrics"])))
         metric, metrics = _metric_objects(record["metrics"])
         summary = str(review.get("summary") or ctx.node.summary)[:500]
         ctx.update(

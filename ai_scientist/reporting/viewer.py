@@ -1,7 +1,7 @@
 """``ai-scientist view RUN_DIR [--html FILE]``: one self-contained, offline HTML file of a run.
 
 Every stage and node: tree per stage; each node's plan, code, outputs,
-metrics, plots, every LLM call with its layer ledger, memory snapshot and
+metrics, plots with the VLM's critique, every LLM call with its layer ledger, memory snapshot and
 cost. The page has no external reference at all (inline CSS/JS, images as
 data URLs under a size cap). Node content is untrusted LLM output, so the
 data travels as JSON inside ``<script type="application/json">`` (``</``
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.fileio import atomic_write_text, read_json, read_jsonl, regular_file_inside
-from ..base.paths import NodePaths, RunPaths, numbered_files
+from ..base.paths import PLOTS_FILE, VLM_FILE, NodePaths, RunPaths, numbered_files
 from ..base.redact import Redactor, redactor_for
 from .images import image_data_url
 from .runread import RunView, load_run, read_text
@@ -128,6 +128,15 @@ def _outputs(node_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
+def _node_json(node_dir: Path, name: str) -> dict[str, Any]:
+    """A node artifact as a dict ({} when missing, torn or not an object)."""
+    try:
+        data = read_json(NodePaths(node_dir).file(name), default={})
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def _plan(node: dict[str, Any], node_dir: Path, calls: list[dict[str, Any]]) -> str:
     meta = read_json(NodePaths(node_dir).node_json, default={}) or {}
     for source in (meta, node):
@@ -155,7 +164,12 @@ def node_view(
             if p.suffix in CODE_SUFFIXES and len(code) < 10 and regular_file_inside(ws, p):
                 code.append({"name": str(p.relative_to(ws)), "text": read_text(p, TEXT_CAP)})
     calls = _calls(logs, page_dir, cap)
-    plots = [images.url(p) for p in sorted(NodePaths(nd).plots.glob("*.png"))[:MAX_PLOTS_PER_NODE]]
+    plot_rec, vlm_rec = _node_json(nd, PLOTS_FILE), _node_json(nd, VLM_FILE)
+    captions = {str(f.get("file")): str(f.get("caption") or "") for f in plot_rec.get("figures") or []}
+    plots = [
+        {**images.url(p), "caption": captions.get(p.name, "")}
+        for p in sorted(NodePaths(nd).plots.glob("*.png"))[:MAX_PLOTS_PER_NODE]
+    ]
     usage = [c.get("usage") or {} for c in calls]
     return {
         **{k: node.get(k) for k in ("id", "parent_id", "stage", "operation", "status", "metric", "error", "summary", "idea", "seed", "depth", "tree")},
@@ -164,6 +178,9 @@ def node_view(
         "code": code,
         "outputs": _outputs(nd),
         "plots": plots,
+        # the node's plotting step (figures rejected with the reason) and the VLM critique of its figures
+        "plot_step": {k: plot_rec.get(k) for k in ("attempts", "rejected", "error")} if plot_rec else None,
+        "vlm": {k: vlm_rec[k] for k in ("model", "critique", "skipped", "error") if k in vlm_rec} or None,
         "calls": calls,
         "state": read_text(NodePaths(nd).state_md, TEXT_CAP),
         "memory_snapshot": next((c["memory_snapshot"] for c in reversed(calls) if c.get("memory_snapshot")), None),

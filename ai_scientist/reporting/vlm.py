@@ -9,13 +9,13 @@ the step is then skipped with the reason recorded in ``figures/vlm.json``.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_json, read_json
-from ..base.paths import NodePaths, RunPaths
+from ..base.paths import VLM_FILE, NodePaths, RunPaths
 from ..llm.types import CallContext, LLMError
+from ..llm.vision import is_vision_refusal, vision_skip_reason
 from . import prompts
 from .errors import StepSkipped
 from .images import image_part
@@ -26,14 +26,6 @@ if TYPE_CHECKING:
     from ..llm.client import LLMClient
 
 MAX_PLOTS_PER_NODE = 4
-# refusals seen from OpenAI ("image_url is only supported by certain models"), llama.cpp server
-# ("image input is not supported"), vLLM ("is not a multimodal model"), Ollama ("does not support images")
-_NO_VISION = re.compile(
-    r"(image|vision|multimodal|image_url).{0,80}(not supported|unsupported|only supported by|does not support|cannot)"
-    r"|(not support|unsupported|does not support|no support for).{0,40}(image|vision|multimodal)"
-    r"|not a multimodal model",
-    re.I | re.S,
-)
 CRITIQUE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -78,27 +70,6 @@ class NoVision(StepSkipped):
     """The configured model cannot read images."""
 
 
-def vision_skip_reason(cfg: Config, client: LLMClient) -> str | None:
-    """Why the ``vlm_feedback`` model cannot see images, or None when it may."""
-    model = cfg.model_for("vlm_feedback")
-    flag = getattr(client, "supports_vision", None)
-    if callable(flag):
-        flag = flag(model)
-    if flag is False:
-        return f"model {model!r} has no image input (the LLM client reports no vision support)"
-    backend = getattr(getattr(client, "backend", None), "name", None) or cfg.llm.backend
-    if backend == "local":
-        return "the local llama.cpp backend has no image input; configure an OpenAI-compatible vision model"
-    return None
-
-
-def is_vision_refusal(exc: BaseException) -> bool:
-    """True when an LLM error means 'this model/server does not accept images'."""
-    if type(exc).__name__ == "VisionUnsupported":
-        return True
-    return isinstance(exc, LLMError) and bool(_NO_VISION.search(str(exc)))
-
-
 def _vision_call(client: LLMClient, messages: list, schema: dict, ctx: CallContext) -> dict[str, Any]:
     try:
         return client.complete(messages, role="vlm_feedback", ctx=ctx, schema=schema).parsed
@@ -113,11 +84,21 @@ def _with_images(text: str, paths: list[Path]) -> list[dict[str, Any]]:
 
 
 def critique_node_plots(run_dir: Path, cfg: Config, client: LLMClient) -> dict[str, Any]:
-    """Critique the plots of each stage's best node; {node_id: {critiques | error}}."""
+    """Every node's own critique (made in the loop, ``nodes/<id>/vlm.json``), and for each stage's
+    best node without one, a critique made now; {node_id: critique | {critiques | error}}."""
     view = load_run(run_dir)
     out: dict[str, Any] = {}
+    for nid in view.nodes:
+        try:
+            own = read_json(NodePaths(view.node_dir(nid)).file(VLM_FILE), default=None) or {}
+        except ValueError:  # torn: the best node's plots are critiqued again below
+            own = {}
+        if isinstance(own, dict) and own.get("critique"):
+            out[nid] = own["critique"]
     for stage, node in view.best_per_stage().items():
         nid = str(node["id"])
+        if nid in out:
+            continue
         plots = sorted(NodePaths(view.node_dir(nid)).plots.glob("*.png"))[:MAX_PLOTS_PER_NODE]
         if not plots:
             continue

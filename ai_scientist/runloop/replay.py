@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,6 +46,17 @@ def replay_run(src: Path, out_root: Path) -> Run:
     run = Run.create(cfg, idea, out_root, f"{src.name}.replay")
     run.event("replay_of", source=str(src.resolve()))
     return run
+
+
+def _links_in(src: Path, dst: Path) -> Callable[[str, list[str]], list[str]]:
+    """``copytree`` ignore: symlinks already restored by an earlier command of the node (copytree
+    cannot copy a symlink over an existing one: a node's second command would fail)."""
+
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        rel = Path(folder).relative_to(src)
+        return [n for n in names if (Path(folder) / n).is_symlink() and (dst / rel / n).is_symlink()]
+
+    return ignore
 
 
 class ReplayRunner:
@@ -85,7 +97,9 @@ class ReplayRunner:
             )
         src_ws = recorded.workspace
         if src_ws.is_dir():
-            shutil.copytree(src_ws, workspace, dirs_exist_ok=True, symlinks=True)
+            shutil.copytree(
+                src_ws, workspace, dirs_exist_ok=True, symlinks=True, ignore=_links_in(src_ws, workspace)
+            )
         names = {f.name for f in dataclasses.fields(ExecResult)}
         return ExecResult(**{k2: v for k2, v in rec.items() if k2 in names})
 

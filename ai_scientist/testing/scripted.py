@@ -44,6 +44,32 @@ ax.set_xlabel("epoch"); ax.set_ylabel("training loss"); ax.legend(fontsize=6)
 fig.tight_layout(); fig.savefig("train_loss.png", dpi=100)
 """
 
+# a node's own plot: the training loss it saved in results.json, drawn with Pillow (fast to start)
+NODE_PLOT = """
+import json
+from PIL import Image, ImageDraw
+losses = json.load(open("results.json"))["train_loss"]
+W, H, M = 480, 320, 40
+img = Image.new("RGB", (W, H), "white")
+d = ImageDraw.Draw(img)
+d.line([(M, M), (M, H - M), (W - M, H - M)], fill="black", width=2)
+lo, hi = min(losses), max(losses)
+span = (hi - lo) or 1.0
+pts = [
+    (M + i * (W - 2 * M) / max(1, len(losses) - 1), H - M - (v - lo) / span * (H - 2 * M))
+    for i, v in enumerate(losses)
+]
+d.line(pts, fill=(31, 119, 180), width=3)
+d.text((W // 2 - 20, H - M + 10), "epoch", fill="black")
+d.text((4, M - 20), "training loss", fill="black")
+img.save("node_plots/train_loss.png")
+"""
+# the same figure saved before anything is drawn: one flat colour
+BLANK_NODE_PLOT = """
+from PIL import Image
+Image.new("RGB", (480, 320), "white").save("node_plots/train_loss.png")
+"""
+
 PAPER_SECTIONS = {
     "title": "L2 regularisation against label noise in logistic regression",
     "abstract": "We measure clean validation accuracy of logistic regression trained on noisy labels.",
@@ -96,6 +122,8 @@ class ExampleResponder:
         always_buggy: bool = False,
         hang_at: tuple[str, str, str] | None = None,
         slow_nodes: dict[str, float] | None = None,
+        blank_plot_nodes: Iterable[str] = (),
+        invalid_plot_nodes: Iterable[str] = (),
         new_tools: dict[str, str] | None = None,
         no_metrics_file: Iterable[str] = (),
     ):
@@ -106,6 +134,10 @@ class ExampleResponder:
         # crash tests: node_id -> seconds its experiment sleeps after touching STARTED
         self.slow_nodes = dict(slow_nodes or {})
         self.hostile = dict(hostile or {})
+        # node plots: these nodes' first plotting script saves a blank figure (the retry, told
+        # that it is blank, draws the data); the vision model finds these nodes' results invalid
+        self.blank_plot_nodes = set(blank_plot_nodes)
+        self.invalid_plot_nodes = set(invalid_plot_nodes)
         # node_id -> a tool (apt dependency) this node's code answer newly declares; its installer
         # puts a stub of it in the node's install prefix (phase 1 runs for it)
         self.new_tools = dict(new_tools or {})
@@ -215,6 +247,35 @@ class ExampleResponder:
     def _select(self, text: str, ctx: CallContext) -> str:
         ids = re.findall(r"\bn\d{4}\b", text)
         return json.dumps({"node_id": ids[0] if ids else "", "reasoning": "first listed candidate"})
+
+    def _phase5_plot(self, text: str, ctx: CallContext) -> str:
+        blank = ctx.node_id in self.blank_plot_nodes and "image is blank" not in text
+        return json.dumps(
+            {
+                "script": BLANK_NODE_PLOT if blank else NODE_PLOT,
+                "figures": [{"file": "train_loss.png", "caption": "Training loss per epoch of this node."}],
+            }
+        )
+
+    def _phase5_vlm(self, text: str, ctx: CallContext) -> str:
+        n_images = text.count("- train_loss.png")
+        if ctx.node_id in self.invalid_plot_nodes:
+            return json.dumps(
+                {
+                    "shows": f"Node {ctx.node_id}: the training loss curve stays flat at its first value.",
+                    "problems": [f"Node {ctx.node_id}: the loss never decreases, so nothing was learned."],
+                    "valid": False,
+                    "reason": f"Node {ctx.node_id}: a flat loss contradicts the reported accuracy.",
+                }
+            )
+        return json.dumps(
+            {
+                "shows": f"Node {ctx.node_id}: training loss falls over the epochs ({n_images} figure).",
+                "problems": [f"Node {ctx.node_id}: the y axis starts at the minimum, exaggerating the drop."],
+                "valid": True,
+                "reason": f"Node {ctx.node_id}: the curve decreases and levels off as SGD should.",
+            }
+        )
 
     # -------------------------------------------------------- reporting --
     def _plots(self, text: str, ctx: CallContext) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 
 OPERATIONS = ("draft", "debug", "improve", "tune", "ablate", "seed_eval")
 STATUSES = ("pending", "running", "good", "buggy")
-PHASES = ("phase0", "phase1", "phase2", "phase3", "phase4", "review")
+PHASES = ("phase0", "phase1", "phase2", "phase3", "phase4", "review", "phase5_plot", "phase5_vlm")
 STATE_OPS = ("append", "replace")
 DIRECTIONS = ("maximize", "minimize")
 

@@ -1,0 +1,400 @@
+"""A working node's own figures: LLM-written plotting code, run in the sandbox, checked, critiqued.
+
+After the execution review found no bug (and before the node is marked good), two checkpointed
+steps run, as AI-Scientist-v2 does for every working node:
+
+``phase5_plot``
+    The model (role ``plotting``, prompt ``node_plot``) sees the node's code and the data files its
+    experiment saved in the workspace (name, size, outline), and answers ``{script, figures}``.
+    The script runs in the node's sandbox (``exec/NNN_phase5_plot_plotK.json``) and saves PNGs under
+    ``workspace/node_plots/``. Every declared figure is checked (a regular file inside the
+    workspace, at most :data:`MAX_FIGURE_BYTES`, opens as an image, not tiny, not blank). Good
+    ones are copied to ``nodes/<id>/plots/``; rejected ones are listed with the reason. On any
+    problem the model gets one more call with the precise problems, then the step gives up. A
+    plotting failure never makes the experiment buggy: ``plots.json`` records it, with an event.
+``phase5_vlm``
+    When the ``vlm_feedback`` model can see images (:func:`~ai_scientist.llm.vision.vision_skip_reason`),
+    it critiques the kept figures (prompt ``node_vlm``, the images appended to the user message):
+    ``{shows, problems, valid, reason}``, saved as ``nodes/<id>/vlm.json``. A blind model is
+    skipped with the reason recorded there. :func:`plot_feedback` renders the critique as the
+    ``plot_feedback`` layer of the node's children; a critique with ``valid: false`` fails the node
+    (status buggy, the critique's reason as the error), so the search debugs it instead of picking it.
+
+Seed re-runs (``seed_eval``) re-measure a chosen node: they are not plotted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ..base.fileio import atomic_write_text, read_json, regular_file_inside
+from ..base.images import check_figure, image_part
+from ..base.paths import PLOTS_FILE, VLM_FILE, RunPaths
+from ..llm.types import LLMError
+from ..llm.vision import is_vision_refusal, vision_skip_reason
+from .base import NodeContext, PhaseFailed, code_text, short_json
+from .checkpoint import checkpoint
+from .execution import run_command
+
+PLOT_PHASE = "phase5_plot"
+VLM_PHASE = "phase5_vlm"
+PLOT_SCRIPT = "plot_node.py"
+PLOT_DIR = "node_plots"  # inside the workspace: where the script saves its PNGs
+ATTEMPTS = 2  # the first answer and one retry with the precise problems
+MAX_FIGURE_BYTES = 5_000_000
+MAX_FIGURE_SIDE = 6000
+DATA_SUFFIXES = (".npy", ".npz", ".json", ".csv", ".tsv")
+MAX_DATA_FILES = 30
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,80}\.png$")
+
+PLOT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "script": {"type": "string", "maxLength": 30_000},
+        "figures": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "file": {"type": "string", "maxLength": 100},
+                    "caption": {"type": "string", "maxLength": 600},
+                },
+                "required": ["file", "caption"],
+                "additionalProperties": False,
+            },
+            "maxItems": 12,
+        },
+    },
+    "required": ["script", "figures"],
+    "additionalProperties": False,
+}
+CRITIQUE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "shows": {"type": "string", "maxLength": 2000},
+        "problems": {"type": "array", "items": {"type": "string", "maxLength": 500}, "maxItems": 12},
+        "valid": {"type": "boolean"},
+        "reason": {"type": "string", "maxLength": 1000},
+    },
+    "required": ["shows", "problems", "valid", "reason"],
+    "additionalProperties": False,
+}
+
+
+def wants_plots(ctx: NodeContext) -> bool:
+    return ctx.cfg.agent.plots.enabled and ctx.node.operation != "seed_eval"
+
+
+# ------------------------------------------------------------ plotting --
+
+
+def make_plots(ctx: NodeContext, answer: dict, metrics: Any = None) -> dict:
+    """The ``phase5_plot`` step (checkpointed): ``plots.json`` = {figures, rejected, attempts, error}.
+
+    ``metrics``: the node's metrics as read after its run (shown to the plotting and critique calls).
+    """
+    return checkpoint(ctx, PLOT_PHASE, PLOTS_FILE, lambda: _plots(ctx, answer, metrics))
+
+
+def data_files(workspace: Path) -> list[dict[str, Any]]:
+    """The data files the experiment saved (top level and one folder down), each with an outline."""
+    out: list[dict[str, Any]] = []
+    if not workspace.is_dir():
+        return out
+    found = sorted(
+        p for pat in ("*", "*/*") for p in workspace.glob(pat) if p.suffix.lower() in DATA_SUFFIXES
+    )
+    for path in found:
+        rel = path.relative_to(workspace)
+        if rel.parts[0] == PLOT_DIR or not regular_file_inside(workspace, path):
+            continue  # our own output, or a planted symlink / FIFO: never read
+        out.append({"file": rel.as_posix(), "bytes": path.stat().st_size, **_outline(path)})
+        if len(out) >= MAX_DATA_FILES:
+            break
+    return out
+
+
+def _outline(path: Path) -> dict[str, Any]:
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".json" and path.stat().st_size <= 5_000_000:
+            return {"structure": _json_outline(json.loads(path.read_text(encoding="utf-8")))}
+        if suffix in (".npy", ".npz"):
+            import numpy as np
+
+            if suffix == ".npy":
+                arr = np.load(path, mmap_mode="r", allow_pickle=False)
+                return {"shape": list(arr.shape), "dtype": str(arr.dtype)}
+            with np.load(path, allow_pickle=False) as z:
+                return {"arrays": {k: {"shape": list(z[k].shape), "dtype": str(z[k].dtype)} for k in z.files}}
+        if suffix in (".csv", ".tsv"):
+            with path.open(encoding="utf-8", errors="replace") as fh:
+                return {"header": fh.readline().strip()[:300]}
+    except (ValueError, OSError) as exc:
+        return {"error": f"unreadable: {exc}"[:300]}
+    return {}
+
+
+def _json_outline(value: Any, depth: int = 0) -> Any:
+    if isinstance(value, dict):
+        if depth >= 3:
+            return f"object with {len(value)} keys"
+        return {str(k): _json_outline(v, depth + 1) for k, v in list(value.items())[:30]}
+    if isinstance(value, list):
+        inner = _json_outline(value[0], depth + 1) if value else None
+        return f"list of {len(value)}" + (f" x {json.dumps(inner)}" if inner is not None else "")
+    return type(value).__name__
+
+
+def _plots(ctx: NodeContext, answer: dict, metrics: Any) -> dict:
+    pcfg = ctx.cfg.agent.plots
+    files = data_files(ctx.workspace)
+    out_dir = ctx.paths.plots
+    record: dict[str, Any] = {
+        "figures": [],
+        "rejected": [],
+        "attempts": 0,
+        "history": [],  # per attempt: its problems and rejected figures (what the retry was told)
+        "data_files": [f["file"] for f in files],
+        "metrics": metrics,
+    }
+    if not files:
+        record["error"] = "the experiment saved no data files (.json, .csv, .npy, .npz) to plot"
+        return _done(ctx, record)
+    values: dict[str, Any] = {
+        "operation": ctx.node.operation,
+        "stage_name": f"stage {ctx.node.stage}",
+        "prior_code": code_text(answer),
+        "execution_output": short_json({"data_files": files, "metrics": metrics}),
+        "plot_dir": PLOT_DIR,
+        "max_figures": pcfg.max_figures,
+        "plot_problems": "",
+        "previous_script": "",
+    }
+    if ctx.node.idea:
+        values["stage_idea"] = ctx.node.idea
+    problems: list[str] = []
+    for attempt in range(1, ATTEMPTS + 1):
+        record["attempts"] = attempt
+        try:
+            plan = ctx.ask(
+                "node_plot",
+                values,
+                phase=PLOT_PHASE,
+                label=f"plot{attempt}",
+                role="plotting",
+                schema=PLOT_SCHEMA,
+            ).parsed
+        except LLMError as exc:
+            problems = [f"no valid plotting answer: {exc}"[:1500]]
+            break
+        script = str(plan.get("script") or "")
+        problems, good, rejected = _run_and_check(ctx, script, list(plan.get("figures") or []), attempt)
+        record["rejected"] = rejected
+        record["history"].append({"attempt": attempt, "problems": problems, "rejected": rejected})
+        if len(good) > pcfg.max_figures:
+            record["rejected"] += [
+                {
+                    "file": g["file"],
+                    "reason": f"{g['file']}: over agent.plots.max_figures ({pcfg.max_figures})",
+                }
+                for g in good[pcfg.max_figures :]
+            ]
+            good = good[: pcfg.max_figures]
+        record["figures"] = good
+        if not problems:
+            break
+        values["plot_problems"] = "\n".join(f"- {p}" for p in problems)
+        values["previous_script"] = script
+    # only the final attempt's figures are kept in nodes/<id>/plots/
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    if record["figures"]:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for fig in record["figures"]:
+            shutil.copyfile(ctx.workspace / PLOT_DIR / fig["file"], out_dir / fig["file"])
+    record["error"] = "\n".join(problems) if problems else None
+    return _done(ctx, record)
+
+
+def _done(ctx: NodeContext, record: dict[str, Any]) -> dict[str, Any]:
+    ctx.run.event(
+        "node_plots",
+        node_id=ctx.node.id,
+        figures=[f["file"] for f in record["figures"]],
+        rejected=record["rejected"],
+        attempts=record["attempts"],
+        error=(record.get("error") or "")[:1000] or None,
+    )
+    return record
+
+
+def _run_and_check(
+    ctx: NodeContext, script: str, declared: list[dict[str, Any]], attempt: int
+) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Run the script, check its declared figures: (problems, good, rejected)."""
+    from ..execution.base import SandboxError
+
+    ws = ctx.workspace
+    plot_dir = ws / PLOT_DIR
+    if plot_dir.exists():  # a figure left by the first attempt must not pass as new
+        shutil.rmtree(plot_dir)
+    plot_dir.mkdir(parents=True)
+    atomic_write_text(ws / PLOT_SCRIPT, script, durable=False)
+    problems: list[str] = []
+    try:
+        res = run_command(
+            ctx, f"{ctx.cfg.exec.python} {PLOT_SCRIPT}", phase=PLOT_PHASE, label=f"plot{attempt}"
+        )
+        if not res.ok:
+            head = f"the plotting script failed ({res.reason or f'exit {res.exit_code}'})"
+            problems.append(f"{head}; stderr tail:\n{(res.stderr or '')[-1500:]}")
+    except SandboxError as exc:
+        problems.append(f"the sandbox could not run the plotting script: {exc}")
+    good: list[dict[str, Any]] = []
+    rejected: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for fig in declared:
+        name = str(fig.get("file", "")).removeprefix(f"{PLOT_DIR}/")
+        reason = _figure_problem(ws, plot_dir / name, name, seen)
+        seen.add(name)
+        if reason:
+            rejected.append({"file": name, "reason": reason})
+        else:
+            good.append({"file": name, "caption": str(fig.get("caption", "")).strip()})
+    problems += [r["reason"] for r in rejected]
+    if not declared:
+        problems.append("the answer declared no figures")
+    return problems, good, rejected
+
+
+def _figure_problem(ws: Path, path: Path, name: str, seen: set[str]) -> str | None:
+    """Why the declared figure cannot be kept, or None."""
+    if not _SAFE_NAME.match(name):
+        return f"{name!r}: the file must be a plain name like loss.png, saved under {PLOT_DIR}/"
+    if name in seen:
+        return f"{name}: declared twice"
+    if not path.exists() and not path.is_symlink():
+        return f"{name}: the script did not write {PLOT_DIR}/{name}"
+    if not regular_file_inside(ws, path):
+        return f"{name}: not a regular file inside the workspace (a symlink or a special file)"
+    size = path.stat().st_size
+    if size > MAX_FIGURE_BYTES:
+        return f"{name}: {size:,} bytes, at most {MAX_FIGURE_BYTES:,} (lower the dpi or the figure size)"
+    reason = check_figure(path)
+    if reason:
+        return reason
+    from PIL import Image
+
+    with Image.open(path) as img:
+        w, h = img.size
+    if max(w, h) > MAX_FIGURE_SIDE:
+        return f"{name}: {w}x{h} px, at most {MAX_FIGURE_SIDE} px a side (lower the dpi or the figure size)"
+    return None
+
+
+# ------------------------------------------------------------ critique --
+
+
+def critique_plots(ctx: NodeContext, plots: dict) -> dict:
+    """The ``phase5_vlm`` step (checkpointed): ``vlm.json`` = {model, figures, critique | skipped | error}."""
+    return checkpoint(ctx, VLM_PHASE, VLM_FILE, lambda: _critique(ctx, plots))
+
+
+def _critique(ctx: NodeContext, plots: dict) -> dict:
+    figures = list(plots.get("figures") or [])
+    record: dict[str, Any] = {
+        "model": ctx.cfg.model_for("vlm_feedback"),
+        "figures": [f["file"] for f in figures],
+    }
+    reason = vision_skip_reason(ctx.cfg, ctx.llm)
+    if reason is None and not ctx.cfg.agent.plots.critique:
+        reason = "agent.plots.critique is false"
+    if reason is None and not figures:
+        reason = "no figure to critique: " + (plots.get("error") or "the plotting step kept none")[:500]
+    if reason is None:
+        try:
+            record["critique"] = _ask_vlm(ctx, figures, plots)
+        except LLMError as exc:
+            if is_vision_refusal(exc):
+                reason = f"the model refused image input: {exc}"
+            else:
+                record["error"] = f"critique failed: {exc}"[:2000]
+    if reason is not None:
+        record["skipped"] = reason
+    ctx.run.event(
+        "node_vlm",
+        node_id=ctx.node.id,
+        valid=(record.get("critique") or {}).get("valid"),
+        skipped=record.get("skipped"),
+        error=record.get("error"),
+    )
+    return record
+
+
+def _ask_vlm(ctx: NodeContext, figures: list[dict[str, Any]], plots: dict) -> dict[str, Any]:
+    values = {
+        "task": ctx.run.idea.to_markdown(),
+        "python": ctx.cfg.exec.python,
+        "operation": ctx.node.operation,
+        "stage_name": f"stage {ctx.node.stage}",
+        "execution_output": short_json({"metrics": plots.get("metrics"), "figures": figures}),
+        "figures": figures,
+        "response_schema": CRITIQUE_SCHEMA,
+    }
+    if ctx.node.idea:
+        values["stage_idea"] = ctx.node.idea
+    messages, ledger = ctx.prompts.build("node_vlm", values, node_id=ctx.node.id, role="vlm_feedback")
+    last = messages[-1]
+    text = last["content"] if isinstance(last["content"], str) else json.dumps(last["content"])
+    parts = [{"type": "text", "text": text}] + [image_part(ctx.paths.plots / f["file"]) for f in figures]
+    messages = [*messages[:-1], {**last, "content": parts}]
+    call = ctx.call_ctx(VLM_PHASE, "plot_critique", ledger)
+    return ctx.llm.complete(messages, role="vlm_feedback", ctx=call, schema=CRITIQUE_SCHEMA).parsed
+
+
+def check_valid(ctx: NodeContext, vlm: dict) -> None:
+    """Raise PhaseFailed when the critique judged the node's result invalid."""
+    critique = vlm.get("critique") or {}
+    if critique.get("valid") is False:
+        why = str(critique.get("reason") or "no reason given")
+        raise PhaseFailed(VLM_PHASE, f"the vision model judged the result invalid from its plots: {why}")
+
+
+# ------------------------------------------------------- child's layer --
+
+
+def plot_feedback(run_dir: Path, node_id: str) -> str:
+    """The ``plot_feedback`` layer of a child of ``node_id``: its parent's figures and their critique.
+
+    Empty when the parent made no figures. The critique's texts go in verbatim.
+    """
+    paths = RunPaths(run_dir).node(node_id)
+    try:
+        plots = read_json(paths.file(PLOTS_FILE)) or {}
+        vlm = read_json(paths.file(VLM_FILE)) or {}
+    except ValueError:  # torn by a power loss: no feedback rather than a crash
+        return ""
+    figures = plots.get("figures") or []
+    lines: list[str] = []
+    if figures:
+        lines.append(f"Figures of the parent node {node_id}:")
+        lines += [f"- {f['file']}: {f.get('caption') or '(no caption)'}" for f in figures]
+    if plots.get("error"):
+        lines.append(f"Plotting problems of the parent node: {plots['error']}")
+    critique = vlm.get("critique")
+    if critique:
+        lines.append("Critique by the vision model:")
+        lines.append(f"What the plots show: {critique.get('shows', '')}")
+        problems = critique.get("problems") or []
+        lines.append("Problems:" if problems else "Problems: none found")
+        lines += [f"- {p}" for p in problems]
+        verdict = "valid" if critique.get("valid") else "INVALID"
+        lines.append(f"Result judged {verdict}: {critique.get('reason', '')}")
+    elif vlm.get("skipped") and figures:
+        lines.append(f"No critique: {vlm['skipped']}")
+    return "\n".join(lines)
