@@ -78,6 +78,9 @@ class AgentConfig(_Strict):
     # review also parses the metrics when the experiment wrote no metrics.json (phases/pipeline.py)
     merge_calls: bool = True
     llm_tie_break: bool = False
+    # children (improve, debug, tune, ablate) may answer phase 2 with edits against their parent's
+    # files instead of whole files (phases/edits.py); off: every answer gives whole files
+    code_edits: bool = False
     stages: StagesConfig = StagesConfig()
     search: SearchKnobs = SearchKnobs()
     multi_seed_eval: MultiSeedConfig = MultiSeedConfig()

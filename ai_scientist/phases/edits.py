@@ -320,3 +320,24 @@ def text_files(answer: dict[str, Any] | None) -> dict[str, str]:
             if f.get("encoding", "utf-8") == "utf-8":
                 out[f["path"]] = f["content"]
     return out
+
+
+EDITS_DESCRIPTION = (
+    "Instead of giving every file whole in 'files': edits against the parent's files, applied in order. "
+    "anchor: one or more whole consecutive lines of that file, exact, occurring once; action replace "
+    "(text replaces the anchor's lines; empty text deletes them) or insert_after (text goes after them). "
+    "'files' then holds only new files (or a file given whole)."
+)
+
+
+def with_edits(
+    schema: dict[str, Any], files: dict[str, str], *, anchor_lines: bool = False
+) -> dict[str, Any]:
+    """A code-answer ``schema`` that also accepts ``edits`` against ``files`` (the parent's), with
+    ``files`` no longer required (an answer may give edits only)."""
+    edits = {**edits_schema(files, anchor_lines=anchor_lines), "description": EDITS_DESCRIPTION}
+    return {
+        **schema,
+        "properties": {**schema["properties"], "edits": edits},
+        "required": [r for r in schema.get("required", []) if r != "files"],
+    }

@@ -19,6 +19,7 @@ from ..execution.sandbox_probe import installed_tools
 from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed, code_text, parent_file, short_json
 from .checkpoint import checkpoint
+from .edits import EditError, expand_answer, text_files, with_edits
 from .execution import run_command
 from .plots import plot_feedback
 from .schemas import CODE_SCHEMA, MERGED_CODE_SCHEMA, METRICS_PARSER_SCHEMA, validate_code, validate_plan
@@ -84,22 +85,53 @@ def _code(ctx: NodeContext, plan: dict, merged: bool = False) -> dict:
         if not answer:
             raise PhaseFailed("phase2", "seed re-run: the parent has no code answer")
     else:
+        schema = MERGED_CODE_SCHEMA if merged else CODE_SCHEMA
+        check = (
+            (lambda a: _validate_merged(ctx, a))
+            if merged
+            else (lambda a: validate_code(a, ctx.environment, installed=installed_tools(ctx.dir)))
+        )
+        base = _edit_base(ctx)  # the parent's files when this child may answer with edits
+        if base:
+            schema = with_edits(schema, base)
+            check = _expanding(base, check)
         try:
             answer = ctx.ask(
                 "phase234_code",
                 {**_values(ctx, plan), "merged_plan": merged},
                 phase="phase2",
                 label="code+plan" if merged else "code",
-                schema=MERGED_CODE_SCHEMA if merged else CODE_SCHEMA,
-                validator=(lambda a: _validate_merged(ctx, a))
-                if merged
-                else (lambda a: validate_code(a, ctx.environment, installed=installed_tools(ctx.dir))),
+                schema=schema,
+                validator=check,
             ).parsed
         except LLMError as exc:
             raise PhaseFailed("phase2", f"no valid code answer: {exc}") from exc
+        if base:  # already checked by the validator: the edits apply
+            answer = expand_answer(base, answer)
     _write_files(ctx, answer)
     ctx.update(summary=str(answer.get("summary") or ctx.node.summary or "")[:500])
     return answer
+
+
+def _edit_base(ctx: NodeContext) -> dict[str, str]:
+    """The parent's text files when ``agent.code_edits`` lets this child answer with edits."""
+    if not ctx.cfg.agent.code_edits or ctx.parent is None or ctx.node.operation in ("draft", "seed_eval"):
+        return {}
+    return text_files(parent_file(ctx, ANSWER_FILE))
+
+
+def _expanding(base: dict[str, str], check: Any) -> Any:
+    """``check`` of the answer with its edits applied; a refused edit names the precise problem
+    (file, anchor, nearest line), which the client's repair round feeds back to the model."""
+
+    def validate(answer: Any) -> None:
+        try:
+            full = expand_answer(base, answer) if isinstance(answer, dict) else answer
+        except EditError as exc:
+            raise ValueError("edits: " + "; ".join(exc.problems)) from None
+        check(full)
+
+    return validate
 
 
 def _write_files(ctx: NodeContext, answer: dict) -> None:

@@ -1,0 +1,90 @@
+"""Phase 2 with ``agent.code_edits``: children answer with edits against their parent's files; the
+node records the edits and the resulting files; a bad anchor goes back to the model and the retry
+applies (issue 17, "edits instead of rewrites")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pipeline_support import journal_nodes, start_run
+
+from ai_scientist.phases.edits import Edit, apply_edits, make_edits, text_files
+from ai_scientist.testing.scripted import ExampleResponder
+
+
+class EditingResponder(ExampleResponder):
+    """The example's answers, but a child offered ``edits`` answers with the edit list that turns
+    its parent's recorded files into the files it would have written; ``bad_anchor_first``: the
+    first phase 2 answer of the first child carries a wrong anchor."""
+
+    def __init__(self, run_dir: Path, bad_anchor_first: bool = True):
+        super().__init__()
+        self.run_dir = run_dir
+        self.whole: dict[str, dict[str, str]] = {}  # node -> the files it would have written
+        self.bad_node: str | None = None
+        self.bad_anchor_first = bad_anchor_first
+
+    def __call__(self, messages, schema, ctx):
+        text = super().__call__(messages, schema, ctx)
+        if ctx.phase != "phase2" or "edits" not in ((schema or {}).get("properties") or {}):
+            return text
+        answer = json.loads(text)
+        parent = journal_nodes(self.run_dir)[ctx.node_id]["parent_id"]
+        parent_answer = json.loads((self.run_dir / "nodes" / parent / "code_answer.json").read_text())
+        before, after = text_files(parent_answer), text_files(answer)
+        self.whole[ctx.node_id] = after
+        edits = [e.to_dict() for e in make_edits(before, after)]
+        if self.bad_anchor_first and self.bad_node in (None, ctx.node_id) and edits:
+            if self.bad_node is None:  # first call of the first child: a near-miss anchor
+                self.bad_node = ctx.node_id
+                edits[0] = {**edits[0], "anchor": edits[0]["anchor"].replace("=", "= ", 1) + "  # x"}
+            else:
+                self.bad_anchor_first = False
+        return json.dumps({**answer, "edits": edits, "files": []})
+
+
+def test_children_answer_with_edits_and_a_bad_anchor_is_retried(tmp_path):
+    responder = EditingResponder(tmp_path / "experiments" / "run")
+    code, run_dir, _ = start_run(tmp_path, "agent.code_edits=true", responder=responder)
+    assert code == 0
+    nodes = journal_nodes(run_dir)
+    children = [n for n in nodes.values() if n["parent_id"] and n["operation"] not in ("seed_eval",)]
+    assert children and set(responder.whole) == {n["id"] for n in children if n["operation"] != "draft"}
+    for nid, files in responder.whole.items():
+        rec = json.loads((run_dir / "nodes" / nid / "code_answer.json").read_text())
+        parent = nodes[nid]["parent_id"]
+        parent_files = text_files(json.loads((run_dir / "nodes" / parent / "code_answer.json").read_text()))
+        # the node records its edits and the files they give, which are what it meant to write
+        assert rec["edits"], nid
+        edits = [Edit(**e) for e in rec["edits"]]
+        assert text_files(rec) == apply_edits(parent_files, edits) == files, nid
+        if nodes[nid]["status"] == "good":  # and the edited files are the ones that ran
+            ws = run_dir / "nodes" / nid / "workspace"
+            assert {p: (ws / p).read_text() for p in files} == files
+    # the bad anchor: refused with the precise message, fed back, the retry applied
+    bad = responder.bad_node
+    assert bad is not None
+    records = [
+        json.loads(p.read_text())
+        for p in sorted((run_dir / "nodes" / bad / "prompt_logs").glob("*_phase2_*.json"))
+    ]
+    assert len(records) == 2, [r["label"] for r in records]
+    first_edits = json.loads(records[0]["response"]["raw"])["edits"]
+    feedback = records[1]["messages"][-1]["content"]
+    anchor = first_edits[0]["anchor"].rstrip("\n")
+    assert (
+        f"edit 1 (replace) in 'experiment.py': anchor not found: {anchor!r}; nearest existing line"
+        in feedback
+    )
+    assert nodes[bad]["status"] == "good"
+
+
+def test_without_the_flag_children_answer_whole_files(tmp_path):
+    responder = EditingResponder(tmp_path / "experiments" / "run")
+    code, run_dir, _ = start_run(tmp_path, responder=responder)
+    assert code == 0 and responder.whole == {}
+    for nid in journal_nodes(run_dir):
+        path = run_dir / "nodes" / nid / "code_answer.json"
+        if path.is_file():
+            assert "edits" not in json.loads(path.read_text())
