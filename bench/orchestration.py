@@ -142,6 +142,23 @@ class Timed:
         return getattr(self._inner, name)
 
 
+class TimedOrchestrator(Orchestrator):
+    """``node_seconds``: time worker threads spent running nodes (``_worker``), summed."""
+
+    node_seconds = 0.0
+
+    def _worker(self, ctx: Any, errors: list[BaseException]) -> None:
+        t = time.perf_counter()
+        try:
+            super()._worker(ctx, errors)
+        finally:
+            with _NODE_LOCK:
+                self.node_seconds += time.perf_counter() - t
+
+
+_NODE_LOCK = threading.Lock()
+
+
 # ------------------------------------------------------------ one run --
 COMMON = [
     "exec.backend=subprocess",
@@ -220,7 +237,8 @@ def run_once(
     run.save_state(status="running")
     t1 = time.perf_counter()
     try:
-        code = Orchestrator(run, services).run()
+        orchestrator = TimedOrchestrator(run, services)
+        code = orchestrator.run()
     finally:
         wall = time.perf_counter() - t1
         services.close()
@@ -245,6 +263,7 @@ def run_once(
         "exec_s": round(executor.seconds, 3),
         "exec_calls": executor.calls,
         "overhead_s": round(overhead, 3),
+        "node_s": round(orchestrator.node_seconds, 3),
         "overhead_ms_per_node": round(1000 * overhead / max(n_nodes, 1), 2),
         "nodes_per_s": round(n_nodes / wall, 4) if wall > 0 else None,
         "run_dir": str(run.dir),
@@ -309,8 +328,10 @@ def measure_heterogeneous(
             overrides = [*throughput_overrides(drafts, workers, seed), f"agent.scheduler={scheduler}"]
             r = run_once(workdir, overrides, responder, latency_s, name)
             r["overhead_s"] = r["overhead_ms_per_node"] = None
-            busy = r["llm_s"] + r["exec_s"]
-            r["utilisation"] = round(busy / (r["wall_s"] * workers), 3) if r["wall_s"] else None
+            # busy = LLM + experiment time; occupancy = time the workers held a node (its own
+            # prompt building and bookkeeping included): what the scheduler controls
+            r["utilisation"] = round((r["llm_s"] + r["exec_s"]) / (r["wall_s"] * workers), 3)
+            r["occupancy"] = round(r["node_s"] / (r["wall_s"] * workers), 3)
             out.append(
                 {"workers": workers, "scheduler": scheduler, "latency_s": latency_s, "mean_s": mean_s, **r}
             )
@@ -328,6 +349,8 @@ def summarise_hetero(rows: list[dict]) -> dict[str, Any]:
             "nodes_per_s_4_workers": four["nodes_per_s"],
             "speedup": round(speedup, 3),
             "utilisation_4_workers": four["utilisation"],
+            "utilisation_1_worker": one["utilisation"],
+            "occupancy_4_workers": four["occupancy"],
         }
     f = out["free"]
     f["met"] = (
@@ -454,6 +477,7 @@ def report(result: dict[str, Any]) -> str:
                 "exec s (sum)",
                 "nodes/s",
                 "utilisation",
+                "occupancy",
             ]
         ]
         for r in result["heterogeneous"]:
@@ -467,6 +491,7 @@ def report(result: dict[str, Any]) -> str:
                     f"{r['exec_s']:.1f}",
                     f"{r['nodes_per_s']:.3f}",
                     f"{r['utilisation']:.3f}",
+                    f"{r['occupancy']:.3f}",
                 ]
             )
         h = summary["heterogeneous"]
@@ -476,8 +501,10 @@ def report(result: dict[str, Any]) -> str:
             f"Heterogeneous durations (exponential, mean {first['mean_s']} s; LLM latency {first['latency_s']} s)",
             _table(rows),
             "",
-            f"batch: 4 vs 1 workers {h['batch']['speedup']}x, utilisation {h['batch']['utilisation_4_workers']}",
-            f"free:  4 vs 1 workers {h['free']['speedup']}x, utilisation {h['free']['utilisation_4_workers']} -> "
+            f"batch: 4 vs 1 workers {h['batch']['speedup']}x, utilisation {h['batch']['utilisation_4_workers']}"
+            f" (1 worker: {h['batch']['utilisation_1_worker']}), occupancy {h['batch']['occupancy_4_workers']}",
+            f"free:  4 vs 1 workers {h['free']['speedup']}x, utilisation {h['free']['utilisation_4_workers']}"
+            f" (1 worker: {h['free']['utilisation_1_worker']}), occupancy {h['free']['occupancy_4_workers']} -> "
             + (
                 "target met"
                 if h["free"]["met"]
