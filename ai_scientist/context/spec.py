@@ -87,6 +87,19 @@ LAYERS: dict[str, Layer] = {
         ),
         _L("review_so_far", "user", 85, template="reporting/review_so_far.j2", title="Your review so far"),
         _L("reviews", "user", 85, template="reporting/review_reviews.j2", title="The reviews"),
+        # -- reporting: the run's aggregated figures (reporting/aggregate.py)
+        _L("plotter", "system", 100, template="reporting/plotting_system.j2", key=None, pinned=True),
+        _L(
+            "manifest",
+            "user",
+            90,
+            "json_preview",
+            template="reporting/plot_manifest.j2",
+            pinned=True,
+            required=True,
+            min_tokens=300,
+            title="Data manifest",
+        ),
         # -- ideation (``ai-scientist ideate``; templates in prompt/ideation/)
         _L(
             "topic",
@@ -144,6 +157,8 @@ _REVIEW: dict[str, list[str]] = {
     "review": ["reviewer", "fewshot", "paper", "instructions", "response_format"],
     "review_reflect": ["reviewer", "paper", "instructions", "response_format", "review_so_far"],
     "review_meta": ["reviewer", "paper", "instructions", "response_format", "reviews"],
+    # the aggregation script over the run's data (its retry's problems go to node_brief, last)
+    "plot_aggregate": ["plotter", "manifest", "instructions", "response_format", "node_brief"],
 }
 
 PROMPTS: dict[str, list[str]] = {

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.fileio import atomic_write_json, atomic_write_text
 from ..base.paths import RunPaths, claim_numbered
 from ..execution.base import Executor, Limits, SandboxError
+from ..llm.prompting import Prompter, ask
 from ..llm.types import CallContext
 from . import prompts
 from .errors import StepFailed, StepSkipped
@@ -127,17 +128,21 @@ def aggregate_plots(run_dir: Path, cfg: Config, client: LLMClient, executor: Exe
     rejected: list[dict[str, Any]]
     feedback, script, good, rejected = "", "", [], []
     rounds = rcfg.plot_reflection_rounds + 1
+    prompter = Prompter(cfg, client)  # the run's one prompt path: budget, counter, ledger
     for rnd in range(rounds):
-        msgs = prompts.messages(
-            "plotting_system.j2",
-            "plotting_user.j2",
-            manifest=manifest,
-            max_figures=rcfg.max_figures,
-            feedback=feedback,
-            previous_script=script,
-        )
+        values = {
+            "manifest": manifest,
+            "max_figures": rcfg.max_figures,
+            "instructions": prompts.render("plotting_user.j2"),
+            # a retry's problems and script: last in the prompt (the rest is the first round's prefix)
+            "node_brief": prompts.render("plotting_retry.j2", feedback=feedback, previous_script=script)
+            if feedback
+            else "",
+        }
         ctx = CallContext(node_id="run", phase="plots", label=f"aggregate_r{rnd}")
-        plan = client.complete(msgs, role="plotting", ctx=ctx, schema=PLOT_SCHEMA).parsed
+        plan = ask(
+            client, prompter, "plot_aggregate", values, role="plotting", ctx=ctx, schema=PLOT_SCHEMA
+        ).parsed
         script = str(plan.get("script", ""))
         ok, run_error = run_script(executor, cfg.exec.python, fig_dir, script, Limits.from_config(cfg.exec))
         good, rejected = check_declared(fig_dir, list(plan.get("figures") or []))
