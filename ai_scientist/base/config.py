@@ -81,6 +81,9 @@ class AgentConfig(_Strict):
     # children (improve, debug, tune, ablate) may answer phase 2 with edits against their parent's
     # files instead of whole files (phases/edits.py); off: every answer gives whole files
     code_edits: bool = False
+    # with exec.network off: plans may list only the pip packages the sandbox probe found (an enum in
+    # the schema: grammar / JSON schema / validator), so no invented package reaches phase 1
+    constrain_dependencies: bool = False
     stages: StagesConfig = StagesConfig()
     search: SearchKnobs = SearchKnobs()
     multi_seed_eval: MultiSeedConfig = MultiSeedConfig()

@@ -16,7 +16,7 @@ from ..base.paths import CODE_FILE, PLAN_FILE, REVIEW_FILE
 from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed, code_text, parent_file, short_json
 from .checkpoint import checkpoint
-from .schemas import PLAN_FIELDS, PLAN_SCHEMA, validate_plan
+from .schemas import PLAN_FIELDS, PLAN_SCHEMA, constrain_dependencies, validate_plan
 
 MERGE_OPERATIONS = ("improve", "tune", "ablate", "debug")
 
@@ -67,6 +67,14 @@ def plan_from_answer(answer: dict) -> dict:
     return {k: answer[k] for k in PLAN_FIELDS if k in answer}
 
 
+def plan_schema(ctx: NodeContext, schema: dict) -> dict:
+    """``schema`` with its pip dependencies limited to the probed packages when
+    ``agent.constrain_dependencies`` is on and the sandbox has no network."""
+    if not ctx.cfg.agent.constrain_dependencies:
+        return schema
+    return constrain_dependencies(schema, ctx.environment, ctx.cfg.exec.network)
+
+
 def _plan(ctx: NodeContext, merged_answer: dict | None = None) -> dict:
     if merged_answer is not None:
         ctx.run.event("plan_merged", node_id=ctx.node.id, operation=ctx.node.operation)
@@ -84,7 +92,7 @@ def _plan(ctx: NodeContext, merged_answer: dict | None = None) -> dict:
                 _stage_inputs(ctx),
                 phase="phase0",
                 label="plan",
-                schema=PLAN_SCHEMA,
+                schema=plan_schema(ctx, PLAN_SCHEMA),
                 validator=validate_plan,
             )
         except LLMError as exc:

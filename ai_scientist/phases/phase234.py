@@ -21,6 +21,7 @@ from .base import NodeContext, PhaseFailed, code_text, parent_file, short_json
 from .checkpoint import checkpoint
 from .edits import EditError, expand_answer, text_files, with_edits
 from .execution import run_command
+from .phase0 import plan_schema
 from .plots import plot_feedback
 from .schemas import CODE_SCHEMA, MERGED_CODE_SCHEMA, METRICS_PARSER_SCHEMA, validate_code, validate_plan
 
@@ -85,7 +86,7 @@ def _code(ctx: NodeContext, plan: dict, merged: bool = False) -> dict:
         if not answer:
             raise PhaseFailed("phase2", "seed re-run: the parent has no code answer")
     else:
-        schema = MERGED_CODE_SCHEMA if merged else CODE_SCHEMA
+        schema = plan_schema(ctx, MERGED_CODE_SCHEMA) if merged else CODE_SCHEMA
         check = (
             (lambda a: _validate_merged(ctx, a))
             if merged

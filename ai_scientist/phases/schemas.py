@@ -255,3 +255,41 @@ def _check_tools(
                 f"{key}: {tool!r} is not installed in {where}; compilers and build tools there: {there}. "
                 f"Build with one of those, or write the program in a language they compile"
             )
+
+
+def probed_packages(environment: dict[str, Any] | None) -> list[str] | None:
+    """The Python packages the sandbox probe found (``environment.json`` ``sandbox.python``),
+    sorted; None when there is no probe or its list is cut (``package_count`` above the list)."""
+    python = ((environment or {}).get("sandbox") or {}).get("python") or {}
+    packages = python.get("packages")
+    if not isinstance(packages, dict) or python.get("error"):
+        return None
+    count = python.get("package_count")
+    if isinstance(count, int) and count > len(packages):
+        return None  # a truncated list: constraining to it would refuse installed packages
+    return sorted(packages)
+
+
+def constrain_dependencies(
+    schema: dict[str, Any], environment: dict[str, Any] | None, network: bool
+) -> dict[str, Any]:
+    """``schema`` (a plan or merged code schema) with ``dependencies.pip`` limited to the packages
+    the sandbox probe found, when the sandbox has no network (nothing else could be installed): an
+    enum, so a grammar (llama.cpp) or a server-side JSON schema cannot produce an invented package
+    and the validator refuses one otherwise. Unchanged with network on or without a full probe."""
+    found = None if network else probed_packages(environment)
+    if found is None:
+        return schema
+    pip: dict[str, Any] = (
+        {"type": "array", "items": {"type": "string", "enum": found}, "maxItems": 20}
+        if found
+        else {"type": "array", "items": {"type": "string", "maxLength": 100}, "maxItems": 0}
+    )
+    deps = schema["properties"]["dependencies"]
+    return {
+        **schema,
+        "properties": {
+            **schema["properties"],
+            "dependencies": {**deps, "properties": {**deps["properties"], "pip": pip}},
+        },
+    }
