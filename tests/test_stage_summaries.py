@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -166,3 +167,26 @@ def test_a_failed_summary_call_is_recorded_and_the_run_goes_on(tmp_path):
     assert headline.startswith("### Stage 1 (Initial implementation)") and "(no summary: " in headline
     stage2 = [r for r in prompt_records(run_dir) if r["stage"] == "stage2" and r["phase"] == "phase2"]
     assert stage2 and all(headline in "\n".join(m["content"] for m in r["messages"]) for r in stage2)
+
+
+@pytest.mark.slow
+def test_the_writeup_prompt_carries_the_summaries(tmp_path):
+    if not (shutil.which("pdflatex") and shutil.which("bibtex")):
+        pytest.skip("LaTeX not installed (scripts/setup.sh installs texlive + latexmk)")
+    code, run_dir, _ = start_run(
+        tmp_path,
+        "report.enabled=true",
+        "report.citations.enabled=false",
+        "report.num_reviews=1",
+        *(f"agent.stages.stage{n}_max_iters=0" for n in (2, 3, 4)),
+    )
+    assert code == 0
+    steps = {e["step"]: e["status"] for e in events(run_dir) if e["type"] == "report_step"}
+    assert steps.get("writeup") == "ok", steps
+    stored = _stored(run_dir)
+    sections = [r for r in prompt_records(run_dir) if r["phase"] == "writeup" and r["label"] == "sections"]
+    assert sections, sorted({(r["phase"], r["label"]) for r in prompt_records(run_dir)})
+    text = "\n".join(m["content"] for m in sections[0]["messages"] if isinstance(m.get("content"), str))
+    for s in stored.values():
+        for key, value in s["summary"].items():
+            assert f"- {key}: {value}" in text
