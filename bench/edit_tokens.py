@@ -48,25 +48,87 @@ OVERRIDES = [
 ]
 
 
-def scripted_run(workdir: Path, extra: list[str]) -> Path:
+def scripted_run(workdir: Path, extra: list[str], edits: bool = False) -> Path:
+    """The example run; ``edits``: with ``agent.code_edits`` and the scripted LLM answering every
+    child with edits against its parent's files (``testing.scripted.EditingResponder``)."""
     from ai_scientist.cli.commands import execute, setup_run
     from ai_scientist.llm.scripted_backend import ScriptedBackend
-    from ai_scientist.testing.scripted import ExampleResponder
+    from ai_scientist.testing.scripted import EditingResponder, ExampleResponder
 
+    name = "edits" if edits else "whole"
     args = Namespace(
         config=None,
-        overrides=[*OVERRIDES, *extra],
+        overrides=[*OVERRIDES, *extra, f"agent.code_edits={str(edits).lower()}"],
         idea=str(IDEA),
         resources=None,
         out=str(workdir),
-        name="edit-tokens",
+        name=name,
         from_phase=None,
         run_dir=None,
         stop_after=None,
     )
     run, resources = setup_run(args)
-    execute(run, resources=resources, backend=ScriptedBackend(ExampleResponder()))
+    responder = EditingResponder(Path(workdir) / name) if edits else ExampleResponder()
+    assert Path(run.dir) == Path(workdir) / name
+    execute(run, resources=resources, backend=ScriptedBackend(responder))
     return Path(run.dir)
+
+
+def recorded(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """Per child node: the recorded phase 2 calls (every attempt, repairs included), their prompt
+    and completion tokens counted with the run's counter, and whether the answer carried edits."""
+    from ai_scientist.base.config import load_config
+    from ai_scientist.base.paths import RunPaths
+    from ai_scientist.context.tokens import counter_for, messages_tokens
+
+    paths = RunPaths(run_dir)
+    counter = counter_for(load_config(paths.config).model_for("code"))
+    out: dict[str, dict[str, Any]] = {}
+    for nid in paths.node_ids():
+        if not paths.node(nid).node_json.is_file():
+            continue
+        node = json.loads(paths.node(nid).node_json.read_text())
+        if not node.get("parent_id") or node["operation"] in ("seed_eval", "draft"):
+            continue
+        row = {"operation": node["operation"], "calls": 0, "prompt": 0, "completion": 0, "edits": False}
+        for p in paths.node(nid).prompt_log_files():
+            rec = json.loads(p.read_text(encoding="utf-8"))
+            if rec.get("phase") != "phase2":
+                continue
+            raw = (rec.get("response") or {}).get("raw") or ""
+            row["calls"] += 1
+            row["prompt"] += messages_tokens(rec["messages"], counter)
+            row["completion"] += counter.count(raw)
+            row["edits"] = row["edits"] or '"edits"' in raw
+        if row["calls"]:
+            out[nid] = row
+    return out
+
+
+def compare(whole: dict[str, dict], edits: dict[str, dict]) -> dict[str, Any]:
+    """Means per child of each run (their trees may differ), and per node id present in both."""
+
+    def mean(rows: dict[str, dict], key: str) -> float:
+        return round(sum(r[key] for r in rows.values()) / (len(rows) or 1), 1)
+
+    both = sorted(set(whole) & set(edits))
+    out: dict[str, Any] = {
+        "children": {
+            "whole": len(whole),
+            "edits": len(edits),
+            "answered_with_edits": sum(r["edits"] for r in edits.values()),
+        },
+        "whole": {k: mean(whole, k) for k in ("calls", "prompt", "completion")},
+        "edits": {k: mean(edits, k) for k in ("calls", "prompt", "completion")},
+        "same_nodes": [{"node": n, "whole": whole[n], "edits": edits[n]} for n in both],
+    }
+    tw = out["whole"]["prompt"] + out["whole"]["completion"]
+    te = out["edits"]["prompt"] + out["edits"]["completion"]
+    out["total_whole"], out["total_edits"] = round(tw, 1), round(te, 1)
+    out["total_ratio_edits_vs_whole"] = round(te / tw, 3) if tw else None
+    cw, ce = out["whole"]["completion"], out["edits"]["completion"]
+    out["completion_ratio_edits_vs_whole"] = round(ce / cw, 3) if cw else None
+    return out
 
 
 def _phase2_record(paths: Any, node_id: str) -> dict | None:
@@ -159,6 +221,16 @@ def report(result: dict[str, Any]) -> str:
         f"{s['mean_completion_edits']} (x{s['completion_ratio_edits_vs_whole']}), prompt+completion "
         f"{s['mean_total_whole']} -> {s['mean_total_edits']} (x{s['total_ratio_edits_vs_whole']})"
     )
+    r = result.get("recorded")
+    if r:
+        lines.append(
+            f"recorded runs (agent.code_edits off / on; {r['children']['whole']} / {r['children']['edits']} "
+            f"children, {r['children']['answered_with_edits']} answered with edits), mean per child over "
+            f"its phase 2 calls: calls {r['whole']['calls']} / {r['edits']['calls']}, prompt "
+            f"{r['whole']['prompt']} / {r['edits']['prompt']}, completion {r['whole']['completion']} / "
+            f"{r['edits']['completion']} (x{r['completion_ratio_edits_vs_whole']}), prompt+completion "
+            f"{r['total_whole']} / {r['total_edits']} (x{r['total_ratio_edits_vs_whole']})"
+        )
     return "\n".join(lines)
 
 
@@ -171,8 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-edit-tokens-"))
     run_dir = scripted_run(work, args.set)
     result = measure(run_dir)
+    # recorded calls: the same run with agent.code_edits, the scripted children answering with edits
+    edits_dir = scripted_run(work, args.set, edits=True)
+    result["recorded"] = compare(recorded(run_dir), recorded(edits_dir))
     if args.keep:
-        result["run_dir"] = str(run_dir)
+        result["run_dir"], result["edits_run_dir"] = str(run_dir), str(edits_dir)
     else:
         import shutil
 

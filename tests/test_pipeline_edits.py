@@ -5,47 +5,15 @@ applies (issue 17, "edits instead of rewrites")."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from pipeline_support import journal_nodes, start_run
 
-from ai_scientist.phases.edits import Edit, apply_edits, make_edits, text_files
-from ai_scientist.testing.scripted import ExampleResponder
-
-
-class EditingResponder(ExampleResponder):
-    """The example's answers, but a child offered ``edits`` answers with the edit list that turns
-    its parent's recorded files into the files it would have written; ``bad_anchor_first``: the
-    first phase 2 answer of the first child carries a wrong anchor."""
-
-    def __init__(self, run_dir: Path, bad_anchor_first: bool = True):
-        super().__init__()
-        self.run_dir = run_dir
-        self.whole: dict[str, dict[str, str]] = {}  # node -> the files it would have written
-        self.bad_node: str | None = None
-        self.bad_anchor_first = bad_anchor_first
-
-    def __call__(self, messages, schema, ctx):
-        text = super().__call__(messages, schema, ctx)
-        if ctx.phase != "phase2" or "edits" not in ((schema or {}).get("properties") or {}):
-            return text
-        answer = json.loads(text)
-        parent = journal_nodes(self.run_dir)[ctx.node_id]["parent_id"]
-        parent_answer = json.loads((self.run_dir / "nodes" / parent / "code_answer.json").read_text())
-        before, after = text_files(parent_answer), text_files(answer)
-        self.whole[ctx.node_id] = after
-        edits = [e.to_dict() for e in make_edits(before, after)]
-        if self.bad_anchor_first and self.bad_node in (None, ctx.node_id) and edits:
-            if self.bad_node is None:  # first call of the first child: a near-miss anchor
-                self.bad_node = ctx.node_id
-                edits[0] = {**edits[0], "anchor": edits[0]["anchor"].replace("=", "= ", 1) + "  # x"}
-            else:
-                self.bad_anchor_first = False
-        return json.dumps({**answer, "edits": edits, "files": []})
+from ai_scientist.phases.edits import Edit, apply_edits, text_files
+from ai_scientist.testing.scripted import EditingResponder
 
 
 def test_children_answer_with_edits_and_a_bad_anchor_is_retried(tmp_path):
-    responder = EditingResponder(tmp_path / "experiments" / "run")
+    responder = EditingResponder(tmp_path / "experiments" / "run", bad_anchor_first=True)
     code, run_dir, _ = start_run(tmp_path, "agent.code_edits=true", responder=responder)
     assert code == 0
     nodes = journal_nodes(run_dir)

@@ -338,3 +338,50 @@ class ExampleResponder:
                 }
             )
         raise ValueError(f"unknown hostile kind {kind!r}")
+
+
+class EditingResponder(ExampleResponder):
+    """The example's answers, but a child offered ``edits`` (``agent.code_edits``) answers with
+    the edit list turning its parent's recorded files (``RUN/nodes/<parent>/code_answer.json``)
+    into the files it would have written, and no whole files. ``bad_anchor_first``: the first
+    child's first answer carries a near-miss anchor (the repair round must fix it). ``whole``
+    keeps, per node, the files it meant to write."""
+
+    def __init__(self, run_dir: Path | str, *, bad_anchor_first: bool = False, **kw: Any):
+        super().__init__(**kw)
+        self.run_dir = Path(run_dir)
+        self.whole: dict[str, dict[str, str]] = {}
+        self.bad_node: str | None = None
+        self.bad_anchor_first = bad_anchor_first
+
+    def _parent(self, node_id: str) -> str | None:
+        from ..base.fileio import read_jsonl
+
+        parent = None
+        for rec in read_jsonl(self.run_dir / "journal.jsonl"):
+            node = rec.get("node") or {}
+            if node.get("id") == node_id:
+                parent = node.get("parent_id")
+        return parent
+
+    def __call__(self, messages: list[dict[str, Any]], schema: dict | None, ctx: CallContext) -> str:
+        from ..phases.edits import make_edits, text_files
+
+        text = super().__call__(messages, schema, ctx)
+        if ctx.phase != "phase2" or "edits" not in ((schema or {}).get("properties") or {}):
+            return text
+        answer = json.loads(text)
+        parent = self._parent(ctx.node_id)
+        parent_answer = json.loads((self.run_dir / "nodes" / str(parent) / "code_answer.json").read_text())
+        before, after = text_files(parent_answer), text_files(answer)
+        with self._lock:
+            self.whole[ctx.node_id] = after
+        edits = [e.to_dict() for e in make_edits(before, after)]
+        if self.bad_anchor_first and self.bad_node in (None, ctx.node_id) and edits:
+            if self.bad_node is None:  # first call of the first child: a near-miss anchor
+                self.bad_node = ctx.node_id
+                edits[0] = {**edits[0], "anchor": edits[0]["anchor"].replace("=", "= ", 1) + "  # x"}
+            else:
+                self.bad_anchor_first = False
+        new = [f for f in answer.get("files") or [] if f.get("path") not in before]
+        return json.dumps({**answer, "edits": edits, "files": new})
