@@ -76,6 +76,12 @@ def seeded_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {"dir": run.dir}
 
 
+def _text(content) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
+
+
 def test_seed_code_reaches_the_drafts_plan_and_code_prompts_only(seeded_run: dict):
     run_dir = seeded_run["dir"]
     nodes = journal_nodes(run_dir)
@@ -84,7 +90,8 @@ def test_seed_code_reaches_the_drafts_plan_and_code_prompts_only(seeded_run: dic
     assert len(nodes) > len(drafts) + 2  # debug / improve / tune / ablate / seed nodes ran too
     seen: dict[str, set[str]] = {d: set() for d in drafts}
     for r in prompt_records(run_dir):
-        user = "\n".join(m["content"] for m in r["messages"] if m["role"] == "user")
+        # (a plot critique's user message is a list of parts: its text and the figures)
+        user = "\n".join(_text(m["content"]) for m in r["messages"] if m["role"] == "user")
         entry = _ledger(r, "seed_code")
         if r["node_id"] in drafts and r["phase"] in ("phase0", "phase2"):
             assert SEED_CODE in user, (r["node_id"], r["phase"], r["label"])
