@@ -246,3 +246,25 @@ def test_bad_anchor_is_fed_back_and_the_retry_applies():
     expected = "edit 1 (replace) in 'main.py': anchor not found: 'EPOCH = 10'; nearest existing line 3: 'EPOCHS = 10'"
     assert expected in seen[1][-1]["content"]
     assert check(result.parsed)["main.py"].split("\n")[2] == "EPOCHS = 2"
+
+
+def test_local_grammar_anchors_are_existing_unique_lines():
+    """With ``anchor_lines`` (phase 2 on the local backend) llama.cpp's grammar can only produce
+    anchors that are lines occurring once in a parent file: a missing anchor cannot be decoded."""
+    from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
+
+    from ai_scientist.llm.local_backend import grammar_schema
+    from ai_scientist.phases.edits import with_edits
+    from ai_scientist.phases.schemas import CODE_SCHEMA
+
+    schema = with_edits(CODE_SCHEMA, PARENT, anchor_lines=True)
+    assert "files" not in schema["required"] and "edits" in schema["properties"]
+    gbnf = json_schema_to_gbnf(json.dumps(grammar_schema(schema)))
+    rules = dict(line.split(" ::= ", 1) for line in gbnf.splitlines() if " ::= " in line)
+    anchor_rule = next(v for k, v in rules.items() if k.endswith("anchor"))
+    offered = [json.loads(json.loads(alt.strip())) for alt in anchor_rule.split(" | ")]
+    lines = [ln for text in PARENT.values() for ln in text.split("\n")]
+    assert offered and all(lines.count(a) == 1 for a in offered)
+    assert sorted(offered) == sorted({ln for ln in lines if ln.strip() and lines.count(ln) == 1})
+    assert "for epoch in range(10):" not in offered
+    LlamaGrammar.from_string(gbnf, verbose=False)

@@ -94,7 +94,9 @@ def _code(ctx: NodeContext, plan: dict, merged: bool = False) -> dict:
         )
         base = _edit_base(ctx)  # the parent's files when this child may answer with edits
         if base:
-            schema = with_edits(schema, base)
+            # a grammar-constrained backend (llama.cpp) can only pick existing lines as anchors
+            local = getattr(getattr(ctx.llm, "backend", None), "name", None) == "local"
+            schema = with_edits(schema, base, anchor_lines=local)
             check = _expanding(base, check)
         try:
             answer = ctx.ask(
