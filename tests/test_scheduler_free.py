@@ -146,3 +146,31 @@ def test_kill_at_a_random_moment_of_a_free_running_run(tmp_path, seed):
     assert counts[1] <= 6 and counts[2] <= 3  # stage1/2_max_iters defaults
     state = json.loads((run_dir / "state.json").read_text())
     assert [int(s) for s in state["stages"]] == [1, 2, 3, 4]
+
+
+@pytest.mark.slow
+def test_replay_of_a_killed_and_resumed_free_run(tmp_path, capsys):
+    """A run killed while stage 1 has nodes in flight, then resumed, replays to the same tree."""
+    proc = subprocess.Popen(
+        [sys.executable, str(DRIVER), "run", str(tmp_path), "run", *SMALL4, "--slow", "n0003", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    src = tmp_path / "experiments" / "run"
+    started = src / "nodes" / "n0003" / "workspace" / "STARTED"  # n0003's slow experiment is running
+    deadline = time.time() + 120
+    while not started.exists():
+        assert proc.poll() is None, proc.stderr.read()[-2000:]
+        assert time.time() < deadline, "n0003 never started"
+        time.sleep(0.01)
+    _kill(proc)
+    assert journal_nodes(src)["n0003"]["status"] == "running"
+    res = subprocess.run([sys.executable, str(DRIVER), "resume", str(src)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert any(e["type"] == "nodes_resumed" and "n0003" in e["node_ids"] for e in events(src))
+    capsys.readouterr()
+    assert main(["replay", str(src), "--out", str(tmp_path / "replays")]) == 0, capsys.readouterr().err
+    replayed = tmp_path / "replays" / f"{src.name}.replay"
+    assert _tree(replayed) == _tree(src)
+    assert _decisions(replayed) == _decisions(src)
