@@ -8,7 +8,11 @@ import shutil
 import pytest
 from pipeline_support import events, python_has, start_run
 
+from ai_scientist.base.config import load_config
 from ai_scientist.cli.main import main
+from ai_scientist.context import Budget, counter_for
+from ai_scientist.context.spec import LAYERS, PROMPTS
+from ai_scientist.context.tokens import messages_tokens
 
 
 @pytest.mark.slow
@@ -36,6 +40,23 @@ def test_search_then_reporting_then_rerun_review(tmp_path, capsys):
     review = json.loads((run_dir / "review.json").read_text())
     assert review and "meta" in json.dumps(review).lower()
     assert (run_dir / "tree.html").exists()
+
+    # issue 14: every call of the run, the reporting ones included (aggregation, VLM figure review,
+    # writeup, review), went through the one prompt path: a ledger naming a declared prompt's
+    # layers, and messages (counted again here) within the run's budget
+    cfg = load_config(run_dir / "config.resolved.yaml")
+    asked = set()
+    for log in sorted((run_dir / "nodes").glob("*/prompt_logs/*.json")):
+        rec = json.loads(log.read_text())
+        assert rec["ledger"], rec["call_id"]
+        layers = [e["layer"] for e in rec["ledger"] if e["layer"] in LAYERS]
+        names = {name for name, declared in PROMPTS.items() if declared == layers}
+        assert names, (rec["call_id"], layers)
+        counter = counter_for(rec["params"]["model"])
+        limit = Budget.from_config(cfg.context).limit_for(counter)
+        assert messages_tokens(rec["messages"], counter) <= limit, rec["call_id"]
+        asked |= names
+    assert {"plot_aggregate", "figure_review", "writeup", "review", "review_meta"} <= asked, asked
 
     # re-run only the review phase on the finished run
     before = len(responder.calls)

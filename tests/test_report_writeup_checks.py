@@ -8,6 +8,7 @@ so the expected references follow from its table.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import threading
 import urllib.parse
@@ -243,13 +244,22 @@ def test_a_revision_that_breaks_the_build_is_reverted(tmp_path):
 
 @pytest.mark.skipif(not shutil.which("pdflatex"), reason="LaTeX not installed (see docs/reporting.md)")
 def test_revision_that_drops_every_citation_still_builds(tmp_path):
-    # the first draft cites the one reference; the reflection prompt lists none, so the revision
-    # cites nothing: the rebuild must not fail on the first build's bibtex state
+    # the first draft cites the one reference; the reflection's revision cites nothing: the
+    # rebuild must not fail on the first build's bibtex state
     server = FakeS2()
+    draft = default_responder()
+
+    def respond(messages, schema, ctx, role):
+        text = draft(messages, schema, ctx, role)
+        if role == "writeup" and ctx.label.startswith("reflect"):
+            sections = {k: re.sub(r" \\cite\{[^}]*\}", "", v) for k, v in json.loads(text).items()}
+            return json.dumps(sections)
+        return text
+
     try:
         run = make_run(tmp_path)
         _figures(run)
-        client = ScriptedClient(default_responder())
+        client = ScriptedClient(respond)
         cfg = report_cfg(tmp_path, writeup_reflections=1)
         summary = write_paper(run, cfg, client, options=ReportOptions(s2_base_url=server.url, environ={}))
     finally:

@@ -100,6 +100,16 @@ LAYERS: dict[str, Layer] = {
             min_tokens=300,
             title="Data manifest",
         ),
+        # -- reporting: the paper's sections and their revisions (reporting/writeup.py), the
+        # citation queries (its related-work search) and the vision model's figure review
+        # (reporting/vlm.py; the figure travels as an image part after the text)
+        _L("writer", "system", 100, template="reporting/writeup_system.j2", key=None, pinned=True),
+        _L("citer", "system", 100, template="reporting/citation_system.j2", key=None, pinned=True),
+        _L("figure_reviewer", "system", 100, template="reporting/vlm_system.j2", key=None, pinned=True),
+        # what the run found (stages, lessons, figures, references): shared by every writeup call
+        _L(
+            "findings", "user", 88, "head", template="reporting/text.j2", min_tokens=300, title="Run findings"
+        ),
         # -- ideation (``ai-scientist ideate``; templates in prompt/ideation/)
         _L(
             "topic",
@@ -159,6 +169,13 @@ _REVIEW: dict[str, list[str]] = {
     "review_meta": ["reviewer", "paper", "instructions", "response_format", "reviews"],
     # the aggregation script over the run's data (its retry's problems go to node_brief, last)
     "plot_aggregate": ["plotter", "manifest", "instructions", "response_format", "node_brief"],
+    # the paper's sections, a compile fix and a reflection round: one prompt whose node_brief (the
+    # call's own request: the sections so far, the problem, the feedback) comes last
+    "writeup": ["writer", "task", "instructions", "response_format", "findings", "node_brief"],
+    # the related-work queries of one citation round (node_brief: queries asked, papers found)
+    "citation_queries": ["citer", "task", "instructions", "response_format", "findings", "node_brief"],
+    # one figure against its caption (node_brief: the file and caption; the image follows)
+    "figure_review": ["figure_reviewer", "instructions", "response_format", "node_brief"],
 }
 
 PROMPTS: dict[str, list[str]] = {

@@ -90,12 +90,23 @@ def ask(
     schema: dict[str, Any] | None = None,
     validator: Callable[[Any], None] | None = None,
     conversation: list[dict[str, Any]] | None = None,
+    images: list[dict[str, Any]] | None = None,
 ) -> LLMResult:
     """Assemble ``prompt`` from ``values`` (plus the response-format layer of ``schema``) and
-    complete it; the call's prompt log gets the assembly's ledger."""
+    complete it; the call's prompt log gets the assembly's ledger. ``images`` (``image_url``
+    content parts) follow the text of the last message, so the text stays a shared prefix."""
     v = dict(values)
     if schema is not None and "response_format" not in v:
         v["response_format"] = prompter.schema_text(schema, role)
     p = prompter.assemble(prompt, v, role=role, conversation=conversation)
+    messages = p.messages
+    if images:
+        last = messages[-1]
+        parts = (
+            last["content"]
+            if isinstance(last["content"], list)
+            else [{"type": "text", "text": last["content"]}]
+        )
+        messages = [*messages[:-1], {**last, "content": [*parts, *images]}]
     call = replace(ctx, ledger=[*p.ledger, *ctx.ledger])  # the caller's own entries (few-shot, ...) after
-    return llm.complete(p.messages, role=role, ctx=call, schema=schema, validator=validator)
+    return llm.complete(messages, role=role, ctx=call, schema=schema, validator=validator)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import VLM_FILE, NodePaths, RunPaths
+from ..llm.prompting import Prompter, ask
 from ..llm.types import CallContext, LLMError
 from ..llm.vision import is_vision_refusal, vision_skip_reason
 from . import prompts
@@ -126,22 +127,36 @@ def critique_node_plots(run_dir: Path, cfg: Config, client: LLMClient) -> dict[s
 def review_figures(
     run_dir: Path, cfg: Config, client: LLMClient, figures: list[dict[str, Any]], phase: str = "vlm"
 ) -> dict[str, Any]:
-    """Check each figure against its caption; {file: review | {error}}."""
+    """Check each figure against its caption; {file: review | {error}}.
+
+    Each call goes through the run's one prompt path (prompt ``figure_review``): the reviewer's
+    system message and the instructions are the same for every figure, the file and caption come
+    last (``node_brief``) and the image follows the text."""
     fig_dir = RunPaths(run_dir).figures
+    prompter = Prompter(cfg, client)
+    instructions = prompts.render("vlm_figure_instructions.j2")
     out: dict[str, Any] = {}
     for fig in figures:
         path = fig_dir / fig["file"]
-        text = prompts.render("vlm_figure_user.j2", file=fig["file"], caption=fig.get("caption", ""))
-        msgs = [
-            {"role": "system", "content": prompts.render("vlm_system.j2")},
-            {"role": "user", "content": _with_images(text, [path])},
-        ]
+        brief = prompts.render("vlm_figure_user.j2", file=fig["file"], caption=fig.get("caption", ""))
+        values = {"instructions": instructions, "node_brief": brief}
         ctx = CallContext(node_id="run", phase=phase, label=f"figure_{path.stem}"[:40])
         try:
-            out[fig["file"]] = _vision_call(client, msgs, FIGURE_SCHEMA, ctx)
-        except NoVision:
-            raise
-        except (LLMError, OSError) as exc:
+            out[fig["file"]] = ask(
+                client,
+                prompter,
+                "figure_review",
+                values,
+                role="vlm_feedback",
+                ctx=ctx,
+                schema=FIGURE_SCHEMA,
+                images=[image_part(path)],
+            ).parsed
+        except LLMError as exc:
+            if is_vision_refusal(exc):
+                raise NoVision(f"the model refused image input: {exc}") from exc
+            out[fig["file"]] = {"error": f"review of {fig['file']} failed: {exc}"}
+        except OSError as exc:
             out[fig["file"]] = {"error": f"review of {fig['file']} failed: {exc}"}
     return out
 

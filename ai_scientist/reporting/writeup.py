@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
 from ..base.paths import RunPaths
+from ..llm.prompting import Prompter, ask
 from ..llm.types import CallContext
 from . import latex, prompts
 from .citations import (
@@ -167,14 +168,25 @@ def gather_citations(
     seen: set[str] = set()
     keys: set[str] = set()
     rounds = 0
+    prompter = Prompter(cfg, client)  # the run's one prompt path: budget, counter, ledger
+    base = {
+        "task": ctx_values.get("idea") or "(no idea text)",
+        "instructions": prompts.render("citation_instructions.j2"),
+        "findings": prompts.render("citation_user.j2", **ctx_values),
+    }
     for rnd in range(1, ccfg.rounds + 1):
         found = [{"title": p.get("title"), "year": p.get("year")} for p in papers]
-        values = {**ctx_values, "found": found, "asked": asked, "round": rnd, "rounds": ccfg.rounds}
-        msgs = prompts.messages("citation_system.j2", "citation_user.j2", **values)
+        brief = prompts.render("citation_round.j2", found=found, asked=asked, round=rnd, rounds=ccfg.rounds)
         ctx = CallContext(node_id="run", phase="writeup", label="citation_queries")
-        answer = client.complete(msgs, role="citation", ctx=ctx, schema=QUERY_SCHEMA).parsed.get(
-            "queries", []
-        )
+        answer = ask(
+            client,
+            prompter,
+            "citation_queries",
+            {**base, "node_brief": brief},
+            role="citation",
+            ctx=ctx,
+            schema=QUERY_SCHEMA,
+        ).parsed.get("queries", [])
         norm = {" ".join(q.lower().split()) for q in asked}
         queries = [str(q) for q in answer if str(q).strip() and " ".join(str(q).lower().split()) not in norm]
         rounds = rnd
@@ -243,10 +255,26 @@ def _tex_context(tex: str, excerpt: str, span: int = 4) -> str:
 
 
 def _sections_call(client: LLMClient, template: str, label: str, values: dict) -> dict[str, Any]:
-    msgs = prompts.messages("writeup_system.j2", template, **values)
+    """One writer call through the run's one prompt path (prompt ``writeup``): the idea, the
+    instructions and the run's findings are the same for every call of the writeup (a shared
+    prefix); ``template`` renders this call's own request (draft, compile fix, reflection), last."""
+    prompter = values.get("prompter") or Prompter(getattr(client, "cfg", None) or _default_cfg(), client)
+    v = {
+        **{k: x for k, x in values.items() if k != "prompter"},
+        "task": values.get("idea") or "(no idea text)",
+        "instructions": prompts.render("writeup_instructions.j2", **values),
+        "findings": prompts.render("writeup_user.j2", **values),
+        "node_brief": prompts.render(template, **values),
+    }
     ctx = CallContext(node_id="run", phase="writeup", label=label)
-    parsed = client.complete(msgs, role="writeup", ctx=ctx, schema=WRITEUP_SCHEMA).parsed
+    parsed = ask(client, prompter, "writeup", v, role="writeup", ctx=ctx, schema=WRITEUP_SCHEMA).parsed
     return {k: str(parsed.get(k, "")) for k in ("title", "abstract", *SECTIONS)}
+
+
+def _default_cfg() -> Config:
+    from ..base.config import Config
+
+    return Config()
 
 
 def _build(
@@ -402,7 +430,8 @@ def write_paper(
         | {"abstract": (p.get("abstract") or "")[:300]}
         for p in papers
     ]
-    sections = _sections_call(client, "writeup_user.j2", "sections", values)
+    values["prompter"] = Prompter(cfg, client)
+    sections = _sections_call(client, "writeup_draft.j2", "sections", values)
     sections, result, attempts = _compile_with_fixes(client, paper_dir, sections, papers, values, cfg, opts)
     reflections: list[dict[str, Any]] = []
     if result.ok:
