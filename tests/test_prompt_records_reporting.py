@@ -1,0 +1,85 @@
+"""Issue 14: the writeup's calls (citation rounds, the draft, a reflection round) go through the
+one prompt path, read back from their prompt logs.
+
+``write_paper`` with a recording client (scripted backend, prompt logs under ``nodes/run/``), a
+Semantic Scholar stand-in on 127.0.0.1 and two citation rounds. Every expectation comes from the
+logged ``messages`` and ledgers: each call has a ledger naming its declared prompt, fits the budget
+counted again, and the calls of one prompt share everything before their own request (the
+``node_brief`` section, last) byte for byte — the prefix a provider's cache can reuse.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_report_support import FakeS2, default_responder, make_run, report_cfg
+
+from ai_scientist.context import Budget, counter_for
+from ai_scientist.context.spec import LAYERS, PROMPTS
+from ai_scientist.context.tokens import messages_tokens
+from ai_scientist.llm.factory import make_client
+from ai_scientist.llm.scripted_backend import ScriptedBackend
+from ai_scientist.reporting.writeup import ReportOptions, write_paper
+
+BRIEF = f"\n\n## {LAYERS['node_brief'].heading}\n"
+
+
+def _text(msg: dict[str, Any]) -> str:
+    content = msg["content"]
+    if isinstance(content, list):
+        return "\n\n".join(p.get("text", "") for p in content if p.get("type") == "text")
+    return str(content)
+
+
+@pytest.mark.skipif(not shutil.which("pdflatex"), reason="LaTeX not installed (see docs/reporting.md)")
+def test_writeup_and_citation_calls_are_assembled_budgeted_and_share_their_prefix(tmp_path: Path):
+    run = make_run(tmp_path)
+    answer = default_responder()
+    queries = [["learning rate warm-up"], ["cosine schedules"]]
+
+    def respond(messages, schema, ctx):
+        if ctx.label == "citation_queries":
+            return json.dumps({"queries": queries.pop(0) if queries else []})
+        return answer(messages, schema, ctx, "writeup")
+
+    cfg = report_cfg(tmp_path, citations={"rounds": 2}, writeup_reflections=1, compile_fix_rounds=0)
+    server = FakeS2()
+    try:
+        llm = make_client(cfg, run, None, backend=ScriptedBackend(respond))
+        write_paper(run, cfg, llm, options=ReportOptions(s2_base_url=server.url, environ={}))
+    finally:
+        server.close()
+
+    recs = [json.loads(p.read_text()) for p in sorted((run / "nodes" / "run" / "prompt_logs").glob("*.json"))]
+    by_prompt: dict[str, list[dict[str, Any]]] = {}
+    for rec in recs:
+        assert rec["ledger"], rec["call_id"]
+        layers = [e["layer"] for e in rec["ledger"] if e["layer"] in LAYERS]
+        names = [n for n, declared in PROMPTS.items() if declared == layers]
+        assert len(names) == 1, (rec["call_id"], layers)
+        counter = counter_for(rec["params"]["model"])
+        assert messages_tokens(rec["messages"], counter) <= Budget.from_config(cfg.context).limit_for(counter)
+        by_prompt.setdefault(names[0], []).append(rec)
+    assert len(by_prompt.get("citation_queries", [])) == 2, sorted(by_prompt)
+    writes = by_prompt.get("writeup", [])
+    assert [r["label"] for r in writes] == ["sections", "reflect_1"], [r["label"] for r in writes]
+
+    for name, calls in by_prompt.items():
+        prefixes = set()
+        for rec in calls:
+            system, user = (_text(m) for m in rec["messages"])
+            assert user.count(BRIEF) == 1, rec["call_id"]
+            after = user[user.index(BRIEF) + len(BRIEF) :]
+            assert not [n for n in LAYERS if f"\n\n## {LAYERS[n].heading}\n" in after], rec["call_id"]  # last
+            prefixes.add(system + "\x00" + user[: user.index(BRIEF)])
+        assert len(prefixes) == 1, name  # everything before the call's own request is shared
+    # and the run's material is in that shared part: the idea, and for the writer the references
+    citation_user = _text(by_prompt["citation_queries"][1]["messages"][1])
+    assert "learning rate warm-up" in citation_user[citation_user.index(BRIEF) :]
+    reflect_user = _text(writes[1]["messages"][1])
+    assert "Reflection round 1 of 1" in reflect_user[reflect_user.index(BRIEF) :]
+    assert "# References you may cite (by key)\n- " in reflect_user[: reflect_user.index(BRIEF)]
