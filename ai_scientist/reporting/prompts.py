@@ -1,6 +1,7 @@
 """Loads the reporting prompt templates from ``prompt/reporting/`` (base/templates.py's environment).
 
-Python decides which template and which values; the words live in the files.
+Python decides which template and which values; the words live in the files. The messages of a
+call are assembled by ``llm.prompting.ask`` from the layers of ``context.spec.PROMPTS``.
 """
 
 from __future__ import annotations
@@ -18,11 +19,3 @@ PROMPT_DIR = Path(__file__).resolve().parents[1] / "prompt" / "reporting"
 def render(name: str, **values: Any) -> str:
     """Render ``prompt/reporting/<name>``; a missing variable is an error, not blank text."""
     return _render(f"reporting/{name}", **values) + "\n"
-
-
-def messages(system_template: str, user_template: str, **values: Any) -> list[dict[str, Any]]:
-    """A two-message chat (system + user) from two templates sharing ``values``."""
-    return [
-        {"role": "system", "content": render(system_template, **values)},
-        {"role": "user", "content": render(user_template, **values)},
-    ]
