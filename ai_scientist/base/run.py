@@ -17,13 +17,13 @@ from typing import Any
 
 import yaml
 
-from ..base.config import Config, ConfigError, apply_override, dump_config, validate
-from ..base.errors import UsageError
-from ..base.fileio import append_jsonl, atomic_write_json, atomic_write_text, read_json
-from ..base.idea import Idea
-from ..base.paths import RunPaths, slug
-from ..base.redact import Redactor, redactor_for
-from ..base.runlock import RunLock
+from .config import Config, ConfigError, apply_override, dump_config, validate
+from .errors import UsageError
+from .fileio import append_jsonl, atomic_write_json, atomic_write_text, read_json
+from .idea import Idea
+from .paths import RunPaths, slug
+from .redact import Redactor, redactor_for
+from .runlock import RunLock
 
 MAX_NAME_CHARS = 120
 
@@ -117,9 +117,8 @@ class Run:
         atomic_write_json(paths.idea_json, dataclasses.asdict(idea))
         if idea.code:  # a copy to read; resume and replay take the seed code from idea.json
             name = slug(idea.code_file)
-            folder = paths.seed_code
-            folder.mkdir(exist_ok=True)
-            atomic_write_text(folder / (name if name.strip(".") else "seed_code"), idea.code)
+            paths.seed_code.mkdir(exist_ok=True)
+            atomic_write_text(paths.seed_code / (name if name.strip(".") else "seed_code"), idea.code)
         now = time.time()
         state = {
             "run_id": run_dir.name,
@@ -172,6 +171,6 @@ class Run:
         return rec
 
     def events(self) -> list[dict[str, Any]]:
-        from ..base.fileio import read_jsonl
+        from .fileio import read_jsonl
 
         return list(read_jsonl(self.events_path))

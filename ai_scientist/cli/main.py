@@ -154,13 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
     _config_args(p, positional=True)
     p.add_argument("--idea", default=None, help="idea file (markdown or AI-Scientist-v2 JSON); required")
     p.add_argument("--resources", default=None, help="resources file (YAML or JSON)")
-    p.add_argument("--out", default="experiments", help="output root (default: experiments/)")
     p.add_argument(
         "--load-code",
         default=None,
         metavar="FILE",
         help="seed code: the first drafts start from this file (as AI-Scientist-v2's --load_code)",
     )
+    p.add_argument("--out", default="experiments", help="output root (default: experiments/)")
     p.add_argument("--name", default=None, help="run name (default: timestamp + idea name)")
     p.add_argument(
         "--from-phase",
