@@ -55,7 +55,9 @@ def test_prompt_table_is_declared_in_one_place():
     )
     for names in PROMPTS.values():
         assert all(n in LAYERS for n in names)
-        assert names[0] == "system"
+        assert (
+            LAYERS[names[0]].role == "system" and LAYERS[names[0]].pinned
+        )  # each prompt opens with its persona
 
 
 def test_messages_are_one_system_and_one_user_with_headed_sections():

@@ -356,9 +356,10 @@ class EditingResponder(ExampleResponder):
 
     def _parent(self, node_id: str) -> str | None:
         from ..base.fileio import read_jsonl
+        from ..base.paths import RunPaths
 
         parent = None
-        for rec in read_jsonl(self.run_dir / "journal.jsonl"):
+        for rec in read_jsonl(RunPaths(self.run_dir).journal):
             node = rec.get("node") or {}
             if node.get("id") == node_id:
                 parent = node.get("parent_id")
@@ -372,7 +373,9 @@ class EditingResponder(ExampleResponder):
             return text
         answer = json.loads(text)
         parent = self._parent(ctx.node_id)
-        parent_answer = json.loads((self.run_dir / "nodes" / str(parent) / "code_answer.json").read_text())
+        from ..base.paths import CODE_FILE, RunPaths
+
+        parent_answer = json.loads(RunPaths(self.run_dir).node(str(parent)).file(CODE_FILE).read_text())
         before, after = text_files(parent_answer), text_files(answer)
         with self._lock:
             self.whole[ctx.node_id] = after
