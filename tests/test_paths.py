@@ -37,7 +37,7 @@ from ai_scientist.base.paths import (
     slug,
 )
 
-FIXTURE = Path(__file__).parent / "fixtures" / "run_6c8e6de"
+FIXTURE = Path(__file__).parent / "fixtures" / "run_14eab8e"
 
 
 def _properties(cls: type, obj: object) -> dict[str, Path]:

@@ -1,12 +1,18 @@
-"""A run recorded before the layout change (commit 6c8e6de) replays to the same tree with today's code.
+"""A recorded run replays to the same tree with today's code: what a refactor must keep.
 
-``tests/fixtures/run_6c8e6de`` is a scripted run of the bundled example (2 workers, all four stages,
-7 nodes) recorded by the code of commit 6c8e6de, trimmed to what replay reads: the journal, events,
-idea, resolved config, environment, each node's prompt logs (JSON), ``exec/`` records and workspace
+``tests/fixtures/run_14eab8e`` is a scripted run of the bundled example (2 workers, free-running
+scheduler, all four stages, node plots and critiques, stage summaries) recorded by the code of
+commit 14eab8e, trimmed to what replay reads: the journal, events, idea, resolved config,
+environment, stage summaries, each node's prompt logs (JSON), ``exec/`` records and workspace
 files. Replaying it must send, call for call, the prompts that code sent (every one is looked up by
 its request key) and rebuild the same tree and decisions; if a change alters a prompt, the replay
-diverges and names the first difference. A change that alters prompts on purpose records a new
-fixture and says so.
+diverges and names the first difference.
+
+History: the first fixture, ``run_6c8e6de``, was recorded by the code before issue 12's layout
+change and replayed identically through every commit of that refactor (checked last at d0bf952).
+Issues 13-15 then changed prompts and calls on purpose (stage inputs and summaries, node plots,
+the stable-first layer order, merged calls), so it was replaced by this recording. A change that
+alters prompts on purpose records a new fixture (``record_fixture`` in docs/testing.md) and says so.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from pipeline_support import events, journal_nodes
 
 from ai_scientist.cli.main import main
 
-FIXTURE = Path(__file__).parent / "fixtures" / "run_6c8e6de"
+FIXTURE = Path(__file__).parent / "fixtures" / "run_14eab8e"
 TREE_FIELDS = ("id", "parent_id", "stage", "operation", "status", "idea", "seed", "tree", "metric", "error")
 DECISIONS = ("node_selected", "stage_best", "stage_completed", "ideas_planned")
 
@@ -41,7 +47,7 @@ def test_fixture_is_a_complete_recording():
 
 def test_recorded_run_replays_to_the_same_tree(tmp_path, capsys):
     src = tmp_path / "recorded"
-    shutil.copytree(FIXTURE, src)
+    shutil.copytree(FIXTURE, src, symlinks=True)
     code = main(["replay", str(src), "--out", str(tmp_path / "replays")])
     err = capsys.readouterr().err
     assert code == 0, err
