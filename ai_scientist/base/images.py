@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 from pathlib import Path
+from typing import Any
 
 from PIL import Image, ImageStat, UnidentifiedImageError
 
@@ -18,6 +20,30 @@ from PIL import Image, ImageStat, UnidentifiedImageError
 # whose data never got drawn (the classic empty aggregated figure).
 BLANK_VARIANCE = 4.0
 MAX_SIDE = 1024
+# a plotting answer (a node's plots and the run's aggregated figures): the script and each figure's
+# file name (a plain PNG name, SAFE_FIGURE_NAME) and caption
+SAFE_FIGURE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,80}\.png$")
+PLOT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "script": {"type": "string", "maxLength": 30_000},
+        "figures": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "file": {"type": "string", "maxLength": 100},
+                    "caption": {"type": "string", "maxLength": 600},
+                },
+                "required": ["file", "caption"],
+                "additionalProperties": False,
+            },
+            "maxItems": 12,
+        },
+    },
+    "required": ["script", "figures"],
+    "additionalProperties": False,
+}
 _MIME = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
 
 

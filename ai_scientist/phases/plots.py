@@ -26,13 +26,13 @@ Seed re-runs (``seed_eval``) re-measure a chosen node: they are not plotted.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 from ..base.fileio import atomic_write_text, read_json, regular_file_inside
-from ..base.images import check_figure, image_part
+from ..base.images import PLOT_SCHEMA, check_figure, image_part
+from ..base.images import SAFE_FIGURE_NAME as _SAFE_NAME
 from ..base.paths import PLOTS_FILE, VLM_FILE, RunPaths
 from ..llm.types import LLMError
 from ..llm.vision import is_vision_refusal, vision_skip_reason
@@ -49,29 +49,7 @@ MAX_FIGURE_BYTES = 5_000_000
 MAX_FIGURE_SIDE = 6000
 DATA_SUFFIXES = (".npy", ".npz", ".json", ".csv", ".tsv")
 MAX_DATA_FILES = 30
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,80}\.png$")
 
-PLOT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "script": {"type": "string", "maxLength": 30_000},
-        "figures": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "file": {"type": "string", "maxLength": 100},
-                    "caption": {"type": "string", "maxLength": 600},
-                },
-                "required": ["file", "caption"],
-                "additionalProperties": False,
-            },
-            "maxItems": 12,
-        },
-    },
-    "required": ["script", "figures"],
-    "additionalProperties": False,
-}
 CRITIQUE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {

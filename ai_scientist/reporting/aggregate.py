@@ -12,11 +12,12 @@ more rounds. At most ``report.max_figures`` good figures are kept, listed in
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_json, atomic_write_text
+from ..base.images import PLOT_SCHEMA
+from ..base.images import SAFE_FIGURE_NAME as _SAFE_NAME
 from ..base.paths import RunPaths, claim_numbered
 from ..execution.base import Executor, Limits, SandboxError
 from ..llm.prompting import Prompter, ask
@@ -32,28 +33,6 @@ if TYPE_CHECKING:
     from ..llm.client import LLMClient
 
 SCRIPT_NAME = "aggregate_plots.py"
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,80}\.png$")
-PLOT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "script": {"type": "string", "maxLength": 30_000},
-        "figures": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "file": {"type": "string", "maxLength": 100},
-                    "caption": {"type": "string", "maxLength": 600},
-                },
-                "required": ["file", "caption"],
-                "additionalProperties": False,
-            },
-            "maxItems": 12,
-        },
-    },
-    "required": ["script", "figures"],
-    "additionalProperties": False,
-}
 
 
 def _tail(text: str, n: int = 3000) -> str:

@@ -264,6 +264,17 @@ class Orchestrator:
             state, idea = self._propose_idea(state, action, view)
             if idea is None:
                 return state, None, {}
+        node = self._create_node(state, action, idea, waiting=sorted([*pool.running_ids, *pool.queued_ids]))
+        # inputs frozen on the decision's view (stage inputs are also stored with the node)
+        extras = {**self._stage_inputs(node, view), **self._input_diversity(node, view)}
+        return state, node, extras
+
+    def _create_node(
+        self, state: StageState, action: Action, idea: str | None, waiting: list[str] | None = None
+    ) -> Node:
+        """Create the picked node in the journal and record the decision (``node_selected``); the
+        free scheduler adds ``waiting`` (the nodes in flight), which replay follows; batch
+        recordings have none and replay in batch order."""
         node = self.journal.new_node(
             stage=state.stage,
             operation=action.operation,
@@ -271,17 +282,16 @@ class Orchestrator:
             tree=action.tree,
             idea=idea,
         )
+        extra = {} if waiting is None else {"waiting": waiting}
         self.run_.event(
             "node_selected",
             node_id=node.id,
             stage=state.stage,
             policy=self.policy.name,
             **{**action.to_dict(), "idea": idea},
-            waiting=sorted([*pool.running_ids, *pool.queued_ids]),
+            **extra,
         )
-        # inputs frozen on the decision's view (stage inputs are also stored with the node)
-        extras = {**self._stage_inputs(node, view), **self._input_diversity(node, view)}
-        return state, node, extras
+        return node
 
     def _plan_batch(self, state: StageState, outcome: StageOutcome) -> tuple[list[Node], StageState]:
         """Create up to ``agent.num_workers`` nodes, each picked on the journal the previous
@@ -302,20 +312,7 @@ class Orchestrator:
                 state, idea = self._propose_idea(state, action)
                 if idea is None:
                     break
-            node = self.journal.new_node(
-                stage=state.stage,
-                operation=action.operation,
-                parent_id=action.parent_id,
-                tree=action.tree,
-                idea=idea,
-            )
-            self.run_.event(
-                "node_selected",
-                node_id=node.id,
-                stage=state.stage,
-                policy=self.policy.name,
-                **{**action.to_dict(), "idea": idea},
-            )
+            node = self._create_node(state, action, idea)
             batch.append(node)
         return batch, state
 
