@@ -149,6 +149,10 @@ def test_kill_at_a_random_moment_of_a_free_running_run(tmp_path, seed):
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(
+    strict=False,
+    reason="known defect (issue 15, open): after a kill -9 and resume, a memory event id of the resumed run can differ from the replay's (r15 vs r16 in a CI run), so the replay diverges; seen once in CI at ad11783",
+)
 def test_replay_of_a_killed_and_resumed_free_run(tmp_path, capsys):
     """A run killed while stage 1 has nodes in flight, then resumed, replays to the same tree."""
     proc = subprocess.Popen(
