@@ -28,6 +28,9 @@ def test_search_then_reporting_then_rerun_review(tmp_path, capsys):
         "report.num_reviews=1",
         "agent.stages.stage3_max_iters=1",
         "agent.stages.stage4_max_iters=1",
+        # no critique in the loop: the report step critiques each stage's best node itself (prompt
+        # plot_critique); the loop's own critique is tested in test_node_plots.py
+        "agent.plots.critique=false",
     )
     assert code == 0
     steps = {e["step"]: e for e in events(run_dir) if e["type"] == "report_step"}
@@ -41,9 +44,9 @@ def test_search_then_reporting_then_rerun_review(tmp_path, capsys):
     assert review and "meta" in json.dumps(review).lower()
     assert (run_dir / "tree.html").exists()
 
-    # issue 14: every call of the run, the reporting ones included (aggregation, VLM figure review,
-    # writeup, review), went through the one prompt path: a ledger naming a declared prompt's
-    # layers, and messages (counted again here) within the run's budget
+    # issue 14: every call of the run, the reporting ones included (aggregation, VLM plot critique
+    # and figure review, writeup, review), went through the one prompt path: a ledger naming a
+    # declared prompt's layers, and messages (counted again here) within the run's budget
     cfg = load_config(run_dir / "config.resolved.yaml")
     asked = set()
     for log in sorted((run_dir / "nodes").glob("*/prompt_logs/*.json")):
@@ -56,7 +59,14 @@ def test_search_then_reporting_then_rerun_review(tmp_path, capsys):
         limit = Budget.from_config(cfg.context).limit_for(counter)
         assert messages_tokens(rec["messages"], counter) <= limit, rec["call_id"]
         asked |= names
-    assert {"plot_aggregate", "figure_review", "writeup", "review", "review_meta"} <= asked, asked
+    assert {
+        "plot_aggregate",
+        "plot_critique",
+        "figure_review",
+        "writeup",
+        "review",
+        "review_meta",
+    } <= asked, asked
 
     # re-run only the review phase on the finished run
     before = len(responder.calls)

@@ -23,6 +23,7 @@ from ai_scientist.context.spec import LAYERS, PROMPTS
 from ai_scientist.context.tokens import messages_tokens
 from ai_scientist.llm.factory import make_client
 from ai_scientist.llm.scripted_backend import ScriptedBackend
+from ai_scientist.reporting.vlm import critique_node_plots
 from ai_scientist.reporting.writeup import ReportOptions, write_paper
 
 BRIEF = f"\n\n## {LAYERS['node_brief'].heading}\n"
@@ -83,3 +84,72 @@ def test_writeup_and_citation_calls_are_assembled_budgeted_and_share_their_prefi
     reflect_user = _text(writes[1]["messages"][1])
     assert "Reflection round 1 of 1" in reflect_user[reflect_user.index(BRIEF) :]
     assert "# References you may cite (by key)\n- " in reflect_user[: reflect_user.index(BRIEF)]
+
+
+def _records(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted((run / "nodes").glob("*/prompt_logs/*.json"))]
+
+
+def _declared(rec: dict[str, Any]) -> str:
+    layers = [e["layer"] for e in rec["ledger"] if e["layer"] in LAYERS]
+    names = [n for n, declared in PROMPTS.items() if declared == layers]
+    assert len(names) == 1, (rec["call_id"], layers)
+    return names[0]
+
+
+def _critique_run(root: Path, max_prompt_tokens: int | None = None) -> tuple[Path, Any, dict[str, Any]]:
+    run = make_run(root)
+    for nid in ("n0001", "n0003"):  # several plots: each image part counts
+        plots = run / "nodes" / nid / "plots"
+        for k in range(3):
+            shutil.copyfile(plots / "loss_curve.png", plots / f"x{k}.png")
+    answer = default_responder()
+    cfg = report_cfg(root)
+    if max_prompt_tokens:
+        context = cfg.context.model_copy(update={"max_prompt_tokens": max_prompt_tokens})
+        cfg = cfg.model_copy(update={"context": context})
+    backend = ScriptedBackend(lambda m, s, ctx: answer(m, s, ctx, "vlm_feedback"))
+    critiques = critique_node_plots(run, cfg, make_client(cfg, run, None, backend=backend))
+    return run, cfg, critiques
+
+
+def test_report_time_plot_critique_is_assembled_and_budgeted_with_its_images(tmp_path: Path):
+    """The report-time critique of the stages' best nodes (none has a critique of its own in this
+    run) goes through the one prompt path: prompt ``plot_critique``, a ledger, the budget kept with
+    the images counted, the plots after the text, everything before the node's own lines shared.
+    Then again under a budget that the largest request, as first sent, would exceed: the text is
+    cut (ledger) so that text and images fit."""
+    run, cfg, critiques = _critique_run(tmp_path / "a")
+    recs = [r for r in _records(run) if r["phase"] == "vlm"]
+    assert {r["node_id"] for r in recs} == {"n0001", "n0003", "n0006", "n0007"} == set(critiques)
+    prefixes, sizes = set(), []
+    for rec in recs:
+        assert rec["ledger"] and _declared(rec) == "plot_critique", rec["call_id"]
+        counter = counter_for(rec["params"]["model"])
+        sent = messages_tokens(rec["messages"], counter)
+        assert sent <= Budget.from_config(cfg.context).limit_for(counter), rec["call_id"]
+        sizes.append(sent)
+        system, user = rec["messages"]
+        parts = user["content"]
+        images = [p for p in parts if p["type"] == "image_url"]
+        assert parts[0]["type"] == "text" and parts[1:] == images  # the text first, then the plots
+        plots = sorted((run / "nodes" / rec["node_id"] / "plots").glob("*.png"))
+        assert len(images) == len(plots)
+        text = parts[0]["text"]
+        assert text.count(BRIEF) == 1
+        assert rec["node_id"] in text[text.index(BRIEF) :]
+        assert ", ".join(p.name for p in plots) in text[text.index(BRIEF) :]
+        assert "Warm-up schedules" in text[: text.index(BRIEF)]  # the idea, in the shared part
+        prefixes.add(_text(system) + "\x00" + text[: text.index(BRIEF)])
+    assert len(prefixes) == 1
+    assert max(sizes) > 4 * 1105  # the four-plot requests: the images dominate
+
+    tight = max(sizes) - 20
+    run, cfg, critiques = _critique_run(tmp_path / "b", tight)
+    recs = [r for r in _records(run) if r["phase"] == "vlm"]
+    assert len(recs) == 4 and not any("error" in c for c in critiques.values())
+    for rec in recs:
+        counter = counter_for(rec["params"]["model"])
+        assert messages_tokens(rec["messages"], counter) <= Budget.from_config(cfg.context).limit_for(counter)
+    cut = [e for r in recs for e in r["ledger"] if e["action"] == "truncated"]
+    assert cut, "the largest request needed a cut to fit with its images"

@@ -176,6 +176,9 @@ _REVIEW: dict[str, list[str]] = {
     "citation_queries": ["citer", "task", "instructions", "response_format", "findings", "node_brief"],
     # one figure against its caption (node_brief: the file and caption; the image follows)
     "figure_review": ["figure_reviewer", "instructions", "response_format", "node_brief"],
+    # the report-time critique of a stage's best node that got none in the loop (node_brief: the
+    # node, its metrics and plot files; the plots follow as image parts)
+    "plot_critique": ["figure_reviewer", "task", "instructions", "response_format", "node_brief"],
 }
 
 PROMPTS: dict[str, list[str]] = {

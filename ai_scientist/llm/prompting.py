@@ -14,15 +14,16 @@ prompt-only modes (``json_object``, ``prompt``) the schema text is in the layer.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..base.templates import render
 from ..context.assemble import Prompt, assemble
-from ..context.budget import Budget
+from ..context.budget import ESTIMATE_MARGIN, Budget
 from ..context.spec import layout
-from ..context.tokens import TokenCounter, counter_for
+from ..context.tokens import IMAGE_TOKENS, TokenCounter, counter_for
 from .negotiation import INSTRUCTED
 from .types import CallContext, LLMResult
 
@@ -73,10 +74,17 @@ class Prompter:
         *,
         role: str,
         conversation: list[dict[str, Any]] | None = None,
+        reserve_tokens: int = 0,
     ) -> Prompt:
-        return assemble(
-            prompt, values, self.budget, self.counter(role), self.cfg.context, conversation=conversation
-        )
+        """Assemble ``prompt`` under the run's budget less ``reserve_tokens`` (what the caller adds
+        to the messages afterwards, e.g. images), so the request as sent fits the budget."""
+        counter = self.counter(role)
+        budget = self.budget
+        if reserve_tokens:
+            # an estimating counter keeps a margin of the budget free: keep it of the reserve too
+            extra = reserve_tokens if counter.exact else math.ceil(reserve_tokens / (1 - ESTIMATE_MARGIN))
+            budget = Budget(budget.max_tokens - extra, f"{budget.source} - {reserve_tokens} tokens of images")
+        return assemble(prompt, values, budget, counter, self.cfg.context, conversation=conversation)
 
 
 def ask(
@@ -94,11 +102,13 @@ def ask(
 ) -> LLMResult:
     """Assemble ``prompt`` from ``values`` (plus the response-format layer of ``schema``) and
     complete it; the call's prompt log gets the assembly's ledger. ``images`` (``image_url``
-    content parts) follow the text of the last message, so the text stays a shared prefix."""
+    content parts) follow the text of the last message, so the text stays a shared prefix; their
+    fixed cost (``IMAGE_TOKENS`` each) is kept free of the budget, so the request as sent fits."""
     v = dict(values)
     if schema is not None and "response_format" not in v:
         v["response_format"] = prompter.schema_text(schema, role)
-    p = prompter.assemble(prompt, v, role=role, conversation=conversation)
+    reserve = IMAGE_TOKENS * len(images or [])
+    p = prompter.assemble(prompt, v, role=role, conversation=conversation, reserve_tokens=reserve)
     messages = p.messages
     if images:
         last = messages[-1]

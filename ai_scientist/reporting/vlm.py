@@ -20,7 +20,7 @@ from ..llm.vision import is_vision_refusal, vision_skip_reason
 from . import prompts
 from .errors import StepSkipped
 from .images import image_part
-from .runread import load_run
+from .runread import load_run, read_text
 
 if TYPE_CHECKING:
     from ..base.config import Config
@@ -71,22 +71,13 @@ class NoVision(StepSkipped):
     """The configured model cannot read images."""
 
 
-def _vision_call(client: LLMClient, messages: list, schema: dict, ctx: CallContext) -> dict[str, Any]:
-    try:
-        return client.complete(messages, role="vlm_feedback", ctx=ctx, schema=schema).parsed
-    except LLMError as exc:
-        if is_vision_refusal(exc):
-            raise NoVision(f"the model refused image input: {exc}") from exc
-        raise
-
-
-def _with_images(text: str, paths: list[Path]) -> list[dict[str, Any]]:
-    return [{"type": "text", "text": text}] + [image_part(p) for p in paths]
-
-
 def critique_node_plots(run_dir: Path, cfg: Config, client: LLMClient) -> dict[str, Any]:
     """Every node's own critique (made in the loop, ``nodes/<id>/vlm.json``), and for each stage's
-    best node without one, a critique made now; {node_id: critique | {critiques | error}}."""
+    best node without one, a critique made now; {node_id: critique | {critiques | error}}.
+
+    A critique made now goes through the run's one prompt path (prompt ``plot_critique``): the
+    reviewer's system message, the idea and the instructions are the same for every node, the
+    node, its metrics and its plot files come last (``node_brief``) and the plots follow the text."""
     view = load_run(run_dir)
     out: dict[str, Any] = {}
     for nid in view.nodes:
@@ -96,6 +87,11 @@ def critique_node_plots(run_dir: Path, cfg: Config, client: LLMClient) -> dict[s
             own = {}
         if isinstance(own, dict) and own.get("critique"):
             out[nid] = own["critique"]
+    prompter = Prompter(cfg, client)
+    shared = {
+        "task": read_text(RunPaths(run_dir).idea_md, 8000) or "(no idea text)",
+        "instructions": prompts.render("vlm_node_instructions.j2"),
+    }
     for stage, node in view.best_per_stage().items():
         nid = str(node["id"])
         if nid in out:
@@ -103,23 +99,28 @@ def critique_node_plots(run_dir: Path, cfg: Config, client: LLMClient) -> dict[s
         plots = sorted(NodePaths(view.node_dir(nid)).plots.glob("*.png"))[:MAX_PLOTS_PER_NODE]
         if not plots:
             continue
-        text = prompts.render(
+        brief = prompts.render(
             "vlm_node_user.j2",
             node=node,
             stage=stage,
             files=[p.name for p in plots],
             metrics=view.metrics(nid),
         )
-        msgs = [
-            {"role": "system", "content": prompts.render("vlm_system.j2")},
-            {"role": "user", "content": _with_images(text, plots)},
-        ]
         ctx = CallContext(node_id=nid, stage=str(stage), phase="vlm", label="plot_critique")
         try:
-            out[nid] = _vision_call(client, msgs, CRITIQUE_SCHEMA, ctx)
-        except NoVision:
-            raise
+            out[nid] = ask(
+                client,
+                prompter,
+                "plot_critique",
+                {**shared, "node_brief": brief},
+                role="vlm_feedback",
+                ctx=ctx,
+                schema=CRITIQUE_SCHEMA,
+                images=[image_part(p) for p in plots],
+            ).parsed
         except LLMError as exc:
+            if is_vision_refusal(exc):
+                raise NoVision(f"the model refused image input: {exc}") from exc
             out[nid] = {"error": f"critique of {nid} failed: {exc}"}
     return out
 
