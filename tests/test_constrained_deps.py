@@ -1,26 +1,44 @@
-"""Answers constrained to what exists (issue 17, item 1, dependencies): with the sandbox's network
-off and ``agent.constrain_dependencies``, a plan's pip dependencies come from the packages the
-sandbox probe found — an enum in the schema, so neither llama.cpp's grammar nor a server-side JSON
-schema (nor the client's validation) lets an invented package through."""
+"""Answers constrained to what exists (issue 17, item 1): with ``agent.constrain_answers`` a plan's
+dependencies come from the packages and tools the sandbox probe found (new packages, each with a
+reason, only when the sandbox has network), a build's language and compiler from the probed
+toolchains, and run commands from the answer's files — an enum in the schema, so neither
+llama.cpp's grammar nor a server-side JSON schema (nor the client's validation) lets an invented
+name through."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import jsonschema
 import pytest
 from pipeline_support import start_run
 
 from ai_scientist.llm.local_backend import grammar_schema
+from ai_scientist.llm.structured import AnswerError, validate_answer
+from ai_scientist.phases.phase1 import dependency_check_command
 from ai_scientist.phases.schemas import (
+    CODE_SCHEMA,
     MERGED_CODE_SCHEMA,
     PLAN_SCHEMA,
+    check_run_files,
+    constrain_build,
     constrain_dependencies,
+    constrain_run,
     probed_packages,
+    validate_code,
 )
 from ai_scientist.testing.scripted import ExampleResponder
 
-ENV = {"sandbox": {"python": {"packages": {"numpy": "1.26.4", "scipy": "1.11.4"}, "package_count": 2}}}
+ENV = {
+    "sandbox": {
+        "ok": True,
+        "backend": "bwrap",
+        "tools": {"gcc": "12.2.0", "make": "4.3"},
+        "python": {"packages": {"numpy": "1.26.4", "scipy": "1.11.4"}, "package_count": 2},
+    }
+}
 PLAN = {
     "goal_summary": "g",
     "implementation_strategy": "s",
@@ -41,14 +59,38 @@ def test_schema_allows_only_probed_packages(base):
     assert base["properties"]["dependencies"]["properties"]["pip"]["items"].get("enum") is None  # not mutated
 
 
-def test_unconstrained_with_network_or_without_a_full_probe():
-    assert constrain_dependencies(PLAN_SCHEMA, ENV, network=True) is PLAN_SCHEMA
+def test_new_packages_only_with_network_and_unconstrained_without_a_full_probe():
+    offline = constrain_dependencies(PLAN_SCHEMA, ENV, network=False)["properties"]["dependencies"]
+    online = constrain_dependencies(PLAN_SCHEMA, ENV, network=True)["properties"]["dependencies"]
+    assert offline["properties"]["new"]["maxItems"] == 0 and offline["properties"]["source"]["maxItems"] == 0
+    assert online["properties"]["new"]["maxItems"] > 0 and "maxItems" in online["properties"]["source"]
+    for deps in (offline, online):  # installed packages and tools: an enum either way
+        assert deps["properties"]["pip"]["items"]["enum"] == ["numpy", "scipy"]
+        assert deps["properties"]["apt"]["items"]["enum"] == ["gcc", "make"]
+    plan_only = {**PLAN_SCHEMA, "properties": {**PLAN_SCHEMA["properties"], "dependencies": online}}
+    new = {"name": "torch", "manager": "pip", "reason": "the model"}
+    asked = {**PLAN, "dependencies": {**PLAN["dependencies"], "new": [new]}}
+    jsonschema.validate(asked, plan_only)  # online: a new package with its reason
+    plan_only["properties"]["dependencies"] = offline
+    with pytest.raises(AnswerError) as err:  # what the repair round tells the model
+        validate_answer(asked, plan_only)
+    assert "at $.dependencies.new: " in str(err.value)
+    assert "(must stay empty: the sandbox has no network, nothing new can be installed)" in str(err.value)
     assert constrain_dependencies(PLAN_SCHEMA, {}, network=False) is PLAN_SCHEMA
-    cut = {"sandbox": {"python": {"packages": {"numpy": "1"}, "package_count": 900}}}
+    cut = {"sandbox": {**ENV["sandbox"], "python": {"packages": {"numpy": "1"}, "package_count": 900}}}
     assert probed_packages(cut) is None and constrain_dependencies(PLAN_SCHEMA, cut, False) is PLAN_SCHEMA
-    empty = {"sandbox": {"python": {"packages": {}, "package_count": 0}}}
+    empty = {"sandbox": {**ENV["sandbox"], "python": {"packages": {}, "package_count": 0}}}
     pip = constrain_dependencies(PLAN_SCHEMA, empty, False)["properties"]["dependencies"]["properties"]["pip"]
     assert pip["maxItems"] == 0
+
+
+def test_phase1_checks_and_installs_the_new_packages():
+    new = [{"name": "no-such-dist-4711", "manager": "pip", "reason": "r"}]
+    check = dependency_check_command({"pip": ["pip"], "apt": [], "new": new}, sys.executable)
+    res = subprocess.run(check, shell=True, capture_output=True, text=True)
+    assert (res.returncode, res.stdout.strip()) == (1, "missing pip: no-such-dist-4711")
+    check = dependency_check_command({"pip": ["pip"], "apt": ["sh"]}, sys.executable)
+    assert subprocess.run(check, shell=True).returncode == 0
 
 
 def test_local_grammar_offers_only_the_probed_names():
@@ -57,6 +99,7 @@ def test_local_grammar_offers_only_the_probed_names():
     gbnf = json_schema_to_gbnf(json.dumps(grammar_schema(constrain_dependencies(PLAN_SCHEMA, ENV, False))))
     rules = dict(line.split(" ::= ", 1) for line in gbnf.splitlines() if " ::= " in line)
     assert rules["dependencies-pip-item"] == '"\\"numpy\\"" | "\\"scipy\\""'
+    assert rules["dependencies-apt-item"] == '"\\"gcc\\"" | "\\"make\\""'
     assert "pip-1.2.0" not in gbnf
     LlamaGrammar.from_string(gbnf, verbose=False)  # a grammar llama.cpp accepts
 
@@ -86,7 +129,7 @@ class InventingResponder(ExampleResponder):
 def test_scripted_run_plan_schema_comes_from_the_probe_and_refuses_invented(tmp_path):
     responder = InventingResponder()
     code, run_dir, _ = start_run(
-        tmp_path, "agent.constrain_dependencies=true", "agent.stages.stage1_max_iters=2", responder=responder
+        tmp_path, "agent.constrain_answers=true", "agent.stages.stage1_max_iters=2", responder=responder
     )
     env = json.loads((run_dir / "environment.json").read_text())
     probed = sorted(env["sandbox"]["python"]["packages"])
@@ -101,3 +144,58 @@ def test_scripted_run_plan_schema_comes_from_the_probe_and_refuses_invented(tmp_
     assert "'pip-1.2.0' is not one of" in planned[1]["messages"][-1]["content"]
     plan = json.loads((run_dir / "nodes" / "n0001" / "plan.json").read_text())
     assert plan["dependencies"]["pip"] == []
+
+
+def test_build_language_and_compiler_come_from_the_probed_toolchains():
+    from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
+
+    schema = constrain_build(CODE_SCHEMA, ENV)
+    answer = {
+        "files": [{"path": "m.c", "content": "int main(){return 0;}"}],
+        "build": {"language": "c", "compiler": "gcc", "commands": ["gcc -O2 m.c -o m"]},
+        "run": {"commands": ["./m"]},
+    }
+    jsonschema.validate(answer, schema)
+    for bad in ({"language": "fortran", "compiler": "ifx"}, {"language": "c", "compiler": "ifx"}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**answer, "build": bad}, schema)
+    # interpreted code has no build commands (a `pip install` there would fail offline)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(
+            {**answer, "build": {"language": "python", "commands": ["pip install x"]}}, schema
+        )
+    jsonschema.validate({**answer, "build": {"language": "python", "commands": []}}, schema)
+    gbnf = json_schema_to_gbnf(json.dumps(grammar_schema(schema)))
+    assert "ifx" not in gbnf and "fortran" not in gbnf and '"\\"gcc\\""' in gbnf
+    LlamaGrammar.from_string(gbnf, verbose=False)
+    no_compiler = {"sandbox": {**ENV["sandbox"], "tools": {"make": "4.3"}}}
+    only = constrain_build(CODE_SCHEMA, no_compiler)["properties"]["build"]
+    assert only["properties"]["language"]["enum"] == ["python", "bash", "sh"]
+    assert constrain_build(CODE_SCHEMA, {}) is CODE_SCHEMA  # no probe: nothing to choose from
+
+
+def test_run_commands_must_name_files_of_the_answer():
+    answer = {
+        "files": [{"path": "src/train.py", "content": "print(1)"}],
+        "build": {"language": "python"},
+        "run": {"commands": ["cd src && python3 train.py", "python3 src/train.py"]},
+    }
+    check_run_files(answer)
+    validate_code(answer)
+    answer["run"]["commands"].append("python3 experiment.py --seed 1")
+    with pytest.raises(ValueError) as err:
+        validate_code(answer)
+    assert str(err.value) == (
+        "run.commands[2]: 'experiment.py' is not a file of this answer (files: 'src/train.py'); "
+        "run one of them or add the file"
+    )
+    check_run_files(
+        {"files": [], "run": {"commands": ["python3 resources/d/prep.py", "python3 /opt/x.py", "./a.out"]}}
+    )
+
+
+def test_run_commands_of_an_edit_answer_are_chosen_from_existing_files():
+    schema = constrain_run(CODE_SCHEMA, ["seed_code.py", "README.md"], "/usr/bin/python3", ["bash run.sh"])
+    run = schema["properties"]["run"]["properties"]
+    assert run["commands"]["items"]["enum"] == ["bash run.sh", "/usr/bin/python3 seed_code.py"]
+    assert run["expected_outputs"]["items"]["enum"] == ["metrics.json"]

@@ -144,6 +144,7 @@ def _calls_per_phase(run_dir: Path, node_id: str, folder: str) -> dict[str, int]
 @pytest.mark.slow
 def test_kill_after_the_answer_is_saved_redoes_that_phase_only(tmp_path):
     small = ["--set", "agent.stages.stage3_max_iters=1", "--set", "agent.stages.stage4_max_iters=1"]
+    small += ["--set", "agent.merge_calls=false"]  # plan, install, then code: the kill comes after two done
     env = {**os.environ, "AI_SCIENTIST_FAILPOINTS": "phase_saved:n0002:phase2"}
     proc = subprocess.run(
         [sys.executable, str(DRIVER), "run", str(tmp_path), "run", *small],

@@ -48,9 +48,9 @@ def test_children_answer_with_edits_and_a_bad_anchor_is_retried(tmp_path):
     assert nodes[bad]["status"] == "good"
 
 
-def test_without_the_flag_children_answer_whole_files(tmp_path):
+def test_with_the_flag_off_children_answer_whole_files(tmp_path):
     responder = EditingResponder(tmp_path / "experiments" / "run")
-    code, run_dir, _ = start_run(tmp_path, responder=responder)
+    code, run_dir, _ = start_run(tmp_path, "agent.code_edits=false", responder=responder)
     assert code == 0 and responder.whole == {}
     for nid in journal_nodes(run_dir):
         path = run_dir / "nodes" / nid / "code_answer.json"

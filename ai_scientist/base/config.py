@@ -79,11 +79,14 @@ class AgentConfig(_Strict):
     merge_calls: bool = True
     llm_tie_break: bool = False
     # children (improve, debug, tune, ablate) may answer phase 2 with edits against their parent's
-    # files instead of whole files (phases/edits.py); off: every answer gives whole files
-    code_edits: bool = False
-    # with exec.network off: plans may list only the pip packages the sandbox probe found (an enum in
-    # the schema: grammar / JSON schema / validator), so no invented package reaches phase 1
-    constrain_dependencies: bool = False
+    # files, drafts against the seed code, instead of whole files (phases/edits.py); whole files
+    # stay possible; off: every answer gives whole files
+    code_edits: bool = True
+    # answers chosen from what exists (phases/schemas.py): dependencies from the packages and tools
+    # the sandbox probe found (new ones, with a reason, only with exec.network), the build's language
+    # and compiler from the probed toolchains, run commands from the node's files; an enum in the
+    # schema (llama.cpp grammar / server JSON schema) and checked on return otherwise
+    constrain_answers: bool = True
     stages: StagesConfig = StagesConfig()
     search: SearchKnobs = SearchKnobs()
     multi_seed_eval: MultiSeedConfig = MultiSeedConfig()

@@ -101,6 +101,12 @@ def check_schema(schema: dict[str, Any]) -> None:
 _CHECKED: set[str] = set()
 
 
+def _described(error: jsonschema.ValidationError) -> str:
+    """The failing schema's own ``description`` (why the rule is there), when it has one."""
+    desc = error.schema.get("description") if isinstance(error.schema, dict) else None
+    return f" ({str(desc)[:200]})" if desc else ""
+
+
 def validate_answer(
     value: Any,
     schema: dict[str, Any] | None,
@@ -112,7 +118,7 @@ def validate_answer(
         checker = validator_for(schema)(schema)
         errors = sorted(checker.iter_errors(value), key=relevance, reverse=True)  # most relevant first
         if errors:
-            parts = [f"at {_json_path(e.absolute_path)}: {e.message}" for e in errors[:3]]
+            parts = [f"at {_json_path(e.absolute_path)}: {e.message}{_described(e)}" for e in errors[:3]]
             more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
             raise AnswerError("the JSON does not match the schema: " + "; ".join(parts) + more)
     if validator is not None:

@@ -2,10 +2,12 @@
 
 Where a node's plan comes from is saved in ``plan.json`` as ``plan_source``:
 
-- ``own``: a planning call of its own (drafts; every node when ``agent.merge_calls`` is off);
-- ``merged`` (``agent.merge_calls``, the default, for improve / tune / ablate children and debug
-  children that do not reuse the parent's plan): no planning call; the child's code answer carries
-  the plan fields (``schemas.MERGED_CODE_SCHEMA``) and phase 0 saves them (event ``plan_merged``);
+- ``own``: a planning call of its own (every node when ``agent.merge_calls`` is off);
+- ``merged`` (``agent.merge_calls``, the default, for drafts, improve / tune / ablate children and
+  debug children that do not reuse the parent's plan): no planning call; the node's code answer
+  carries the plan fields (``schemas.MERGED_CODE_SCHEMA``) and phase 0 saves them (event
+  ``plan_merged``); phase 1 then installs what the answer declares (nothing, and no call, when
+  everything is present);
 - ``parent``: the parent's plan reused (seed re-runs always; debug children when
   ``agent.debug_reuses_parent_plan``), recorded as the event ``plan_reused``.
 """
@@ -19,6 +21,8 @@ from .checkpoint import checkpoint
 from .schemas import PLAN_FIELDS, PLAN_SCHEMA, constrain_dependencies, validate_plan
 
 MERGE_OPERATIONS = ("improve", "tune", "ablate", "debug")
+# a draft has no parent plan to start from: its merged answer is its first plan
+MERGE_DRAFTS = ("draft",)
 
 
 def _stage_inputs(ctx: NodeContext) -> dict[str, str]:
@@ -51,11 +55,14 @@ def _reuses_parent_plan(ctx: NodeContext) -> bool:
 
 def merges_plan(ctx: NodeContext) -> bool:
     """True when this node's plan comes inside its code answer (no planning call of its own):
-    ``agent.merge_calls`` is on and the node is a child (not a draft, not a seed re-run, not a debug
+    ``agent.merge_calls`` is on and the node is a draft, or a child (not a seed re-run, not a debug
     child reusing its parent's plan) whose parent has a plan to start from."""
+    if not ctx.cfg.agent.merge_calls:
+        return False
+    if ctx.parent is None:
+        return ctx.node.operation in MERGE_DRAFTS
     return (
-        ctx.cfg.agent.merge_calls
-        and ctx.parent is not None
+        ctx.parent is not None
         and ctx.node.operation in MERGE_OPERATIONS
         and not _reuses_parent_plan(ctx)
         and parent_file(ctx, PLAN_FILE) is not None
@@ -68,9 +75,9 @@ def plan_from_answer(answer: dict) -> dict:
 
 
 def plan_schema(ctx: NodeContext, schema: dict) -> dict:
-    """``schema`` with its pip dependencies limited to the probed packages when
-    ``agent.constrain_dependencies`` is on and the sandbox has no network."""
-    if not ctx.cfg.agent.constrain_dependencies:
+    """``schema`` with its dependencies chosen from what the sandbox probe found (new packages only
+    with network) when ``agent.constrain_answers`` is on (``schemas.constrain_dependencies``)."""
+    if not ctx.cfg.agent.constrain_answers:
         return schema
     return constrain_dependencies(schema, ctx.environment, ctx.cfg.exec.network)
 

@@ -18,13 +18,18 @@ from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed
 from .checkpoint import checkpoint
 from .execution import run_command
-from .schemas import INSTALL_STEP_SCHEMA
+from .schemas import INSTALL_STEP_SCHEMA, new_packages
 
 
-def dependency_check_command(deps: dict[str, list[str]], python: str) -> str | None:
-    """A shell command that exits 0 iff every pip and apt dependency is present."""
-    pip = [p.split("[")[0].split("=")[0].split("<")[0].split(">")[0].strip() for p in deps.get("pip") or []]
-    apt = [a.strip() for a in deps.get("apt") or []]
+def dependency_check_command(deps: dict[str, Any], python: str) -> str | None:
+    """A shell command that exits 0 iff every pip and apt dependency is present (the ``new``
+    packages of a constrained plan included)."""
+    new = new_packages(deps)
+    pip = [
+        p.split("[")[0].split("=")[0].split("<")[0].split(">")[0].strip()
+        for p in [*(deps.get("pip") or []), *new["pip"]]
+    ]
+    apt = [a.strip() for a in [*(deps.get("apt") or []), *new["apt"]]]
     checks = []
     if pip:
         code = (
@@ -74,7 +79,11 @@ def _install(ctx: NodeContext, plan: dict) -> dict:
     state: dict[str, Any] = {"dependencies": deps, "check": check, "steps": [], "satisfied": False}
     if check is None or _check(ctx, check, state):
         state["satisfied"] = True
-        state["note"] = "no dependencies to install" if check is None else "already satisfied"
+        state["note"] = (
+            "no dependencies to install"
+            if check is None
+            else "already satisfied: every listed dependency is present (the check passed), no installer call"
+        )
         return state
     for step in range(1, ctx.cfg.exec.phase1_max_steps + 1):
         answer = _ask_step(ctx, plan, state, step)

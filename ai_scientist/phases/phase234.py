@@ -23,7 +23,15 @@ from .edits import EditError, expand_answer, text_files, with_edits
 from .execution import run_command
 from .phase0 import plan_schema
 from .plots import plot_feedback
-from .schemas import CODE_SCHEMA, MERGED_CODE_SCHEMA, METRICS_PARSER_SCHEMA, validate_code, validate_plan
+from .schemas import (
+    CODE_SCHEMA,
+    MERGED_CODE_SCHEMA,
+    METRICS_PARSER_SCHEMA,
+    constrain_build,
+    constrain_run,
+    validate_code,
+    validate_plan,
+)
 
 MAX_METRICS_BYTES = 10_000_000
 # metrics_source of a run whose metrics the execution review's answer carries (agent.merge_calls)
@@ -32,10 +40,9 @@ METRICS_FROM_REVIEW = "review"
 
 def _values(ctx: NodeContext, plan: dict) -> dict[str, str]:
     guidance = plan.get("phase_guidance") or {}
-    values = {
-        "operation": ctx.node.operation,
-        "stage_name": f"stage {ctx.node.stage}",
-        "plan_snippet": short_json(
+    values = {"operation": ctx.node.operation, "stage_name": f"stage {ctx.node.stage}"}
+    if plan:  # a draft planning inside its code answer has no plan yet
+        values["plan_snippet"] = short_json(
             {
                 "goal_summary": plan.get("goal_summary"),
                 "implementation_strategy": plan.get("implementation_strategy"),
@@ -45,8 +52,7 @@ def _values(ctx: NodeContext, plan: dict) -> dict[str, str]:
                 },
                 "risks_and_mitigations": plan.get("risks_and_mitigations"),
             }
-        ),
-    }
+        )
     if ctx.node.idea:
         values["stage_idea"] = ctx.node.idea
     if ctx.parent is not None:
@@ -86,22 +92,27 @@ def _code(ctx: NodeContext, plan: dict, merged: bool = False) -> dict:
         if not answer:
             raise PhaseFailed("phase2", "seed re-run: the parent has no code answer")
     else:
-        schema = plan_schema(ctx, MERGED_CODE_SCHEMA) if merged else CODE_SCHEMA
+        schema = answer_schema(ctx, merged)
         check = (
             (lambda a: _validate_merged(ctx, a))
             if merged
             else (lambda a: validate_code(a, ctx.environment, installed=installed_tools(ctx.dir)))
         )
-        base = _edit_base(ctx)  # the parent's files when this child may answer with edits
+        base = _edit_base(ctx)  # the parent's (or the seed code's) files when edits are allowed
         if base:
-            # a grammar-constrained backend (llama.cpp) can only pick existing lines as anchors
+            # a grammar-constrained backend (llama.cpp) can only pick existing lines as anchors,
+            # and run commands among those that run an existing file
             local = getattr(getattr(ctx.llm, "backend", None), "name", None) == "local"
             schema = with_edits(schema, base, anchor_lines=local)
+            if local and ctx.cfg.agent.constrain_answers:
+                known = ((parent_file(ctx, ANSWER_FILE) or {}).get("run") or {}).get("commands") or []
+                schema = constrain_run(schema, list(base), ctx.cfg.exec.python, known)
             check = _expanding(base, check)
+        extra = {"seed_code_edits": True} if base and ctx.parent is None else {}
         try:
             answer = ctx.ask(
                 "phase234_code",
-                {**_values(ctx, plan), "merged_plan": merged},
+                {**_values(ctx, plan), "merged_plan": merged, **extra},
                 phase="phase2",
                 label="code+plan" if merged else "code",
                 schema=schema,
@@ -116,10 +127,23 @@ def _code(ctx: NodeContext, plan: dict, merged: bool = False) -> dict:
     return answer
 
 
+def answer_schema(ctx: NodeContext, merged: bool) -> dict:
+    """The code answer's schema: with the plan fields when ``merged``; with
+    ``agent.constrain_answers`` its dependencies and build chosen from what the sandbox has."""
+    schema = plan_schema(ctx, MERGED_CODE_SCHEMA) if merged else CODE_SCHEMA
+    if ctx.cfg.agent.constrain_answers:
+        schema = constrain_build(schema, ctx.environment)
+    return schema
+
+
 def _edit_base(ctx: NodeContext) -> dict[str, str]:
-    """The parent's text files when ``agent.code_edits`` lets this child answer with edits."""
-    if not ctx.cfg.agent.code_edits or ctx.parent is None or ctx.node.operation in ("draft", "seed_eval"):
+    """The files a node may answer with edits against (``agent.code_edits``): a child's parent's
+    text files; a draft's seed code (the user's starting point), as its file."""
+    if not ctx.cfg.agent.code_edits or ctx.node.operation == "seed_eval":
         return {}
+    if ctx.parent is None:
+        code = ctx.run.idea.code if ctx.node.operation == "draft" else None
+        return {ctx.run.idea.code_file or "seed_code": code} if code else {}
     return text_files(parent_file(ctx, ANSWER_FILE))
 
 

@@ -133,8 +133,10 @@ MERGED_CODE_SCHEMA: dict[str, Any] = {
 
 REVIEW_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"is_bug": {"type": "boolean"}, "summary": _text(500)},
-    "required": ["is_bug", "summary"],
+    # the summary first: the verdict follows what the answer has just said about the run (a
+    # grammar-constrained decoder writes the properties in this order)
+    "properties": {"summary": _text(500), "is_bug": {"type": "boolean"}},
+    "required": ["summary", "is_bug"],
 }
 
 IDEAS_SCHEMA: dict[str, Any] = {
@@ -197,8 +199,11 @@ COMPILED = {"c", "c++", "cpp", "fortran", "cuda", "rust", "go"}
 
 def validate_plan(plan: dict[str, Any]) -> None:
     deps = plan.get("dependencies") or {}
-    for kind in ("apt", "pip", "source"):
-        for item in deps.get(kind) or []:
+    named = {kind: deps.get(kind) or [] for kind in ("apt", "pip", "source")}
+    for manager, names in new_packages(deps).items():
+        named[f"new ({manager})"] = names
+    for kind, items in named.items():
+        for item in items:
             if not isinstance(item, str) or not item.strip() or any(c in item for c in ";|&`$\n"):
                 raise ValueError(f"dependencies.{kind}: {item!r} is not a plain package name")
     if not str(plan.get("goal_summary", "")).strip():
@@ -229,6 +234,7 @@ def validate_code(
         if not compiler and not build.get("commands"):
             raise ValueError(f"build: language {lang!r} needs build.compiler or build.commands")
     _check_tools(build, environment, installed)
+    check_run_files(answer)
 
 
 def _check_tools(
@@ -270,26 +276,176 @@ def probed_packages(environment: dict[str, Any] | None) -> list[str] | None:
     return sorted(packages)
 
 
+NEW_PACKAGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": _text(100),
+        "manager": {"type": "string", "enum": ["pip", "apt"]},
+        "reason": _text(200),
+    },
+    "required": ["name", "manager", "reason"],
+}
+NEW_PACKAGES_MAX = 10
+# the languages a build can name without a compiler, and which probed tools compile which language
+INTERPRETED_LANGUAGES = ("python", "bash", "sh")
+COMPILERS_OF = {
+    "c": ("gcc", "cc", "clang", "icx", "icc", "mpicc"),
+    "c++": ("g++", "c++", "clang++", "icpx", "mpicxx"),
+    "fortran": ("gfortran", "ifx", "ifort", "nvfortran", "mpifort", "mpif90"),
+    "cuda": ("nvcc",),
+    "rust": ("rustc", "cargo"),
+    "go": ("go",),
+}
+
+
+def probed_tools(environment: dict[str, Any] | None) -> list[str] | None:
+    """The compilers and build tools the sandbox probe found, sorted; None without a probe."""
+    from ..execution.sandbox_probe import TOOLS, available_tools
+
+    found = available_tools(environment)
+    return None if found is None else sorted(t for t in found[0] if t in TOOLS)
+
+
+def _enum_list(names: list[str], limit: int, description: str) -> dict[str, Any]:
+    if not names:  # nothing to choose from: the list must stay empty
+        return {"type": "array", "items": _text(100), "maxItems": 0, "description": description}
+    return {
+        "type": "array",
+        "items": {"type": "string", "enum": names},
+        "maxItems": limit,
+        "description": description,
+    }
+
+
 def constrain_dependencies(
     schema: dict[str, Any], environment: dict[str, Any] | None, network: bool
 ) -> dict[str, Any]:
-    """``schema`` (a plan or merged code schema) with ``dependencies.pip`` limited to the packages
-    the sandbox probe found, when the sandbox has no network (nothing else could be installed): an
-    enum, so a grammar (llama.cpp) or a server-side JSON schema cannot produce an invented package
-    and the validator refuses one otherwise. Unchanged with network on or without a full probe."""
-    found = None if network else probed_packages(environment)
-    if found is None:
+    """``schema`` (a plan or merged code schema) with its dependency lists chosen from what the
+    sandbox probe found: ``pip`` an enum of the installed Python packages, ``apt`` an enum of the
+    installed tools (the dependency check accepts a tool on PATH), and a ``new`` list of packages
+    to install, each with a reason — allowed only when the sandbox has network (``maxItems`` 0
+    otherwise). An enum, so a grammar (llama.cpp) or a server-side JSON schema cannot produce an
+    invented package and the client's schema check refuses one otherwise. Unchanged without a full
+    probe (Slurm, a failed probe, a cut package list): nothing to choose from."""
+    packages = probed_packages(environment)
+    tools = probed_tools(environment)
+    if packages is None or tools is None:
         return schema
-    pip: dict[str, Any] = (
-        {"type": "array", "items": {"type": "string", "enum": found}, "maxItems": 20}
-        if found
-        else {"type": "array", "items": {"type": "string", "maxLength": 100}, "maxItems": 0}
-    )
+    new: dict[str, Any] = {
+        "type": "array",
+        "items": NEW_PACKAGE_SCHEMA,
+        "maxItems": NEW_PACKAGES_MAX if network else 0,
+        "description": "packages the sandbox does not have, each with why the code needs it"
+        if network
+        else "must stay empty: the sandbox has no network, nothing new can be installed",
+    }
     deps = schema["properties"]["dependencies"]
+    props = {
+        **deps["properties"],
+        "pip": _enum_list(packages, 20, "installed Python packages the code imports"),
+        "apt": _enum_list(tools, 20, "installed tools the build or run needs"),
+        "new": new,
+    }
+    if not network:  # a source download cannot work either
+        props["source"] = {**_STR_LIST, "maxItems": 0}
     return {
         **schema,
+        "properties": {**schema["properties"], "dependencies": {**deps, "properties": props}},
+    }
+
+
+def constrain_build(schema: dict[str, Any], environment: dict[str, Any] | None) -> dict[str, Any]:
+    """``schema`` (a code answer's) with ``build`` limited to the probed toolchains: either an
+    interpreted language with no build commands, or a compiled language whose compiler the probe
+    found, naming that compiler. Unchanged without a probe."""
+    tools = probed_tools(environment)
+    if tools is None:
+        return schema
+    build = schema["properties"]["build"]
+    props = build["properties"]
+    interpreted = {
+        "type": "object",
         "properties": {
-            **schema["properties"],
-            "dependencies": {**deps, "properties": {**deps["properties"], "pip": pip}},
+            "language": {"type": "string", "enum": list(INTERPRETED_LANGUAGES)},
+            "commands": {**props["commands"], "maxItems": 0},
+        },
+        "required": ["language"],
+    }
+    compiled_langs = [lang for lang, cc in COMPILERS_OF.items() if set(cc) & set(tools)]
+    compilers = sorted({c for lang in compiled_langs for c in COMPILERS_OF[lang] if c in tools})
+    options = [interpreted]
+    if compiled_langs:
+        options.append(
+            {
+                "type": "object",
+                "properties": {
+                    **props,
+                    "language": {"type": "string", "enum": compiled_langs},
+                    "compiler": {"type": "string", "enum": compilers},
+                },
+                "required": ["language", "compiler"],
+            }
+        )
+    constrained = {"anyOf": options} if len(options) > 1 else options[0]
+    return {**schema, "properties": {**schema["properties"], "build": constrained}}
+
+
+def constrain_run(
+    schema: dict[str, Any], files: list[str], python: str, known: list[str] = ()
+) -> dict[str, Any]:
+    """``schema`` with ``run.commands`` chosen from the commands that run an existing file (``known``,
+    e.g. the parent's run commands, then ``<python> <file>`` for each Python file among ``files``)
+    and ``run.expected_outputs`` from ``metrics.json`` (the metrics contract): for a constrained
+    decoder answering with edits against existing files, whose paths are known in advance."""
+    commands = list(dict.fromkeys([*known, *(f"{python} {f}" for f in files if f.endswith(".py"))]))
+    if not commands:
+        return schema
+    run = schema["properties"]["run"]
+    props = {
+        **run["properties"],
+        "commands": {
+            "type": "array",
+            "items": {"type": "string", "enum": commands},
+            "minItems": 1,
+            "maxItems": 3,
+        },
+        "expected_outputs": {
+            "type": "array",
+            "items": {"type": "string", "enum": ["metrics.json"]},
+            "maxItems": 1,
         },
     }
+    return {**schema, "properties": {**schema["properties"], "run": {**run, "properties": props}}}
+
+
+_SCRIPT_SUFFIXES = (".py", ".sh")
+
+
+def check_run_files(answer: dict[str, Any]) -> None:
+    """A run command that names a script (``*.py``, ``*.sh``, by a relative path outside
+    ``resources/``) that is not among the answer's files is refused, naming the files there are."""
+    paths = {str(f.get("path", "")).lstrip("./") for f in answer.get("files") or [] if isinstance(f, dict)}
+    for i, cmd in enumerate((answer.get("run") or {}).get("commands") or []):
+        for word in str(cmd).split():
+            word = word.strip("'\"")
+            if (
+                word.endswith(_SCRIPT_SUFFIXES)
+                and not word.startswith(("/", "-", "$", "resources/", "../"))
+                and "=" not in word
+                and word.lstrip("./") not in paths
+                and not any(p.endswith("/" + word.lstrip("./")) for p in paths)  # after a `cd`
+            ):
+                there = ", ".join(repr(p) for p in sorted(paths)) or "none"
+                raise ValueError(
+                    f"run.commands[{i}]: {word!r} is not a file of this answer (files: {there}); "
+                    "run one of them or add the file"
+                )
+
+
+def new_packages(deps: dict[str, Any]) -> dict[str, list[str]]:
+    """The ``new`` entries of a plan's dependencies by manager (``{"pip": [...], "apt": [...]}``)."""
+    out: dict[str, list[str]] = {"pip": [], "apt": []}
+    for item in deps.get("new") or []:
+        if isinstance(item, dict) and item.get("manager") in out and str(item.get("name", "")).strip():
+            out[item["manager"]].append(str(item["name"]).strip())
+    return out
