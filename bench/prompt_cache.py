@@ -1,12 +1,14 @@
 """How much of each prompt a provider's prefix cache could serve: stable-first layout vs the old one.
 
-    python bench/prompt_cache.py [--nodes 56] [--seed 0] [--out JSON] [--keep]
+    python bench/prompt_cache.py [--nodes 56] [--seed 0] [--no-report] [--out JSON] [--keep]
 
 Providers cache prompt prefixes: OpenAI and compatible servers bill the cached part of a prompt at a
 discount, Anthropic too, and vLLM / llama.cpp skip its prefill. What can be cached is the longest
 prefix a request shares with an earlier request. This benchmark runs the bundled example with the
 scripted LLM (bench/orchestration.py's fake experiments: a deterministic mix of good and failing
-nodes, all four stages, memory on, one worker so calls come in a fixed order), twice in one process:
+nodes, all four stages, memory on, one worker so calls come in a fixed order, then the report:
+aggregated figures, the vision model's critiques and figure review, the paper and its reviews;
+citations off, they would need Semantic Scholar), twice in one process:
 
 * ``legacy``: the layer layout before issue 14 (memory and the resource index in the system
   message, the volatile layers between the idea and the instructions, the node's own lines at the
@@ -15,8 +17,10 @@ nodes, all four stages, memory on, one worker so calls come in a fixed order), t
 
 For every request sent (each prompt-log record, in the order they were written) it finds the
 longest prefix shared with any earlier request of the same run (messages concatenated as
-``role\\ncontent``; a sorted list of the earlier requests: the longest common prefix with any of
-them is the one with a neighbour in sort order) and counts it with the run's token counter. Two
+``role\\ncontent``, an image as a placeholder naming its bytes and counted at the fixed
+``IMAGE_TOKENS``; a sorted list of the earlier requests: the longest common prefix with any of
+them is the one with a neighbour in sort order) and counts it with the run's token counter. The
+calls of the report (made after its preflight event) are their own phases, ``report:<phase>``. Two
 figures: the *ideal* share (any shared prefix is reused, as llama.cpp's KV cache and vLLM's prefix
 cache do) and the *OpenAI rule* (only prompts of 1,024+ tokens, the cached part rounded down to a
 multiple of 128 tokens). USD at list price (the model's ``llm.prices`` entry, else gpt-4o-mini's:
@@ -31,8 +35,10 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import hashlib
 import importlib.util
 import json
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -53,15 +59,38 @@ def _orchestration() -> Any:
     return mod
 
 
+_IMAGE = re.compile(r"\x00image:[0-9a-f]{16}\x00")
+
+
+def _part_text(part: dict[str, Any]) -> str:
+    if part.get("type") == "text":
+        return str(part.get("text", ""))
+    if part.get("type") == "image_url":  # the same image bytes give the same placeholder
+        url = str((part.get("image_url") or {}).get("url", ""))
+        return f"\x00image:{hashlib.sha256(url.encode()).hexdigest()[:16]}\x00"
+    return json.dumps(part, sort_keys=True, ensure_ascii=False)
+
+
 def request_text(messages: list[dict[str, Any]]) -> str:
-    """The request as a cache sees it: each message's role then its content, in order."""
+    """The request as a cache sees it: each message's role then its content, in order (text parts
+    as text, each image as a placeholder naming its bytes)."""
     parts = []
     for m in messages:
         content = m.get("content")
-        if not isinstance(content, str):
+        if isinstance(content, list):
+            content = "".join(_part_text(p) for p in content if isinstance(p, dict))
+        elif not isinstance(content, str):
             content = json.dumps(content, sort_keys=True, ensure_ascii=False)
         parts.append(f"{m.get('role')}\n{content}\n")
     return "".join(parts)
+
+
+def count_tokens(counter: Any, text: str) -> int:
+    """Tokens of a request text: its text with the counter, each image at ``IMAGE_TOKENS``."""
+    from ai_scientist.context.tokens import IMAGE_TOKENS
+
+    images = len(_IMAGE.findall(text))
+    return counter.count(_IMAGE.sub("", text) if images else text) + images * IMAGE_TOKENS
 
 
 def _lcp(a: str, b: str) -> int:
@@ -94,12 +123,28 @@ class PrefixIndex:
         bisect.insort(self._sorted, text)
 
 
+def _report_start_ns(run_dir: Path) -> int | None:
+    """When the report began (its first ``report_step`` event), in ns; None without a report."""
+    events = run_dir / "events.jsonl"
+    if not events.exists():
+        return None
+    for line in events.read_text(encoding="utf-8").splitlines():
+        ev = json.loads(line)
+        if ev.get("type") == "report_step":
+            return int(float(ev["ts"]) * 1e9)
+    return None
+
+
 def run_records(run_dir: Path) -> list[dict[str, Any]]:
-    """Every prompt-log record of the run, in the order the requests were sent."""
+    """Every prompt-log record of the run, in the order the requests were sent; ``_phase`` is the
+    record's phase, ``report:<phase>`` for the calls of the report."""
+    report_ns = _report_start_ns(run_dir)
     recs = []
     for path in (run_dir / "nodes").glob("*/prompt_logs/*.json"):
         rec = json.loads(path.read_text(encoding="utf-8"))
         rec["_mtime"] = path.stat().st_mtime_ns
+        phase = str(rec.get("phase") or "?")
+        rec["_phase"] = f"report:{phase}" if report_ns is not None and rec["_mtime"] >= report_ns else phase
         recs.append(rec)
     return sorted(recs, key=lambda r: (r.get("started_at") or r.get("ts") or 0, r["_mtime"]))
 
@@ -112,10 +157,10 @@ def analyse(records: list[dict[str, Any]], counter: Any) -> dict[str, Any]:
         text = request_text(rec.get("messages") or [])
         shared = index.longest(text)
         index.add(text)
-        tokens = counter.count(text)
-        cached = counter.count(text[:shared]) if shared else 0
+        tokens = count_tokens(counter, text)
+        cached = count_tokens(counter, text[:shared]) if shared else 0
         openai = (cached // OPENAI_STEP) * OPENAI_STEP if tokens >= OPENAI_MIN and cached >= OPENAI_MIN else 0
-        phase = str(rec.get("phase") or "?")
+        phase = str(rec.get("_phase") or rec.get("phase") or "?")
         for bucket in (total, per_phase.setdefault(phase, dict.fromkeys(total, 0))):
             bucket["requests"] += 1
             bucket["prompt_tokens"] += tokens
@@ -185,6 +230,23 @@ def measure(
     }
 
 
+def _row(result: dict[str, Any], phase: str) -> dict[str, Any]:
+    """One row of the table: a phase, ``TOTAL``, or ``REPORT`` (the report's phases together)."""
+    if phase == "TOTAL":
+        return result["total"]
+    if phase != "REPORT":
+        return result["per_phase"].get(phase, {})
+    rows = [v for k, v in result["per_phase"].items() if k.startswith("report:")]
+    out = {k: sum(r[k] for r in rows) for k in ("requests", "prompt_tokens", "cacheable_tokens")}
+    out["openai_cached_tokens"] = sum(r["openai_cached_tokens"] for r in rows)
+    p = out["prompt_tokens"] or 1
+    return {
+        **out,
+        "cacheable_share": out["cacheable_tokens"] / p,
+        "openai_share": out["openai_cached_tokens"] / p,
+    }
+
+
 def report(result: dict[str, Any]) -> str:
     out = []
     base, new = result["legacy"], result["stable_first"]
@@ -194,9 +256,10 @@ def report(result: dict[str, Any]) -> str:
     )
     rows = [["phase", "requests", "prompt tok", "legacy share", "stable-first share", "OpenAI-rule share"]]
     phases = sorted(set(base["per_phase"]) | set(new["per_phase"]))
-    for ph in [*phases, "TOTAL"]:
-        b = base["total"] if ph == "TOTAL" else base["per_phase"].get(ph, {})
-        n = new["total"] if ph == "TOTAL" else new["per_phase"].get(ph, {})
+    report_rows = ["REPORT"] if any(p.startswith("report:") for p in phases) else []
+    for ph in [*phases, *report_rows, "TOTAL"]:
+        b = _row(base, ph)
+        n = _row(new, ph)
         rows.append(
             [
                 ph,
@@ -234,14 +297,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cached-ratio", type=float, default=0.5, help="cached / input price (default 0.5)")
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--keep", action="store_true", help="keep the run directories")
+    ap.add_argument("--no-report", action="store_true", help="leave the report out (search calls only)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra config override")
     args = ap.parse_args(argv)
+    extra = [] if args.no_report else ["report.enabled=true", "report.citations.enabled=false"]
+    extra += args.set
     with tempfile.TemporaryDirectory(prefix="ai-sci-cache-") as tmp:
         work = Path(tmp)
         result: dict[str, Any] = {}
         for layout in ("legacy", "stable_first"):  # the baseline in the same process, same seed
             print(f"  running {layout} ...", flush=True)
-            result[layout] = measure(work, args.nodes, args.seed, layout, args.cached_ratio, args.set)
+            result[layout] = measure(work, args.nodes, args.seed, layout, args.cached_ratio, extra)
         if args.keep:
             import shutil
 
