@@ -13,9 +13,9 @@ import sys
 
 import jsonschema
 import pytest
+from grammar_support import assert_llama_parses
 from pipeline_support import start_run
 
-from ai_scientist.llm.local_backend import grammar_schema
 from ai_scientist.llm.structured import AnswerError, validate_answer
 from ai_scientist.phases.phase1 import dependency_check_command
 from ai_scientist.phases.schemas import (
@@ -94,14 +94,11 @@ def test_phase1_checks_and_installs_the_new_packages():
 
 
 def test_local_grammar_offers_only_the_probed_names():
-    from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
-
-    gbnf = json_schema_to_gbnf(json.dumps(grammar_schema(constrain_dependencies(PLAN_SCHEMA, ENV, False))))
+    gbnf = assert_llama_parses(constrain_dependencies(PLAN_SCHEMA, ENV, False))
     rules = dict(line.split(" ::= ", 1) for line in gbnf.splitlines() if " ::= " in line)
     assert rules["dependencies-pip-item"] == '"\\"numpy\\"" | "\\"scipy\\""'
     assert rules["dependencies-apt-item"] == '"\\"gcc\\"" | "\\"make\\""'
     assert "pip-1.2.0" not in gbnf
-    LlamaGrammar.from_string(gbnf, verbose=False)  # a grammar llama.cpp accepts
 
 
 class InventingResponder(ExampleResponder):
@@ -147,8 +144,6 @@ def test_scripted_run_plan_schema_comes_from_the_probe_and_refuses_invented(tmp_
 
 
 def test_build_language_and_compiler_come_from_the_probed_toolchains():
-    from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
-
     schema = constrain_build(CODE_SCHEMA, ENV)
     answer = {
         "files": [{"path": "m.c", "content": "int main(){return 0;}"}],
@@ -165,9 +160,8 @@ def test_build_language_and_compiler_come_from_the_probed_toolchains():
             {**answer, "build": {"language": "python", "commands": ["pip install x"]}}, schema
         )
     jsonschema.validate({**answer, "build": {"language": "python", "commands": []}}, schema)
-    gbnf = json_schema_to_gbnf(json.dumps(grammar_schema(schema)))
+    gbnf = assert_llama_parses(schema)
     assert "ifx" not in gbnf and "fortran" not in gbnf and '"\\"gcc\\""' in gbnf
-    LlamaGrammar.from_string(gbnf, verbose=False)
     no_compiler = {"sandbox": {**ENV["sandbox"], "tools": {"make": "4.3"}}}
     only = constrain_build(CODE_SCHEMA, no_compiler)["properties"]["build"]
     assert only["properties"]["language"]["enum"] == ["python", "bash", "sh"]

@@ -4,9 +4,11 @@ the refusal reaches the model's repair round."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import jsonschema
 import pytest
+from grammar_support import assert_llama_parses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -251,15 +253,12 @@ def test_bad_anchor_is_fed_back_and_the_retry_applies():
 def test_local_grammar_anchors_are_existing_unique_lines():
     """With ``anchor_lines`` (phase 2 on the local backend) llama.cpp's grammar can only produce
     anchors that are lines occurring once in a parent file: a missing anchor cannot be decoded."""
-    from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
-
-    from ai_scientist.llm.local_backend import grammar_schema
     from ai_scientist.phases.edits import with_edits
     from ai_scientist.phases.schemas import CODE_SCHEMA
 
     schema = with_edits(CODE_SCHEMA, PARENT, anchor_lines=True)
     assert "files" not in schema["required"] and "edits" in schema["properties"]
-    gbnf = json_schema_to_gbnf(json.dumps(grammar_schema(schema)))
+    gbnf = assert_llama_parses(schema)
     rules = dict(line.split(" ::= ", 1) for line in gbnf.splitlines() if " ::= " in line)
     anchor_rule = next(v for k, v in rules.items() if k.endswith("anchor"))
     offered = [json.loads(json.loads(alt.strip())) for alt in anchor_rule.split(" | ")]
@@ -267,4 +266,17 @@ def test_local_grammar_anchors_are_existing_unique_lines():
     assert offered and all(lines.count(a) == 1 for a in offered)
     assert sorted(offered) == sorted({ln for ln in lines if ln.strip() and lines.count(ln) == 1})
     assert "for epoch in range(10):" not in offered
-    LlamaGrammar.from_string(gbnf, verbose=False)
+
+
+def test_local_grammar_takes_anchor_lines_with_quotes_and_backslashes():
+    """The bundled seed code's lines (a docstring, f-strings, escapes) as anchors: llama.cpp
+    parses the grammar (llama-cpp-python's own converter left the backslash unescaped, the parse
+    failed and the process died with SIGSEGV at the first sampled token)."""
+    from ai_scientist.phases.edits import unique_lines, with_edits
+    from ai_scientist.phases.schemas import CODE_SCHEMA
+
+    seed = (Path(__file__).parents[1] / "examples" / "label_noise" / "seed_code.py").read_text()
+    files = {"seed_code.py": seed, "odd.py": 'print("a\\n", \'\\\\\')\nx = "\\"q\\""\n'}
+    lines = unique_lines(files)
+    assert any('"' in ln for ln in lines) and any("\\" in ln for ln in lines)
+    assert_llama_parses(with_edits(CODE_SCHEMA, files, anchor_lines=True))

