@@ -231,3 +231,68 @@ def test_reopen_sees_everything(tmp_path):
     s.close()
     s2 = MemoryStore(tmp_path / "m.sqlite")
     assert s2.core_get("n1", "a").value == "1"
+
+
+def test_a_transaction_commits_its_writes_together_or_not_at_all(store):
+    with store.transaction():
+        b = store.fork(None, "n0001")
+        store.recall_append(b, "node_created", "node n0001")
+        with store.transaction():  # re-entrant: joins the outer block
+            store.mark_outcome("n0001")
+        assert [e.text for e in store.recall_events(b)] == ["node n0001"]  # reads see the block
+    assert store.outcome_recorded("n0001")
+    with pytest.raises(RuntimeError), store.transaction():
+        b2 = store.fork(None, "n0002")
+        store.recall_append(b2, "node_created", "node n0002")
+        store.mark_outcome("n0002")
+        raise RuntimeError("interrupted")
+    assert not store.has_branch("n0002") and not store.outcome_recorded("n0002")
+    assert [e.text for e in store.recall_events("n0001")] == ["node n0001"]
+    # nothing of the rolled-back block is cached: the branch can be created again, elsewhere
+    assert store.fork("n0001", "n0002") == "n0002" and store.lineage("n0002") == ["n0002", "n0001", "root"]
+
+
+_KILL_INSIDE = """
+import os, signal, sys
+from ai_scientist.memory import MemoryStore
+s = MemoryStore(sys.argv[1])
+s.fork(None, "n0001")
+with s.transaction():
+    s.recall_append(s.fork("n0001", "n0002"), "node_created", "node n0002")
+    s.recall_append("n0001", "metric", "loss = 1")
+    s.mark_outcome("n0001")
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_kill_inside_a_transaction_leaves_none_of_it(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "memory.sqlite"
+    res = subprocess.run([sys.executable, "-c", _KILL_INSIDE, str(path)], capture_output=True, text=True)
+    assert res.returncode == -9, res.stderr
+    s = MemoryStore(path)
+    assert s.has_branch("n0001") and not s.has_branch("n0002")
+    assert s.recall_events("n0001") == [] and s.unrecorded_outcomes(["n0001", "n0002"]) == ["n0001"]
+    assert s.recall_append("n0001", "metric", "loss = 1") == "r1"  # the id the killed write had taken
+    s.close()
+
+
+def test_unrecorded_outcomes_and_a_database_from_before_the_marks(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "memory.sqlite"
+    s = MemoryStore(path)
+    for nid in ("n0001", "n0002", "n0003"):
+        s.fork(None, nid)
+    s.recall_append("n0001", "metric", "loss = 1", "n0001")
+    s.recall_append("n0002", "metric", "a note the model filed under metric", "n0001")  # not n0002's own
+    s.mark_outcome("n0003")
+    assert s.unrecorded_outcomes(["n0003", "n0002", "n0001", "n0009"]) == ["n0001", "n0002"]
+    s.close()
+    with sqlite3.connect(path) as c:  # as written before outcomes were marked
+        c.execute("DROP TABLE outcomes")
+    s = MemoryStore(path)  # marks the nodes whose own metric / error event is on their branch
+    assert s.unrecorded_outcomes(["n0001", "n0002", "n0003"]) == ["n0002", "n0003"]
+    s.close()

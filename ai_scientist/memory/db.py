@@ -5,6 +5,8 @@ handler instead of failing on a read-to-write upgrade), a busy database is retri
 backoff for up to ``lock_timeout_s`` seconds, and only after that does a
 :class:`MemoryStoreError` (never a raw "database is locked") reach the caller.
 Connections are per thread and per process: a forked worker never reuses its parent's.
+``transaction()`` groups the writes of one thread into one transaction: after a kill -9 either
+all of them are in the database or none is.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -67,6 +70,8 @@ CREATE TABLE IF NOT EXISTS recall_masks (
     created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS recall_masks_branch ON recall_masks(branch, id);
+-- nodes whose outcome events (metric or error) are recorded: a resumed run records the missing ones
+CREATE TABLE IF NOT EXISTS outcomes (node_id TEXT PRIMARY KEY, created REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS archival (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     text TEXT NOT NULL,
@@ -129,7 +134,18 @@ class Database:
 
     def _init_schema(self) -> None:
         conn = self.conn()
+        had_outcomes = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'outcomes'"
+        ).fetchone()
+        had_recall = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'recall'").fetchone()
         conn.executescript(SCHEMA)
+        if had_recall and not had_outcomes:
+            # a database written before outcomes were marked: a node whose metric or error event
+            # is on its own branch had its outcome recorded
+            conn.execute(
+                "INSERT OR IGNORE INTO outcomes SELECT DISTINCT node_id, created FROM recall"
+                " WHERE kind IN ('metric', 'error') AND node_id = branch"
+            )
         conn.execute(
             "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
         )
@@ -177,7 +193,10 @@ class Database:
                 delay = min(delay * 1.5, 0.02)
 
     def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn(conn)`` inside one ``BEGIN IMMEDIATE`` transaction, retried on lock."""
+        """Run ``fn(conn)`` inside one ``BEGIN IMMEDIATE`` transaction, retried on lock; inside
+        :meth:`transaction` it joins that transaction (and commits with it)."""
+        if getattr(self._local, "depth", 0) and self._local.pid == os.getpid():
+            return fn(self.conn())
 
         def attempt() -> T:
             c = self.conn()
@@ -192,6 +211,31 @@ class Database:
             return result
 
         return self.with_retry(attempt)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Every write of this thread inside the block commits together at its end, or not at
+        all (an exception rolls all of them back; a kill -9 leaves none). Re-entrant. Reads
+        inside see the block's own writes. Other writers wait while the block runs: keep it short."""
+        if getattr(self._local, "depth", 0) and self._local.pid == os.getpid():
+            self._local.depth += 1
+            try:
+                yield
+            finally:
+                self._local.depth -= 1
+            return
+        c = self.conn()
+        self.with_retry(lambda: c.execute("BEGIN IMMEDIATE"))
+        self._local.depth = 1
+        try:
+            yield
+            c.execute("COMMIT")
+        except BaseException:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+            raise
+        finally:
+            self._local.depth = 0
 
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` (autocommit reads see every committed write), retried on lock."""

@@ -16,6 +16,9 @@ Scoping (what a caller may rely on):
 * Nothing is lost: ``expand(id)`` returns the full original text of any recall event (``r<N>``)
   or archival passage (``a<N>``), including evicted core entries and consolidated ranges.
 * Every text written passes through the redactor first.
+* **Outcomes.** ``mark_outcome(node_id)`` notes that a node's outcome events are recorded, so a
+  run resumed after a kill -9 records exactly the missing ones (``unrecorded_outcomes``). Use
+  ``transaction()`` to make several writes one (the outcome events with their mark).
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +108,41 @@ class MemoryStore(ArchivalMixin):
         if self.vectors is not None:
             self.vectors.save()
         self.db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """The writes of this thread inside the block commit together or not at all (see
+        :meth:`Database.transaction`); re-entrant."""
+        try:
+            with self.db.transaction():
+                yield
+        except BaseException:
+            self._chains.clear()  # may hold a branch the rollback removed
+            raise
+
+    def mark_outcome(self, node_id: str) -> None:
+        """Note that ``node_id``'s outcome events are recorded (idempotent)."""
+        self.db.write(
+            lambda c: c.execute("INSERT OR IGNORE INTO outcomes VALUES (?, ?)", (node_id, self.clock()))
+        )
+
+    def outcome_recorded(self, node_id: str) -> bool:
+        row = self.db.read(
+            lambda c: c.execute("SELECT 1 FROM outcomes WHERE node_id = ?", (node_id,)).fetchone()
+        )
+        return row is not None
+
+    def unrecorded_outcomes(self, node_ids: Collection[str]) -> list[str]:
+        """The ids among ``node_ids`` that have a branch but no :meth:`mark_outcome`, sorted."""
+
+        def r(c: sqlite3.Connection) -> set[str]:
+            rows = c.execute(
+                "SELECT b.id FROM branches b LEFT JOIN outcomes o ON o.node_id = b.id WHERE o.node_id IS NULL"
+            ).fetchall()
+            return {x[0] for x in rows}
+
+        missing = self.db.read(r)
+        return sorted(i for i in node_ids if i in missing)
 
     def _red(self, text: str) -> str:
         return self.redactor.redact(str(text))

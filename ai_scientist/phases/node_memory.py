@@ -54,10 +54,7 @@ class NodeMemory:
         self.store = store
         self.run = run
         self.node = node
-        existed = store.has_branch(node.id)
-        self.branch = store.fork(parent.id if parent is not None else None, node.id)
-        if not existed:
-            mem_events.node_created(store, self.branch, node.to_dict())
+        self.branch = open_branch(store, node, parent.id if parent is not None else None)
 
     def render(self, values: dict[str, Any]) -> MemoryView:
         """The memory layer for a prompt whose stage inputs are ``values``: its text, its ledger
@@ -101,11 +98,32 @@ class NodeMemory:
         return answers[-1]
 
     def record_outcome(self, node: Node) -> None:
-        """Pipeline events for the finished node: its metric or its error with the cause."""
+        """Pipeline events for the finished node: see :func:`record_outcome`."""
+        record_outcome(self.store, node)
+
+
+def open_branch(store: MemoryStore, node: Node, parent_id: str | None) -> str:
+    """The node's memory branch (forked from ``parent_id``'s) with its ``node_created`` event, in
+    one transaction, so a kill -9 leaves both or neither; an existing branch is returned as is."""
+    with store.transaction():
+        existed = store.has_branch(node.id)
+        branch = store.fork(parent_id, node.id)
+        if not existed:
+            mem_events.node_created(store, branch, node.to_dict())
+    return branch
+
+
+def record_outcome(store: MemoryStore, node: Node) -> None:
+    """The finished node's outcome events (its metric, or its error with the cause) and its
+    outcome mark, in one transaction; nothing when they are already recorded (a resumed run)."""
+    with store.transaction():
+        if store.outcome_recorded(node.id):
+            return
         if node.is_good and node.metric is not None:
             m = node.metric
-            mem_events.metric(self.store, self.branch, node.id, m.name, m.value, m.direction, m.dataset)
-            mem_events.phase_result(self.store, self.branch, node.id, "node", True, node.summary or "")
+            mem_events.metric(store, node.id, node.id, m.name, m.value, m.direction, m.dataset)
+            mem_events.phase_result(store, node.id, node.id, "node", True, node.summary or "")
         elif node.error:
             where, _, message = node.error.partition(": ")
-            mem_events.error(self.store, self.branch, node.id, where, message[:1500])
+            mem_events.error(store, node.id, node.id, where, message[:1500])
+        store.mark_outcome(node.id)

@@ -34,6 +34,7 @@ from ..base import failpoints
 from ..base.errors import EXIT_NO_WORKING_EXPERIMENT, EXIT_OK, RunStop, disk_full_from
 from ..llm.types import LLMError
 from ..phases.base import NodeContext
+from ..phases.node_memory import open_branch, record_outcome
 from ..phases.pipeline import run_node
 from ..treesearch.journal import Journal, JournalView
 from ..treesearch.node import Node
@@ -75,6 +76,10 @@ class Orchestrator:
         st = self.cfg.agent.stages
         self.rules = StageRules(stage2_good_nodes=st.stage2_good_nodes, stage3_patience=st.stage3_patience)
         self.scheduler = self.cfg.agent.scheduler
+        # finished nodes whose memory outcome events are not written yet (see _memory_step); a
+        # resumed run starts with those a kill -9 left unwritten
+        self._unrecorded: list[str] = self._missing_outcomes()
+        self._contexts: dict[str, NodeContext] = {}  # the free scheduler's nodes, until recorded
         # a replay of a free-running recording follows its recorded order (None: not a replay of one)
         self.replay_order: dict[str, frozenset[str]] | None = None
         if self.cfg.llm.backend == "replay" and self.cfg.llm.replay_dir and self.scheduler == "free":
@@ -122,9 +127,8 @@ class Orchestrator:
         self._save_stage_state(state)
         if self.scheduler == "free":
             return self._run_stage_free(state)
-        leftover = self.journal.in_flight(state.stage)  # nodes (and seed re-runs) a crash interrupted
+        leftover = self._leftover(state.stage)
         if leftover:
-            self.run_.event("nodes_resumed", node_ids=[n.id for n in leftover])
             self._run_batch(leftover)
         while True:
             outcome = self._outcome(state)
@@ -145,11 +149,8 @@ class Orchestrator:
         """The free-running stage loop: a node is picked whenever a worker is free and the
         stage accepts one; see the module docstring."""
         pool = self._pool()
-        leftover = self.journal.in_flight(state.stage)  # nodes (and seed re-runs) a crash interrupted
-        if leftover:
-            self.run_.event("nodes_resumed", node_ids=[n.id for n in leftover])
-            for node in leftover:
-                pool.add(node, None)
+        for node in self._leftover(state.stage):
+            pool.add(node, None)
         try:
             while True:
                 self._replay_prepare(pool)
@@ -157,11 +158,10 @@ class Orchestrator:
                 outcome = self._outcome(state, view)
                 self._progress(state.stage, force=outcome.done)
                 if outcome.done and pool.idle:
-                    self._record_outcomes()
+                    self._memory_step()
                     return outcome, state
                 can_pick = self.replay_order is not None or pool.free_slots > 0
                 if can_pick and outcome.accepting and not state.ideas_exhausted:
-                    self._record_outcomes()
                     state, picked, extras = self._select(view, state, pool)
                     if picked is not None:
                         ctx = self._context(picked, pool.next_slot(), extras)
@@ -173,7 +173,7 @@ class Orchestrator:
                     if state.ideas_exhausted:  # the proposal offered nothing new: judge the stage again
                         continue
                 if pool.idle:  # nothing to create and nothing in flight: stop the stage
-                    self._record_outcomes()
+                    self._memory_step()
                     outcome = self._outcome(state)
                     if not outcome.done:
                         self.run_.event("stage_stalled", stage=state.stage, reason=outcome.reason)
@@ -186,9 +186,7 @@ class Orchestrator:
 
     def _pool(self) -> WorkerPool:
         self._errors: list[BaseException] = []
-        self._contexts: dict[str, NodeContext] = {}
-
-        self._unrecorded: list[str] = []
+        self._contexts = {}
 
         def prepare(node: Node, ctx: NodeContext | None, slot: int) -> NodeContext:
             # on the main thread: a resumed node or a seed re-run gets its context (and its
@@ -215,14 +213,45 @@ class Orchestrator:
             self._drain(pool)
             raise self._errors[0]
 
-    def _record_outcomes(self) -> None:
-        """Memory outcome events of the nodes collected since the last decision, in node order:
-        a replay collects the same set between the same decisions (not in the same order)."""
-        for nid in sorted(self._unrecorded):
-            ctx = self._contexts.pop(nid, None)
-            if ctx is not None and ctx.memory is not None:
-                ctx.memory.record_outcome(self.journal.get(nid))
-        self._unrecorded.clear()
+    def _memory_step(self, created: Node | None = None) -> None:
+        """The main thread's memory writes at one decision, in one transaction: the outcome
+        events of the nodes collected since the last step, in node order (a replay collects the
+        same set between the same decisions, not in the same order), then, for a node just
+        created, its branch and ``node_created`` event. Memory ids (shown in prompts) thus
+        depend neither on timing nor on where a kill -9 struck: it leaves all of a step or none,
+        and a resumed run writes the outcomes the kill lost at its first step, as the
+        uninterrupted run would have (``_missing_outcomes``)."""
+        ids, self._unrecorded = sorted(set(self._unrecorded)), []
+        for nid in ids:
+            self._contexts.pop(nid, None)
+        store = self.services.memory_store
+        if store is None:
+            return
+        with store.transaction():
+            for nid in ids:
+                record_outcome(store, self.journal.get(nid))
+            if created is not None:
+                open_branch(store, created, created.parent_id)
+
+    def _missing_outcomes(self) -> list[str]:
+        """Finished nodes with a memory branch but no outcome events yet: a kill -9 struck after
+        they finished and before the step that writes them."""
+        store = self.services.memory_store
+        if store is None:
+            return []
+        return store.unrecorded_outcomes([n.id for n in self.journal.nodes if n.is_finished])
+
+    def _leftover(self, stage: int) -> list[Node]:
+        """Nodes (and seed re-runs) of ``stage`` a crash interrupted; a node created by a decision
+        whose memory step the kill prevented takes that step now."""
+        leftover = self.journal.in_flight(stage)
+        if leftover:
+            self.run_.event("nodes_resumed", node_ids=[n.id for n in leftover])
+        store = self.services.memory_store
+        for node in leftover:
+            if store is not None and not node.is_seed_eval and not store.has_branch(node.id):
+                self._memory_step(node)
+        return leftover
 
     def _drain(self, pool: WorkerPool) -> None:
         """Wait for every running worker (queued nodes stay pending for a resume)."""
@@ -282,6 +311,7 @@ class Orchestrator:
             tree=action.tree,
             idea=idea,
         )
+        self._memory_step(node)
         extra = {} if waiting is None else {"waiting": waiting}
         self.run_.event(
             "node_selected",
@@ -375,7 +405,8 @@ class Orchestrator:
     # ------------------------------------------------------------ batch --
     def _run_batch(self, nodes: list[Node]) -> None:
         """Run ``nodes`` in parallel. Memory branches and outcome events are written in node
-        order from this thread, so memory ids (shown in prompts) do not depend on timing."""
+        order from this thread (:meth:`_memory_step`), so memory ids (shown in prompts) do not
+        depend on timing."""
         errors: list[BaseException] = []
         contexts = [self._context(node, slot) for slot, node in enumerate(nodes)]
         threads = [
@@ -391,9 +422,9 @@ class Orchestrator:
                 t.join(timeout=0.2)  # short joins keep Ctrl-C deliverable to the main thread
         for exc in errors:
             raise exc
+        self._unrecorded += [ctx.node.id for ctx in contexts]
+        self._memory_step()
         for ctx in contexts:
-            if ctx.memory is not None:
-                ctx.memory.record_outcome(ctx.node)
             self._progress(ctx.node.stage)
 
     def _worker(self, ctx: NodeContext, errors: list[BaseException]) -> None:
@@ -516,7 +547,7 @@ class Orchestrator:
                 while not pool.idle:
                     pool.start_queued()
                     self._collect(pool, pool.wait())
-                self._record_outcomes()
+                self._memory_step()
             except Exception:
                 self._drain(pool)
                 raise
