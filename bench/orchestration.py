@@ -19,8 +19,12 @@ Two measurements, each with its baseline from the same run:
 3. **Heterogeneous durations**: the same search, but each experiment sleeps for a
    duration drawn from an exponential distribution (mean ``--hetero-mean`` = 1.5 s,
    from a hash of (seed, node id)) at 0.1 s LLM latency; 1 and 4 workers with each
-   scheduler. Utilisation = busy time / (wall x workers), busy time = time inside
-   the LLM backend and the executor summed over all workers. The baseline is the
+   scheduler. Utilisation = busy time / (wall x workers), busy time = the time the
+   workers spent on a node, summed: from the main thread building its context to the end
+   of its worker thread (LLM calls, experiments, prompt building and bookkeeping). The time
+   inside the LLM backend and the executor alone / (wall x workers) (``llm_exec_share``, the
+   figure reported as utilisation before) is kept beside it, and the idle worker-seconds by
+   part of the run (search, stage tail, stage end). The baseline is the
    batch-synchronous scheduler measured in the same run.
 
 The experiment is a trivial shell script (``printf`` of ``metrics.json``), so
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -143,17 +148,32 @@ class Timed:
 
 
 class TimedOrchestrator(Orchestrator):
-    """``node_seconds``: time worker threads spent running nodes (``_worker``), summed."""
+    """Times the work on each node: ``spans`` holds (node id, start, end) in ``time.time()``,
+    from the moment the main thread starts building the node's context (``_context``: its
+    memory branch, resources, inherited install prefix) to the end of its worker thread
+    (``_worker``: every phase, prompt building and bookkeeping included); ``node_seconds`` is
+    their sum, i.e. the time the workers were busy with a node."""
 
-    node_seconds = 0.0
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.spans: list[tuple[str, float, float]] = []
+        self._began: dict[str, float] = {}
+
+    @property
+    def node_seconds(self) -> float:
+        return sum(end - start for _, start, end in self.spans)
+
+    def _context(self, node: Any, slot: int, extras: Any = None) -> Any:
+        with _NODE_LOCK:
+            self._began.setdefault(node.id, time.time())
+        return super()._context(node, slot, extras)
 
     def _worker(self, ctx: Any, errors: list[BaseException]) -> None:
-        t = time.perf_counter()
         try:
             super()._worker(ctx, errors)
         finally:
             with _NODE_LOCK:
-                self.node_seconds += time.perf_counter() - t
+                self.spans.append((ctx.node.id, self._began.pop(ctx.node.id), time.time()))
 
 
 _NODE_LOCK = threading.Lock()
@@ -235,12 +255,13 @@ def run_once(
     services.progress = Progress(stream=open(os.devnull, "w"), live=False)  # noqa: SIM115
     setup_s = time.perf_counter() - t0
     run.save_state(status="running")
-    t1 = time.perf_counter()
+    orchestrator = TimedOrchestrator(run, services)
+    t1, began = time.perf_counter(), time.time()
     try:
-        orchestrator = TimedOrchestrator(run, services)
         code = orchestrator.run()
     finally:
         wall = time.perf_counter() - t1
+        ended = time.time()
         services.close()
     nodes = [json.loads(line)["node"] for line in (run.dir / "journal.jsonl").read_text().splitlines()]
     latest = {n["id"]: n for n in nodes}
@@ -264,10 +285,52 @@ def run_once(
         "exec_calls": executor.calls,
         "overhead_s": round(overhead, 3),
         "node_s": round(orchestrator.node_seconds, 3),
+        "idle_s": idle_breakdown(orchestrator.spans, run.cfg.agent.num_workers, run.events(), (began, ended)),
         "overhead_ms_per_node": round(1000 * overhead / max(n_nodes, 1), 2),
         "nodes_per_s": round(n_nodes / wall, 4) if wall > 0 else None,
         "run_dir": str(run.dir),
     }
+
+
+def idle_breakdown(
+    spans: list[tuple[str, float, float]], workers: int, events: list[dict], window: tuple[float, float]
+) -> dict[str, float]:
+    """Worker-seconds without a node, by part of the run: ``search`` (a stage still creating
+    nodes: until its last ``node_selected``), ``stage_tail`` (the stage accepts no more nodes;
+    its last nodes in flight are waited for), ``stage_end`` (best node, seed re-runs, summary:
+    from ``stage_completed`` to the next ``stage_started``), ``outside`` (before the first stage
+    and after the last)."""
+    marks: list[tuple[float, str]] = []  # (time, the part that starts there)
+    last_pick: dict[int, float] = {}
+    for ev in events:
+        if ev["type"] == "node_selected":
+            last_pick[ev["stage"]] = ev["ts"]
+    for ev in events:
+        if ev["type"] == "stage_started":
+            marks.append((ev["ts"], "search"))
+            marks.append((last_pick.get(ev["stage"], ev["ts"]), "stage_tail"))
+        elif ev["type"] == "stage_completed":
+            marks.append((ev["ts"], "stage_end"))
+    marks.sort()
+    last_event = events[-1]["ts"] if events else window[1]
+    # sweep over every change of the busy count or of the part, in time order
+    changes = sorted([(a, 1) for _, a, _ in spans] + [(b, -1) for _, _, b in spans])
+    points = sorted({*window, *(t for t, _ in marks), *(t for t, _ in changes)})
+    out = {"search": 0.0, "stage_tail": 0.0, "stage_end": 0.0, "outside": 0.0}
+    busy = i = m = 0
+    part = "outside"
+    for a, b in itertools.pairwise(points):
+        while i < len(changes) and changes[i][0] <= a:
+            busy += changes[i][1]
+            i += 1
+        while m < len(marks) and marks[m][0] <= a:
+            part = marks[m][1]
+            m += 1
+        if a < window[0] or b > window[1]:
+            continue
+        where = part if marks and marks[0][0] <= a < last_event else "outside"
+        out[where] += max(workers - busy, 0) * (b - a)
+    return {k: round(v, 3) for k, v in out.items()}
 
 
 # ------------------------------------------------------------ measurements --
@@ -328,10 +391,10 @@ def measure_heterogeneous(
             overrides = [*throughput_overrides(drafts, workers, seed), f"agent.scheduler={scheduler}"]
             r = run_once(workdir, overrides, responder, latency_s, name)
             r["overhead_s"] = r["overhead_ms_per_node"] = None
-            # busy = LLM + experiment time; occupancy = time the workers held a node (its own
-            # prompt building and bookkeeping included): what the scheduler controls
-            r["utilisation"] = round((r["llm_s"] + r["exec_s"]) / (r["wall_s"] * workers), 3)
-            r["occupancy"] = round(r["node_s"] / (r["wall_s"] * workers), 3)
+            # busy = the time a worker spent on a node, all of it (see TimedOrchestrator); the
+            # LLM + experiment share (the previous figure) is kept beside it
+            r["utilisation"] = round(r["node_s"] / (r["wall_s"] * workers), 3)
+            r["llm_exec_share"] = round((r["llm_s"] + r["exec_s"]) / (r["wall_s"] * workers), 3)
             out.append(
                 {"workers": workers, "scheduler": scheduler, "latency_s": latency_s, "mean_s": mean_s, **r}
             )
@@ -350,7 +413,8 @@ def summarise_hetero(rows: list[dict]) -> dict[str, Any]:
             "speedup": round(speedup, 3),
             "utilisation_4_workers": four["utilisation"],
             "utilisation_1_worker": one["utilisation"],
-            "occupancy_4_workers": four["occupancy"],
+            "llm_exec_share_4_workers": four["llm_exec_share"],
+            "idle_s_4_workers": four["idle_s"],
         }
     f = out["free"]
     f["met"] = (
@@ -477,7 +541,7 @@ def report(result: dict[str, Any]) -> str:
                 "exec s (sum)",
                 "nodes/s",
                 "utilisation",
-                "occupancy",
+                "LLM+exec share",
             ]
         ]
         for r in result["heterogeneous"]:
@@ -491,7 +555,7 @@ def report(result: dict[str, Any]) -> str:
                     f"{r['exec_s']:.1f}",
                     f"{r['nodes_per_s']:.3f}",
                     f"{r['utilisation']:.3f}",
-                    f"{r['occupancy']:.3f}",
+                    f"{r['llm_exec_share']:.3f}",
                 ]
             )
         h = summary["heterogeneous"]
@@ -502,9 +566,10 @@ def report(result: dict[str, Any]) -> str:
             _table(rows),
             "",
             f"batch: 4 vs 1 workers {h['batch']['speedup']}x, utilisation {h['batch']['utilisation_4_workers']}"
-            f" (1 worker: {h['batch']['utilisation_1_worker']}), occupancy {h['batch']['occupancy_4_workers']}",
+            f" (1 worker: {h['batch']['utilisation_1_worker']}), LLM+exec share {h['batch']['llm_exec_share_4_workers']}",
             f"free:  4 vs 1 workers {h['free']['speedup']}x, utilisation {h['free']['utilisation_4_workers']}"
-            f" (1 worker: {h['free']['utilisation_1_worker']}), occupancy {h['free']['occupancy_4_workers']} -> "
+            f" (1 worker: {h['free']['utilisation_1_worker']}), LLM+exec share {h['free']['llm_exec_share_4_workers']}"
+            f"; idle worker-s {h['free']['idle_s_4_workers']} -> "
             + (
                 "target met"
                 if h["free"]["met"]

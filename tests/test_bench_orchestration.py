@@ -58,8 +58,12 @@ def test_quick_run_writes_every_figure(tmp_path, capsys):
     ]
     for r in hetero:
         assert r["exit_code"] == 0 and r["nodes"] == 4 + 4
-        assert r["utilisation"] == round((r["llm_s"] + r["exec_s"]) / (r["wall_s"] * r["workers"]), 3)
-        assert r["node_s"] > 0 and r["occupancy"] == round(r["node_s"] / (r["wall_s"] * r["workers"]), 3)
+        assert r["node_s"] > 0 and r["utilisation"] == round(r["node_s"] / (r["wall_s"] * r["workers"]), 3)
+        assert r["llm_exec_share"] == round((r["llm_s"] + r["exec_s"]) / (r["wall_s"] * r["workers"]), 3)
+        assert r["node_s"] >= r["exec_s"]  # a node's whole time counts, its experiments included
+        # the idle worker-seconds by part add up to the capacity the nodes left
+        idle = sum(r["idle_s"].values())
+        assert abs(idle - (r["wall_s"] * r["workers"] - r["node_s"])) < 0.05 * r["wall_s"] * r["workers"]
     sleeps = sum(_bench().HeteroResponder(0, 0.1).duration(f"n{i:04d}") for i in range(1, 5))
     assert hetero[0]["exec_s"] >= sleeps  # the 4 drafts' drawn durations (seed re-runs sleep too)
     h = s["heterogeneous"]
