@@ -193,3 +193,6 @@ def test_run_commands_of_an_edit_answer_are_chosen_from_existing_files():
     run = schema["properties"]["run"]["properties"]
     assert run["commands"]["items"]["enum"] == ["bash run.sh", "/usr/bin/python3 seed_code.py"]
     assert run["expected_outputs"]["items"]["enum"] == ["metrics.json"]
+    assert run["commands"]["maxItems"] == 1  # as many as the parent ran: no repeated command
+    seed = constrain_run(CODE_SCHEMA, ["seed_code.py"], "python3")["properties"]["run"]["properties"]
+    assert seed["commands"]["items"]["enum"] == ["python3 seed_code.py"] and seed["commands"]["maxItems"] == 1

@@ -153,6 +153,9 @@ def test_expand_answer_records_edits_and_resulting_files():
     assert full["files"][1]["content"] == PARENT["util.py"]
     plain = {"files": [{"path": "main.py", "content": "print(1)\n"}]}
     assert expand_answer(PARENT, plain) is plain
+    # neither edits nor files: the parent's files as they are (a draft running its seed code)
+    unchanged = expand_answer(PARENT, {"run": {"commands": ["python main.py"]}})
+    assert {f["path"]: f["content"] for f in unchanged["files"]} == PARENT and unchanged["edits"] == []
     with pytest.raises(EditError, match="anchor not found"):
         expand_answer(PARENT, {**answer, "edits": [{**answer["edits"][0], "anchor": "EPOCHS = 11"}]})
 

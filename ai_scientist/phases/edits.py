@@ -299,10 +299,13 @@ def _file_edits(path: str, before: str, after: str) -> list[Edit]:
 def expand_answer(parent_files: dict[str, str], answer: dict[str, Any]) -> dict[str, Any]:
     """A code answer with ``edits`` as a whole-files answer: every parent file, edited, plus the
     answer's own ``files`` (new files, or whole replacements), in the parent's order then the new
-    ones; ``edits`` kept as given, so the node records both. An answer without edits is returned
-    as it is. Raises :class:`EditError` when an edit does not apply."""
+    ones; ``edits`` kept as given, so the node records both. An answer with files but no edits
+    is returned as it is; one with neither keeps the parent's files unchanged (``edits: []``).
+    Raises :class:`EditError` when an edit does not apply."""
     if not answer.get("edits"):
-        return answer
+        if answer.get("files"):
+            return answer
+        return {**answer, "edits": [], "files": [{"path": p, "content": t} for p, t in parent_files.items()]}
     edits, problems = parse_edits(answer["edits"])
     if problems:
         raise EditError(problems)

@@ -403,11 +403,12 @@ def constrain_run(
     run = schema["properties"]["run"]
     props = {
         **run["properties"],
+        # as many commands as the parent ran (one for a seed file): a small model repeats itself
         "commands": {
             "type": "array",
             "items": {"type": "string", "enum": commands},
             "minItems": 1,
-            "maxItems": 3,
+            "maxItems": max(1, min(3, len(known))),
         },
         "expected_outputs": {
             "type": "array",
