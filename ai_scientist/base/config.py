@@ -224,6 +224,8 @@ class LLMConfig(_Strict):
     model: str = "gpt-4o-mini"
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
+    # the packaged GGUF of the local backend (llm/local_models.py); local_model_path, when set, wins
+    local_model: Literal["smollm2", "gemma3-270m"] = "smollm2"
     local_model_path: str | None = None
     local_n_ctx: int = Field(8192, ge=512)
     local_threads: int | None = Field(None, ge=1)

@@ -59,9 +59,11 @@ def make_backend(cfg: Config, environ: Mapping[str, str] | None = None) -> Backe
         )
     if name == "local":
         from .local_backend import LocalBackend
+        from .local_models import local_model_file
 
+        path = local_model_file(llm.local_model, llm.local_model_path)  # ConfigError names the key
         try:
-            return LocalBackend(llm.local_model_path, n_ctx=llm.local_n_ctx, n_threads=llm.local_threads)
+            return LocalBackend(str(path), n_ctx=llm.local_n_ctx, n_threads=llm.local_threads)
         except LLMError as exc:
             raise ConfigError(f"llm.local_model_path: {exc}") from None
     if name == "replay":

