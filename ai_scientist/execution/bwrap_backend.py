@@ -28,6 +28,7 @@ from pathlib import Path
 from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, SandboxError
 from .isolation import drop_to_uid, orchestrator_pidfd, plan_mounts, refuse
 from .lineage import SANDBOX_ENV
+from .netns import NodeNetworks
 from .process import rlimit_preexec
 from .resources import bind_sources
 from .run_setup import RunSetup, SandboxBackend
@@ -105,8 +106,12 @@ class BwrapExecutor(SandboxBackend):
                     self.name, self.unsafe, "install util-linux (setpriv) and allow mount namespaces"
                 )
         self.owners = WorkspaceOwners()  # a node's commands share one uid and the ownership walk
+        # ... and, network off, one network namespace (made by the root orchestrator; see .netns)
+        self.networks = NodeNetworks() if self.drop else None
 
-    def _argv(self, ws: Path, limits: Limits, env: dict[str, str], install_dir: Path | None) -> list[str]:
+    def _argv(
+        self, ws: Path, limits: Limits, env: dict[str, str], install_dir: Path | None, share_net: bool
+    ) -> list[str]:
         args = [
             self.binary,
             "--unshare-all",
@@ -136,7 +141,7 @@ class BwrapExecutor(SandboxBackend):
             "--hostname",
             "sandbox",
         ]
-        if limits.network:
+        if share_net:  # the host's network, or the node's empty namespace the command is born in
             args.append("--share-net")
         if self.resources_dir:
             args += ["--ro-bind", str(self.resources_dir), SANDBOX_RESOURCES]
@@ -180,8 +185,10 @@ class BwrapExecutor(SandboxBackend):
             rlimits()  # last: the address-space limit may be below this forked copy's size
 
         host_env = {"PATH": "/usr/bin:/bin"}  # bwrap's own environment; the command's is --setenv
+        networks = self.networks if uid is not None and not limits.network else None
+        share_net = limits.network or networks is not None
         result = self._supervise(
-            [*self._argv(ws, limits, full_env, install_dir), "--", *argv],
+            [*self._argv(ws, limits, full_env, install_dir, share_net), "--", *argv],
             cwd=ws,
             env=host_env,
             limits=limits,
@@ -189,12 +196,19 @@ class BwrapExecutor(SandboxBackend):
             preexec=preexec,
             sweep_uid=uid,
             contained=True,  # --unshare-all: bwrap's init holds the pid namespace
+            around_spawn=(lambda: networks.entered(uid))
+            if networks is not None and uid is not None
+            else None,
         )
-        result.extra.update(uid=uid, dropped_env=dropped, network=limits.network)
+        result.extra.update(
+            uid=uid, dropped_env=dropped, network=limits.network, node_netns=networks is not None
+        )
         return result
 
     def close(self) -> None:
-        """Nothing persistent to release."""
+        """Let the nodes' network namespaces go."""
+        if self.networks is not None:
+            self.networks.close()
 
 
 def _gpu_devices(gpus: tuple[int, ...]) -> list[str]:
