@@ -71,6 +71,29 @@ def test_render_shows_all_sections_with_limits(tmp_path):
     json.dumps(snap)  # JSON-able
 
 
+def test_recall_is_shown_oldest_first_so_a_child_extends_its_parents_text(tmp_path):
+    """Issue 14 (prefix cache): a child's recall section is its parent's plus its own events, and
+    a cut still drops the oldest events first (the newest stay)."""
+    s = make(tmp_path, recall_max_events=20)
+    for i in range(3):
+        s.recall_append("n0001", "metric", f"parent event {i}")
+    parent = render_memory(s, "n0001", "").text
+    s.fork("n0001", "n0002")
+    s.recall_append("n0002", "error", "child event")
+    child = render_memory(s, "n0002", "").text
+    assert child.startswith(parent) and child.index("parent event 2") < child.index("child event")
+    tight = MemoryStore(
+        tmp_path / "tight.sqlite", MemoryConfig(recall_max_events=20, memory_budget_chars=240)
+    )
+    tight.fork(None, "n0001")
+    for i in range(6):
+        tight.recall_append("n0001", "note", f"event number {i} " + "x" * 20)
+    view = render_memory(tight, "n0001", "")
+    shown = [i for i in range(6) if f"event number {i} " in view.text]
+    assert shown and shown == list(range(6 - len(shown), 6)) and len(shown) < 6  # the newest kept
+    assert view.snapshot["recall_ids"] == sorted(view.snapshot["recall_ids"], key=lambda r: int(r[1:]))
+
+
 def test_render_respects_budget_and_ledgers_every_cut(tmp_path):
     s = make(tmp_path, memory_budget_chars=600, recall_max_events=20, archival_snippet_budget_chars=300)
     for i in range(20):

@@ -23,7 +23,7 @@ from ai_scientist.context.spec import LAYERS, PROMPTS
 from ai_scientist.context.tokens import messages_tokens
 from ai_scientist.llm.factory import make_client
 from ai_scientist.llm.scripted_backend import ScriptedBackend
-from ai_scientist.reporting.vlm import critique_node_plots
+from ai_scientist.reporting.vlm import critique_node_plots, review_figures
 from ai_scientist.reporting.writeup import ReportOptions, write_paper
 
 BRIEF = f"\n\n## {LAYERS['node_brief'].heading}\n"
@@ -132,15 +132,15 @@ def test_report_time_plot_critique_is_assembled_and_budgeted_with_its_images(tmp
         system, user = rec["messages"]
         parts = user["content"]
         images = [p for p in parts if p["type"] == "image_url"]
-        assert parts[0]["type"] == "text" and parts[1:] == images  # the text first, then the plots
+        # the shared text, the plots, then the node's own lines (node_brief) last
+        assert [p["type"] for p in parts] == ["text", *["image_url"] * len(images), "text"]
         plots = sorted((run / "nodes" / rec["node_id"] / "plots").glob("*.png"))
         assert len(images) == len(plots)
-        text = parts[0]["text"]
-        assert text.count(BRIEF) == 1
-        assert rec["node_id"] in text[text.index(BRIEF) :]
-        assert ", ".join(p.name for p in plots) in text[text.index(BRIEF) :]
-        assert "Warm-up schedules" in text[: text.index(BRIEF)]  # the idea, in the shared part
-        prefixes.add(_text(system) + "\x00" + text[: text.index(BRIEF)])
+        shared, own = parts[0]["text"], parts[-1]["text"]
+        assert own.startswith(BRIEF.lstrip("\n")) and BRIEF not in shared
+        assert rec["node_id"] in own and ", ".join(p.name for p in plots) in own
+        assert "Warm-up schedules" in shared  # the idea, in the shared part
+        prefixes.add(_text(system) + "\x00" + shared)
     assert len(prefixes) == 1
     assert max(sizes) > 4 * 1105  # the four-plot requests: the images dominate
 
@@ -153,3 +153,25 @@ def test_report_time_plot_critique_is_assembled_and_budgeted_with_its_images(tmp
         assert messages_tokens(rec["messages"], counter) <= Budget.from_config(cfg.context).limit_for(counter)
     cut = [e for r in recs for e in r["ledger"] if e["action"] == "truncated"]
     assert cut, "the largest request needed a cut to fit with its images"
+
+
+def test_a_figure_reviewed_with_two_captions_shares_everything_up_to_its_caption(tmp_path: Path):
+    """The figure review puts the image before the call's own lines (file and caption, node_brief):
+    the same figure asked about again with another caption (the paper's, after the writeup) repeats
+    the earlier request up to the caption, image included, byte for byte."""
+    run = make_run(tmp_path)
+    (run / "figures").mkdir()
+    shutil.copyfile(run / "nodes" / "n0001" / "plots" / "loss_curve.png", run / "figures" / "loss.png")
+    answer = default_responder()
+    cfg = report_cfg(tmp_path)
+    backend = ScriptedBackend(lambda m, s, ctx: answer(m, s, ctx, "vlm_feedback"))
+    llm = make_client(cfg, run, None, backend=backend)
+    for caption in ("Loss per epoch.", "Validation loss of the best node per stage."):
+        review_figures(run, cfg, llm, [{"file": "loss.png", "caption": caption}])
+    first, second = (r for r in _records(run) if r["phase"] == "vlm")
+    assert _declared(first) == _declared(second) == "figure_review"
+    assert first["messages"][0] == second["messages"][0]
+    a, b = first["messages"][1]["content"], second["messages"][1]["content"]
+    assert [p["type"] for p in a] == [p["type"] for p in b] == ["text", "image_url", "text"]
+    assert a[:2] == b[:2] and a[2] != b[2]  # the same text and image; only the caption differs
+    assert "Loss per epoch." in a[2]["text"] and a[2]["text"].startswith(BRIEF.lstrip("\n"))

@@ -210,6 +210,7 @@ PROMPTS: dict[str, list[str]] = {
         "stage_summary",
         "resource_index",
         "history",
+        "plan_snippet",
         "prior_code",
         "execution_output",
         "parent_error",
@@ -218,7 +219,6 @@ PROMPTS: dict[str, list[str]] = {
         "tried_hyperparams",
         "ablation_plan",
         "tried_ablations",
-        "plan_snippet",
         "node_brief",
         "memory",
     ],  # fmt: skip

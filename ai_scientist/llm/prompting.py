@@ -102,21 +102,31 @@ def ask(
 ) -> LLMResult:
     """Assemble ``prompt`` from ``values`` (plus the response-format layer of ``schema``) and
     complete it; the call's prompt log gets the assembly's ledger. ``images`` (``image_url``
-    content parts) follow the text of the last message, so the text stays a shared prefix; their
-    fixed cost (``IMAGE_TOKENS`` each) is kept free of the budget, so the request as sent fits."""
+    content parts) go into the last message (see :func:`with_images`); their fixed cost
+    (``IMAGE_TOKENS`` each) is kept free of the budget, so the request as sent fits."""
     v = dict(values)
     if schema is not None and "response_format" not in v:
         v["response_format"] = prompter.schema_text(schema, role)
     reserve = IMAGE_TOKENS * len(images or [])
     p = prompter.assemble(prompt, v, role=role, conversation=conversation, reserve_tokens=reserve)
-    messages = p.messages
-    if images:
-        last = messages[-1]
-        parts = (
-            last["content"]
-            if isinstance(last["content"], list)
-            else [{"type": "text", "text": last["content"]}]
-        )
-        messages = [*messages[:-1], {**last, "content": [*parts, *images]}]
+    messages = with_images(p, images) if images else p.messages
     call = replace(ctx, ledger=[*p.ledger, *ctx.ledger])  # the caller's own entries (few-shot, ...) after
     return llm.complete(messages, role=role, ctx=call, schema=schema, validator=validator)
+
+
+def with_images(prompt: Prompt, images: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``prompt.messages`` with ``images`` in its last message: after everything but the
+    ``node_brief`` section, when that section ends the message (the call's own request stays last,
+    and a figure asked about twice, e.g. with two captions, shares the prefix up to its image);
+    otherwise after the text."""
+    *head, last = prompt.messages
+    content = last["content"]
+    parts = content if isinstance(content, list) else [{"type": "text", "text": content}]
+    brief = prompt.sections.get("node_brief")
+    text = parts[-1].get("text") if parts[-1].get("type") == "text" else None
+    if brief and isinstance(text, str) and text.endswith(brief) and len(text) > len(brief):
+        before = text[: -len(brief)]
+        parts = [*parts[:-1], {"type": "text", "text": before}, *images, {"type": "text", "text": brief}]
+    else:
+        parts = [*parts, *images]
+    return [*head, {**last, "content": parts}]

@@ -2,7 +2,8 @@
 
 Sections: core (grouped by key prefix, each group showing ``chars_current/limit``), recall (the
 last ``recall_max_events`` visible events plus the summaries of consolidated ranges, each citing
-the event ids it replaces), archival (top ``retrieval_k`` hits for the node's content, each
+the event ids it replaces; shown oldest first, so a node's recall extends its parent's and the
+prompt's prefix stays shared — docs/context.md), archival (top ``retrieval_k`` hits for the node's content, each
 capped at ``archival_snippet_budget_chars``) and resource memory (optional caller text).
 
 The budget is shared by water-filling: each section gets an equal share, and what a section does
@@ -37,6 +38,9 @@ class Section:
     name: str
     header: str
     items: list[Item]  # most important first
+    # shown oldest first (the reverse of ``items``): a later prompt's section then extends an
+    # earlier one, a prefix a provider's cache can reuse; cuts still drop the least important
+    chronological: bool = False
 
     @property
     def chars(self) -> int:
@@ -78,6 +82,7 @@ def _recall_section(store: MemoryStore, branch: str, n: int, cap: int) -> tuple[
     visible = store.recall_events(branch)
     events, older = visible[-n:], visible[:-n] if len(visible) > n else []
     folds = store.consolidations(branch)
+    # most important first (newest events, then older ranges); shown in the reverse order
     items = [Item(f"- {e.id} [{e.kind}] {_cap(e.text, cap, e.id)}", e.id) for e in reversed(events)]
     if older:  # outside the window but not consolidated yet: say so instead of hiding them
         span = older[0].id if len(older) == 1 else f"{older[0].id}..{older[-1].id}"
@@ -93,8 +98,9 @@ def _recall_section(store: MemoryStore, branch: str, n: int, cap: int) -> tuple[
             )
         )
     snap = {"recall_ids": [e.id for e in events], "summary_ids": [c.archival_id for c in folds]}
-    header = f"### Recall (last {len(events)} events, newest first; older ranges summarised)"
-    return Section("recall", header, items), snap
+    # no counts in the header: it stays the same bytes as the branch grows
+    header = "### Recall (oldest first; older ranges summarised, then the latest events)"
+    return Section("recall", header, items, chronological=True), snap
 
 
 def _archival_section(
@@ -130,20 +136,22 @@ def _fit(sec: Section, allowed: int) -> tuple[str, list[str], set[str]]:
     if not sec.items or allowed <= len(sec.header) + 20:
         handles = [i.handle for i in sec.items if i.handle]
         return "", handles, set(handles)
-    lines, used, cut, dropped = [sec.header], len(sec.header) + 1, [], set()
+    lines, used, cut, dropped = [], len(sec.header) + 1, [], set()
     for item in sec.items:
         room = allowed - used - 1
         if len(item.text) <= room:
             lines.append(item.text)
             used += len(item.text) + 1
-        elif room > 80 and len(lines) == 1:  # the first item alone is too big: cut it, keep its head
+        elif room > 80 and not lines:  # the first item alone is too big: cut it, keep its head
             lines.append(_cap(item.text, room, item.handle))
             used += room + 1
             cut.append(item.handle or "")
         else:
             cut.append(item.handle or "")
             dropped.add(item.handle or "")
-    return "\n".join(lines), [c for c in cut if c], dropped
+    if sec.chronological:
+        lines.reverse()
+    return "\n".join([sec.header, *lines]), [c for c in cut if c], dropped
 
 
 def _ledger(
