@@ -68,8 +68,9 @@ def test_blank_figure_rejected_then_fixed_by_reflection(tmp_path):
 def test_only_blank_figures_fail_after_bounded_rounds(tmp_path):
     run = make_run(tmp_path)
     client = ScriptedClient(default_responder(plot_scripts=(BLANK_SCRIPT,)))
+    cfg = report_cfg(tmp_path, plot_reflection_rounds=1, standard_figures=False)
     with pytest.raises(StepFailed, match="no usable figure after 2 round"):
-        aggregate_plots(run, report_cfg(tmp_path, plot_reflection_rounds=1), client, _executor())
+        aggregate_plots(run, cfg, client, _executor())
     assert len(client.calls) == 2
     saved = json.loads((run / "figures" / "figures.json").read_text())
     assert saved["figures"] == [] and "blank" in saved["rejected"][0]["reason"]
@@ -113,3 +114,38 @@ def test_nothing_to_plot_is_a_skip(tmp_path):
     with pytest.raises(StepSkipped, match="nothing to plot"):
         aggregate_plots(tmp_path / "run", report_cfg(tmp_path), client, _executor())
     assert client.calls == []
+
+
+def test_standard_figures_when_every_model_figure_failed(tmp_path):
+    """The model's figures stay blank through every round: the pipeline draws its own from the
+    manifest (in the sandbox), checked like any figure, marked as the pipeline's in figures.json,
+    with the model's last problems kept."""
+    run = make_run(tmp_path)
+    client = ScriptedClient(default_responder(plot_scripts=(BLANK_SCRIPT,)))
+    result = aggregate_plots(run, report_cfg(tmp_path, plot_reflection_rounds=1), client, _executor())
+    assert len(client.calls) == 2  # the model's rounds ran first
+    saved = json.loads((run / "figures" / "figures.json").read_text())
+    assert saved == result and saved["source"] == "standard" and saved["script"] == "standard_plots.py"
+    assert "blank" in saved["llm_problems"]
+    files = [f["file"] for f in saved["figures"]]
+    assert files == ["std_metric_by_stage.png", "std_curves.png"]
+    for name in files:
+        assert check_figure(run / "figures" / name) is None  # a real, non-blank image
+    manifest = json.loads((run / "figures" / "manifest.json").read_text())
+    best = [e for e in manifest["nodes"] if e["role"] == "best"]
+    caption = saved["figures"][1]["caption"]
+    assert f"node {best[-1]['node_id']}" in caption and "epochs" in caption  # the series it found
+    assert "val_loss" in saved["figures"][0]["caption"]
+    records = sorted((run / "figures" / "exec").glob("*_aggregate.json"))
+    assert [json.loads(p.read_text())["exit_code"] for p in records][-1] == 0
+
+
+def test_standard_figures_read_hostile_data_in_the_sandbox(tmp_path):
+    """A best node's data file that is not valid JSON, or holds no numeric series: the metric
+    figure is still drawn; a run whose nodes have no metric gets no standard figure either."""
+    run = make_run(tmp_path)
+    for results in run.glob("nodes/*/workspace/results.json"):
+        results.write_text('{"epochs": [1, 2, "x"], "nested": {"v": [NaN, 1, 2]}}')
+    client = ScriptedClient(default_responder(plot_scripts=(BLANK_SCRIPT,)))
+    result = aggregate_plots(run, report_cfg(tmp_path, plot_reflection_rounds=0), client, _executor())
+    assert [f["file"] for f in result["figures"]] == ["std_metric_by_stage.png"]

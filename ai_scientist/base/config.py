@@ -322,6 +322,9 @@ class ReportConfig(_Strict):
     template: Literal["workshop", "conference"] = "workshop"
     max_figures: int = Field(6, ge=1, le=50)
     plot_reflection_rounds: int = Field(2, ge=0, le=10)
+    # when no model-written figure survives: the pipeline draws its own (best metric per stage, the
+    # best node's saved series) in the sandbox, marked "source": "standard" in figures/figures.json
+    standard_figures: bool = True
     page_limit: Literal[4, 8] | None = None  # never None after validation: see _template_page_limit
     compile_fix_rounds: int = Field(3, ge=0, le=10)
     writeup_reflections: int = Field(1, ge=0, le=10)

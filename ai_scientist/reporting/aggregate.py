@@ -12,6 +12,7 @@ more rounds. At most ``report.max_figures`` good figures are kept, listed in
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from ..llm.client import LLMClient
 
 SCRIPT_NAME = "aggregate_plots.py"
+STANDARD_SCRIPT = "standard_plots.py"  # the pipeline's own figures (reporting/standard_plots.py)
 
 
 def _tail(text: str, n: int = 3000) -> str:
@@ -41,22 +43,34 @@ def _tail(text: str, n: int = 3000) -> str:
 
 
 def run_script(
-    executor: Executor, python: str, fig_dir: Path, script: str, limits: Limits | None = None
+    executor: Executor,
+    python: str,
+    fig_dir: Path,
+    script: str,
+    limits: Limits | None = None,
+    name: str = SCRIPT_NAME,
 ) -> tuple[bool, str]:
     """Write and run the script in the sandbox; (ok, failure description)."""
+    return _run_script(executor, python, fig_dir, script, limits, name)[:2]
+
+
+def _run_script(
+    executor: Executor, python: str, fig_dir: Path, script: str, limits: Limits | None, name: str
+) -> tuple[bool, str, str]:
+    """(ok, failure description, stdout) of ``script`` run as ``name`` in the sandbox."""
     for stale in fig_dir.glob("*.png"):  # a figure left by an earlier round must not pass as new
         stale.unlink()
-    atomic_write_text(fig_dir / SCRIPT_NAME, script)
+    atomic_write_text(fig_dir / name, script)
     try:
-        result = executor.run([python, SCRIPT_NAME], workspace=fig_dir, limits=limits)
+        result = executor.run([python, name], workspace=fig_dir, limits=limits)
     except SandboxError as exc:  # a broken sandbox is not the script's fault: no reflection helps
-        raise StepFailed(f"the sandbox could not run {SCRIPT_NAME} in {fig_dir}: {exc}") from exc
+        raise StepFailed(f"the sandbox could not run {name} in {fig_dir}: {exc}") from exc
     # kept for inspection (like nodes/<id>/exec/): what the script printed in each round
     _, path = claim_numbered(fig_dir / "exec", "aggregate")
     record = result.to_dict() if hasattr(result, "to_dict") else {"exit_code": result.exit_code}
     atomic_write_json(path, record)
     if getattr(result, "ok", result.exit_code == 0):
-        return True, ""
+        return True, "", result.stdout
     why = getattr(result, "reason", "") or ""
     killed = getattr(result, "killed_by", None)
     head = f"the script failed (exit code {result.exit_code}"
@@ -65,7 +79,27 @@ def run_script(
     return (
         False,
         f"{head}\nstderr (tail):\n{_tail(result.stderr)}\nstdout (tail):\n{_tail(result.stdout, 1000)}",
+        result.stdout,
     )
+
+
+def standard_figures(
+    executor: Executor, python: str, fig_dir: Path, limits: Limits | None = None
+) -> tuple[list[dict], list[dict], str]:
+    """The pipeline's own figures of the run (``standard_plots.py``: the best metric per stage, the
+    last best node's saved series), drawn in the sandbox from ``manifest.json``; (good, rejected,
+    problem). Used when no LLM-written figure survived (``report.standard_figures``)."""
+    script = Path(__file__).with_name("standard_plots.py").read_text(encoding="utf-8")
+    ok, problem, stdout = _run_script(executor, python, fig_dir, script, limits, STANDARD_SCRIPT)
+    declared: list[dict] = []
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            declared = list(json.loads(line).get("figures") or [])
+            break
+        except (ValueError, AttributeError):
+            continue
+    good, rejected = check_declared(fig_dir, declared)
+    return good, rejected, problem if not ok else ""
 
 
 def check_declared(fig_dir: Path, figures: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
@@ -136,6 +170,21 @@ def aggregate_plots(run_dir: Path, cfg: Config, client: LLMClient, executor: Exe
     kept, dropped = good[: rcfg.max_figures], good[rcfg.max_figures :]
     rejected += [{"file": f["file"], "reason": "over report.max_figures"} for f in dropped]
     result = {"figures": kept, "rejected": rejected, "rounds_used": rnd + 1, "script": SCRIPT_NAME}
+    if not kept and rcfg.standard_figures:  # the model's figures all failed: the pipeline's own
+        std, std_rejected, problem = standard_figures(
+            executor, cfg.exec.python, fig_dir, Limits.from_config(cfg.exec)
+        )
+        result = {
+            **result,
+            "figures": std[: rcfg.max_figures],
+            "rejected": rejected + std_rejected,
+            "script": STANDARD_SCRIPT,
+            "source": "standard",
+            "llm_problems": feedback,
+        }
+        kept = result["figures"]
+        if problem:
+            feedback += f"\n- the standard figures failed too: {problem}"
     atomic_write_json(RunPaths(run_dir).figures_json, result)
     if not kept:
         raise StepFailed(f"no usable figure after {rounds} round(s); last problems:\n{feedback}")
