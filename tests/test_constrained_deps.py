@@ -16,6 +16,7 @@ import pytest
 from grammar_support import assert_llama_parses
 from pipeline_support import start_run
 
+from ai_scientist.execution.sandbox_probe import TOOLS
 from ai_scientist.llm.structured import AnswerError, validate_answer
 from ai_scientist.phases.phase1 import dependency_check_command
 from ai_scientist.phases.schemas import (
@@ -196,3 +197,43 @@ def test_run_commands_of_an_edit_answer_are_chosen_from_existing_files():
     assert run["commands"]["maxItems"] == 1  # as many as the parent ran: no repeated command
     seed = constrain_run(CODE_SCHEMA, ["seed_code.py"], "python3")["properties"]["run"]["properties"]
     assert seed["commands"]["items"]["enum"] == ["python3 seed_code.py"] and seed["commands"]["maxItems"] == 1
+
+
+def test_an_openai_compatible_server_gets_the_enums_in_its_json_schema(tmp_path, monkeypatch):
+    """The requests a fake OpenAI-compatible server on 127.0.0.1 received: every schema carrying a
+    plan lists exactly the probed packages and tools, allows no new package (the sandbox is
+    offline) and builds only with what the probe found."""
+    from pipeline_support import run_args
+    from test_pipeline_promptlog_exact import FakeOpenAI
+
+    from ai_scientist.cli.commands import execute, setup_run
+
+    server = FakeOpenAI()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-constrained")
+    try:
+        args = run_args(
+            tmp_path, "llm.backend=openai", f"llm.base_url={server.url}", "agent.stages.stage1_max_iters=2"
+        )
+        run, resources = setup_run(args)
+        code = execute(run, resources=resources)
+    finally:
+        server.close()
+    assert code == 0
+    env = json.loads((run.dir / "environment.json").read_text())
+    packages = sorted(env["sandbox"]["python"]["packages"])
+    tools = sorted(t for t in env["sandbox"]["tools"] if t in TOOLS)
+    schemas = [
+        json.loads(b)["response_format"]["json_schema"]["schema"]
+        for b in server.bodies
+        if "dependencies" in json.dumps((json.loads(b).get("response_format") or {}).get("json_schema") or {})
+    ]
+    assert schemas, "no plan-carrying request reached the server"
+    for schema in schemas:
+        deps = schema["properties"]["dependencies"]["properties"]
+        assert deps["pip"]["items"]["enum"] == packages and deps["new"]["maxItems"] == 0
+        assert deps["apt"].get("items", {}).get("enum", []) == tools
+        build = schema["properties"]["build"]
+        options = build.get("anyOf", [build])
+        assert options[0]["properties"]["language"]["enum"] == ["python", "bash", "sh"]
+        compilers = {c for o in options[1:] for c in o["properties"]["compiler"]["enum"]}
+        assert compilers <= set(tools)

@@ -18,9 +18,9 @@ SECRET = "sk-test-abcdefghijklmnopqrstuvwxyz0123456789"
 
 # which scripted phase answers a request, told by the schema's properties
 _PHASES = [
+    ("files", "phase2"),  # a code answer, with its plan merged in or not
     ("goal_summary", "phase0"),
     ("command", "phase1"),
-    ("files", "phase2"),
     ("is_bug", "review"),
     ("ideas", "ideas"),
     ("node_id", "select"),
