@@ -72,8 +72,8 @@ def test_render_shows_all_sections_with_limits(tmp_path):
 
 
 def test_recall_is_shown_oldest_first_so_a_child_extends_its_parents_text(tmp_path):
-    """Issue 14 (prefix cache): a child's recall section is its parent's plus its own events, and
-    a cut still drops the oldest events first (the newest stay)."""
+    """Issue 14 (prefix cache): a child's recall section is its parent's plus its own events (its
+    own creation left out: siblings see the same bytes), and a cut still drops the oldest first."""
     s = make(tmp_path, recall_max_events=20)
     for i in range(3):
         s.recall_append("n0001", "metric", f"parent event {i}")
@@ -82,6 +82,15 @@ def test_recall_is_shown_oldest_first_so_a_child_extends_its_parents_text(tmp_pa
     s.recall_append("n0002", "error", "child event")
     child = render_memory(s, "n0002", "").text
     assert child.startswith(parent) and child.index("parent event 2") < child.index("child event")
+    # a node's own creation is in its prompt's node_brief, not in its recall: two siblings see the
+    # same recall, their parent's; a grandchild sees its parent's creation among its lineage's events
+    for nid in ("n0003", "n0004"):
+        s.fork("n0001", nid)
+        events.node_created(s, nid, {"id": nid, "operation": "tune", "stage": 2, "parent_id": "n0001"})
+    sibling_a, sibling_b = (render_memory(s, nid, "").text for nid in ("n0003", "n0004"))
+    assert sibling_a == sibling_b == parent
+    s.fork("n0003", "n0005")
+    assert "node n0003 (tune, stage 2)" in render_memory(s, "n0005", "").text
     tight = MemoryStore(
         tmp_path / "tight.sqlite", MemoryConfig(recall_max_events=20, memory_budget_chars=240)
     )

@@ -156,9 +156,11 @@ LAYERS: dict[str, Layer] = {
 # longest prefix a request shares with earlier ones, so the layers that are byte-identical across
 # the calls of a run (system, working rules, environment — the system message — then the idea, the
 # phase's instructions and its response format) open every prompt, and the layers that change from
-# node to node or call to call follow, the least volatile first: the resource index (chosen per
-# node), the inherited history (shared by siblings and by all calls of a node), memory (changes
-# between calls), the stage inputs, and last ``node_brief`` (operation, stage, the node's idea).
+# node to node or call to call follow, the least volatile first: what the stage carries (seed
+# code, earlier stages' summaries), then the lineage — the parent's material (history, plan, code,
+# output, error, feedback) and memory (the lineage's recall, oldest first), the same bytes for all
+# siblings and extended by a child — then what grows call by call (tried tables, installer steps,
+# earlier answers) and last ``node_brief`` (operation, stage, the node's idea, a retry's problems).
 _SYS = ["system", "domain", "environment"]
 _TAIL = ["instructions", "response_format"]
 _STABLE = [*_SYS, "task", *_TAIL]
@@ -189,9 +191,9 @@ PROMPTS: dict[str, list[str]] = {
         "stage_summary",
         "resource_index",
         "history",
+        "memory",
         "prior_outputs",
         "node_brief",
-        "memory",
     ],
     # Phase 1: next installer command, given the plan and the steps so far
     "phase1_install": [
@@ -199,9 +201,9 @@ PROMPTS: dict[str, list[str]] = {
         "resource_index",
         "history",
         "plan_snippet",
+        "memory",
         "install_steps",
         "node_brief",
-        "memory",
     ],  # fmt: skip
     # Phase 2/3/4: write the code + compile + run commands for one node operation
     "phase234_code": [
@@ -216,11 +218,11 @@ PROMPTS: dict[str, list[str]] = {
         "parent_error",
         "plot_feedback",
         "time_feedback",
+        "memory",
         "tried_hyperparams",
         "ablation_plan",
         "tried_ablations",
         "node_brief",
-        "memory",
     ],  # fmt: skip
     # judge one execution: bug or not, metric, summary
     "exec_review": ["system", "task", *_TAIL, "prior_code", "execution_output", "node_brief"],
@@ -238,11 +240,11 @@ PROMPTS: dict[str, list[str]] = {
         "task",
         *_TAIL,
         "stage_summary",
+        "memory",
         "ablation_plan",
         "tried_hyperparams",
         "tried_ablations",
         "node_brief",
-        "memory",
     ],
     # the summary role at a stage's end: what was tried, what worked (stage_summaries/stageN.json)
     "stage_summary": ["system", "task", *_TAIL, "stage_summary", "stage_facts", "node_brief"],

@@ -79,7 +79,11 @@ def _core_section(entries: list[CoreEntry], limit: int) -> Section:
 
 
 def _recall_section(store: MemoryStore, branch: str, n: int, cap: int) -> tuple[Section, dict[str, Any]]:
-    visible = store.recall_events(branch)
+    # the node's own creation is what its prompt's node_brief says; without it, the recall a node
+    # sees first is its lineage's, the same bytes for all its siblings (a shared prompt prefix)
+    visible = [
+        e for e in store.recall_events(branch) if not (e.kind == "node_created" and e.node_id == branch)
+    ]
     events, older = visible[-n:], visible[:-n] if len(visible) > n else []
     folds = store.consolidations(branch)
     # most important first (newest events, then older ranges); shown in the reverse order
