@@ -229,15 +229,19 @@ def _naive(nodes: list[Node], refinished: int) -> dict:
                 cats[(stage, cat)] = ids
     order = {n.id: i for i, n in enumerate(nodes)}
     ranked: dict = {}
+    tree_ranked: dict = {}
     good_roots: dict = {}
     for n in members["good"]:
         good_roots.setdefault(n.stage, Counter())[root(n)] += 1
         if n.metric is not None and math.isfinite(n.metric.value):
             m = n.metric
             score = m.value if m.direction == "maximize" else -m.value
-            ranked.setdefault((n.stage, (m.name, m.direction, m.dataset)), []).append(
-                (-score, order[n.id], n.id)
-            )
+            key = (m.name, m.direction, m.dataset)
+            ranked.setdefault((n.stage, key), []).append((-score, order[n.id], n.id))
+            tree_ranked.setdefault((n.stage, n.tree, key), []).append((-score, order[n.id], n.id))
+    trees: dict = {}
+    for n in search:
+        trees.setdefault((n.stage, n.tree), []).append(n.id)
     return {
         "nodes": by_id,
         "facts": {n.id: (order[n.id], root(n), debug_depth(n)) for n in nodes},
@@ -249,6 +253,9 @@ def _naive(nodes: list[Node], refinished: int) -> dict:
         "ranked": {k: tuple(sorted(v)) for k, v in ranked.items()},
         "first": {k: min(e[1] for e in v) for k, v in ranked.items()},
         "good_roots": {s: dict(c) for s, c in good_roots.items()},
+        "trees": {k: tuple(v) for k, v in trees.items()},
+        "tree_ranked": {k: tuple(sorted(v)) for k, v in tree_ranked.items()},
+        "tree_first": {k: min(e[1] for e in v) for k, v in tree_ranked.items()},
         "refinished": refinished,
     }
 
@@ -280,7 +287,7 @@ def test_every_index_equals_its_definition(steps):
                 idea="lr 0.1" if op in ("tune", "ablate") else None,
                 seed=1 if op == "seed_eval" else None,
                 depth=parent.depth + 1 if parent else 0,
-                tree=parent.tree if parent else 0,
+                tree=parent.tree if parent else pick % 3,
             )
             ix = ix.with_created(node)
         else:

@@ -33,6 +33,11 @@ every one from the node list after random histories and compares):
 ``good_roots``
     stage -> {root id: number of good search nodes of the stage in that tree};
     stages and roots without a good node have no key.
+``trees``
+    (stage, forest tree) -> ids of the stage's search nodes with that ``tree``, in
+    creation order (the scopes of ``mcts``); empty ones have no key.
+``tree_ranked``, ``tree_first``
+    (stage, forest tree, metric key) -> ``ranked`` / ``first`` restricted to that tree.
 ``refinished``
     number of updates that changed the status or metric of an already
     finished node (answers kept incrementally elsewhere restart after one).
@@ -125,6 +130,9 @@ class SearchIndex:
     ranked: Mapping[tuple[int, MetricKey], tuple[RankEntry, ...]] = field(default_factory=dict)
     first: Mapping[tuple[int, MetricKey], int] = field(default_factory=dict)
     good_roots: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
+    trees: Mapping[tuple[int, int], tuple[str, ...]] = field(default_factory=dict)
+    tree_ranked: Mapping[tuple[int, int, MetricKey], tuple[RankEntry, ...]] = field(default_factory=dict)
+    tree_first: Mapping[tuple[int, int, MetricKey], int] = field(default_factory=dict)
     refinished: int = 0
 
     @classmethod
@@ -169,10 +177,12 @@ class _Edit:
         self.nodes = dict(old.nodes)  # every write replaces or adds a node
         self.facts = old.facts
         self.children, self.search_children = old.children, old.search_children
+        self.trees = old.trees
         self.cats = dict(old.cats)  # small: stages x categories
         self.refinished = old.refinished
         # copies made on the first change (most writes change neither)
         self._ranked: tuple[dict, dict] | None = None
+        self._tree_ranked: tuple[dict, dict] | None = None
         self._good_roots: dict[int, Mapping[str, int]] | None = None
 
     def _order(self, node_id: str) -> int:
@@ -209,29 +219,18 @@ class _Edit:
             else:
                 del self._good_roots[stage]
 
-    def _rank(self, old: tuple | None, new: tuple | None) -> None:
+    def _rank(self, old: tuple | None, new: tuple | None, tree: int) -> None:
         if old == new:
             return
-        if self._ranked is None:
+        if self._ranked is None or self._tree_ranked is None:
             self._ranked = dict(self.old.ranked), dict(self.old.first)
-        ranked, first = self._ranked
-        if old is not None:
-            k = old[:2]
-            t = ranked[k]
-            i = bisect.bisect_left(t, old[2])
-            t = t[:i] + t[i + 1 :]
-            if t:
-                ranked[k] = t
-                if first[k] == old[2][1]:
-                    first[k] = min(e[1] for e in t)
-            else:
-                del ranked[k], first[k]
-        if new is not None:
-            k = new[:2]
-            t = ranked.get(k, ())
-            i = bisect.bisect_left(t, new[2])
-            ranked[k] = t[:i] + (new[2],) + t[i:]
-            first[k] = min(first.get(k, new[2][1]), new[2][1])
+            self._tree_ranked = dict(self.old.tree_ranked), dict(self.old.tree_first)
+        _rerank(*self._ranked, old, new)
+        _rerank(  # the same entries under (stage, tree, key)
+            *self._tree_ranked,
+            None if old is None else (old[0], tree, *old[1:]),
+            None if new is None else (new[0], tree, *new[1:]),
+        )
 
     def create(self, node: Node) -> None:
         old = self.old
@@ -256,7 +255,10 @@ class _Edit:
                     p = old.nodes[pid]
                     self._move(pid, p.stage, categories_of(p, True), categories_of(p, False))
         self._move(node.id, node.stage, (), categories_of(node, True))
-        self._rank(None, rank_entry(node, len(old.nodes)))
+        if not node.is_seed_eval:
+            k = (node.stage, node.tree)
+            self.trees = {**old.trees, k: old.trees.get(k, ()) + (node.id,)}
+        self._rank(None, rank_entry(node, len(old.nodes)), node.tree)
 
     def update(self, node: Node) -> None:
         old_node = self.old.nodes.get(node.id)
@@ -272,7 +274,7 @@ class _Edit:
         leaf = self.old.is_leaf(node.id)
         self._move(node.id, node.stage, categories_of(old_node, leaf), categories_of(node, leaf))
         order = self._order(node.id)
-        self._rank(rank_entry(old_node, order), rank_entry(node, order))
+        self._rank(rank_entry(old_node, order), rank_entry(node, order), node.tree)
         if old_node.is_finished and (old_node.status != node.status or old_node.metric != node.metric):
             self.refinished += 1
 
@@ -286,5 +288,29 @@ class _Edit:
             ranked=self._ranked[0] if self._ranked else self.old.ranked,
             first=self._ranked[1] if self._ranked else self.old.first,
             good_roots=self.old.good_roots if self._good_roots is None else self._good_roots,
+            trees=self.trees,
+            tree_ranked=self._tree_ranked[0] if self._tree_ranked else self.old.tree_ranked,
+            tree_first=self._tree_ranked[1] if self._tree_ranked else self.old.tree_first,
             refinished=self.refinished,
         )
+
+
+def _rerank(ranked: dict, first: dict, old: tuple | None, new: tuple | None) -> None:
+    """Move one entry in ``ranked`` / ``first``: ``old`` and ``new`` are ``(*map key, entry)``."""
+    if old is not None:
+        k, e = old[:-1], old[-1]
+        t = ranked[k]
+        i = bisect.bisect_left(t, e)
+        t = t[:i] + t[i + 1 :]
+        if t:
+            ranked[k] = t
+            if first[k] == e[1]:
+                first[k] = min(x[1] for x in t)
+        else:
+            del ranked[k], first[k]
+    if new is not None:
+        k, e = new[:-1], new[-1]
+        t = ranked.get(k, ())
+        i = bisect.bisect_left(t, e)
+        ranked[k] = t[:i] + (e,) + t[i:]
+        first[k] = min(first.get(k, e[1]), e[1])

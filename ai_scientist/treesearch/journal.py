@@ -294,6 +294,41 @@ class JournalView:
             entries = entries[:i] + (e,) + entries[i:]
         return select_best_sorted([ix.nodes[e[2]] for e in _top(entries)], key, tie_break=tie_break)
 
+    def tree_ids(self, stage: int, tree: int) -> tuple[str, ...]:
+        """Ids of the stage's search nodes in forest tree ``tree``, in creation order; O(1)."""
+        return self._state.index.trees.get((stage, tree), ())
+
+    def tree_best(self, stage: int, tree: int, carried_id: str | None = None) -> str | None:
+        """``select_best(good nodes of the stage in tree ``tree`` + the carried node).node_id``
+        (no tie-break: the earliest of the tied wins), from the tree's metric rankings:
+        O(metric keys + ties) instead of O(nodes of the tree)."""
+        ix = self._state.index
+        carried = self.get(carried_id) if carried_id else None
+        cm = carried.metric if carried is not None and carried.is_good else None
+        if cm is not None and not cm.is_valid:
+            cm = None
+        counts = {
+            k[2]: (len(t), ix.tree_first[k]) for k, t in ix.tree_ranked.items() if k[:2] == (stage, tree)
+        }
+        if carried is not None and cm is not None:
+            n, first = counts.get(cm.key, (0, 1 << 62))
+            counts[cm.key] = (n + 1, min(first, ix.facts[carried.id].order))
+        if not counts:  # no candidate has a valid metric: every good one ties, the earliest wins
+            pool = [ix.nodes[i] for i in self.tree_ids(stage, tree)] + ([carried] if carried else [])
+            return select_best(pool).node_id
+        key = min(counts, key=lambda k: (-counts[k][0], counts[k][1]))
+        entries = ix.tree_ranked.get((stage, tree, key), ())
+        if carried is not None and cm is not None and cm.key == key:
+            e = (-cm.score, ix.facts[carried.id].order, carried.id)
+            i = bisect.bisect_left(entries, e)
+            entries = entries[:i] + (e,) + entries[i:]
+        # the nodes tied with the top are a prefix of the ranking (as in ``_top``)
+        top, best, i = -entries[0][0], entries[0], 1
+        while i < len(entries) and values_close(-entries[i][0], top, TIE_REL_TOL, TIE_ABS_TOL):
+            best = min(best, entries[i], key=lambda x: x[1])
+            i += 1
+        return best[2]
+
     def _ranked_alone(self, stage: int, key: tuple | None, carried: Node | None) -> bool:
         """Whether the ranking of ``key`` holds every good candidate in candidate order: no good
         node without a valid metric, no other metric key, and a carried node (first in the

@@ -76,14 +76,13 @@ def nearest_solved_example(view: JournalView, tree: int, query_text: str) -> str
 
 
 def tree_bests(view: JournalView, state: StageState, tree_nums: int) -> dict[int, str]:
-    """Best node (by metric) of each tree that has one; the carried node competes in each."""
-    carried = [view.get(state.carried_id)] if state.carried_id else []
+    """Best node (by metric, ``select_best`` without a tie-break) of each tree that has one;
+    the carried node competes in each. From the per-tree metric rankings of the journal."""
     out = {}
     for t in range(tree_nums):
-        nodes = [n for n in view.good_nodes(state.stage) if n.tree == t] + carried
-        choice = select_best(nodes)
-        if choice.node_id:
-            out[t] = choice.node_id
+        best = view.tree_best(state.stage, t, state.carried_id)
+        if best is not None:
+            out[t] = best
     return out
 
 

@@ -19,6 +19,12 @@ root in stage 1 (whose children are the drafts), the carried node in stage 3.
   children (mature-node filter) -> improve; buggy leaves with debug depth below
   ``max_debug_depth`` -> debug. Highest UCB wins, the earliest id on a tie.
 
+Cost per decision: the scale of the rewards (primary metric key, lowest and highest
+score) comes from the journal's metric rankings, a tree's nodes and the tree sizes
+from its per-tree index, children counts and debug depths from the index too; what is
+left is one pass over the acting tree's nodes, which the definition of ``Q`` needs
+(every reward moves when the lowest or highest score does).
+
 Trees take turns: the tree with the fewest nodes in the stage acts next. In
 stage 1 every tree first gets its share of the ``num_drafts`` root drafts (at
 least one each). Stages 2 and 4 fan out ideas from the carried node exactly as
@@ -33,7 +39,8 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..best import Choice, TieBreak, comparable_metric, primary_metric_key
+from ..best import Choice, TieBreak, comparable_metric
+from ..index import MetricKey
 from ..journal import JournalView
 from ..node import Node, node_sort_key
 from ..stages import STAGES, StageState
@@ -52,16 +59,45 @@ def ucb_score(value: float, parent_visits: int, visits: int, c: float) -> float:
     return value + c * math.sqrt(math.log(parent_visits) / visits)
 
 
-def stage_rewards(view: JournalView, state: StageState) -> dict[str, float]:
-    """Reward in [0, 1] of every search node of the stage (and the carried node)."""
-    pool = stage_pool(view, state)
-    key = primary_metric_key(pool)
-    scores = {n.id: comparable_metric(n, key).score for n in pool if comparable_metric(n, key)}  # type: ignore[union-attr]
-    lo, hi = (min(scores.values()), max(scores.values())) if scores else (0.0, 0.0)
-    out = {n.id: 0.0 for n in view.stage_nodes(state.stage)}
-    for nid, sc in scores.items():
-        out[nid] = 1.0 if hi == lo else (sc - lo) / (hi - lo)
-    return out
+@dataclass(frozen=True)
+class RewardScale:
+    """How a metric becomes a reward in a stage: the primary metric ``key`` of the stage's pool
+    (its good nodes and the carried node) and the lowest and highest score of that key in it."""
+
+    key: MetricKey | None
+    lo: float
+    hi: float
+    carried_id: str | None
+
+    def reward(self, node: Node) -> float:
+        """The normalised metric of a pool node (0 for others and incomparable metrics)."""
+        if not (node.is_good or node.id == self.carried_id):
+            return 0.0
+        m = comparable_metric(node, self.key)
+        if m is None:
+            return 0.0
+        return 1.0 if self.hi == self.lo else (m.score - self.lo) / (self.hi - self.lo)
+
+
+def reward_scale(view: JournalView, state: StageState) -> RewardScale:
+    """The :class:`RewardScale` of ``stage_pool(view, state)``, from the journal's metric
+    rankings (O(metric keys)): ``best.primary_metric_key`` of the pool and the ends of its ranking."""
+    ix = view.index
+    cid = state.carried_id if state.carried_id is not None and state.carried_id in view else None
+    carried = ix.nodes[cid] if cid is not None else None
+    counts = {k[1]: (len(t), ix.first[k]) for k, t in ix.ranked.items() if k[0] == state.stage}
+    cm = carried.metric if carried is not None else None  # the carried node competes whatever its status
+    if carried is not None and cm is not None and cm.is_valid:
+        n, first = counts.get(cm.key, (0, 1 << 62))
+        counts[cm.key] = (n + 1, min(first, ix.facts[carried.id].order))
+    if not counts:
+        return RewardScale(None, 0.0, 0.0, cid)
+    key = min(counts, key=lambda k: (-counts[k][0], counts[k][1]))
+    entries = ix.ranked.get((state.stage, key), ())
+    scores = [-entries[0][0], -entries[-1][0]] if entries else []
+    if cm is not None and cm.is_valid and cm.key == key:
+        scores.append(cm.score)
+    return RewardScale(key, min(scores), max(scores), cid)
 
 
 @dataclass(frozen=True)
@@ -79,15 +115,28 @@ class TreeStats:
 
 
 def tree_members(view: JournalView, stage: int, tree: int) -> list[Node]:
-    return [n for n in view.stage_nodes(stage) if n.tree == tree]
+    """The stage's search nodes in forest tree ``tree``, in creation order (from the index)."""
+    nodes = view.index.nodes
+    return [nodes[i] for i in view.tree_ids(stage, tree)]
 
 
-def tree_stats(view: JournalView, state: StageState, tree: int, c: float, gamma: float) -> TreeStats:
-    """Rewards, visits, discounted values and UCB of every node in the scope."""
+def tree_stats(
+    view: JournalView,
+    state: StageState,
+    tree: int,
+    c: float,
+    gamma: float,
+    scale: RewardScale | None = None,
+) -> TreeStats:
+    """Rewards, visits, discounted values and UCB of every node in the scope; ``scale``:
+    ``reward_scale(view, state)`` when the caller has it already."""
     members = tree_members(view, state.stage, tree)
     anchor = state.carried_id if state.stage > 1 else None
-    ids = {n.id for n in members}
-    rewards = stage_rewards(view, state)
+    ids = set(view.tree_ids(state.stage, tree))
+    scale = scale or reward_scale(view, state)
+    rewards = {n.id: scale.reward(n) for n in members}
+    if anchor is not None and anchor in view:
+        rewards[anchor] = scale.reward(view.get(anchor))
     parent = {n.id: (n.parent_id if n.parent_id in ids else anchor) for n in members}
     children: dict[str, list[str]] = {}
     for n in members:
@@ -106,7 +155,7 @@ def tree_stats(view: JournalView, state: StageState, tree: int, c: float, gamma:
         total[anchor] = rewards.get(anchor, 0.0) + gamma * sum(total[k] for k in top)
         root_visits = visits[anchor]
     value = {k: total[k] / visits[k] for k in visits}
-    pv = {k: (visits[parent[k]] if parent.get(k) else root_visits) for k in visits}
+    pv = {k: (visits[p] if (p := parent.get(k)) else root_visits) for k in visits}
     ucb = {k: ucb_score(value[k], pv[k], visits[k], c) for k in visits}
     return TreeStats(tree, anchor, {k: rewards.get(k, 0.0) for k in visits}, visits, value, pv, ucb, children)
 
@@ -154,29 +203,27 @@ class MCTSPolicy:
         return max(1, share + (1 if tree < extra else 0))
 
     def _tree_order(self, view: JournalView, stage: int) -> list[int]:
-        sizes = {t: 0 for t in range(self.tree_nums)}
-        for n in view.stage_nodes(stage):
-            if n.tree in sizes:
-                sizes[n.tree] += 1
+        sizes = {t: len(view.tree_ids(stage, t)) for t in range(self.tree_nums)}
         return sorted(sizes, key=lambda t: (sizes[t], t))
 
     def candidates(self, view: JournalView, state: StageState, stats: TreeStats) -> dict[str, str]:
         """Expandable node id -> operation (mature and in-flight nodes are left out)."""
         out: dict[str, str] = {}
         expand = STAGES[state.stage].expand_op
+        ix = view.index
         for nid in stats.visits:
             n = view.get(nid)
             if nid == stats.anchor:
                 kids = len(stats.children.get(nid, []))
             else:
-                kids = len(view.search_children(nid))
+                kids = ix.search_children.get(nid, 0)
             if n.is_good and kids < self.max_expand:
                 out[nid] = expand
             elif (
                 n.is_buggy
                 and n.stage == state.stage
-                and view.is_leaf(nid)
-                and view.debug_depth(nid) < self.max_debug_depth
+                and ix.is_leaf(nid)
+                and ix.facts[nid].debug_depth < self.max_debug_depth
             ):
                 out[nid] = "debug"
         return out
@@ -187,14 +234,16 @@ class MCTSPolicy:
             return self._fanout.next_action(view, state, rng)
         order = self._tree_order(view, s)
         if s == 1:
+            drafts = view.draft_nodes(1)
             for t in order:
-                roots = sum(1 for n in tree_members(view, 1, t) if n.is_draft)
+                roots = sum(1 for n in drafts if n.tree == t)
                 if roots < self.draft_target(t):
                     return Action(
                         "draft", None, t, None, f"tree {t} has {roots} of {self.draft_target(t)} drafts"
                     )
+        scale = reward_scale(view, state)
         for t in order:
-            stats = tree_stats(view, state, t, self.c, self.gamma)
+            stats = tree_stats(view, state, t, self.c, self.gamma, scale)
             cands = self.candidates(view, state, stats)
             if not cands:
                 continue
