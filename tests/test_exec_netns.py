@@ -31,6 +31,8 @@ def executor():
     if os.geteuid() != 0 or not bwrap_usable()[0]:
         pytest.skip("needs bwrap and a root orchestrator (the namespace is made by the orchestrator)")
     ex = BwrapExecutor()
+    if ex.networks is None:
+        pytest.skip("this host refuses the orchestrator a network namespace")
     yield ex
     ex.close()
 

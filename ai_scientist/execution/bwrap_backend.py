@@ -107,7 +107,7 @@ class BwrapExecutor(SandboxBackend):
                 )
         self.owners = WorkspaceOwners()  # a node's commands share one uid and the ownership walk
         # ... and, network off, one network namespace (made by the root orchestrator; see .netns)
-        self.networks = NodeNetworks() if self.drop else None
+        self.networks = NodeNetworks.if_allowed() if self.drop else None
 
     def _argv(
         self, ws: Path, limits: Limits, env: dict[str, str], install_dir: Path | None, share_net: bool

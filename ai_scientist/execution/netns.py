@@ -91,6 +91,17 @@ class NodeNetworks:
         finally:
             self._back()
 
+    @classmethod
+    def if_allowed(cls, keep: int = 64) -> NodeNetworks | None:
+        """A pool, or None when this host refuses the orchestrator a network namespace (a
+        seccomp profile, a missing capability): bwrap then makes its own per command."""
+        try:
+            nets = cls(keep)
+            os.close(nets._make())
+        except OSError:
+            return None
+        return nets
+
     def close(self) -> None:
         """Let every held namespace go (the kernel frees one once no process is in it)."""
         with self._lock:
