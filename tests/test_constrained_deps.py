@@ -237,3 +237,18 @@ def test_an_openai_compatible_server_gets_the_enums_in_its_json_schema(tmp_path,
         assert options[0]["properties"]["language"]["enum"] == ["python", "bash", "sh"]
         compilers = {c for o in options[1:] for c in o["properties"]["compiler"]["enum"]}
         assert compilers <= set(tools)
+
+
+def test_repeated_dependencies_are_kept_once_in_the_plan():
+    from ai_scientist.phases.phase0 import _unique_dependencies
+
+    plan = {
+        "goal_summary": "g",
+        "dependencies": {"apt": ["make"] * 20, "pip": ["pip", "numpy", "pip"], "source": []},
+    }
+    assert _unique_dependencies(plan)["dependencies"] == {
+        "apt": ["make"],
+        "pip": ["pip", "numpy"],
+        "source": [],
+    }
+    assert plan["dependencies"]["apt"] == ["make"] * 20  # not mutated

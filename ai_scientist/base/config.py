@@ -87,6 +87,10 @@ class AgentConfig(_Strict):
     # and compiler from the probed toolchains, run commands from the node's files; an enum in the
     # schema (llama.cpp grammar / server JSON schema) and checked on return otherwise
     constrain_answers: bool = True
+    # the execution review's is_bug makes a node buggy (true), or is advice only (false: the verdict
+    # is kept in review.json and the event review_advisory, and a run that exited 0 with valid
+    # metrics stays good) — for a model too weak to judge a run (the bundled example's 135M model)
+    trust_review: bool = True
     stages: StagesConfig = StagesConfig()
     search: SearchKnobs = SearchKnobs()
     multi_seed_eval: MultiSeedConfig = MultiSeedConfig()

@@ -44,7 +44,7 @@ def _stage_inputs(ctx: NodeContext) -> dict[str, str]:
 def run_phase0(ctx: NodeContext, merged_answer: dict | None = None) -> dict:
     """Produce (or reuse) the node's plan and save it as ``plan.json``; with ``merged_answer``
     (a code answer with the plan fields, see :func:`merges_plan`) the plan is taken from it."""
-    return checkpoint(ctx, "phase0", PLAN_FILE, lambda: _plan(ctx, merged_answer))
+    return checkpoint(ctx, "phase0", PLAN_FILE, lambda: _unique_dependencies(_plan(ctx, merged_answer)))
 
 
 def _reuses_parent_plan(ctx: NodeContext) -> bool:
@@ -72,6 +72,19 @@ def merges_plan(ctx: NodeContext) -> bool:
 def plan_from_answer(answer: dict) -> dict:
     """The plan part of a merged code answer."""
     return {k: answer[k] for k in PLAN_FIELDS if k in answer}
+
+
+def _unique_dependencies(plan: dict) -> dict:
+    """``plan`` with each dependency list's repeated entries dropped (a grammar cannot forbid a
+    weak model's ``["pip", "pip", ...]``; the check and the installer need each name once)."""
+    deps = plan.get("dependencies")
+    if not isinstance(deps, dict):
+        return plan
+    unique = {
+        k: list(dict.fromkeys(v)) if isinstance(v, list) and all(isinstance(x, str) for x in v) else v
+        for k, v in deps.items()
+    }
+    return {**plan, "dependencies": unique}
 
 
 def plan_schema(ctx: NodeContext, schema: dict) -> dict:

@@ -108,7 +108,12 @@ def run_node(ctx: NodeContext) -> None:
         if record.get("metrics_source") == METRICS_FROM_REVIEW:
             record = {**record, "metrics": _review_metrics(review)}
         if review.get("is_bug"):
-            raise PhaseFailed("review", f"execution review found a bug: {review.get('summary', '')}")
+            if ctx.cfg.agent.trust_review:
+                raise PhaseFailed("review", f"execution review found a bug: {review.get('summary', '')}")
+            # advice only (agent.trust_review false): recorded, the hard evidence decides
+            ctx.run.event(
+                "review_advisory", node_id=ctx.node.id, summary=str(review.get("summary", ""))[:500]
+            )
         if wants_plots(ctx):  # the node's figures and their critique (a plotting failure is no bug)
             check_valid(ctx, critique_plots(ctx, make_plots(ctx, answer, record["metrics"])))
         metric, metrics = _metric_objects(record["metrics"])
