@@ -1,14 +1,18 @@
 """How much of each prompt a provider's prefix cache could serve: stable-first layout vs the old one.
 
-    python bench/prompt_cache.py [--nodes 56] [--seed 0] [--no-report] [--out JSON] [--keep]
+    python bench/prompt_cache.py [--nodes 56] [--seed 0] [--workload example|trivial] [--no-report]
+                                 [--out JSON] [--keep]
 
 Providers cache prompt prefixes: OpenAI and compatible servers bill the cached part of a prompt at a
 discount, Anthropic too, and vLLM / llama.cpp skip its prefill. What can be cached is the longest
 prefix a request shares with an earlier request. This benchmark runs the bundled example with the
-scripted LLM (bench/orchestration.py's fake experiments: a deterministic mix of good and failing
-nodes, all four stages, memory on, one worker so calls come in a fixed order, then the report:
-aggregated figures, the vision model's critiques and figure review, the paper and its reviews;
-citations off, they would need Semantic Scholar), twice in one process:
+scripted LLM (a deterministic mix of good and failing nodes as in bench/orchestration.py, all four
+stages, memory on, one worker so calls come in a fixed order, then the report: aggregated figures,
+the vision model's critiques and figure review, the paper and its reviews; citations off, they
+would need Semantic Scholar), twice in one process. A working node's code is the example's
+experiment (``--workload example``, the default: it saves its losses, so its plots are drawn and
+critiqued) or bench/orchestration.py's one-line shell script (``trivial``: no data saved, so every
+node's plotting fails twice and nothing is critiqued; the workload measured before this option):
 
 * ``legacy``: the layer layout before issue 14 (memory and the resource index in the system
   message, the volatile layers between the idea and the instructions, the node's own lines at the
@@ -185,8 +189,35 @@ def usd(figures: dict[str, Any], input_usd: float, cached_usd: float) -> dict[st
     return {"no_cache": round(full, 6), "ideal_cache": round(ideal, 6), "openai_rule": round(openai, 6)}
 
 
+def make_responder(orch: Any, workload: str, seed: int) -> Any:
+    """The scripted LLM of a run: the same deterministic mix of failing nodes (a quarter) and fresh
+    idea proposals either way; a working node's code is the bundled example's experiment
+    (``example``: it saves the per-epoch losses its idea asks for, so the node's plotting works and
+    the vision model critiques the figure) or bench/orchestration.py's one-line shell script
+    (``trivial``: it saves no data, so every node's plotting fails twice and no critique is made)."""
+    from ai_scientist.testing.scripted import ExampleResponder
+
+    base = orch.TrivialResponder
+    if workload == "trivial":
+        return base(seed, bug_rate=0.25, n_ideas=orch.IDEAS_PER_PROPOSAL)
+
+    class ExampleMix(base):  # type: ignore[misc, valid-type]
+        def _phase2(self, text: str, ctx: Any) -> str:
+            if self._draw(ctx.node_id) < self.bug_rate:
+                return base._phase2(self, text, ctx)  # the failing script, as in the trivial mix
+            return ExampleResponder._phase2(self, text, ctx)
+
+    return ExampleMix(seed, bug_rate=0.25, n_ideas=orch.IDEAS_PER_PROPOSAL)
+
+
 def measure(
-    workdir: Path, nodes: int, seed: int, layout: str, cached_ratio: float, extra: list[str] | None = None
+    workdir: Path,
+    nodes: int,
+    seed: int,
+    layout: str,
+    cached_ratio: float,
+    extra: list[str] | None = None,
+    workload: str = "example",
 ) -> dict[str, Any]:
     from ai_scientist.context import spec
     from ai_scientist.context.tokens import counter_for
@@ -195,7 +226,7 @@ def measure(
     orch = _orchestration()
     previous = spec.use_layout(layout)
     try:
-        responder = orch.TrivialResponder(seed, bug_rate=0.25, n_ideas=orch.IDEAS_PER_PROPOSAL)
+        responder = make_responder(orch, workload, seed)
         r = orch.run_once(
             workdir,
             [*orch.overhead_overrides(nodes, True, seed), *(extra or [])],
@@ -218,6 +249,7 @@ def measure(
     figures = analyse(run_records(run_dir), counter)
     return {
         "layout": layout,
+        "workload": workload,
         "nodes": r["nodes"],
         "operations": r["operations"],
         "stages": sorted({k for k in figures["per_phase"]}),
@@ -251,8 +283,8 @@ def report(result: dict[str, Any]) -> str:
     out = []
     base, new = result["legacy"], result["stable_first"]
     out.append(
-        f"{new['nodes']} nodes ({base['nodes']} in the baseline run), model {new['model']}, "
-        f"counter {new['counter']}"
+        f"{new['nodes']} nodes ({base['nodes']} in the baseline run), workload {new['workload']}, "
+        f"model {new['model']}, counter {new['counter']}"
     )
     rows = [["phase", "requests", "prompt tok", "legacy share", "stable-first share", "OpenAI-rule share"]]
     phases = sorted(set(base["per_phase"]) | set(new["per_phase"]))
@@ -298,6 +330,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--keep", action="store_true", help="keep the run directories")
     ap.add_argument("--no-report", action="store_true", help="leave the report out (search calls only)")
+    ap.add_argument(
+        "--workload",
+        choices=("example", "trivial"),
+        default="example",
+        help="a working node's code: the bundled example's experiment (default) or a one-line script",
+    )
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra config override")
     args = ap.parse_args(argv)
     extra = [] if args.no_report else ["report.enabled=true", "report.citations.enabled=false"]
@@ -307,7 +345,9 @@ def main(argv: list[str] | None = None) -> int:
         result: dict[str, Any] = {}
         for layout in ("legacy", "stable_first"):  # the baseline in the same process, same seed
             print(f"  running {layout} ...", flush=True)
-            result[layout] = measure(work, args.nodes, args.seed, layout, args.cached_ratio, extra)
+            result[layout] = measure(
+                work, args.nodes, args.seed, layout, args.cached_ratio, extra, args.workload
+            )
         if args.keep:
             import shutil
 
