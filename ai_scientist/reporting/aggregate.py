@@ -174,15 +174,15 @@ def aggregate_plots(run_dir: Path, cfg: Config, client: LLMClient, executor: Exe
         std, std_rejected, problem = standard_figures(
             executor, cfg.exec.python, fig_dir, Limits.from_config(cfg.exec)
         )
+        kept = std[: rcfg.max_figures]
         result = {
             **result,
-            "figures": std[: rcfg.max_figures],
+            "figures": kept,
             "rejected": rejected + std_rejected,
             "script": STANDARD_SCRIPT,
             "source": "standard",
             "llm_problems": feedback,
         }
-        kept = result["figures"]
         if problem:
             feedback += f"\n- the standard figures failed too: {problem}"
     atomic_write_json(RunPaths(run_dir).figures_json, result)

@@ -86,7 +86,7 @@ def curves(nodes):
     if not best:
         return None
     last = best[-1]
-    found = []
+    found: list = []
     for f in last.get("files") or []:
         if f.get("kind") != "json" or f.get("error"):
             continue
