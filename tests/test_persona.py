@@ -42,7 +42,7 @@ def test_persona_opens_every_system_message_byte_for_byte(tmp_path: Path):
     nodes = {r["node_id"] for r in records}
     phases = {r["phase"] for r in records}
     assert len(records) >= 20 and {"n0001", "n0002", "run"} <= nodes, (len(records), nodes)
-    assert {"phase0", "phase2", "review"} <= phases, phases
+    assert {"phase2", "review"} <= phases, phases  # (plans ride in the code answers: agent.merge_calls)
     for r in records:
         system = r["messages"][0]
         where = (r["node_id"], r["phase"], r["label"])

@@ -54,7 +54,7 @@ def test_replay_of_a_changed_run_names_the_divergence(tmp_path, capsys):
     code = main(["replay", str(src), "--out", str(tmp_path / "replays")])
     err = capsys.readouterr().err
     assert code == 1, err
-    assert "replay diverged" in err and "no recorded answer for node n0001, phase phase0" in err
+    assert "replay diverged" in err and "no recorded answer for node n0001, phase phase2" in err
     assert "first difference: message 1 (user)" in err and "label NOISE" in err
     replayed = tmp_path / "replays" / f"{src.name}.replay"
     assert any(e["type"] == "replay_diverged" for e in events(replayed))

@@ -155,7 +155,14 @@ class ExampleResponder:
             time.sleep(3600)
         kind = self.hostile.get(ctx.node_id)
         if kind and ctx.phase == "phase2":
-            return self._hostile(kind)
+            hostile = self._hostile(kind)
+            if (
+                kind in ("traversal", "enormous_output")
+                and schema
+                and "goal_summary" in (schema.get("properties") or {})
+            ):
+                return self._with_plan(hostile, text, ctx)  # a plan merged in: the hostility is the code's
+            return hostile
         name = "exec_review" if ctx.label.startswith("exec_review") else ctx.phase
         if name == "phase2" and schema and "goal_summary" in (schema.get("properties") or {}):
             return self._with_plan(self._phase2(text, ctx), text, ctx)  # plan merged into the answer
