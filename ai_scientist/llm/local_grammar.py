@@ -34,7 +34,7 @@ def schema_gbnf(schema: dict[str, Any]) -> str:
     """The GBNF grammar of ``schema`` (llama-cpp-python's converter, literals escaped fully)."""
     from llama_cpp.llama_grammar import SchemaConverter
 
-    class _Converter(SchemaConverter):  # type: ignore[misc]
+    class _Converter(SchemaConverter):
         def _format_literal(self, literal: str) -> str:
             return '"' + _LITERAL_ESCAPE.sub(lambda m: _LITERAL_ESCAPES[m.group(0)], literal) + '"'
 

@@ -8,6 +8,7 @@ that the LLM client feeds back in its repair round.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 # Every array has a maxItems and every string a maxLength (``unbounded_fields`` finds a missing
@@ -391,7 +392,7 @@ def constrain_build(schema: dict[str, Any], environment: dict[str, Any] | None) 
 
 
 def constrain_run(
-    schema: dict[str, Any], files: list[str], python: str, known: list[str] = ()
+    schema: dict[str, Any], files: list[str], python: str, known: Sequence[str] = ()
 ) -> dict[str, Any]:
     """``schema`` with ``run.commands`` chosen from the commands that run an existing file (``known``,
     e.g. the parent's run commands, then ``<python> <file>`` for each Python file among ``files``)
