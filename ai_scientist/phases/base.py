@@ -229,7 +229,10 @@ def parent_file(ctx: NodeContext, name: str) -> Any:
 
 
 def short_json(obj: Any) -> str:
-    return json.dumps(obj, indent=2, ensure_ascii=False)
+    """``obj`` as JSON for a prompt: one line, no indentation (an indented rendering pays a token
+    for every line break and indent of what is mostly node-specific, uncached text), the same form
+    the ``json_preview`` policy gives a larger payload; keys in the order given."""
+    return json.dumps(obj, ensure_ascii=False)
 
 
 def code_text(answer: dict) -> str:
