@@ -49,6 +49,7 @@ MAX_FIGURE_BYTES = 5_000_000
 MAX_FIGURE_SIDE = 6000
 DATA_SUFFIXES = (".npy", ".npz", ".json", ".csv", ".tsv")
 MAX_DATA_FILES = 30
+METRICS_JSON = "metrics.json"  # the experiment's metrics file (phases/phase234.py reads it)
 
 CRITIQUE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -117,6 +118,19 @@ def _outline(path: Path) -> dict[str, Any]:
     return {}
 
 
+def _listed(files: list[dict[str, Any]], metrics: Any) -> list[dict[str, Any]]:
+    """The data files as the plotting prompt lists them: ``metrics.json`` holding only the metrics
+    listed next to them says so, instead of an outline repeating their fields."""
+    if not metrics:
+        return files
+    out = []
+    for f in files:
+        if f["file"] == METRICS_JSON and set(f.get("structure") or {}) == {"metrics"}:
+            f = {"file": f["file"], "bytes": f["bytes"], "structure": '{"metrics": [the metrics below]}'}
+        out.append(f)
+    return out
+
+
 def _json_outline(value: Any, depth: int = 0) -> Any:
     if isinstance(value, dict):
         if depth >= 3:
@@ -147,7 +161,7 @@ def _plots(ctx: NodeContext, answer: dict, metrics: Any) -> dict:
         "operation": ctx.node.operation,
         "stage_name": f"stage {ctx.node.stage}",
         "prior_code": code_text(answer),
-        "execution_output": short_json({"data_files": files, "metrics": metrics}),
+        "execution_output": short_json({"data_files": _listed(files, metrics), "metrics": metrics}),
         "plot_dir": PLOT_DIR,
         "max_figures": pcfg.max_figures,
         "plot_problems": "",
@@ -230,7 +244,7 @@ def _run_and_check(
         )
         if not res.ok:
             head = f"the plotting script failed ({res.reason or f'exit {res.exit_code}'})"
-            problems.append(f"{head}; stderr tail:\n{(res.stderr or '')[-1500:]}")
+            problems.append(f"{head}; stderr tail:\n{_relative(res.stderr or '', ws)[-1500:]}")
     except SandboxError as exc:
         problems.append(f"the sandbox could not run the plotting script: {exc}")
     good: list[dict[str, Any]] = []
@@ -248,6 +262,15 @@ def _run_and_check(
     if not declared:
         problems.append("the answer declared no figures")
     return problems, good, rejected
+
+
+def _relative(text: str, workspace: Path) -> str:
+    """``text`` with the workspace's absolute path left out of its file paths: the script runs in
+    the workspace, and the absolute path (this node's folder on the host) tells the retry, and the
+    children that see these problems as plot feedback, nothing about their own files."""
+    for root in dict.fromkeys((str(workspace), str(workspace.resolve()))):
+        text = text.replace(root + "/", "")
+    return text
 
 
 def _figure_problem(ws: Path, path: Path, name: str, seen: set[str]) -> str | None:
