@@ -51,6 +51,9 @@ def _environment(root: str) -> jinja2.Environment:
     )
     env.filters["as_text"] = as_text
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False)
+    # JSON on one line (as ``phases.base.short_json`` renders a node's outputs): what a model
+    # answered, shown again in a later prompt, pays no tokens for indentation
+    env.filters["tojson_line"] = lambda v: json.dumps(v, ensure_ascii=False)
     return env
 
 
