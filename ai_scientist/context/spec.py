@@ -157,10 +157,12 @@ LAYERS: dict[str, Layer] = {
 # the calls of a run (system, working rules, environment — the system message — then the idea, the
 # phase's instructions and its response format) open every prompt, and the layers that change from
 # node to node or call to call follow, the least volatile first: what the stage carries (seed
-# code, earlier stages' summaries), then the lineage — the parent's material (history, plan, code,
-# output, error, feedback) and memory (the lineage's recall, oldest first), the same bytes for all
-# siblings and extended by a child — then what grows call by call (tried tables, installer steps,
-# earlier answers) and last ``node_brief`` (operation, stage, the node's idea, a retry's problems).
+# code, earlier stages' summaries), then the lineage — memory (the lineage's recall, oldest first)
+# and the parent's material (history, plan, code, output, error, feedback), the same bytes for all
+# siblings; a child's recall and history each extend its parent's, so the longer of the two, the
+# recall, comes first: the child's prompt shares its parent's up to the parent's newest events —
+# then what grows call by call (tried tables, installer steps, earlier answers) and last
+# ``node_brief`` (operation, stage, the node's idea, a retry's problems).
 _SYS = ["system", "domain", "environment"]
 _TAIL = ["instructions", "response_format"]
 _STABLE = [*_SYS, "task", *_TAIL]
@@ -190,8 +192,8 @@ PROMPTS: dict[str, list[str]] = {
         "seed_code",
         "stage_summary",
         "resource_index",
-        "history",
         "memory",
+        "history",
         "prior_outputs",
         "node_brief",
     ],
@@ -199,9 +201,9 @@ PROMPTS: dict[str, list[str]] = {
     "phase1_install": [
         *_STABLE,
         "resource_index",
+        "memory",
         "history",
         "plan_snippet",
-        "memory",
         "install_steps",
         "node_brief",
     ],  # fmt: skip
@@ -211,6 +213,7 @@ PROMPTS: dict[str, list[str]] = {
         "seed_code",
         "stage_summary",
         "resource_index",
+        "memory",
         "history",
         "plan_snippet",
         "prior_code",
@@ -218,7 +221,6 @@ PROMPTS: dict[str, list[str]] = {
         "parent_error",
         "plot_feedback",
         "time_feedback",
-        "memory",
         "tried_hyperparams",
         "ablation_plan",
         "tried_ablations",
