@@ -252,3 +252,20 @@ def test_repeated_dependencies_are_kept_once_in_the_plan():
         "source": [],
     }
     assert plan["dependencies"]["apt"] == ["make"] * 20  # not mutated
+
+
+def test_a_refused_build_names_why_each_alternative_failed():
+    """What the repair round tells the model about a build outside the probed toolchains: each
+    alternative's own failure, not jsonschema's bare "not valid under any of the given schemas"."""
+    schema = constrain_build(CODE_SCHEMA, ENV)
+    answer = {
+        "files": [{"path": "e.f90", "content": "end"}],
+        "build": {"language": "fortran", "compiler": "ifx", "commands": ["ifx e.f90"]},
+        "run": {"commands": ["./e"]},
+    }
+    with pytest.raises(AnswerError) as err:
+        validate_answer(answer, schema)
+    assert str(err.value).endswith(
+        "— option 1: at $.build.language: 'fortran' is not one of ['python', 'bash', 'sh']; "
+        "option 2: at $.build.language: 'fortran' is not one of ['c']"
+    )

@@ -92,8 +92,8 @@ def _check_environment_layer(run_dir: Path, backend: str, host_only: str) -> str
     # the host probe saw the tool; the probe inside the sandbox did not
     assert host_only in env["compilers"]
     assert host_only not in sandbox["tools"]
-    # the prompt actually sent (phase 0 of the first node) describes the sandbox, without the tool
-    prompt = _text(_logs(run_dir, "n0001", "phase0")[0])
+    # the prompt actually sent (the first node's first call) describes the sandbox, without the tool
+    prompt = _text(_logs(run_dir, "n0001", "*")[0])
     section = _sandbox_section(prompt)
     assert f"Backend: {backend}" in section
     assert "Compilers and build tools there:" in section
@@ -121,7 +121,11 @@ def bwrap_run(tmp_path_factory):
     try:
         _fake_tool(tmp, mp, "ifx")
         responder = CompilerOnce("ifx")
-        code, run_dir, _ = start_run(tmp, "exec.backend=bwrap", *ONE_NODE, responder=responder)
+        # the validator's refusal is what this tests (agent.constrain_answers would have the schema
+        # refuse the compiler first: tests/test_constrained_deps.py)
+        code, run_dir, _ = start_run(
+            tmp, "exec.backend=bwrap", "agent.constrain_answers=false", *ONE_NODE, responder=responder
+        )
     finally:
         mp.undo()
     return code, run_dir, responder
@@ -151,7 +155,8 @@ def test_absent_compiler_is_refused_and_the_problem_reaches_the_next_prompt(bwra
     logs = _logs(run_dir, "n0001", "phase2")
     first, later = logs[0], logs[1:]
     assert problem not in _text(first)
-    assert json.loads(first["response"]["raw"]) == responder.sent  # the refused answer
+    sent = json.loads(first["response"]["raw"])  # the refused answer (with its plan merged in)
+    assert {k: sent[k] for k in responder.sent} == responder.sent
     repair = next((r for r in later if problem in _text(r)), None)
     assert repair is not None, "the refusal is not in any later phase-2 prompt"
     assert f"the JSON is not acceptable: {problem}" in _text(repair)

@@ -101,6 +101,22 @@ def check_schema(schema: dict[str, Any]) -> None:
 _CHECKED: set[str] = set()
 
 
+def _error_text(error: jsonschema.ValidationError) -> str:
+    """``at PATH: MESSAGE (DESCRIPTION)``; an ``anyOf``/``oneOf`` failure names why each
+    alternative failed (jsonschema alone says only "is not valid under any of the given schemas")."""
+    text = f"at {_json_path(error.absolute_path)}: {error.message}{_described(error)}"
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        by_option: dict[int, list[jsonschema.ValidationError]] = {}
+        for sub in error.context:
+            by_option.setdefault(int(sub.schema_path[0]), []).append(sub)
+        why = []
+        for option, subs in sorted(by_option.items()):
+            best = sorted(subs, key=relevance, reverse=True)[0]
+            why.append(f"option {option + 1}: at {_json_path(best.absolute_path)}: {best.message}")
+        text += " — " + "; ".join(why)
+    return text
+
+
 def _described(error: jsonschema.ValidationError) -> str:
     """The failing schema's own ``description`` (why the rule is there), when it has one."""
     desc = error.schema.get("description") if isinstance(error.schema, dict) else None
@@ -118,7 +134,7 @@ def validate_answer(
         checker = validator_for(schema)(schema)
         errors = sorted(checker.iter_errors(value), key=relevance, reverse=True)  # most relevant first
         if errors:
-            parts = [f"at {_json_path(e.absolute_path)}: {e.message}{_described(e)}" for e in errors[:3]]
+            parts = [_error_text(e) for e in errors[:3]]
             more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
             raise AnswerError("the JSON does not match the schema: " + "; ".join(parts) + more)
     if validator is not None:
