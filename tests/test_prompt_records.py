@@ -168,3 +168,42 @@ def test_logs_path_shows_what_each_state_did(run_dir: Path, capsys: pytest.Captu
         assert not rows[-1]["state_op_declared_only"]
         seen.add((node["status"], did))
     assert ("good", "replace") in seen and ("good", "append") in seen, seen
+
+
+def _memory_span(user: str) -> tuple[int, int] | None:
+    """Where the memory section of a user message starts and ends (the next layer's heading)."""
+    start = user.find(f"\n\n## {LAYERS['memory'].heading}\n")
+    if start < 0:
+        return None
+    end = user.find("\n\n## ", start + 2)
+    return start, len(user) if end < 0 else end
+
+
+def test_a_child_code_prompt_continues_its_parent_through_its_whole_recall(run_dir: Path):
+    """Memory opens the lineage: a child's recall extends its parent's (its section starts with
+    the parent's whole section), so within a stage the child's code prompt repeats its parent's
+    byte for byte up to the end of the parent's recall (neither recall cut)."""
+    nodes = journal_nodes(run_dir)
+    first: dict[str, dict[str, Any]] = {}
+    for rec in _records(run_dir):
+        if rec["phase"] == "phase2" and rec["node_id"] not in first:
+            first[rec["node_id"]] = rec
+    extended = continued = 0
+    for nid, rec in first.items():
+        parent = nodes[nid].get("parent_id")
+        prec = first.get(parent or "")
+        if prec is None:
+            continue  # a draft
+        cut = {e["action"] for r in (rec, prec) for e in r["ledger"] if e["layer"] == "memory"} - {"kept"}
+        puser = next(_content(m) for m in prec["messages"] if m["role"] == "user")
+        user = next(_content(m) for m in rec["messages"] if m["role"] == "user")
+        pspan, span = _memory_span(puser), _memory_span(user)
+        if cut or pspan is None or span is None:
+            continue
+        assert user[span[0] :].startswith(puser[pspan[0] : pspan[1]]), (nid, parent)
+        extended += 1
+        seed = any(e["layer"] == "seed_code" and e["action"] in SENT for e in prec["ledger"])
+        if nodes[parent]["stage"] == nodes[nid]["stage"] and not seed:  # same stage summaries
+            assert user.startswith(puser[: pspan[1]]), (nid, parent)
+            continued += 1
+    assert extended, "no child whose recall could extend its parent's"
