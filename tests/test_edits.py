@@ -283,3 +283,17 @@ def test_local_grammar_takes_anchor_lines_with_quotes_and_backslashes():
     lines = unique_lines(files)
     assert any('"' in ln for ln in lines) and any("\\" in ln for ln in lines)
     assert_llama_parses(with_edits(CODE_SCHEMA, files, anchor_lines=True))
+
+
+def test_local_grammar_keeps_long_bounds_as_gbnf_repetition():
+    """Every maxLength reaches the local grammar as ``char{0,N}`` (llama.cpp's own repetition),
+    so a 60,000-character bound is parsed, and a string stops at its bound."""
+    from ai_scientist.llm.local_grammar import schema_gbnf
+    from ai_scientist.phases.schemas import CODE_SCHEMA, LONG_TEXT
+
+    gbnf = assert_llama_parses(CODE_SCHEMA)
+    assert f"char{{0,{LONG_TEXT}}}" in gbnf
+    short = schema_gbnf(
+        {"type": "object", "properties": {"a": {"type": "string", "minLength": 2, "maxLength": 7}}}
+    )
+    assert 'a ::= "\\"" char{2,7} "\\"" space' in short

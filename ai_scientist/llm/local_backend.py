@@ -55,10 +55,11 @@ _CACHE: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
 _CACHE_LOCK = threading.Lock()
 _STOPPING = threading.Event()  # set once, at exit: no generation may start or continue
 _INTERRUPTED = threading.Event()  # SIGINT arrived: at exit a busy decode is abandoned, not awaited
-# String bounds above this are checked after decoding, not in the grammar: llama.cpp expands a
-# maxLength into one nested optional group per character, and its grammar parser recurses once per
-# group, so a source file's bound (60,000) cannot go in; the bounds up to 800 of the short answer
-# fields always have.
+# For a server that converts the schema itself (llama-cpp-python's server, negotiation.py): string
+# bounds above this are checked after decoding, not sent: its converter expands a maxLength into one
+# nested optional group per character, and the grammar parser recurses once per group, so a source
+# file's bound (60,000) cannot go in. This backend converts with llm/local_grammar.py, which writes
+# GBNF's own repetition (char{0,N}) and keeps every bound.
 GRAMMAR_MAX_LENGTH = 1000
 RELEASE_WAIT_S = 120.0  # exit other than Ctrl-C: how long a busy decode may take to end
 INTERRUPT_GRACE_S = 1.0  # after Ctrl-C: a sampling decode stops within one token
@@ -260,7 +261,7 @@ class LocalBackend:
         if schema is not None:  # parsed by llama.cpp here: a grammar it refuses must not reach the sampler
             llama, lock = self._llama()
             with lock:
-                kwargs["grammar"] = grammar_for(llama, grammar_schema(schema))
+                kwargs["grammar"] = grammar_for(llama, schema)  # every bound kept: char{0,N}
         text, prompt_tokens, completion_tokens, cached, finish = self._generate(kwargs, timeout)
         return BackendReply(
             text=text,

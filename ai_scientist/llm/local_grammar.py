@@ -32,11 +32,28 @@ class GrammarRefused(LLMError):
 
 def schema_gbnf(schema: dict[str, Any]) -> str:
     """The GBNF grammar of ``schema`` (llama-cpp-python's converter, literals escaped fully)."""
-    from llama_cpp.llama_grammar import SchemaConverter
+    from llama_cpp.llama_grammar import PRIMITIVE_RULES, RESERVED_NAMES, SchemaConverter
 
     class _Converter(SchemaConverter):
         def _format_literal(self, literal: str) -> str:
             return '"' + _LITERAL_ESCAPE.sub(lambda m: _LITERAL_ESCAPES[m.group(0)], literal) + '"'
+
+        def visit(self, schema: Any, name: str) -> Any:
+            # a length bound as GBNF's own repetition (char{0,N}), which llama.cpp expands as it
+            # parses; the converter writes one nested optional group per character, which its
+            # recursive parser cannot take past a few thousand (a 60,000 bound: SIGSEGV)
+            if (
+                isinstance(schema, dict)
+                and schema.get("type") == "string"
+                and ("maxLength" in schema or "minLength" in schema)
+                and not ({"enum", "const", "pattern", "format"} & set(schema))
+            ):
+                rule_name = name + "-" if name in RESERVED_NAMES else name or "root"
+                char = self._add_primitive("char", PRIMITIVE_RULES["char"])
+                low, high = int(schema.get("minLength", 0)), schema.get("maxLength")
+                reps = f"{{{low},{int(high)}}}" if high is not None else f"{{{low},}}"
+                return self._add_rule(rule_name, f'"\\"" {char}{reps} "\\"" space')
+            return super().visit(schema, name)
 
     converter = _Converter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
     resolved = converter.resolve_refs(json.loads(json.dumps(schema)), "schema")

@@ -15,8 +15,8 @@ from typing import Any
 # one; tests walk every answer schema with it): with grammar-constrained decoding (llama.cpp)
 # they are what stops a weak model that starts repeating itself ("pip", "pip", ...) from running
 # to max_tokens. Long fields (file contents) get a generous bound that the validator enforces;
-# the local backend leaves bounds above GRAMMAR_MAX_LENGTH out of its grammar (llama.cpp
-# expands a maxLength into one nested rule per character), max_tokens bounds them there.
+# the local backend keeps every bound in its grammar (char{0,N}, llm/local_grammar.py), a server
+# converting the schema itself gets bounds above GRAMMAR_MAX_LENGTH left out (negotiation.py).
 LONG_TEXT = 60_000  # a generated source file
 
 

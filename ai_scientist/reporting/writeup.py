@@ -56,7 +56,8 @@ WRITEUP_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "title": {"type": "string", "maxLength": 300},
-        **{k: {"type": "string", "maxLength": 20_000} for k in ("abstract", *SECTIONS)},
+        "abstract": {"type": "string", "maxLength": 2_000},  # ~300 words: longer is no abstract
+        **{k: {"type": "string", "maxLength": 20_000} for k in SECTIONS},
     },
     "required": ["title", "abstract", *SECTIONS],
     "additionalProperties": False,
