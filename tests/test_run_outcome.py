@@ -108,3 +108,40 @@ def test_reporting_run_prints_figures_paper_and_review(tmp_path, capsys):
     overall = review["mean_scores"]["overall"]
     assert f"  review: overall {overall:.3g}/10, decision {review['decision']}" in block
     assert block[-1].startswith(f"next: ai-scientist view {run_dir}")
+
+
+class NoPaperResponder(ExampleResponder):
+    """The example's answers, but the writer's answers are never valid JSON."""
+
+    def __call__(self, messages, schema, ctx):
+        if ctx.phase == "writeup":
+            return "I cannot write this paper."
+        return super().__call__(messages, schema, ctx)
+
+
+@pytest.mark.slow
+def test_a_report_step_that_failed_is_named_with_its_reason(tmp_path, capsys):
+    """No paper: the block says so with the writeup's recorded reason, and that the review was
+    skipped for it (both read from the run's report_step events), instead of staying silent."""
+    if not python_has("matplotlib"):
+        pytest.skip("/usr/bin/python3 lacks matplotlib (scripts/setup.sh installs python3-matplotlib)")
+    code, run_dir, _ = start_run(
+        tmp_path,
+        "report.enabled=true",
+        "report.citations.enabled=false",
+        "agent.stages.stage3_max_iters=1",
+        "agent.stages.stage4_max_iters=1",
+        responder=NoPaperResponder(),
+    )
+    assert code == 0
+    block = _outcome_block(capsys.readouterr().err)
+    steps = {}
+    for line in (run_dir / "events.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        if event["type"] == "report_step":
+            steps[event["step"]] = event
+    assert steps["writeup"]["status"] == "failed" and steps["review"]["status"] == "skipped"
+    assert not (run_dir / "paper" / "paper.pdf").exists()
+    writeup = steps["writeup"]["reason"].strip().splitlines()[0][:200]
+    assert f"  paper: none — failed: {writeup}" in block
+    assert f"  review: none — skipped: {steps['review']['reason'].strip().splitlines()[0][:200]}" in block

@@ -73,6 +73,21 @@ def best_node(run: Run) -> str | None:
     return None
 
 
+def _report_steps_missing(paths: RunPaths) -> dict[str, str]:
+    """Report steps whose last record says failed or skipped: step -> "failed: reason" (first
+    line, at most 200 characters), from the run's ``report_step`` events."""
+    last: dict[str, dict] = {}
+    for event in read_jsonl(paths.events):
+        if isinstance(event, dict) and event.get("type") == "report_step":
+            last[str(event.get("step"))] = event
+    out = {}
+    for step, event in last.items():
+        if event.get("status") in ("failed", "skipped"):
+            reason = str(event.get("reason") or "").strip().splitlines()
+            out[step] = f"{event['status']}: {(reason[0] if reason else 'no reason recorded')[:200]}"
+    return out
+
+
 def produced_lines(run: Run) -> list[str]:
     """What the run produced, read from its directory: per stage the nodes that worked and the best
     node with its metric (and seed re-runs), the figures, the paper PDF, the review score."""
@@ -94,18 +109,29 @@ def produced_lines(run: Run) -> list[str]:
             )
         else:
             lines.append(f"  stage {stage}: {worked}; no best node")
+    missing = _report_steps_missing(paths)
     figures = sorted(p.name for p in paths.figures.glob("*.png")) if paths.figures.is_dir() else []
     if figures:
-        lines.append(f"  figures: {len(figures)} in {paths.figures}")
+        std = (read_json(paths.figures_json, default=None) or {}).get("source") == "standard"
+        lines.append(
+            f"  figures: {len(figures)} in {paths.figures}"
+            + (" (the pipeline's standard figures)" if std else "")
+        )
+    elif "plots" in missing:
+        lines.append(f"  figures: none — {missing['plots']}")
     pdf = paths.paper_pdf
     if pdf.is_file():
         lines.append(f"  paper: {pdf}")
+    elif "writeup" in missing:
+        lines.append(f"  paper: none — {missing['writeup']}")
     review = read_json(paths.review, default=None)
     if isinstance(review, dict):
         overall = (review.get("mean_scores") or {}).get("overall")
         decision = review.get("decision")
         score = f"overall {overall:.3g}/10" if isinstance(overall, (int, float)) else "no score"
         lines.append(f"  review: {score}" + (f", decision {decision}" if decision else ""))
+    elif "review" in missing:
+        lines.append(f"  review: none — {missing['review']}")
     best = best_node(run)
     if best:
         lines.append(f"  inspect the best node: ai-scientist logs {run_dir} inspect {best}")
