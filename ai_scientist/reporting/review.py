@@ -44,9 +44,11 @@ _LISTS = ("strengths", "weaknesses", "questions", "limitations")
 REVIEW_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "summary": {"type": "string", "maxLength": 3000},
+        # a review's own size: a summary paragraph, up to five bullets per list (a weak model
+        # that fills every field to its bound still ends within a 4,096-token answer)
+        "summary": {"type": "string", "maxLength": 1500},
         **{
-            k: {"type": "array", "items": {"type": "string", "maxLength": 600}, "maxItems": 10}
+            k: {"type": "array", "items": {"type": "string", "maxLength": 400}, "maxItems": 5}
             for k in _LISTS
         },
         "ethical_concerns": {"type": "boolean"},
