@@ -60,6 +60,11 @@ def write_stage_summary(
         "summary": None,
         "error": None,
     }
+    if not nodes:  # a stage that ran no search node (cap 0, or nothing left to try): no call
+        record["note"] = "no search node ran in this stage: nothing to summarise, no summary call"
+        atomic_write_json(path, record)
+        run.event("stage_summary", stage=stage, path=str(path.relative_to(run.dir)), ok=True, skipped=True)
+        return record
     values = {
         "stage_number": stage,
         "stage_title": STAGES[stage].title,
@@ -108,7 +113,7 @@ def render_summary(data: dict[str, Any]) -> str:
     body = data.get("summary") or {}
     lines = [head, *(f"{title}: {body[k]}" for k, title in FIELDS if body.get(k))]
     if not body:
-        lines.append(f"(no summary: {data.get('error') or 'not written'})")
+        lines.append(f"(no summary: {data.get('error') or data.get('note') or 'not written'})")
     return "\n".join(lines)
 
 
