@@ -48,8 +48,7 @@ REVIEW_SCHEMA: dict[str, Any] = {
         # that fills every field to its bound still ends within a 4,096-token answer)
         "summary": {"type": "string", "maxLength": 1500},
         **{
-            k: {"type": "array", "items": {"type": "string", "maxLength": 400}, "maxItems": 5}
-            for k in _LISTS
+            k: {"type": "array", "items": {"type": "string", "maxLength": 400}, "maxItems": 5} for k in _LISTS
         },
         "ethical_concerns": {"type": "boolean"},
         **{k: {"type": "integer", "minimum": lo, "maximum": hi} for k, (lo, hi) in SCORES.items()},
