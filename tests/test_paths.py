@@ -37,7 +37,7 @@ from ai_scientist.base.paths import (
     slug,
 )
 
-FIXTURE = Path(__file__).parent / "fixtures" / "run_14eab8e"
+FIXTURE = Path(__file__).parent / "fixtures" / "run_c971a5e"
 
 
 def _properties(cls: type, obj: object) -> dict[str, Path]:
