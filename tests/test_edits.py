@@ -297,3 +297,15 @@ def test_local_grammar_keeps_long_bounds_as_gbnf_repetition():
         {"type": "object", "properties": {"a": {"type": "string", "minLength": 2, "maxLength": 7}}}
     )
     assert 'a ::= "\\"" char{2,7} "\\"" space' in short
+
+
+def test_local_grammar_keeps_integer_ranges():
+    """A review's scores (integer minimum..maximum) reach the grammar as their values: the
+    converter ignores minimum/maximum, and the embedded model's meta-review answered 100 for a 1-4
+    score."""
+    from ai_scientist.reporting.review import REVIEW_SCHEMA, SCORES
+
+    gbnf = assert_llama_parses(REVIEW_SCHEMA)
+    rules = dict(line.split(" ::= ", 1) for line in gbnf.splitlines() if " ::= " in line)
+    for name, (lo, hi) in SCORES.items():
+        assert rules[name] == " | ".join(f'"{v}"' for v in range(lo, hi + 1)), name

@@ -26,6 +26,9 @@ _LITERAL_ESCAPE = re.compile(r'[\\\r\n"]')
 _LITERAL_ESCAPES = {"\\": "\\\\", "\r": "\\r", "\n": "\\n", '"': '\\"'}
 
 
+MAX_INT_ENUM = 1000  # integer ranges up to this many values become enums in the grammar
+
+
 class GrammarRefused(LLMError):
     """llama.cpp could not parse the grammar made from an answer schema."""
 
@@ -53,6 +56,18 @@ def schema_gbnf(schema: dict[str, Any]) -> str:
                 low, high = int(schema.get("minLength", 0)), schema.get("maxLength")
                 reps = f"{{{low},{int(high)}}}" if high is not None else f"{{{low},}}"
                 return self._add_rule(rule_name, f'"\\"" {char}{reps} "\\"" space')
+            # an integer range (a review's scores): its values as an enum — this converter ignores
+            # minimum and maximum, and the embedded model's meta-review answered soundness 100 of 4
+            if (
+                isinstance(schema, dict)
+                and schema.get("type") == "integer"
+                and isinstance(schema.get("minimum"), int)
+                and isinstance(schema.get("maximum"), int)
+                and 0 <= schema["maximum"] - schema["minimum"] <= MAX_INT_ENUM
+                and not ({"enum", "const", "exclusiveMinimum", "exclusiveMaximum"} & set(schema))
+            ):
+                values = list(range(schema["minimum"], schema["maximum"] + 1))
+                return super().visit({"enum": values}, name)
             return super().visit(schema, name)
 
     converter = _Converter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
