@@ -222,7 +222,10 @@ def test_a_run_through_the_real_server_in_auto_mode(llama_server: RecordingProxy
         except AnswerError as exc:
             pytest.fail(f"{rec['call_id']}: a grammar-constrained answer does not match its schema: {exc}")
     assert valid >= 1
-    assert records[0]["phase"] == "phase0"
+    assert (records[0]["phase"], records[0]["label"]) == (
+        "phase2",
+        "code+plan",
+    )  # a draft plans in its code answer
 
     # usage as the server reported it, and counted in cost.json
     answered = [r for r in records if r.get("response")]

@@ -36,8 +36,9 @@ def test_resources_staged_indexed_and_visible(tmp_path):
     index = json.loads((run.dir / "resources" / "index.json").read_text())
     item = next(i for i in index["items"] if i["id"] == "noisy_labels")
     assert item.get("sha256") or item.get("digest")
+    # the draft's first call (its plan rides in its code answer)
     plan_log = json.loads(
-        next((run.dir / "nodes" / "n0001" / "prompt_logs").glob("*_phase0_*.json")).read_text()
+        next((run.dir / "nodes" / "n0001" / "prompt_logs").glob("*_phase2_*.json")).read_text()
     )
     assert "noisy_labels" in json.dumps(plan_log["messages"])
     ws = run.dir / "nodes" / "n0001" / "workspace"

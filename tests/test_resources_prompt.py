@@ -67,7 +67,7 @@ def test_excerpts_reach_the_phase_prompt_and_the_layer_budget_is_recorded(tmp_pa
     run, resources = setup_run(args)
     code = execute(run, resources=resources, backend=ScriptedBackend(ExampleResponder(buggy_nodes=())))
     assert code == 0
-    logs = sorted((run.dir / "nodes/n0001/prompt_logs").glob("*_phase0_*.json"))
+    logs = sorted((run.dir / "nodes/n0001/prompt_logs").glob("*_phase2_*.json"))
     record = json.loads(logs[0].read_text())
     section = _resource_section(record)
     # the most relevant file is shown whole, under the path the code reads it from

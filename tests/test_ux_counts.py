@@ -26,7 +26,8 @@ MAX_ATTEMPTS = 3
 
 
 class TimeoutsResponder(ExampleResponder):
-    """n0001's plan times out once (then answers); n0002's plan times out every time."""
+    """The call carrying a draft's plan (its code+plan call, or its plan call with merge_calls off):
+    n0001's times out once (then answers); n0002's times out every time."""
 
     def __init__(self) -> None:
         super().__init__(buggy_nodes=())
@@ -35,7 +36,7 @@ class TimeoutsResponder(ExampleResponder):
     def __call__(self, messages, schema, ctx):
         key = (ctx.node_id, ctx.phase)
         self.tries[key] += 1
-        if ctx.phase == "phase0" and (
+        if ctx.label in ("plan", "code+plan") and (
             ctx.node_id == "n0002" or (ctx.node_id == "n0001" and self.tries[key] == 1)
         ):
             raise CallTimeout(f"scripted: no answer within 1 s (llm.timeout_s) for {ctx.node_id}")
