@@ -1,6 +1,7 @@
-"""bwrap under a root orchestrator (issue 15): with the network off, a node's commands share one
-empty network namespace made by the orchestrator (loopback up, nothing else), instead of bwrap
-making and tearing down one per command; another node's uid gets another; the thread that
+"""bwrap and the subprocess backend under a root orchestrator (issue 15): with the network off, a
+node's commands share one empty network namespace made by the orchestrator (loopback up, nothing
+else), instead of one made and torn down per command (by bwrap, or by the forked child's
+``unshare``); another node's uid gets another; the thread that
 started a command is back in the orchestrator's namespace; network on is the host's."""
 
 from __future__ import annotations
@@ -24,13 +25,19 @@ SHOW = (
 )
 
 
-@pytest.fixture
-def executor():
+@pytest.fixture(params=["bwrap", "subprocess"])
+def executor(request):
     from ai_scientist.execution.bwrap_backend import BwrapExecutor, bwrap_usable
+    from ai_scientist.execution.subprocess_backend import SubprocessExecutor
 
-    if os.geteuid() != 0 or not bwrap_usable()[0]:
-        pytest.skip("needs bwrap and a root orchestrator (the namespace is made by the orchestrator)")
-    ex = BwrapExecutor()
+    if os.geteuid() != 0:
+        pytest.skip("needs a root orchestrator (the namespace is made by the orchestrator)")
+    if request.param == "bwrap":
+        if not bwrap_usable()[0]:
+            pytest.skip("needs bwrap")
+        ex = BwrapExecutor()
+    else:
+        ex = SubprocessExecutor()
     if ex.networks is None:
         pytest.skip("this host refuses the orchestrator a network namespace")
     yield ex
@@ -48,6 +55,7 @@ def _show(executor, ws: Path, limits: Limits = LIM) -> tuple[str, str]:
     ws.mkdir(exist_ok=True)
     r = executor.run(["python3", "-c", SHOW], workspace=ws, limits=limits)
     assert r.exit_code == 0, r.summary() + r.stderr
+    assert r.extra["node_netns"] is (not limits.network)
     ns, interfaces = r.stdout.split("\n")[:2]
     return ns, interfaces
 

@@ -10,7 +10,7 @@ the executor refuses to start, see :mod:`.isolation`):
   workspace, install prefix, resources (read-only) and interpreter (read-only) bound back;
 - its own pid namespace with a fresh ``/proc`` (no host process, environment or command
   line is visible), own IPC, and its own network namespace when the network is off (only a
-  private loopback exists). As root the command itself is the namespace's init and the
+  private loopback exists; as root, a node's commands share one, made once: :mod:`.netns`). As root the command itself is the namespace's init and the
   forked child sets everything up before ``exec`` (:func:`~.isolation.pid_namespace_for_next_child`,
   :func:`~.isolation.drop_to_uid`); not root, ``unshare --pid --fork --kill-child --mount-proc
   --ipc [--net]`` and ``setpriv`` do it;
@@ -38,7 +38,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .base import ExecResult, Limits
@@ -54,6 +54,7 @@ from .isolation import (
     plan_mounts,
     refuse,
 )
+from .netns import NodeNetworks
 from .process import die_with_parent, rlimit_preexec, set_rlimits
 from .resources import bind_sources
 from .run_setup import RunSetup, SandboxBackend
@@ -300,6 +301,9 @@ class SubprocessExecutor(SandboxBackend):
             raise refuse(self.name, *gap)
         self.unsafe = gap[0] if gap else None
         self.owners = WorkspaceOwners()  # a node's commands share one uid and the ownership walk
+        # network off, a root orchestrator: a node's commands share one empty network namespace
+        # (see .netns; making one per command is about a fifth of a bare interpreter start)
+        self.networks = NodeNetworks.if_allowed() if self.caps["drop_uid"] else None
 
     def _wrapper(self, limits: Limits, uid: int | None) -> list[str]:
         caps = self.caps
@@ -317,7 +321,9 @@ class SubprocessExecutor(SandboxBackend):
             wrap += drop_privileges(uid)
         return wrap
 
-    def _plan(self, setup: RunSetup, uid: int | None, direct: bool = False) -> MountPlan | None:
+    def _plan(
+        self, setup: RunSetup, uid: int | None, direct: bool = False, shared_net: bool = False
+    ) -> MountPlan | None:
         if not self.caps["mount_namespace"]:
             return None
         needed = needed_paths(setup.workspace, setup.install_dir, self.resources_dir, self.python)
@@ -330,7 +336,7 @@ class SubprocessExecutor(SandboxBackend):
             tmp_size_mb=setup.limits.memory_mb,
         )
         if direct:  # the child is the init of its pid namespace: it makes the others and /proc
-            net = 0 if setup.limits.network else CLONE_NEWNET
+            net = 0 if setup.limits.network or shared_net else CLONE_NEWNET
             plan = dataclasses.replace(plan, namespaces=CLONE_NEWIPC | net, proc=True)
         return plan
 
@@ -348,9 +354,12 @@ class SubprocessExecutor(SandboxBackend):
         # root: the forked child becomes the init of a new pid namespace and sets everything up
         # itself; otherwise `unshare` and `setpriv` do it (two more programs started per command)
         direct = uid is not None and _direct_works()
-        plan = self._plan(setup, uid, direct)
+        networks = self.networks if direct and not limits.network else None
+        plan = self._plan(setup, uid, direct, shared_net=networks is not None)
+        around_spawn = None
         if direct:
             assert plan is not None and uid is not None
+            around_spawn = _born_in(networks, uid)
             parent = orchestrator_pidfd()
 
             def preexec() -> None:
@@ -379,7 +388,7 @@ class SubprocessExecutor(SandboxBackend):
             preexec=preexec,
             sweep_uid=uid,
             contained=direct or self.caps["pid_namespace"],
-            around_spawn=pid_namespace_for_next_child if direct else None,
+            around_spawn=around_spawn,
         )
         result.extra.update(
             uid=uid,
@@ -389,8 +398,26 @@ class SubprocessExecutor(SandboxBackend):
             direct_spawn=direct,
             network=limits.network,
             network_isolated=network_isolated,
+            node_netns=networks is not None,
         )
         return result
 
     def close(self) -> None:
-        """Nothing persistent to release."""
+        """Let the nodes' network namespaces go."""
+        if self.networks is not None:
+            self.networks.close()
+
+
+def _born_in(networks: NodeNetworks | None, uid: int) -> Callable[[], contextlib.AbstractContextManager]:
+    """What the thread enters around the fork of a direct child: a new pid namespace for its
+    children and, with ``networks``, the node's network namespace (the child is born in both)."""
+
+    @contextlib.contextmanager
+    def around() -> Iterator[None]:
+        with contextlib.ExitStack() as stack:
+            if networks is not None:
+                stack.enter_context(networks.entered(uid))
+            stack.enter_context(pid_namespace_for_next_child())
+            yield
+
+    return around
