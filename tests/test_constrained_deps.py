@@ -189,6 +189,25 @@ def test_run_commands_must_name_files_of_the_answer():
     )
 
 
+def test_a_compiled_build_needs_a_source_file_among_the_answer():
+    """The embedded model's drafts chose C++ for the Python seed with a build command naming no
+    file (``c++: fatal error: no input files``): refused before anything runs, naming the files."""
+    answer = {
+        "files": [{"path": "seed_code.py", "content": "print(1)"}],
+        "build": {"language": "c++", "compiler": "g++", "commands": ["g++ -O2 -o exp"]},
+        "run": {"commands": ["python3 seed_code.py"]},
+    }
+    with pytest.raises(ValueError) as err:
+        validate_code(answer)
+    assert str(err.value) == (
+        "build: language 'c++' but none of the answer's files is a source file to compile "
+        "(files: 'seed_code.py'); build nothing for an interpreted language, or add the source file"
+    )
+    answer["files"].append({"path": "src/kernel.cpp", "content": "int main(){}"})
+    validate_code(answer)
+    validate_code({**answer, "files": answer["files"][:1], "build": {"language": "python"}})
+
+
 def test_run_commands_of_an_edit_answer_are_chosen_from_existing_files():
     schema = constrain_run(CODE_SCHEMA, ["seed_code.py", "README.md"], "/usr/bin/python3", ["bash run.sh"])
     run = schema["properties"]["run"]["properties"]

@@ -196,6 +196,13 @@ REVIEW_METRICS_SCHEMA: dict[str, Any] = {
 
 INTERPRETED = {"python", "python3", "bash", "sh", "shell"}
 COMPILED = {"c", "c++", "cpp", "fortran", "cuda", "rust", "go"}
+# what a compiled build needs among the answer's files: a source file of some compiled language
+# (not checked per language: a CUDA build may compile .cpp too, a Fortran one link C)
+COMPILED_SOURCES = (
+    ".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".cu", ".cuh",
+    ".f", ".f77", ".f90", ".f95", ".f03", ".f08", ".rs", ".go", ".s",
+    "makefile", "cmakelists.txt", "cargo.toml", "go.mod",
+)
 
 
 def validate_plan(plan: dict[str, Any]) -> None:
@@ -235,7 +242,28 @@ def validate_code(
         if not compiler and not build.get("commands"):
             raise ValueError(f"build: language {lang!r} needs build.compiler or build.commands")
     _check_tools(build, environment, installed)
+    check_build_sources(answer)
     check_run_files(answer)
+
+
+def check_build_sources(answer: dict[str, Any]) -> None:
+    """A compiled build (a compiled language, a compiler or build commands with a compiled
+    language) with no source file among the answer's files is refused, naming the files there
+    are: it cannot compile anything (the embedded model's drafts chose C++ for a Python seed and
+    the build failed with ``no input files``)."""
+    build = answer.get("build") or {}
+    lang = str(build.get("language", "")).lower()
+    if lang not in COMPILED and not str(build.get("compiler") or "").strip():
+        return
+    paths = [str(f.get("path", "")) for f in answer.get("files") or [] if isinstance(f, dict)]
+    if any(p.lower().endswith(COMPILED_SOURCES) for p in paths):
+        return
+    there = ", ".join(repr(p) for p in sorted(paths)) or "none"
+    raise ValueError(
+        f"build: language {lang or build.get('compiler')!r} but none of the answer's files is a "
+        f"source file to compile (files: {there}); build nothing for an interpreted language, "
+        "or add the source file"
+    )
 
 
 def _check_tools(
