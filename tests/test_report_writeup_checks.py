@@ -269,3 +269,50 @@ def test_revision_that_drops_every_citation_still_builds(tmp_path):
     assert round1["outcome"] == "applied", round1
     assert "\\cite" not in (run / "paper" / "paper.tex").read_text()
     assert [c["ctx"].label for c in client.calls if c["role"] == "writeup"] == ["sections", "reflect_1"]
+
+
+# ------------------------------------------------- bounds of a local model --
+
+
+class _NamedBackend(ScriptedBackend):
+    """A scripted backend under another name: the writer's schema depends on the backend."""
+
+    def __init__(self, name: str, responder):
+        super().__init__(responder)
+        self.name = name
+
+
+@pytest.mark.skipif(not shutil.which("pdflatex"), reason="LaTeX not installed (see docs/reporting.md)")
+@pytest.mark.parametrize("backend", ["local", "openai"])
+def test_a_local_models_sections_fit_its_max_tokens(tmp_path, backend):
+    """The embedded model filled 20,000-character sections until the call timed out (three
+    attempts of 120 s in a main-job run): with the local backend each section's bound is its
+    share of ``agent.writeup.max_tokens``, so an answer filled to every bound still ends before
+    the cut; a remote model keeps 20,000 characters a section. Read from the schemas sent."""
+    from grammar_support import assert_llama_parses
+
+    from ai_scientist.base.config import validate
+
+    run = make_run(tmp_path)
+    sent = []
+
+    def respond(messages, schema, ctx):
+        sent.append(schema)
+        return json.dumps(SECTIONS)
+
+    data = report_cfg(tmp_path, citations={"enabled": False}).model_dump()
+    data["agent"]["writeup"]["max_tokens"] = 2048
+    cfg = validate(data)
+    llm = make_client(cfg, run, None, backend=_NamedBackend(backend, respond))
+    write_paper(run, cfg, llm)
+    assert sent
+    for schema in sent:
+        props = schema["properties"]
+        bounds = [props[k]["maxLength"] for k in props]
+        if backend == "local":
+            assert sum(bounds) + 400 <= 2048 * 4, bounds  # within max_tokens at 4 characters a token
+            assert min(props[k]["maxLength"] for k in props if k not in ("title", "abstract")) >= 200
+        else:
+            assert all(props[k]["maxLength"] == 20_000 for k in props if k not in ("title", "abstract"))
+    if backend == "local":
+        assert_llama_parses(sent[0])

@@ -52,16 +52,34 @@ if TYPE_CHECKING:
 SECTIONS = ("introduction", "related_work", "method", "experiments", "results", "conclusion")
 SECTION_TITLES = {"related_work": "Related Work"}
 STAGE_NAMES = {1: "initial implementation", 2: "baseline tuning", 3: "creative research", 4: "ablations"}
-WRITEUP_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "title": {"type": "string", "maxLength": 300},
-        "abstract": {"type": "string", "maxLength": 2_000},  # ~300 words: longer is no abstract
-        **{k: {"type": "string", "maxLength": 20_000} for k in SECTIONS},
-    },
-    "required": ["title", "abstract", *SECTIONS],
-    "additionalProperties": False,
-}
+SECTION_MAX_CHARS = 20_000
+CHARS_PER_TOKEN = 4  # English prose; what the answer's characters may be, per token of max_tokens
+
+
+def writeup_schema(max_tokens: int | None = None) -> dict[str, Any]:
+    """The writer's answer. With ``max_tokens`` (a grammar-constrained local model), every
+    section's bound is its share of what fits in ``max_tokens``, so the whole answer ends before
+    the cut: a small model that repeats itself fills each section to its bound, and a bound of
+    20,000 characters per section ran to ``max_tokens`` (or past ``llm.timeout_s``) and was asked
+    again. A capable model chooses its lengths, so without ``max_tokens`` each section may take
+    20,000 characters."""
+    per_section = SECTION_MAX_CHARS
+    if max_tokens:
+        room = max_tokens * CHARS_PER_TOKEN - 300 - 2_000 - 400  # title, abstract, the JSON itself
+        per_section = max(200, min(SECTION_MAX_CHARS, room // len(SECTIONS)))
+    return {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string", "maxLength": 300},
+            "abstract": {"type": "string", "maxLength": 2_000},  # ~300 words: longer is no abstract
+            **{k: {"type": "string", "maxLength": per_section} for k in SECTIONS},
+        },
+        "required": ["title", "abstract", *SECTIONS],
+        "additionalProperties": False,
+    }
+
+
+WRITEUP_SCHEMA: dict[str, Any] = writeup_schema()
 QUERY_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -268,7 +286,10 @@ def _sections_call(client: LLMClient, template: str, label: str, values: dict) -
         "node_brief": prompts.render(template, **values),
     }
     ctx = CallContext(node_id="run", phase="writeup", label=label)
-    parsed = ask(client, prompter, "writeup", v, role="writeup", ctx=ctx, schema=WRITEUP_SCHEMA).parsed
+    schema = WRITEUP_SCHEMA
+    if getattr(getattr(client, "backend", None), "name", None) == "local":
+        schema = writeup_schema(prompter.cfg.agent.writeup.max_tokens)
+    parsed = ask(client, prompter, "writeup", v, role="writeup", ctx=ctx, schema=schema).parsed
     return {k: str(parsed.get(k, "")) for k in ("title", "abstract", *SECTIONS)}
 
 
