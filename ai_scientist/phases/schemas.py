@@ -199,9 +199,28 @@ COMPILED = {"c", "c++", "cpp", "fortran", "cuda", "rust", "go"}
 # what a compiled build needs among the answer's files: a source file of some compiled language
 # (not checked per language: a CUDA build may compile .cpp too, a Fortran one link C)
 COMPILED_SOURCES = (
-    ".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".cu", ".cuh",
-    ".f", ".f77", ".f90", ".f95", ".f03", ".f08", ".rs", ".go", ".s",
-    "makefile", "cmakelists.txt", "cargo.toml", "go.mod",
+    ".c",
+    ".h",
+    ".cc",
+    ".cpp",
+    ".cxx",
+    ".hpp",
+    ".hh",
+    ".cu",
+    ".cuh",
+    ".f",
+    ".f77",
+    ".f90",
+    ".f95",
+    ".f03",
+    ".f08",
+    ".rs",
+    ".go",
+    ".s",
+    "makefile",
+    "cmakelists.txt",
+    "cargo.toml",
+    "go.mod",
 )
 
 
