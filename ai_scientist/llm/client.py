@@ -365,6 +365,12 @@ class LLMClient:
         call.call_ids.append(written.get("call_id", ""))
 
 
+def backend_name(client: Any) -> str | None:
+    """The name of the backend behind ``client`` (``"local"``, ``"openai"``, ...), or None for a
+    client without one (a test double)."""
+    return getattr(getattr(client, "backend", None), "name", None)
+
+
 def _add_known(a: int | None, b: int | None) -> int | None:
     """Sum of two cached-token counts where either may be unknown (None only if both are)."""
     return None if a is None and b is None else (a or 0) + (b or 0)

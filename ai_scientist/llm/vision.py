@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from .client import backend_name
 from .types import LLMError
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ def vision_skip_reason(cfg: Config, client: Any) -> str | None:
         flag = flag(model)
     if flag is False:
         return f"model {model!r} has no image input (the LLM client reports no vision support)"
-    backend = getattr(getattr(client, "backend", None), "name", None) or cfg.llm.backend
+    backend = backend_name(client) or cfg.llm.backend
     if backend == "local":
         return "the local llama.cpp backend has no image input; configure an OpenAI-compatible vision model"
     return None

@@ -16,6 +16,7 @@ from ..base.fileio import read_file_inside
 from ..base.paths import CODE_FILE as ANSWER_FILE
 from ..base.paths import COMPILE_FILE, RUN_FILE
 from ..execution.sandbox_probe import installed_tools
+from ..llm.client import backend_name
 from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed, code_text, parent_file, short_json
 from .checkpoint import checkpoint
@@ -102,7 +103,7 @@ def _code(ctx: NodeContext, plan: dict, merged: bool = False) -> dict:
         if base:
             # a grammar-constrained backend (llama.cpp) can only pick existing lines as anchors,
             # and run commands among those that run an existing file
-            local = getattr(getattr(ctx.llm, "backend", None), "name", None) == "local"
+            local = backend_name(ctx.llm) == "local"
             schema = with_edits(schema, base, anchor_lines=local)
             if local and ctx.cfg.agent.constrain_answers:
                 known = ((parent_file(ctx, ANSWER_FILE) or {}).get("run") or {}).get("commands") or []

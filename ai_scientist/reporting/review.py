@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import RunPaths
 from ..context.tokens import counter_for
+from ..llm.client import backend_name
 from ..llm.prompting import Prompter, ask
 from ..llm.types import CallContext, LLMError
 from . import prompts
@@ -185,7 +186,7 @@ def review_paper(run_dir: Path, cfg: Config, client: LLMClient) -> dict[str, Any
     result: dict[str, Any] = {
         "reviewer": {
             "models": sorted(models) or [cfg.model_for("review")],
-            "backend": getattr(getattr(client, "backend", None), "name", None),
+            "backend": backend_name(client),
             "fewshot": fewshot.summary or None,
         },
         "reviews": reviews,

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
 from ..base.paths import RunPaths
+from ..llm.client import backend_name
 from ..llm.prompting import Prompter, ask
 from ..llm.types import CallContext
 from . import latex, prompts
@@ -287,7 +288,7 @@ def _sections_call(client: LLMClient, template: str, label: str, values: dict) -
     }
     ctx = CallContext(node_id="run", phase="writeup", label=label)
     schema = WRITEUP_SCHEMA
-    if getattr(getattr(client, "backend", None), "name", None) == "local":
+    if backend_name(client) == "local":
         schema = writeup_schema(prompter.cfg.agent.writeup.max_tokens)
     parsed = ask(client, prompter, "writeup", v, role="writeup", ctx=ctx, schema=schema).parsed
     return {k: str(parsed.get(k, "")) for k in ("title", "abstract", *SECTIONS)}
