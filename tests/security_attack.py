@@ -309,7 +309,8 @@ def orchestrate(spec: dict) -> None:
         from ai_scientist.base.config import load_config
         from ai_scientist.execution.registry import make_executor
 
-        sets = [f"exec.allow_unsafe_sandbox={str(spec.get('allow_unsafe', False)).lower()}"]
+        sets = [f"exec.allow_unsafe_sandbox={str(spec.get('allow_unsafe', False)).lower()}",
+                f"exec.fork_server={str(spec.get('fork_server', True)).lower()}"]  # fmt: skip
         executor = make_executor(load_config(overrides=sets), spec["backend"])
     base = Path(tempfile.mkdtemp(prefix="ai-sci-sec-"))  # 0700: not traversable by other users
     try:

@@ -18,12 +18,17 @@ import pytest
 
 from ai_scientist.execution.base import Limits, SandboxError
 
-BACKENDS = ["subprocess", "bwrap", "docker", "docker-reuse"]
+# "-inproc": the orchestrator forks the commands itself (exec.fork_server: false)
+BACKENDS = ["subprocess", "bwrap", "subprocess-inproc", "bwrap-inproc", "docker", "docker-reuse"]
 IMAGE = os.environ.get("AI_SCI_SANDBOX_IMAGE", "ai-scientist-sandbox:latest")
 SLEEPER = 'python3 -c "import time; time.sleep(300)" {m}'
 
 
 def _make(name: str):
+    if name.endswith("-inproc"):
+        ex = _make(name.removesuffix("-inproc"))
+        ex.fork_server = False
+        return ex
     if name == "subprocess":
         from ai_scientist.execution.subprocess_backend import SubprocessExecutor
 

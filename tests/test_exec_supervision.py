@@ -180,21 +180,22 @@ ORCHESTRATOR = textwrap.dedent(
     from pathlib import Path
     from ai_scientist.execution.base import Limits
     backend, ws, marker = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
-    if backend == "subprocess":
+    if backend.startswith("subprocess"):
         from ai_scientist.execution.subprocess_backend import SubprocessExecutor as E
     else:
         from ai_scientist.execution.bwrap_backend import BwrapExecutor as E
     import os
     ex = E(allow_unsafe=os.geteuid() != 0)
+    ex.fork_server = not backend.endswith("-inproc")  # else the fork server forks it
     code = "import time; open('STARTED', 'w').close(); time.sleep(300)"
     ex.run(["python3", "-c", code, marker], workspace=ws, limits=Limits(timeout_s=300))
     """
 )
 
 
-@pytest.mark.parametrize("backend", ["subprocess", "bwrap"])
+@pytest.mark.parametrize("backend", ["subprocess", "bwrap", "subprocess-inproc", "bwrap-inproc"])
 def test_command_dies_with_a_kill_9d_orchestrator(workspace, backend):
-    if backend == "bwrap":
+    if backend.startswith("bwrap"):
         from ai_scientist.execution.bwrap_backend import bwrap_usable
 
         if not bwrap_usable()[0]:

@@ -34,7 +34,7 @@ ROOT_USER = os.geteuid() == 0
 
 
 def _skip_unless_usable(backend: str) -> None:
-    if backend == "bwrap":
+    if backend.startswith("bwrap"):
         from ai_scientist.execution.bwrap_backend import bwrap_usable
 
         ok, detail = bwrap_usable()
@@ -50,10 +50,14 @@ def _skip_unless_usable(backend: str) -> None:
 
 
 def run_attack(tmp_path: Path, backend: str, allow_unsafe: bool = False) -> dict:
-    """Start an orchestrator process holding a fresh fake key; return what came out of its sandbox."""
+    """Start an orchestrator process holding a fresh fake key; return what came out of its sandbox.
+
+    ``subprocess-inproc`` / ``bwrap-inproc``: the orchestrator forks the commands itself
+    (``exec.fork_server: false``) instead of its fork server."""
     secret = "sk-test-" + uuid.uuid4().hex
     spec = {
-        "backend": "docker" if backend.startswith("docker") else backend,
+        "backend": "docker" if backend.startswith("docker") else backend.removesuffix("-inproc"),
+        "fork_server": not backend.endswith("-inproc"),
         "reuse": backend == "docker-reuse",
         "image": IMAGE,
         "allow_unsafe": allow_unsafe,
@@ -123,9 +127,11 @@ def test_the_attacker_finds_the_key_without_a_sandbox(tmp_path):
             marker.unlink()
 
 
-@pytest.mark.parametrize("backend", ["subprocess", "bwrap", "docker", "docker-reuse"])
+@pytest.mark.parametrize(
+    "backend", ["subprocess", "bwrap", "subprocess-inproc", "bwrap-inproc", "docker", "docker-reuse"]
+)
 def test_generated_code_cannot_reach_the_key(tmp_path, backend):
-    if backend == "subprocess" and not ROOT_USER:
+    if backend.startswith("subprocess") and not ROOT_USER:
         pytest.skip("not root: the subprocess backend refuses (test_subprocess_refuses_without_root)")
     _skip_unless_usable(backend)
     out = run_attack(tmp_path, backend)

@@ -191,6 +191,9 @@ class ExecConfig(_Strict):
     # a backend that cannot isolate generated code here (e.g. subprocess as non-root) refuses
     # to start unless this is true (docs/execution.md, "Security")
     allow_unsafe_sandbox: bool = False
+    # local backends: commands are forked by a small server process, not the (large)
+    # orchestrator (docs/execution.md, "The fork server"); false forks them in-process
+    fork_server: bool = True
     slurm: SlurmConfig = SlurmConfig()
 
 

@@ -23,9 +23,10 @@ import shutil
 from pathlib import Path
 
 from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, SandboxError
+from .forkserver import ChildSpec
 from .isolation import refuse
 from .lineage import SANDBOX_ENV
-from .process import rlimit_preexec, supervise
+from .process import rlimit_values, supervise
 from .resources import bind_sources
 from .run_setup import RunSetup, SandboxBackend
 from .sandbox_env import ensure_dir
@@ -121,7 +122,8 @@ class ApptainerExecutor(SandboxBackend):
             limits=limits,
             backend=self.name,
             display_command=argv,
-            preexec=rlimit_preexec(limits, address_space=False),
+            spec=ChildSpec(rlimits=rlimit_values(limits, address_space=False)),
+            fork_server=self.fork_server,
         )
         if self.unsafe:
             result.extra["unsafe_sandbox"] = self.unsafe

@@ -18,6 +18,7 @@ unless ``exec.allow_unsafe_sandbox``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import os
@@ -26,10 +27,11 @@ import subprocess
 from pathlib import Path
 
 from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, SandboxError
-from .isolation import drop_to_uid, orchestrator_pidfd, plan_mounts, refuse
+from .forkserver import ChildSpec
+from .isolation import plan_mounts, refuse
 from .lineage import SANDBOX_ENV
 from .netns import NodeNetworks
-from .process import rlimit_preexec
+from .process import rlimit_values
 from .resources import bind_sources
 from .run_setup import RunSetup, SandboxBackend
 from .sandbox_env import ensure_dir
@@ -173,33 +175,32 @@ class BwrapExecutor(SandboxBackend):
             # back (no mount namespace at all when nothing is hidden on the way)
             needed = needed_paths(ws, install_dir, self.resources_dir, None)
             plan = plan_mounts(needed, workdir=ws, drop_uid=True, private_tmp=False)
-        rlimits = rlimit_preexec(limits, address_space=True)
-        parent = orchestrator_pidfd()
-
-        def preexec() -> None:
-            if uid is not None:
-                if plan is not None and not plan.empty:
-                    plan.apply()
-                # bwrap itself runs under the fresh uid: no `setpriv` program in front of it
-                drop_to_uid(uid, parent, capabilities=False)
-            rlimits()  # last: the address-space limit may be below this forked copy's size
-
         host_env = {"PATH": "/usr/bin:/bin"}  # bwrap's own environment; the command's is --setenv
         networks = self.networks if uid is not None and not limits.network else None
         share_net = limits.network or networks is not None
-        result = self._supervise(
-            [*self._argv(ws, limits, full_env, install_dir, share_net), "--", *argv],
-            cwd=ws,
-            env=host_env,
-            limits=limits,
-            display_command=argv,
-            preexec=preexec,
-            sweep_uid=uid,
-            contained=True,  # --unshare-all: bwrap's init holds the pid namespace
-            around_spawn=(lambda: networks.entered(uid))
-            if networks is not None and uid is not None
-            else None,
-        )
+        with contextlib.ExitStack() as stack:
+            # bwrap itself runs under the fresh uid (no `setpriv` program in front of it), born in
+            # the node's network namespace when it is shared
+            netns = (
+                stack.enter_context(networks.held(uid)) if networks is not None and uid is not None else -1
+            )
+            spec = ChildSpec(
+                plan if plan is not None and not plan.empty else None,
+                uid,
+                capabilities=False,
+                rlimits=rlimit_values(limits, address_space=True),
+                netns_fd=netns,
+            )
+            result = self._supervise(
+                [*self._argv(ws, limits, full_env, install_dir, share_net), "--", *argv],
+                cwd=ws,
+                env=host_env,
+                limits=limits,
+                display_command=argv,
+                spec=spec,
+                sweep_uid=uid,
+                contained=True,  # --unshare-all: bwrap's init holds the pid namespace
+            )
         result.extra.update(
             uid=uid, dropped_env=dropped, network=limits.network, node_netns=networks is not None
         )

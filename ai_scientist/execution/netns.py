@@ -6,7 +6,8 @@ milliseconds of a trivial command's start (about a fifth of a bare interpreter s
 commands of one node run one after another under one uid (:class:`~.subprocess_backend.
 WorkspaceOwners`), so they can share one namespace instead: the orchestrator makes it the
 first time (its loopback up, as bwrap does; no other interface, so nothing outside is
-reachable), holds it by a descriptor, and the thread that starts a command enters it just for
+reachable), holds it by a descriptor, and the thread that forks a command (the fork server's,
+which receives the descriptor with the request, see :mod:`.forkserver`) enters it just for
 the fork (a child is born in its creator thread's namespaces; the thread goes back at once),
 with bwrap told ``--share-net``. The namespace belongs to the host's user namespace, so the
 command, in bwrap's user namespace, holds no capability over it (cannot add an interface or a
@@ -71,9 +72,9 @@ class NodeNetworks:
         _check(_libc.setns(self._host, CLONE_NEWNET), "setns(net) back to the orchestrator's namespace")
 
     @contextlib.contextmanager
-    def entered(self, key: int) -> Iterator[None]:
-        """The calling thread is in ``key``'s namespace (made if needed) inside the block: a
-        process it forks there is born in it."""
+    def held(self, key: int) -> Iterator[int]:
+        """A descriptor of ``key``'s namespace (made if needed), open inside the block: a
+        command started with it (:class:`~.forkserver.ChildSpec` ``netns_fd``) is born in it."""
         with self._lock:
             fd = self._held.get(key)
             if fd is None:
@@ -83,9 +84,16 @@ class NodeNetworks:
             self._held.move_to_end(key)
             own = os.dup(fd)  # another thread may let ``fd`` go meanwhile
         try:
-            _check(_libc.setns(own, CLONE_NEWNET), "setns(net) into the node's namespace")
+            yield own
         finally:
             os.close(own)
+
+    @contextlib.contextmanager
+    def entered(self, key: int) -> Iterator[None]:
+        """The calling thread is in ``key``'s namespace (made if needed) inside the block: a
+        process it forks there is born in it."""
+        with self.held(key) as own:
+            _check(_libc.setns(own, CLONE_NEWNET), "setns(net) into the node's namespace")
         try:
             yield
         finally:

@@ -1,7 +1,9 @@
 """Supervise one local child process: stream-capped output, limits, and a kill that leaves nothing.
 
 Shared by the process-based backends (subprocess, bwrap, apptainer). The child starts in its
-own session (so it leads its own process group). One thread supervises it without busy
+own session (so it leads its own process group), forked and set up (:class:`~.forkserver.
+ChildSpec`) by the small fork server when there is one, else by this process
+(:mod:`.forkserver`: forking a large orchestrator costs milliseconds a command). One thread supervises it without busy
 polling: it blocks in ``poll()`` on the two output pipes and a pidfd of the child
 (``pidfd_open``; before Linux 5.3 a pipe closed by a thread that waits with ``WNOWAIT``), so an exit or a chunk of output wakes it at once, and the wall-clock
 deadline is the poll timeout. Tree samples (memory and process count, and the pids a kill
@@ -31,13 +33,23 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import psutil
 
+from . import forkserver
 from .base import ExecResult, KilledBy, Limits, OutputHeadTail, limit_reason
+from .forkserver import (
+    ChildSpec,
+    ForkServer,
+    ServerGone,
+    SetupFailed,
+    born_in,
+    orchestrator_pidfd,
+    prepare_child,
+)
 
 FIRST_SAMPLE_S = 0.05  # a contained command that ends sooner is never sampled
 SAMPLE_MAX_S = 1.0  # the interval between samples doubles from FIRST_SAMPLE_S up to this
@@ -62,19 +74,8 @@ class _State:
         return False
 
 
-def die_with_parent() -> None:
-    """PR_SET_PDEATHSIG(SIGKILL): if the orchestrator is killed (kill -9), the command dies too."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass  # not Linux: the supervisor's timeout still applies
-
-
-def set_rlimits(limits: Limits, address_space: bool = True) -> None:
-    """Set the command's rlimits in the calling (child) process; each one the host refuses is skipped."""
+def rlimit_values(limits: Limits, address_space: bool = True) -> tuple[tuple[int, int], ...]:
+    """The command's rlimits as (resource, value) pairs, set in the child (see :class:`ChildSpec`)."""
     wanted = [
         (resource.RLIMIT_CPU, limits.cpu_seconds),
         (resource.RLIMIT_FSIZE, limits.file_bytes),
@@ -83,21 +84,92 @@ def set_rlimits(limits: Limits, address_space: bool = True) -> None:
     ]
     if address_space:
         wanted.append((resource.RLIMIT_AS, limits.memory_mb * 1024 * 1024))
-    for res, value in wanted:
+    return tuple((int(res), int(value)) for res, value in wanted)
+
+
+@dataclass
+class _Child:
+    """A started command: its pid, output pipes and a pidfd; reaped by whoever forked it."""
+
+    pid: int
+    stdout: IO[bytes]
+    stderr: IO[bytes]
+    pidfd: int
+    server: ForkServer | None = None  # forked by the fork server
+    popen: subprocess.Popen | None = None  # ... or by this process (kept: it must not reap on its own)
+    returncode: int | None = None
+    lost: bool = False  # the fork server stopped while the command ran (it was killed with it)
+
+    def reap(self) -> int:
+        if self.popen is not None:
+            return self.popen.wait()
+        assert self.server is not None
+        select.select([self.pidfd], [], [])  # exited: the server reaps only when asked
         try:
-            resource.setrlimit(res, (value, value))
-        except (ValueError, OSError):
-            pass  # not permitted here; the sampler still enforces memory / pids
+            return self.server.reap(self.pid)
+        except ServerGone:
+            self.lost = True
+            return -signal.SIGKILL
+
+    def close(self) -> None:
+        os.close(self.pidfd)
+        self.stdout.close()
+        self.stderr.close()
 
 
-def rlimit_preexec(limits: Limits, address_space: bool = True) -> Callable[[], None]:
-    """A preexec function setting the death signal and the rlimits in the child."""
+def _pidfd_usable() -> bool:
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+        return True
+    except OSError:
+        return False
 
-    def apply() -> None:
-        die_with_parent()
-        set_rlimits(limits, address_space)
 
-    return apply
+def _start(
+    argv: list[str], cwd: Path, env: dict[str, str], spec: ChildSpec, fork_server: bool = True
+) -> _Child:
+    """Fork ``argv`` set up by ``spec``: by the fork server when there is one (see
+    :mod:`.forkserver`), else by this process. Raises OSError (cannot execute) or
+    ``subprocess.SubprocessError`` (the set-up failed)."""
+    server = forkserver.shared() if fork_server and _pidfd_usable() else None
+    if server is not None and server.fits(argv, env):
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            pid = server.spawn(argv, str(cwd), env, spec, out_w, err_w)
+        except SetupFailed as exc:
+            for fd in (out_r, err_r):
+                os.close(fd)
+            raise subprocess.SubprocessError(str(exc)) from None
+        except BaseException as exc:
+            for fd in (out_r, err_r):
+                os.close(fd)
+            if not isinstance(exc, ServerGone):
+                raise
+        else:
+            return _Child(pid, open(out_r, "rb", 0), open(err_r, "rb", 0), os.pidfd_open(pid), server)
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+    parent = orchestrator_pidfd()
+
+    def preexec() -> None:
+        prepare_child(spec, parent)
+
+    with born_in(spec):
+        proc = subprocess.Popen(
+            argv,
+            cwd=str(cwd),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=preexec,
+            close_fds=True,
+        )
+    assert proc.stdout is not None and proc.stderr is not None
+    return _Child(proc.pid, proc.stdout, proc.stderr, _exit_fd(proc.pid), popen=proc)
 
 
 def _walk(root: int) -> list[int]:
@@ -254,54 +326,41 @@ def supervise(
     limits: Limits,
     backend: str,
     display_command: list[str],
-    preexec: Callable[[], None] | None = None,
+    spec: ChildSpec | None = None,
     sweep_uid: int | None = None,
     enforce_memory: bool = True,
     contained: bool = False,
-    around_spawn: Callable[[], contextlib.AbstractContextManager] | None = None,
+    fork_server: bool = True,
 ) -> ExecResult:
     """Run ``argv`` to completion under ``limits``; never raises for a failing command.
 
     ``contained``: the child is (or waits for) the init of its own pid namespace, so every
-    process the command starts lives in the child's tree and dies with it. ``around_spawn``
-    is entered around the fork (e.g. to give the child a new pid namespace)."""
+    process the command starts lives in the child's tree and dies with it. ``spec``: what the
+    child sets up before exec (namespaces, mount plan, uid, rlimits; nothing but its own
+    session and death signal when None). ``fork_server``: forked by the fork server when it runs."""
     state = _State()
     out, err = OutputHeadTail(limits.output_bytes // 2), OutputHeadTail(limits.output_bytes // 2)
     start = time.monotonic()
     try:
-        with around_spawn() if around_spawn else contextlib.nullcontext():
-            proc = subprocess.Popen(
-                argv,
-                cwd=str(cwd),
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                preexec_fn=preexec,
-                close_fds=True,
-            )
+        proc = _start(argv, cwd, env, spec or ChildSpec(), fork_server)
     except OSError as exc:
         msg = f"could not start: {exc}"
         return ExecResult(
             list(display_command), 127, None, 0.0, "", msg, 0, len(msg), None, None, msg, backend
         )
-    pidfd = _exit_fd(proc.pid)
     try:
         try:
-            _watch(proc, pidfd, state, limits, out, err, start, enforce_memory, sweep_uid, contained)
+            _watch(proc, proc.pidfd, state, limits, out, err, start, enforce_memory, sweep_uid, contained)
         except BaseException:  # the supervisor failed (or was interrupted): the command goes too
             state.decide("signal", "the supervisor stopped")
-            kill_everything(proc.pid, pidfd, state, sweep_uid, contained)
+            kill_everything(proc.pid, proc.pidfd, state, sweep_uid, contained)
             raise
         finally:
-            _, status = os.waitpid(proc.pid, 0)
-            proc.returncode = os.waitstatus_to_exitcode(status)
+            proc.returncode = proc.reap()
+            if proc.lost:
+                state.decide("signal", "the fork server stopped, and the command with it")
     finally:
-        os.close(pidfd)
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+        proc.close()
     return _result(proc, state, out, err, limits, backend, display_command, time.monotonic() - start)
 
 

@@ -27,6 +27,14 @@ def make_executor(cfg: Config, backend: str | None = None, *, resources_dir: Pat
     unsafe = bool(ex.allow_unsafe_sandbox)  # else a backend that cannot isolate here refuses (exit 2)
     if name == "auto":
         name, _ = resolve_backend(cfg)
+    executor = _make(cfg, name, resources_dir, unsafe)
+    if hasattr(executor, "fork_server"):  # the local backends (see .forkserver)
+        executor.fork_server = bool(ex.fork_server)
+    return executor
+
+
+def _make(cfg: Config, name: str, resources_dir: Path | None, unsafe: bool) -> Executor:
+    ex = cfg.exec
     if name == "subprocess":
         from .subprocess_backend import SubprocessExecutor
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import subprocess
 import uuid
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .base import SANDBOX_RESOURCES, SANDBOX_WORKSPACE, ExecResult, Limits, SandboxError, normalize_command
+from .forkserver import ChildSpec
 from .isolation import harden_orchestrator
 from .lineage import SANDBOX_ENV, take_install_dir
 from .process import supervise
@@ -93,6 +92,7 @@ class SandboxBackend:
     python: str
     resources_dir: Path | None
     host_paths = False
+    fork_server = True  # commands forked by the fork server when it runs (exec.fork_server)
 
     if TYPE_CHECKING:  # each backend defines it (what it holds differs); declared for the type checker
 
@@ -134,10 +134,9 @@ class SandboxBackend:
         env: dict[str, str],
         limits: Limits,
         display_command: list[str],
-        preexec: Callable[[], None],
+        spec: ChildSpec,
         sweep_uid: int | None,
         contained: bool = False,
-        around_spawn: Callable[[], AbstractContextManager] | None = None,
     ) -> ExecResult:
         """:func:`~.process.supervise` for a local backend: a sandbox that cannot be set up is a
         :class:`~.base.SandboxError`, and an opted-in unsafe sandbox says so in the record."""
@@ -149,10 +148,10 @@ class SandboxBackend:
                 limits=limits,
                 backend=self.name,
                 display_command=display_command,
-                preexec=preexec,
+                spec=spec,
                 sweep_uid=sweep_uid,
                 contained=contained,
-                around_spawn=around_spawn,
+                fork_server=self.fork_server,
             )
         except subprocess.SubprocessError as exc:
             raise SandboxError(

@@ -38,10 +38,11 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from .base import ExecResult, Limits
+from .forkserver import ChildSpec
 from .isolation import (
     CLONE_NEWIPC,
     CLONE_NEWNET,
@@ -55,7 +56,7 @@ from .isolation import (
     refuse,
 )
 from .netns import NodeNetworks
-from .process import die_with_parent, rlimit_preexec, set_rlimits
+from .process import rlimit_values
 from .resources import bind_sources
 from .run_setup import RunSetup, SandboxBackend
 from .sandbox_env import ensure_dir
@@ -356,40 +357,28 @@ class SubprocessExecutor(SandboxBackend):
         direct = uid is not None and _direct_works()
         networks = self.networks if direct and not limits.network else None
         plan = self._plan(setup, uid, direct, shared_net=networks is not None)
-        around_spawn = None
-        if direct:
-            assert plan is not None and uid is not None
-            around_spawn = _born_in(networks, uid)
-            parent = orchestrator_pidfd()
-
-            def preexec() -> None:
-                die_with_parent()
-                plan.apply()
-                drop_to_uid(uid, parent)
-                set_rlimits(limits)
-
-            wrapper: list[str] = []
-        else:
-            rlimits = rlimit_preexec(limits)
-
-            def preexec() -> None:
-                if plan is not None:
-                    plan.apply()
-                rlimits()
-
-            wrapper = self._wrapper(limits, uid)
+        rlimits = rlimit_values(limits)
         network_isolated = limits.network or self.caps["net_namespace"]
-        result = self._supervise(
-            wrapper + argv,
-            cwd=ws,
-            env=setup.env,
-            limits=limits,
-            display_command=argv,
-            preexec=preexec,
-            sweep_uid=uid,
-            contained=direct or self.caps["pid_namespace"],
-            around_spawn=around_spawn,
-        )
+        with contextlib.ExitStack() as stack:
+            if direct:
+                assert plan is not None and uid is not None
+                # born in the node's network namespace (when shared) and a new pid namespace
+                netns = stack.enter_context(networks.held(uid)) if networks is not None else -1
+                spec = ChildSpec(plan, uid, True, rlimits, new_pid_ns=True, netns_fd=netns)
+                wrapper: list[str] = []
+            else:
+                spec = ChildSpec(plan, None, rlimits=rlimits)
+                wrapper = self._wrapper(limits, uid)
+            result = self._supervise(
+                wrapper + argv,
+                cwd=ws,
+                env=setup.env,
+                limits=limits,
+                display_command=argv,
+                spec=spec,
+                sweep_uid=uid,
+                contained=direct or self.caps["pid_namespace"],
+            )
         result.extra.update(
             uid=uid,
             dropped_env=setup.dropped,
@@ -406,18 +395,3 @@ class SubprocessExecutor(SandboxBackend):
         """Let the nodes' network namespaces go."""
         if self.networks is not None:
             self.networks.close()
-
-
-def _born_in(networks: NodeNetworks | None, uid: int) -> Callable[[], contextlib.AbstractContextManager]:
-    """What the thread enters around the fork of a direct child: a new pid namespace for its
-    children and, with ``networks``, the node's network namespace (the child is born in both)."""
-
-    @contextlib.contextmanager
-    def around() -> Iterator[None]:
-        with contextlib.ExitStack() as stack:
-            if networks is not None:
-                stack.enter_context(networks.entered(uid))
-            stack.enter_context(pid_namespace_for_next_child())
-            yield
-
-    return around
