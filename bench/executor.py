@@ -1,6 +1,6 @@
 """Cost of one experiment per sandbox backend against a bare ``/usr/bin/python3`` start.
 
-    python bench/executor.py [--n 30] [--variety-n 5] [--write docs/benchmarks.md]
+    python bench/executor.py [--n 30] [--variety-n 5] [--ballast-mb 0] [--write docs/benchmarks.md]
 
 Every figure is measured in the same run, interleaved (bare, then each backend, round after
 round), so a change of load on the machine hits the baseline and the backends alike:
@@ -10,7 +10,11 @@ round), so a change of load on the machine hits the baseline and the backends al
    (the orchestrator's own plus its reaped children's: supervision, sandbox set-up, the
    interpreter; not measurable for docker, whose processes are the daemon's); then the same
    command in a node whose install prefix holds 3,000 files (what a node's later commands pay
-   for the ownership of its workspace and prefix).
+   for the ownership of its workspace and prefix). The subprocess and bwrap backends are
+   measured twice: their commands forked by the fork server (the default) and by this process
+   itself (``exec.fork_server: false``), whose fork copies this process's page tables:
+   ``--ballast-mb N`` first grows this process by N MB, as a long run or a loaded local model
+   grows the orchestrator.
 2. **Realistic variety**: commands that sleep or compute for 0.05 s, 0.5 s and 2 s, bare and
    through each backend: the supervision overhead (backend median minus bare median) stays
    flat when the command runs longer (no polling that grows with the run time).
@@ -35,7 +39,7 @@ import time
 from pathlib import Path
 
 from ai_scientist.base.config import load_config
-from ai_scientist.execution import Limits, SandboxError, make_executor
+from ai_scientist.execution import Limits, SandboxError, forkserver, make_executor
 
 PY = "/usr/bin/python3"
 TRIVIAL = [PY, "-c", "pass"]
@@ -46,14 +50,27 @@ PREFIX_DIRS, PREFIX_FILES = 100, 30
 VARIANTS = [
     ("subprocess", "subprocess", {}),
     ("bwrap", "bwrap", {}),
+    ("subprocess, forked in-process", "subprocess", {"exec.fork_server": "false"}),
+    ("bwrap, forked in-process", "bwrap", {"exec.fork_server": "false"}),
     ("docker, fresh container", "docker", {"exec.docker_reuse_container": "false"}),
     ("docker, reused container", "docker", {"exec.docker_reuse_container": "true"}),
 ]
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
 def _cpu() -> float:
+    """This process's CPU time and its reaped children's, plus the fork server's and the
+    children it reaped (the commands it forks are its children, not ours)."""
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    total = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    server = forkserver.shared()
+    if server is not None:
+        with open(f"/proc/{server.pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        total += sum(int(f) for f in fields[11:15]) / _TICK  # utime stime cutime cstime
+    return total
 
 
 class Runner:
@@ -89,8 +106,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=30, help="trivial commands per backend")
     ap.add_argument("--variety-n", type=int, default=5, help="runs of each variety command (0: skip)")
+    ap.add_argument(
+        "--ballast-mb",
+        type=int,
+        default=0,
+        help="grow this process by N MB of touched memory first (an orchestrator holding a model, a large tree)",
+    )
     ap.add_argument("--write", default=None, help="benchmarks page to update (Execution section only)")
     args = ap.parse_args()
+    ballast = bytearray(os.urandom(1024)) * (args.ballast_mb * 1024)  # touched: really resident
     top = Path(tempfile.mkdtemp(prefix="ai-sci-bench-", dir="/tmp"))
     top.chmod(0o755)
     ws, prefix = top / "workspace", top / "env"  # as nodes/<id>/workspace and nodes/<id>/env
@@ -127,24 +151,34 @@ def main() -> None:
             if r.executor is not None:
                 r.executor.close()
         shutil.rmtree(top, ignore_errors=True)
-    text = render(runners, notes, args, (load_before, os.getloadavg()[0]))
+    rss = _rss_mb()
+    del ballast
+    text = render(runners, notes, args, (load_before, os.getloadavg()[0]), rss)
     print(text)
     if args.write:
         write_section(Path(args.write), text)
 
 
-def render(runners: list[Runner], notes: list[str], args, load: tuple[float, float]) -> str:
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def render(runners: list[Runner], notes: list[str], args, load: tuple[float, float], rss: float) -> str:
     bare = runners[0]
     base = _med(bare.wall["trivial"])
     lines = [
         "## Execution",
         "",
-        f"`python bench/executor.py --n {args.n} --variety-n {args.variety_n}` on {platform.machine()}, "
+        f"`python bench/executor.py --n {args.n} --variety-n {args.variety_n}"
+        f"{f' --ballast-mb {args.ballast_mb}' if args.ballast_mb else ''}` on {platform.machine()}, "
         f"{os.cpu_count()} CPU(s), kernel {platform.release()}, load average {load[0]:.1f} before and "
         f"{load[1]:.1f} after; every figure from the same run, bare and backends interleaved round "
         f"after round. Trivial command: `{PY} -c pass`, {args.n} runs each after one warm-up; "
         "x bare = backend median / bare median; CPU = the orchestrator's CPU time plus its reaped "
-        "children's, per command (docker's processes are the daemon's: not visible). The "
+        "children's and the fork server's (with the children it reaped), per command (docker's "
+        'processes are the daemon\'s: not visible). "Forked in-process" rows: `exec.fork_server: '
+        f"false`, the orchestrator (this process, {rss:.0f} MB resident) forks each command itself. The "
         f"install-prefix rows run the same command in a node whose prefix holds {PREFIX_DIRS * PREFIX_FILES:,} "
         "files (the ownership of the workspace and prefix is a node's set-up), x bare against the same bare median.",
         "",
