@@ -297,3 +297,28 @@ def test_the_spec_the_server_receives_is_the_one_the_backend_built(workspace):
     sent = json.loads(json.dumps(spec.to_json()))
     assert "netns_fd" not in sent  # a descriptor travels as SCM_RIGHTS, not as a number
     assert ChildSpec.from_json(sent, netns_fd=7) == spec
+
+
+def test_a_command_that_cannot_be_watched_is_killed_not_left_running(workspace, monkeypatch):
+    # the server started it, but this process has no descriptor left to watch it with
+    real = os.pidfd_open
+
+    def no_more_fds(pid, flags=0):
+        if pid == os.getpid():
+            return real(pid, flags)
+        raise OSError(24, "Too many open files")
+
+    _server()
+    monkeypatch.setattr(process.os, "pidfd_open", no_more_fds)
+    marker = f"aisci_marker_{uuid.uuid4().hex}"
+    r = process.supervise(
+        ["sh", "-c", "sleep 30", marker],
+        cwd=workspace,
+        env={"PATH": "/usr/bin:/bin"},
+        limits=LIM,
+        backend="test",
+        display_command=["sh"],
+    )
+    assert r.exit_code == 127 and "Too many open files" in r.stderr, r.summary()
+    monkeypatch.undo()
+    assert _marked(marker) == [] and psutil.Process(_server().pid).children() == []

@@ -147,7 +147,16 @@ def _start(
             if not isinstance(exc, ServerGone):
                 raise
         else:
-            return _Child(pid, open(out_r, "rb", 0), open(err_r, "rb", 0), os.pidfd_open(pid), server)
+            try:
+                pidfd = os.pidfd_open(pid)
+            except OSError:  # out of descriptors: a command nobody could supervise must not run
+                os.kill(pid, signal.SIGKILL)  # still our pid: the server reaps only when asked
+                with contextlib.suppress(ServerGone):
+                    server.reap(pid)
+                for fd in (out_r, err_r):
+                    os.close(fd)
+                raise
+            return _Child(pid, open(out_r, "rb", 0), open(err_r, "rb", 0), pidfd, server)
         finally:
             os.close(out_w)
             os.close(err_w)
