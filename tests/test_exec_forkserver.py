@@ -89,6 +89,7 @@ def test_commands_are_forked_by_the_clean_server(workspace, backend):
     assert chain[chain.index(next(p for p in chain if p.pid == server.pid)) - 1].ppid() == server.pid
     t.join()
     assert box["r"].ok, box["r"].summary()
+    assert box["r"].extra["forked_by"] == "fork_server"  # recorded with the result
     me = psutil.Process()
     srv = psutil.Process(server.pid)
     assert srv.ppid() == os.getpid()
@@ -219,7 +220,8 @@ SERVER_KILLER = textwrap.dedent(
     cut = ex.run(["python3", "-c", code, marker], workspace=ws, limits=Limits(timeout_s=120))
     after = ex.run(["sh", "-c", "echo still running"], workspace=ws, limits=Limits(timeout_s=10))
     print(json.dumps({"first": first.ok, "cut": [cut.killed_by, cut.reason, cut.duration_s],
-                      "after": [after.ok, after.stdout], "server_now": forkserver.shared() is not None}))
+                      "after": [after.ok, after.stdout, after.extra["forked_by"]],
+                      "server_now": forkserver.shared() is not None}))
     """
 )
 
@@ -240,7 +242,7 @@ def test_a_dead_server_takes_its_command_and_the_next_one_forks_here(workspace):
     killed_by, reason, duration = out["cut"]
     assert (killed_by, reason) == ("signal", "the fork server stopped, and the command with it"), out
     assert duration < 60  # it did not sleep its minute out
-    assert out["after"] == [True, "still running\n"] and out["server_now"] is False
+    assert out["after"] == [True, "still running\n", "orchestrator"] and out["server_now"] is False
     assert _marked(marker) == []
 
 

@@ -370,7 +370,9 @@ def supervise(
                 state.decide("signal", "the fork server stopped, and the command with it")
     finally:
         proc.close()
-    return _result(proc, state, out, err, limits, backend, display_command, time.monotonic() - start)
+    result = _result(proc, state, out, err, limits, backend, display_command, time.monotonic() - start)
+    result.extra["forked_by"] = "fork_server" if proc.server is not None else "orchestrator"
+    return result
 
 
 def _watch(proc, pidfd, state, limits, out, err, start, enforce_memory, sweep_uid, contained) -> None:
