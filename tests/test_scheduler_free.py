@@ -223,3 +223,40 @@ def test_replay_of_a_killed_and_resumed_free_run(tmp_path, capsys):
     replayed = tmp_path / "replays" / f"{src.name}.replay"
     assert _tree(replayed) == _tree(src)
     assert _decisions(replayed) == _decisions(src)
+
+
+@pytest.mark.slow
+def test_a_kill_between_a_decision_and_its_node_loses_no_decision(tmp_path, capsys):
+    """kill -9 right after the decision to create n0004 is recorded, before the journal holds
+    n0004 (stage 1 nodes in flight). Every node of the resumed run has its decision with
+    ``waiting``; the replay makes the decisions the run made in the end (the last per id)."""
+    proc = subprocess.Popen(
+        [sys.executable, str(DRIVER), "run", str(tmp_path), "run", *SMALL4, "--slow", "n0003", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "AI_SCIENTIST_FAILPOINTS": "selected:n0004"},
+    )
+    proc.wait(timeout=300)
+    assert proc.returncode == -9, proc.stderr.read()[-2000:]  # the failpoint killed it
+    src = tmp_path / "experiments" / "run"
+    assert "n0004" not in journal_nodes(src)
+    assert [e["node_id"] for e in events(src) if e["type"] == "node_selected"][-1] == "n0004"
+    res = subprocess.run([sys.executable, str(DRIVER), "resume", str(src)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    selected = [e for e in events(src) if e["type"] == "node_selected"]
+    assert [e["node_id"] for e in selected].count("n0004") == 2  # decided again after the resume
+    decided = {e["node_id"] for e in selected if "waiting" in e}
+    created = {nid for nid, n in journal_nodes(src).items() if n["operation"] != "seed_eval"}
+    assert created <= decided, created - decided
+    capsys.readouterr()
+    assert main(["replay", str(src), "--out", str(tmp_path / "replays")]) == 0, capsys.readouterr().err
+    replayed = tmp_path / "replays" / f"{src.name}.replay"
+    assert _tree(replayed) == _tree(src)
+
+    def last_per_node(run_dir: Path) -> list[dict]:
+        out = _decisions(run_dir)
+        final = {e["node_id"]: i for i, e in enumerate(out) if e["type"] == "node_selected"}
+        return [e for i, e in enumerate(out) if e["type"] != "node_selected" or final[e["node_id"]] == i]
+
+    assert last_per_node(replayed) == last_per_node(src)

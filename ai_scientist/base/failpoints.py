@@ -4,7 +4,8 @@
 SIGKILL — exactly what ``kill -9`` does — when execution reaches a named point.
 Unset (the normal case), a point costs one dictionary lookup. Names used:
 ``after_node:<id>`` (a node's final state is journaled), ``stage_end:<N>`` (the
-stage's best node is chosen, before its seed re-runs), ``stage_summary:<N>`` (the
+stage's best node is chosen, before its seed re-runs), ``selected:<id>`` (the decision to
+create the node is recorded, the journal does not hold the node yet), ``stage_summary:<N>`` (the
 stage's summary is stored, the state does not list the stage as finished yet),
 ``phase_saved:<id>:<phase>`` (a phase's artifact is written, the journal does
 not list the phase as done yet), and

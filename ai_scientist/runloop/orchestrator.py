@@ -301,9 +301,24 @@ class Orchestrator:
     def _create_node(
         self, state: StageState, action: Action, idea: str | None, waiting: list[str] | None = None
     ) -> Node:
-        """Create the picked node in the journal and record the decision (``node_selected``); the
-        free scheduler adds ``waiting`` (the nodes in flight), which replay follows; batch
-        recordings have none and replay in batch order."""
+        """Record the decision (``node_selected``), then create the picked node in the journal;
+        the free scheduler adds ``waiting`` (the nodes in flight), which replay follows; batch
+        recordings have none and replay in batch order.
+
+        The decision is durable first: a kill -9 between the two leaves a decision whose node
+        does not exist (the resumed run decides on that id again, and the last decision for an
+        id is the one replay follows), never a node whose decision, and its ``waiting``, is lost."""
+        node_id = self.journal.next_node_id()  # only this thread creates nodes
+        extra = {} if waiting is None else {"waiting": waiting}
+        self.run_.event(
+            "node_selected",
+            node_id=node_id,
+            stage=state.stage,
+            policy=self.policy.name,
+            **{**action.to_dict(), "idea": idea},
+            **extra,
+        )
+        failpoints.hit(f"selected:{node_id}")
         node = self.journal.new_node(
             stage=state.stage,
             operation=action.operation,
@@ -311,16 +326,9 @@ class Orchestrator:
             tree=action.tree,
             idea=idea,
         )
+        if node.id != node_id:  # another writer created a node meanwhile: the record would lie
+            raise RuntimeError(f"node_selected recorded {node_id} but the journal created {node.id}")
         self._memory_step(node)
-        extra = {} if waiting is None else {"waiting": waiting}
-        self.run_.event(
-            "node_selected",
-            node_id=node.id,
-            stage=state.stage,
-            policy=self.policy.name,
-            **{**action.to_dict(), "idea": idea},
-            **extra,
-        )
         return node
 
     def _plan_batch(self, state: StageState, outcome: StageOutcome) -> tuple[list[Node], StageState]:

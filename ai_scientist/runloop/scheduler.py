@@ -115,7 +115,8 @@ class WorkerPool:
 def recorded_waiting(src: str | Path) -> dict[str, frozenset[str]] | None:
     """For each node a free-running recording selected: the nodes not finished when it was
     selected. None when the recording has no such record (a batch-scheduled or older run:
-    its replay uses the batch scheduler, which reproduces it)."""
+    its replay uses the batch scheduler, which reproduces it). A run killed between a decision
+    and its node's creation decided on that id again after its resume: the last decision counts."""
     path = RunPaths(Path(src)).events
     if not path.exists():
         return None
