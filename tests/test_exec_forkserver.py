@@ -324,3 +324,31 @@ def test_a_command_that_cannot_be_watched_is_killed_not_left_running(workspace, 
     assert r.exit_code == 127 and "Too many open files" in r.stderr, r.summary()
     monkeypatch.undo()
     assert _marked(marker) == [] and psutil.Process(_server().pid).children() == []
+
+
+@pytest.mark.parametrize("fork_server", [True, False])
+def test_descriptors_above_1023_are_watched(workspace, fork_server):
+    # a long multi-worker run can hold many descriptors: select() cannot watch one above 1023
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the descriptor limit here is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    null = os.open("/dev/null", os.O_RDONLY)
+    held = [os.dup(null) for _ in range(1100)]
+    try:
+        lim = Limits(timeout_s=1, memory_mb=256, pids=64)
+        run = dict(cwd=workspace, env={"PATH": "/usr/bin:/bin"}, backend="test", display_command=["sh"])
+        done = process.supervise(["sh", "-c", "echo out; exit 3"], limits=LIM, fork_server=fork_server, **run)
+        slow = process.supervise(["sh", "-c", "sleep 30"], limits=lim, fork_server=fork_server, **run)
+    finally:
+        for fd in [*held, null]:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert (done.exit_code, done.stdout, done.extra["forked_by"]) == (
+        3,
+        "out\n",
+        "fork_server" if fork_server else "orchestrator",
+    )
+    assert slow.killed_by == "timeout", slow.summary()

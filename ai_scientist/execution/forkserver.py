@@ -233,8 +233,15 @@ def drop_to_uid(uid: int, parent_pidfd: int, *, capabilities: bool = True) -> No
         _check(_libc.capset(ctypes.byref(header), data), "clear capabilities")
         _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "death signal")
-    if parent_pidfd >= 0 and select.select([parent_pidfd], [], [], 0)[0]:
+    if parent_pidfd >= 0 and _readable(parent_pidfd):
         os._exit(137)  # the parent died before the death signal was set
+
+
+def _readable(fd: int) -> bool:
+    """``fd`` is readable now (a pidfd: its process has exited); ``poll``, any descriptor number."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 @contextlib.contextmanager

@@ -104,7 +104,7 @@ class _Child:
         if self.popen is not None:
             return self.popen.wait()
         assert self.server is not None
-        select.select([self.pidfd], [], [])  # exited: the server reaps only when asked
+        _exited(self.pidfd, None)  # the exit, first: the server reaps only when asked
         try:
             return self.server.reap(self.pid)
         except ServerGone:
@@ -283,8 +283,12 @@ def _exit_fd(pid: int) -> int:
     return r
 
 
-def _exited(pidfd: int, timeout_s: float = 0.0) -> bool:
-    return bool(select.select([pidfd], [], [], timeout_s)[0])
+def _exited(pidfd: int, timeout_s: float | None = 0.0) -> bool:
+    """Whether ``pidfd`` reports the exit within ``timeout_s`` (None: wait for it). ``poll``,
+    not ``select``: a descriptor above 1023 (many workers, many pipes) is fine."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(None if timeout_s is None else int(timeout_s * 1000)))
 
 
 def kill_everything(root: int, pidfd: int, state: _State, sweep_uid: int | None, contained: bool) -> None:
