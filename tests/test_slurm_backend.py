@@ -86,6 +86,8 @@ def test_completed_job_result_files_and_no_secrets(fake, tmp_path):
     assert (jdir / "stdout").read_text() == "out-bar\n"
     assert json.loads((jdir / "exit.json").read_text())["exit_code"] == 3
     assert res.extra["dropped_env"] == ["MY_API_KEY"]
+    # one command per job: the job's small runner forks it (no fork server started for it)
+    assert json.loads((jdir / "exit.json").read_text())["extra"]["forked_by"] == "orchestrator"
     for f in jdir.iterdir():
         assert "s3cret-value" not in f.read_text(), f"secret written to {f.name}"
     sbatch = [c for c in slurm_fake.calls(fake[0]) if c[0] == "sbatch"]
