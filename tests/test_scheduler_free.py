@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from pipeline_support import events, journal_nodes, start_run
+from pipeline_support import events, journal_nodes, prompt_records, start_run
 from test_pipeline_replay import _decisions, _tree
 from test_pipeline_resume import DRIVER, _kill, _resume_and_check
 
@@ -260,3 +260,46 @@ def test_a_kill_between_a_decision_and_its_node_loses_no_decision(tmp_path, caps
         return [e for i, e in enumerate(out) if e["type"] != "node_selected" or final[e["node_id"]] == i]
 
     assert last_per_node(replayed) == last_per_node(src)
+
+
+class WritesMemory(ExampleResponder):
+    """Every plan answer notes something in the node's recall window and writes a lesson to
+    archival (``memory_update``), so the ids shown in the node's next prompts are those of rows
+    its worker thread wrote while three others wrote theirs."""
+
+    def _phase0(self, text, ctx):
+        plan = json.loads(super()._phase0(text, ctx))
+        if ctx.label == "plan":
+            plan["memory_update"] = [
+                {"op": "recall_append", "text": f"note by {ctx.node_id}", "kind": "note"},
+                {"op": "archival_write", "text": f"lesson from {ctx.node_id}: keep the seed fixed"},
+            ]
+        return json.dumps(plan)
+
+
+def test_replay_of_a_four_worker_run_whose_model_writes_memory(tmp_path, capsys):
+    """The recall ids in a node's prompts are those of rows written while other workers wrote
+    theirs: a replay gives each row its recorded id (before: ``r8`` recorded, ``r6`` replayed,
+    and the replay stopped at that prompt)."""
+    responder = WritesMemory(buggy_nodes=(), slow_nodes={"n0002": 0.7, "n0003": 0.3})
+    code, src, _ = start_run(
+        tmp_path,
+        "agent.num_workers=4",
+        "memory.enabled=true",
+        "agent.merge_calls=false",  # the plan is a call of its own, the code call shows its notes
+        "agent.search.num_drafts=4",
+        "agent.stages.stage1_max_iters=6",
+        "agent.stages.stage2_max_iters=3",
+        "agent.stages.stage3_max_iters=2",
+        "agent.stages.stage4_max_iters=2",
+        responder=responder,
+        latency_s=0.05,
+    )
+    assert code == 0
+    shown = [r for r in prompt_records(src) if r["phase"] == "phase2" and "[note] note by" in json.dumps(r)]
+    assert shown, "no prompt showed a node's own memory note"
+    with sqlite3.connect(src / "memory.sqlite") as c:
+        notes = dict(c.execute("SELECT node_id, id FROM recall WHERE kind = 'note'").fetchall())
+    replayed = _replay_and_compare(src, tmp_path, capsys)  # every prompt byte for byte, or it stops
+    with sqlite3.connect(replayed / "memory.sqlite") as c:
+        assert dict(c.execute("SELECT node_id, id FROM recall WHERE kind = 'note'").fetchall()) == notes

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from .db import Database
     from .embed import Embedder
+    from .recorded_ids import RecordedIds
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ class ArchivalMixin:
     vector_errors: list[str]
     clock: Callable[[], float]
     _dfc: S.DocFreqCache
+    recorded_ids: RecordedIds | None
 
     if TYPE_CHECKING:  # defined by MemoryStore
 
@@ -55,10 +57,15 @@ class ArchivalMixin:
         kind: str,
         branch: str | None,
     ) -> int:
+        wanted = self._recorded_id(c, "archival", (branch, kind, text))
         return c.execute(
-            "INSERT INTO archival(text, tags, source_ref, kind, branch, created) VALUES (?, ?, ?, ?, ?, ?)",
-            (text, " ".join(tags), source_ref, kind, branch, self.clock()),
+            "INSERT INTO archival(id, text, tags, source_ref, kind, branch, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (wanted, text, " ".join(tags), source_ref, kind, branch, self.clock()),
         ).lastrowid
+
+    def _recorded_id(self, c: sqlite3.Connection, table: str, key: tuple) -> int | None:
+        """A replay: the id this row had in the recording (see :mod:`.recorded_ids`); else None."""
+        return self.recorded_ids.id_for(c, table, key) if self.recorded_ids is not None else None
 
     def archival_write(
         self,

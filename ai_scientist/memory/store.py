@@ -46,6 +46,7 @@ from .overflow import (
     evicted_core_text,
     extractive_summary,
 )
+from .recorded_ids import RecordedIds
 from .records import Consolidation, CoreEntry, CoreWrite, Evicted, RecallEvent, aid, parse_id, rid
 
 if TYPE_CHECKING:
@@ -69,8 +70,10 @@ class MemoryStore(ArchivalMixin):
         summarizer: Summarizer | None = None,
         ivf_threshold: int = 20_000,
         clock: Callable[[], float] = time.time,
+        recorded_ids: RecordedIds | None = None,
     ):
         self.path = Path(path)
+        self.recorded_ids = recorded_ids  # a replay: rows get the ids they had in the recording
         self.clock = clock  # injectable so TTL expiry is testable without sleeping
         self.cfg = cfg_memory or MemoryConfig()
         self.embedder = embedder
@@ -101,12 +104,16 @@ class MemoryStore(ArchivalMixin):
         from ..base.redact import redactor_for
         from .embed import embedder_from_config
 
+        if cfg.llm.backend == "replay" and "recorded_ids" not in kw:
+            kw["recorded_ids"] = RecordedIds.of_replay(cfg.llm.replay_dir)
         return cls(RunPaths(run_dir).memory, cfg.memory, embedder_from_config(cfg), redactor_for(cfg), **kw)
 
     def close(self) -> None:
         """Persist the vector index and close this thread's connection."""
         if self.vectors is not None:
             self.vectors.save()
+        if self.recorded_ids is not None:
+            self.recorded_ids.close()
         self.db.close()
 
     @contextmanager
@@ -309,11 +316,12 @@ class MemoryStore(ArchivalMixin):
         """Append an event; consolidates the oldest ones when the window is far over its size."""
         self._check_branch(branch)
         kind, text = self._red(kind).strip() or "note", self._red(text)
+        key = (branch, node_id, kind, text)
         eid = self.db.write(
             lambda c: (
                 c.execute(
-                    "INSERT INTO recall(branch, kind, text, node_id, created) VALUES (?, ?, ?, ?, ?)",
-                    (branch, kind, text, node_id, self.clock()),
+                    "INSERT INTO recall(id, branch, kind, text, node_id, created) VALUES (?, ?, ?, ?, ?, ?)",
+                    (self._recorded_id(c, "recall", key), branch, kind, text, node_id, self.clock()),
                 ).lastrowid
             )
         )
