@@ -133,9 +133,9 @@ def test_no_phase_hand_writes_its_resume_guard_or_its_mark_done():
 # ------------------------------------------------------------- kill -9 at the checkpoint --
 
 
-def _calls_per_phase(run_dir: Path, node_id: str, folder: str) -> dict[str, int]:
+def _calls_per_phase(run_dir: Path, node_id: str, folder: str, pattern: str = "*.json") -> dict[str, int]:
     counts: dict[str, int] = {}
-    for f in sorted((run_dir / "nodes" / node_id / folder).glob("*.json")):
+    for f in sorted((run_dir / "nodes" / node_id / folder).glob(pattern)):
         phase = json.loads(f.read_text())["phase"]
         counts[phase] = counts.get(phase, 0) + 1
     return counts
@@ -168,7 +168,9 @@ def test_kill_after_the_answer_is_saved_redoes_that_phase_only(tmp_path):
     )
     assert res.returncode == 0, res.stderr[-3000:]
     after = _calls_per_phase(run_dir, "n0002", "prompt_logs")
-    assert after["phase2"] == asked["phase2"] + 1, "the answer the journal never marked was asked again"
+    set_aside = _calls_per_phase(run_dir, "n0002", "prompt_logs", "*.json.superseded")
+    # the answer the journal never marked was asked again; the killed attempt's log is kept aside
+    assert after["phase2"] == asked["phase2"] and set_aside == {"phase2": asked["phase2"]}
     for phase in ("phase0", "phase1"):  # done before the kill: not redone
         assert after.get(phase) == asked.get(phase), (phase, asked, after)
         assert _calls_per_phase(run_dir, "n0002", "exec").get(phase) == ran.get(phase)
@@ -176,3 +178,39 @@ def test_kill_after_the_answer_is_saved_redoes_that_phase_only(tmp_path):
     assert resumed["status"] in ("good", "buggy")
     assert resumed["phases_done"][:3] == ["phase0", "phase1", "phase2"]
     assert len(resumed["phases_done"]) == len(set(resumed["phases_done"]))
+
+
+@pytest.mark.slow
+def test_a_redone_phases_records_replace_the_killed_attempts_in_the_replay(tmp_path, capsys):
+    """kill -9 after n0002's experiment ran and its run record was saved, before phase 4 was
+    marked done: the resumed run runs the experiment again. The first run's command record is
+    set aside, so the replay answers the command from the run that was kept (its duration is in
+    the review prompt: the killed attempt's would make the replay stop there)."""
+    from test_pipeline_replay import _decisions, _tree
+
+    from ai_scientist.cli.main import main
+
+    env = {**os.environ, "AI_SCIENTIST_FAILPOINTS": "phase_saved:n0002:phase4"}
+    small = ["--set", "agent.stages.stage3_max_iters=1", "--set", "agent.stages.stage4_max_iters=1"]
+    proc = subprocess.run(
+        [sys.executable, str(DRIVER), "run", str(tmp_path), "run", *small],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == -signal.SIGKILL, f"the failpoint was never reached: {proc.stderr[-2000:]}"
+    run_dir = tmp_path / "experiments" / "run"
+    ran = _calls_per_phase(run_dir, "n0002", "exec")
+    assert ran.get("phase4") == 1
+    res = subprocess.run(
+        [sys.executable, str(DRIVER), "resume", str(run_dir)], capture_output=True, text=True, timeout=300
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert _calls_per_phase(run_dir, "n0002", "exec").get("phase4") == 1  # the kept attempt's
+    assert _calls_per_phase(run_dir, "n0002", "exec", "*.json.superseded") == {"phase4": 1}
+    capsys.readouterr()
+    assert main(["replay", str(run_dir), "--out", str(tmp_path / "replays")]) == 0, capsys.readouterr().err
+    replayed = tmp_path / "replays" / f"{run_dir.name}.replay"
+    assert _tree(replayed) == _tree(run_dir)
+    assert _decisions(replayed) == _decisions(run_dir)

@@ -11,7 +11,7 @@ of a phase happen in one order:
 
 A crash (kill -9, power loss) before step 3 leaves the phase not done, so ``resume`` runs it
 again from its start: an answer the LLM gave but the journal never recorded is asked again,
-never half-used. After step 3 the phase is reused from its artifact. The artifact is not
+never half-used, and the records that attempt left are set aside first (:func:`supersede`). After step 3 the phase is reused from its artifact. The artifact is not
 fsync'd (it can be recreated): when a power loss loses or truncates it, the phase is redone.
 """
 
@@ -21,7 +21,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..base import failpoints
+from ..base.paths import numbered_files, slug
 from .base import NodeContext
+
+SUPERSEDED = ".superseded"
 
 T = TypeVar("T")
 
@@ -38,6 +41,7 @@ def checkpoint(ctx: NodeContext, phase: str, artifact: str, compute: Callable[[]
         saved = saved_artifact(ctx, artifact)
         if saved is not None:
             return saved
+    supersede(ctx, phase)
     result = compute()
     ctx.save(artifact, result)
     failpoints.hit(f"phase_saved:{ctx.node.id}:{phase}")
@@ -51,3 +55,20 @@ def saved_artifact(ctx: NodeContext, artifact: str) -> Any:
         return ctx.load(artifact)
     except ValueError:  # JSONDecodeError, UnicodeDecodeError: an empty or torn file
         return None
+
+
+def supersede(ctx: NodeContext, phase: str) -> list[str]:
+    """Before ``phase`` is computed: the command records and prompt logs an earlier attempt of it
+    left (a kill -9 before the phase was marked done) are renamed ``*.json.superseded``. The node
+    keeps them for inspection, but its records are those of the attempt whose result was kept,
+    so a replay answers the redone phase's commands and calls from that attempt, not the killed
+    one (which may have run as long, or been answered differently). Returns the renamed names."""
+    moved = []
+    for folder in (ctx.paths.exec, ctx.paths.prompt_logs):
+        for path in numbered_files(folder):
+            if path.name.split("_", 2)[1:2] == [slug(phase)]:
+                for f in (path, path.with_suffix(".md")):  # a prompt log's rendering too
+                    if f.exists():
+                        f.rename(f.with_name(f.name + SUPERSEDED))
+                moved.append(path.name)
+    return moved
