@@ -112,3 +112,13 @@ def test_error_records_are_not_answers(tmp_path: Path) -> None:
     path.write_text(json.dumps(rec))
     backend = ReplayBackend(tmp_path / "a")
     assert len(backend.records) == 2
+
+
+def test_a_call_a_kill_interrupted_is_not_an_answer(tmp_path: Path) -> None:
+    # a prompt log is claimed (an empty file) before the call and written after it: a kill -9
+    # during the call leaves it empty, and the replay must still load the run
+    record_run(tmp_path / "a", ['{"n": 1}', "x", "y"])
+    answers = [r["_path"] for r in ReplayBackend(tmp_path / "a").records]
+    assert answers
+    (tmp_path / "a/nodes/n0001/prompt_logs/009_phase5_vlm_plot_critique.json").write_text("")
+    assert [r["_path"] for r in ReplayBackend(tmp_path / "a").records] == answers

@@ -214,3 +214,30 @@ def test_a_redone_phases_records_replace_the_killed_attempts_in_the_replay(tmp_p
     replayed = tmp_path / "replays" / f"{run_dir.name}.replay"
     assert _tree(replayed) == _tree(run_dir)
     assert _decisions(replayed) == _decisions(run_dir)
+
+
+def test_supersede_matches_phase_names_with_underscores(tmp_path):
+    """Phase names may hold "_" (phase5_vlm, phase5_plot): only the redone phase's records go."""
+    from types import SimpleNamespace
+
+    from ai_scientist.phases.checkpoint import supersede
+
+    paths = SimpleNamespace(exec=tmp_path / "exec", prompt_logs=tmp_path / "prompt_logs")
+    for folder, names in (
+        (paths.exec, ["001_phase4_run1.json", "002_phase5_plot_plot1.json"]),
+        (paths.prompt_logs, ["001_phase5_plot_plot.json", "002_phase5_vlm_plot_critique.json"]),
+    ):
+        folder.mkdir()
+        for name in names:
+            (folder / name).write_text("")
+    (paths.prompt_logs / "002_phase5_vlm_plot_critique.md").write_text("")
+    ctx = SimpleNamespace(paths=paths)
+    assert supersede(ctx, "phase5_vlm") == ["002_phase5_vlm_plot_critique.json"]  # type: ignore[arg-type]
+    assert sorted(p.name for p in paths.prompt_logs.iterdir()) == [
+        "001_phase5_plot_plot.json",
+        "002_phase5_vlm_plot_critique.json.superseded",
+        "002_phase5_vlm_plot_critique.md.superseded",
+    ]
+    assert supersede(ctx, "phase5_plot") == ["002_phase5_plot_plot1.json", "001_phase5_plot_plot.json"]  # type: ignore[arg-type]
+    assert supersede(ctx, "phase5") == []  # type: ignore[arg-type]
+    assert (paths.exec / "001_phase4_run1.json").exists()

@@ -50,6 +50,8 @@ def load_answers(run_dir: str | Path) -> list[dict[str, Any]]:
     out = []
     for path in paths.prompt_log_files():
         try:
+            if path.stat().st_size == 0:
+                continue  # a call a kill -9 interrupted: its claimed record was never written
             rec = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise LLMError(f"replay: cannot read prompt log {path}: {exc}") from None

@@ -66,7 +66,8 @@ def supersede(ctx: NodeContext, phase: str) -> list[str]:
     moved = []
     for folder in (ctx.paths.exec, ctx.paths.prompt_logs):
         for path in numbered_files(folder):
-            if path.name.split("_", 2)[1:2] == [slug(phase)]:
+            # NNN_<phase>_<label>.json; a phase name may hold "_" itself (phase5_vlm)
+            if path.name.split("_", 1)[1].startswith(slug(phase) + "_"):
                 for f in (path, path.with_suffix(".md")):  # a prompt log's rendering too
                     if f.exists():
                         f.rename(f.with_name(f.name + SUPERSEDED))
