@@ -117,6 +117,9 @@ def test_resume_keeps_the_seed_code(seeded_run: dict):
     after = types.index("run_resumed")
     # n0002's code prompt was asked only after the resume (the stop came at its first phase-2 call)
     n2 = [r for r in prompt_records(run_dir) if r["node_id"] == "n0002" and r["phase"] == "phase2"]
+    # the stopped attempt's log is set aside when phase 2 is redone (kept, not replayed from)
+    aside = sorted((run_dir / "nodes" / "n0002" / "prompt_logs").glob("*_phase2_*.json.superseded"))
+    n2 = [json.loads(p.read_text()) for p in aside] + n2
     assert [r["error"] for r in n2] == ["RunStop: test stop in n0002 phase 2", None]
     assert all(SEED_CODE in r["messages"][1]["content"] for r in n2)  # before and after the resume
     assert after > types.index("run_stopped")
