@@ -303,3 +303,33 @@ def test_replay_of_a_four_worker_run_whose_model_writes_memory(tmp_path, capsys)
     replayed = _replay_and_compare(src, tmp_path, capsys)  # every prompt byte for byte, or it stops
     with sqlite3.connect(replayed / "memory.sqlite") as c:
         assert dict(c.execute("SELECT node_id, id FROM recall WHERE kind = 'note'").fetchall()) == notes
+
+
+@pytest.mark.slow
+def test_a_kill_before_a_finished_nodes_state_is_written(tmp_path, capsys):
+    """kill -9 after n0002's final journal record, before its worker wrote ``state.md`` (what a
+    child shows as its history). The resumed run writes it (n0002 never runs again), so its
+    children's prompts, and the replay, are those of an uninterrupted run."""
+    proc = subprocess.Popen(
+        [sys.executable, str(DRIVER), "run", str(tmp_path), "run", *SMALL4, "--slow", "n0003", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "AI_SCIENTIST_FAILPOINTS": "node_journaled:n0002"},
+    )
+    proc.wait(timeout=300)
+    assert proc.returncode == -9, proc.stderr.read()[-2000:]  # the failpoint killed it
+    src = tmp_path / "experiments" / "run"
+    assert journal_nodes(src)["n0002"]["status"] in ("good", "buggy")
+    assert not (src / "nodes" / "n0002" / "state.md").exists()  # what the kill left
+    res = subprocess.run([sys.executable, str(DRIVER), "resume", str(src)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert (
+        f"[n0002] {journal_nodes(src)['n0002']['summary']}"
+        in (src / "nodes" / "n0002" / "state.md").read_text()
+    )
+    children = [
+        n for n in journal_nodes(src).values() if n["parent_id"] == "n0002" and n["operation"] != "seed_eval"
+    ]
+    assert children, "no child of n0002 to show its history"
+    _replay_and_compare(src, tmp_path, capsys)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base import failpoints
 from ..base.errors import EXIT_NO_WORKING_EXPERIMENT, EXIT_OK, RunStop, disk_full_from
+from ..base.paths import RunPaths
 from ..llm.types import LLMError
 from ..phases.base import NodeContext
 from ..phases.node_memory import open_branch, record_outcome
@@ -89,6 +90,7 @@ class Orchestrator:
 
     # ------------------------------------------------------------- main --
     def run(self) -> int:
+        self._missing_states()
         state = self._load_stage_state()
         if state is not None:  # a resumed run shows its saved state at once, not after a node
             self._progress(state.stage, force=True)
@@ -232,6 +234,16 @@ class Orchestrator:
                 record_outcome(store, self.journal.get(nid))
             if created is not None:
                 open_branch(store, created, created.parent_id)
+
+    def _missing_states(self) -> None:
+        """Finished nodes without ``state.md``: a kill -9 struck after the node's final journal
+        record and before its worker wrote the file (another worker's failpoint or crash). A child
+        shows its parent's state as its history, so it is written now, parents first (journal
+        order), as the uninterrupted run wrote it."""
+        paths = RunPaths(self.run_.dir)
+        for node in self.journal.nodes:
+            if node.is_finished and not paths.node(node.id).state_md.exists():
+                self.services.write_state(node)
 
     def _missing_outcomes(self) -> list[str]:
         """Finished nodes with a memory branch but no outcome events yet: a kill -9 struck after
@@ -439,6 +451,7 @@ class Orchestrator:
         node = ctx.node
         try:
             run_node(ctx)
+            failpoints.hit(f"node_journaled:{node.id}")
             self.services.write_state(ctx.node)
             failpoints.hit(f"after_node:{node.id}")
         except RunStop as exc:  # cost cap, full disk, diverged replay: the main thread stops the run
@@ -491,7 +504,7 @@ class Orchestrator:
         if self.cfg.search.policy != "mcts" or node.tree == 0 or node.operation != "draft":
             return {}
         from ..base.fileio import read_json
-        from ..base.paths import CODE_FILE, RunPaths
+        from ..base.paths import CODE_FILE
         from ..treesearch.policies import nearest_solved_example
 
         example = nearest_solved_example(
