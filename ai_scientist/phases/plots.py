@@ -349,11 +349,11 @@ def _ask_vlm(ctx: NodeContext, figures: list[dict[str, Any]], plots: dict) -> di
     }
     if ctx.node.idea:
         values["stage_idea"] = ctx.node.idea
-    messages, ledger = ctx.prompts.build("node_vlm", values, node_id=ctx.node.id, role="vlm_feedback")
-    last = messages[-1]
-    text = last["content"] if isinstance(last["content"], str) else json.dumps(last["content"])
-    parts = [{"type": "text", "text": text}] + [image_part(ctx.paths.plots / f["file"]) for f in figures]
-    messages = [*messages[:-1], {**last, "content": parts}]
+    # the figures go in the last message, their tokens set aside before the text is packed
+    images = [image_part(ctx.paths.plots / f["file"]) for f in figures]
+    messages, ledger = ctx.prompts.build(
+        "node_vlm", values, node_id=ctx.node.id, role="vlm_feedback", images=images
+    )
     call = ctx.call_ctx(VLM_PHASE, "plot_critique", ledger)
     return ctx.llm.complete(messages, role="vlm_feedback", ctx=call, schema=CRITIQUE_SCHEMA).parsed
 

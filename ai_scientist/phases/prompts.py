@@ -64,6 +64,7 @@ class PromptAdapter(Prompter):
         node_id: str,
         role: str = "code",
         conversation: list[dict[str, Any]] | None = None,
+        images: list[dict[str, Any]] | None = None,
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         # the persona (agent.role_description): one value per run, so every system message opens
         # with the same bytes
@@ -84,5 +85,5 @@ class PromptAdapter(Prompter):
             )
         if fmt:
             v["response_format"] = "\n\n".join(fmt)
-        p = self.assemble(prompt, v, role=role, conversation=conversation)
+        p = self.assemble(prompt, v, role=role, conversation=conversation, images=images)
         return p.messages, p.ledger

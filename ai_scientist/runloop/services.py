@@ -70,7 +70,7 @@ class Services:
         query = " ".join(x for x in (self.run.idea.to_markdown(), node.idea or "", node.summary or "") if x)
         # about a quarter of the prompt budget (4 chars per token); the packer may cut it further
         return render_resource_index(
-            self.resource_index, relevant_to=query, budget_chars=self.run.cfg.context.max_prompt_tokens
+            self.resource_index, relevant_to=query, budget_chars=self.prompts.budget_for("code").max_tokens
         )
 
     def node_memory(self, node: Node, parent: Node | None) -> NodeMemory | None:
@@ -219,7 +219,7 @@ def build_services(
         prompts=prompts,
         environment=env,
         # compact (no versions, no package names) when over a quarter of the prompt budget
-        environment_text=render_environment(env, budget_chars=cfg.context.max_prompt_tokens),
+        environment_text=render_environment(env, budget_chars=prompts.budget_for("code").max_tokens),
         resources_dir=res_dir,
         resource_index=index,
         memory_store=store,
