@@ -68,7 +68,10 @@ def test_messages_are_one_system_and_one_user_with_headed_sections():
     ledger = {e["layer"]: e for e in p.ledger}
     assert ledger["memory"]["action"] == "dropped" and ledger["memory"]["reason"] == "no content"
     assert ledger["task"]["action"] == "kept" and ledger["task"]["tokens_after"] > 0
-    assert set(ledger) == set(PROMPTS["phase0_plan"])  # every layer has an entry
+    # every layer has an entry, and the budget one says the limit, the tokens used and its source
+    assert set(ledger) == set(PROMPTS["phase0_plan"]) | {"budget"}
+    assert ledger["budget"]["tokens_before"] == p.limit and ledger["budget"]["tokens_after"] == p.tokens
+    assert ledger["budget"]["reason"] == "context.max_prompt_tokens"
 
 
 def test_missing_required_value_is_a_clear_error():
@@ -92,6 +95,9 @@ def test_overflowing_prompt_is_cut_by_policies_and_ledgered():
     assert ledger["execution_output"]["handle"] == "n0007/002"
     assert ledger["history"]["action"] == "truncated" and "state op append" in ledger["history"]["reason"]
     for e in p.ledger:
+        if e["layer"] == "budget":  # limit -> tokens used, no text of its own
+            assert e["tokens_after"] == p.tokens <= e["tokens_before"] == p.limit
+            continue
         assert e["tokens_after"] <= e["tokens_before"] or e["action"] == "dropped"
         if e["action"] not in ("dropped",):
             assert e["chars_after"] > 0
@@ -109,7 +115,7 @@ def test_per_layer_overrides_from_config():
 @pytest.mark.parametrize("max_tokens", [750, 900, 1000])
 def test_lower_priority_dropped_only_after_higher_cut_to_minimum(max_tokens):
     p = assemble("phase234_code", _big_values(), Budget(max_tokens), COUNTER)
-    by = {e["layer"]: e for e in p.ledger}
+    by = {e["layer"]: e for e in p.ledger if e["layer"] in LAYERS}
     dropped = [n for n, e in by.items() if e["action"] == "dropped" and e["reason"] != "no content"]
     assert dropped, "the scenario must force a drop"
     for name in dropped:
@@ -169,7 +175,7 @@ def test_property_budget_pinned_determinism(prompt, max_tokens, task, sizes, fil
     assert messages_tokens(p.messages, COUNTER) <= max_tokens
     # 2. pinned layers always present, as a section of the messages
     for e in p.ledger:
-        if LAYERS[e["layer"]].pinned:
+        if e["layer"] in LAYERS and LAYERS[e["layer"]].pinned:
             assert e["action"] != "dropped" and e["layer"] in p.sections
     # 3. byte-identical output for identical inputs
     q = assemble(prompt, json.loads(json.dumps(values)), budget, COUNTER)

@@ -41,7 +41,7 @@ def test_long_text_is_counted_in_pieces_close_to_whole():
 
 
 def test_budget_is_min_of_max_prompt_tokens_and_window_minus_reserve():
-    ctx = Config().context
+    ctx = Config.model_validate({"context": {"max_prompt_tokens": 6000}}).context
     assert Budget.from_config(ctx).max_tokens == ctx.max_prompt_tokens
     b = Budget.from_config(ctx, model_context_window=4096)
     assert b.max_tokens == 4096 - ctx.reserved_output_tokens

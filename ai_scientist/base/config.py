@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -260,6 +260,16 @@ class LayerBudget(_Strict):
     priority: int | None = None
     min_tokens: int | None = Field(None, ge=0)
     max_tokens: int | None = Field(None, ge=0)
+    policy: str | None = None  # a name of context.policies.LAYER_POLICIES
+
+    @field_validator("policy")
+    @classmethod
+    def _known_policy(cls, v: str | None) -> str | None:
+        from ..context.policies import LAYER_POLICIES
+
+        if v is not None and v not in LAYER_POLICIES:
+            raise ValueError(f"unknown layer policy {v!r}; one of {', '.join(sorted(LAYER_POLICIES))}")
+        return v
 
 
 class ContextPolicies(_Strict):
@@ -272,7 +282,10 @@ class ContextPolicies(_Strict):
 
 
 class ContextConfig(_Strict):
-    max_prompt_tokens: int = Field(6000, ge=256)
+    # "auto": from the called model's context window and budget_policy (docs/context.md, Budgets);
+    # a number is a hard cap on every prompt
+    max_prompt_tokens: Literal["auto"] | Annotated[int, Field(ge=256)] = "auto"
+    budget_policy: Literal["economy", "balanced", "full"] = "balanced"
     reserved_output_tokens: int = Field(1024, ge=16)
     model_context_window: int | None = Field(None, ge=512)
     layers: dict[str, LayerBudget] = Field(default_factory=dict)

@@ -7,8 +7,12 @@ Entry point for the pipeline::
 
 ``messages`` is normally one system message (the system-role layers) and one
 user message (the user-role layers), each layer under a ``## <title>`` heading,
-followed by an optional multi-turn ``conversation``. The whole request, counted
-with ``counter`` plus chat framing, never exceeds ``budget.limit_for(counter)``.
+followed by an optional multi-turn ``conversation``. ``images`` (``image_url`` content
+parts) go into the last message; their tokens (``tokens.IMAGE_TOKENS`` each, the rule
+``messages_tokens`` counts them by) are set aside before the text layers are packed. The whole
+request, counted with ``counter`` plus chat framing and images, never exceeds
+``budget.limit_for(counter)``; the ledger ends with a ``budget`` entry (limit -> tokens used,
+the budget's source as its reason) and, with images, an ``images`` entry.
 Identical inputs give byte-identical messages and ledger.
 """
 
@@ -25,7 +29,7 @@ from .ledger import LedgerEntry
 from .packer import Outcome, PackItem, pack
 from .policies import PolicyParams, StripReasoning, get_layer_policy
 from .spec import layers_for
-from .tokens import PER_MESSAGE_OVERHEAD, PER_REQUEST_OVERHEAD, TokenCounter, messages_tokens
+from .tokens import IMAGE_TOKENS, PER_MESSAGE_OVERHEAD, PER_REQUEST_OVERHEAD, TokenCounter, messages_tokens
 
 if TYPE_CHECKING:
     from ..base.config import ContextConfig
@@ -51,6 +55,8 @@ class Prompt:
     tokens_exact: bool
     counter: str
     sections: dict[str, str] = field(default_factory=dict)  # layer -> its text as sent
+    budget_source: str = ""
+    image_tokens: int = 0  # included in ``tokens``
 
 
 @dataclass
@@ -195,7 +201,11 @@ def _fit_conversation(
 
 
 def _messages(
-    layers: list[Layer], states: dict[str, _State], outcomes: dict[str, Outcome], conv: list[dict]
+    layers: list[Layer],
+    states: dict[str, _State],
+    outcomes: dict[str, Outcome],
+    conv: list[dict],
+    images: list[dict[str, Any]],
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     sections = {
         layer.name: states[layer.name].text
@@ -207,7 +217,29 @@ def _messages(
         parts = [sections[layer.name] for layer in layers if layer.role == role and layer.name in sections]
         if parts:
             messages.append({"role": role, "content": SECTION_SEP.join(parts)})
-    return messages + list(conv), sections
+    messages += list(conv)
+    if images:
+        messages = with_images(messages, sections.get("node_brief"), images)
+    return messages, sections
+
+
+def with_images(
+    messages: list[dict[str, Any]], brief: str | None, images: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``messages`` with ``images`` in the last message: after everything but the ``node_brief``
+    section ``brief`` when that section ends the message (the call's own request stays last, and a
+    figure asked about twice, e.g. with two captions, shares the prefix up to its image); otherwise
+    after the text."""
+    *head, last = messages
+    content = last["content"]
+    parts = content if isinstance(content, list) else [{"type": "text", "text": content}]
+    text = parts[-1].get("text") if parts[-1].get("type") == "text" else None
+    if brief and isinstance(text, str) and text.endswith(brief) and len(text) > len(brief):
+        before = text[: -len(brief)]
+        parts = [*parts[:-1], {"type": "text", "text": before}, *images, {"type": "text", "text": brief}]
+    else:
+        parts = [*parts, *images]
+    return [*head, {**last, "content": parts}]
 
 
 def _entry(st: _State, outcome: Outcome, exact: bool, handle: str | None, state_op: Any) -> LedgerEntry:
@@ -259,6 +291,7 @@ def assemble(
     *,
     conversation: list[dict[str, Any]] | None = None,
     handles: dict[str, str] | None = None,
+    images: list[dict[str, Any]] | None = None,
 ) -> Prompt:
     """Assemble the prompt ``prompt_name`` (see ``spec.PROMPTS``) from ``values``.
 
@@ -266,6 +299,7 @@ def assemble(
     layer (ledger: "no content") and is an error for a required one. Every other
     value is also visible to the templates (e.g. ``state_op``, ``operation``).
     ``handles[layer]`` names where the full payload of a previewed layer is kept.
+    ``images`` (``image_url`` parts) are sent in the last message and counted in the budget.
     Raises :class:`ContextAssemblyError` / :class:`ContextBudgetError` with the reason.
     """
     layers = _configured_layers(prompt_name, cfg_context)
@@ -286,7 +320,10 @@ def assemble(
             continue
         prepared[layer.name] = _prepare(layer, raw, r, params, handles.get(layer.name))
     n_msgs = len({st.layer.role for st in prepared.values()})
-    room = limit - PER_REQUEST_OVERHEAD - PER_MESSAGE_OVERHEAD * n_msgs
+    images = list(images or [])
+    image_tokens = IMAGE_TOKENS * sum(1 for part in images if part.get("type") == "image_url")
+    # the images' fixed cost comes off the top: the text layers are packed in what is left
+    room = limit - PER_REQUEST_OVERHEAD - PER_MESSAGE_OVERHEAD * n_msgs - image_tokens
     pinned = sum(_floor(st) for st in prepared.values() if st.layer.pinned)
     conv, conv_entry = _fit_conversation(conversation, room - pinned, counter, params)
     room -= messages_tokens(conv, counter) - PER_REQUEST_OVERHEAD if conv else 0
@@ -294,7 +331,7 @@ def assemble(
         if room <= 0:
             break
         states, outcomes = _pack_once(prepared, room, r, params, handles)
-        messages, sections = _messages(layers, states, outcomes, conv)
+        messages, sections = _messages(layers, states, outcomes, conv, images)
         total = messages_tokens(messages, counter)
         if total <= limit:
             break
@@ -302,7 +339,10 @@ def assemble(
     else:
         room = 0
     if room <= 0:
-        raise ContextBudgetError(f"prompt {prompt_name!r} cannot fit {limit} tokens ({budget.source})")
+        with_imgs = f" with {len(images)} image(s) ({image_tokens} tokens)" if images else ""
+        raise ContextBudgetError(
+            f"prompt {prompt_name!r} cannot fit {limit} tokens{with_imgs} ({budget.source})"
+        )
     state_op = values.get("state_op")
     ledger = [
         empty[layer.name].to_dict()
@@ -314,4 +354,20 @@ def assemble(
     ]
     if conv_entry is not None:
         ledger.append(conv_entry.to_dict())
-    return Prompt(prompt_name, messages, ledger, total, limit, counter.exact, counter.name, sections)
+    if images:
+        n = len(images)
+        ledger.append(
+            LedgerEntry(
+                "images", "kept", "none", 0, 0, image_tokens, image_tokens, True,
+                f"{n} image(s) at {IMAGE_TOKENS} tokens each, set aside before the text layers were packed",
+            ).to_dict()
+        )  # fmt: skip
+    ledger.append(
+        LedgerEntry(
+            "budget", "kept", "budget", 0, 0, limit, total, counter.exact, budget.source,
+        ).to_dict()
+    )  # fmt: skip
+    return Prompt(
+        prompt_name, messages, ledger, total, limit, counter.exact, counter.name, sections,
+        budget.source, image_tokens,
+    )  # fmt: skip

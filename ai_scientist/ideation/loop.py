@@ -43,7 +43,9 @@ class IdeaPrompts:
     def __init__(self, cfg: Config, llm: LLMClient):
         backend = getattr(llm, "backend", None)
         self.cfg = cfg
-        self.budget = Budget.from_config(cfg.context, getattr(backend, "context_window", None))
+        self.budget = Budget.from_config(
+            cfg.context, getattr(backend, "context_window", None), model=cfg.model_for(ROLE)
+        )
         self.counter = counter_for(cfg.model_for(ROLE), getattr(backend, "count_tokens", None))
 
     def build(self, instructions: str, values: dict[str, Any]) -> tuple[list[dict], list[dict]]:

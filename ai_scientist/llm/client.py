@@ -93,6 +93,7 @@ class LLMClient:
         self.cost = cost
         self.redactor = redactor or Redactor()
         self._sleep = sleep
+        self._counters: dict[str, Any] = {}  # model -> token counter, for the prompt log's totals
         # progress display (reporting.progress.Progress): attempt_started / _retrying / _ended
         self.observer: Any = None
 
@@ -344,6 +345,7 @@ class LLMClient:
         if self.logger is None:
             return
         ctx = call.ctx
+        model = fields.pop("model")
         record = {
             "node_id": ctx.node_id,
             "stage": ctx.stage,
@@ -351,7 +353,7 @@ class LLMClient:
             "label": ctx.label,
             "role": call.role,
             "backend": self.backend.name,
-            "model": fields.pop("model"),
+            "model": model,
             "params": params,
             "messages": msgs,
             **fields,
@@ -360,9 +362,29 @@ class LLMClient:
             "request_key": request_key(msgs, params),
             "ledger": ctx.ledger,
             "memory_snapshot": ctx.memory_snapshot,
+            **self._budget_fields(model, msgs, ctx.ledger),
         }
         written = self.logger.write(record)
         call.call_ids.append(written.get("call_id", ""))
+
+    def _budget_fields(self, model: str, msgs: list[Message], ledger: list[dict[str, Any]]) -> dict[str, Any]:
+        """The budget the prompt was assembled under (its ledger's ``budget`` entry: limit, tokens
+        the assembly counted, where the limit came from) and the tokens of the messages as sent,
+        images included, counted again with the model's counter."""
+        from ..context.tokens import counter_for, messages_tokens
+
+        counters = self._counters
+        if model not in counters:
+            counters[model] = counter_for(model, getattr(self.backend, "count_tokens", None))
+        entry = next((e for e in ledger if e.get("layer") == "budget"), None)
+        budget = None
+        if entry is not None:
+            budget = {
+                "limit": entry["tokens_before"],
+                "tokens": entry["tokens_after"],
+                "source": entry["reason"],
+            }
+        return {"budget": budget, "prompt_tokens_with_images": messages_tokens(msgs, counters[model])}
 
 
 def backend_name(client: Any) -> str | None:

@@ -2,9 +2,10 @@
 
 Node phases (``phases/prompts.py`` builds on :class:`Prompter`), run-level calls and the
 reporting calls all go through :func:`ask`: the prompt named in ``context.spec.PROMPTS`` is
-assembled from its layers under the run's token budget (``context.max_prompt_tokens`` and the
-model's window), with the target model's token counter, and the ledger of that assembly travels
-with the call into its prompt log. Nothing builds messages by hand.
+assembled from its layers under the token budget of the model the call goes to (its context window,
+``context.max_prompt_tokens`` / ``context.budget_policy``: :class:`~ai_scientist.context.budget.Budget`),
+with that model's token counter, and the ledger of that assembly travels with the call into its
+prompt log. Nothing builds messages by hand.
 
 The ``response_format`` layer: when the backend sends a structured call's schema in the request
 itself (``response_format`` json_schema, a llama.cpp grammar), the text only points to it; in the
@@ -14,16 +15,16 @@ prompt-only modes (``json_object``, ``prompt``) the schema text is in the layer.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..base.templates import render
 from ..context.assemble import Prompt, assemble
-from ..context.budget import ESTIMATE_MARGIN, Budget
+from ..context.assemble import with_images as _with_images
+from ..context.budget import Budget
 from ..context.spec import layout
-from ..context.tokens import IMAGE_TOKENS, TokenCounter, counter_for
+from ..context.tokens import TokenCounter, counter_for
 from .negotiation import INSTRUCTED
 from .types import CallContext, LLMResult
 
@@ -32,15 +33,29 @@ if TYPE_CHECKING:
 
 
 class Prompter:
-    """Assembles declared prompts for one run: its budget, its counters, its backend's schema mode."""
+    """Assembles declared prompts for one run: per model its budget and its token counter, and the
+    backend's schema mode."""
 
     def __init__(self, cfg: Config, llm: Any):
         self.cfg = cfg
         backend = getattr(llm, "backend", None)
         self._backend = backend
         self._count_fn = getattr(backend, "count_tokens", None)
-        self.budget = Budget.from_config(cfg.context, getattr(backend, "context_window", None))
+        self._window = getattr(backend, "context_window", None)  # the local model's n_ctx
         self._counters: dict[str, TokenCounter] = {}
+        self._budgets: dict[str, Budget] = {}
+
+    def budget_for(self, role: str) -> Budget:
+        """The budget of a call by ``role``: it follows that role's model (its window)."""
+        model = self.cfg.model_for(role)
+        if model not in self._budgets:
+            self._budgets[model] = Budget.from_config(self.cfg.context, self._window, model=model)
+        return self._budgets[model]
+
+    @property
+    def budget(self) -> Budget:
+        """The budget of the run's main (``code``) model."""
+        return self.budget_for("code")
 
     def counter(self, role: str) -> TokenCounter:
         model = self.cfg.model_for(role)
@@ -74,17 +89,20 @@ class Prompter:
         *,
         role: str,
         conversation: list[dict[str, Any]] | None = None,
-        reserve_tokens: int = 0,
+        images: list[dict[str, Any]] | None = None,
     ) -> Prompt:
-        """Assemble ``prompt`` under the run's budget less ``reserve_tokens`` (what the caller adds
-        to the messages afterwards, e.g. images), so the request as sent fits the budget."""
-        counter = self.counter(role)
-        budget = self.budget
-        if reserve_tokens:
-            # an estimating counter keeps a margin of the budget free: keep it of the reserve too
-            extra = reserve_tokens if counter.exact else math.ceil(reserve_tokens / (1 - ESTIMATE_MARGIN))
-            budget = Budget(budget.max_tokens - extra, f"{budget.source} - {reserve_tokens} tokens of images")
-        return assemble(prompt, values, budget, counter, self.cfg.context, conversation=conversation)
+        """Assemble ``prompt`` under the budget of ``role``'s model; ``images`` (``image_url``
+        parts) go into the last message and their tokens are set aside before the text is packed,
+        so the request as sent fits the budget."""
+        return assemble(
+            prompt,
+            values,
+            self.budget_for(role),
+            self.counter(role),
+            self.cfg.context,
+            conversation=conversation,
+            images=images,
+        )
 
 
 def ask(
@@ -103,30 +121,16 @@ def ask(
     """Assemble ``prompt`` from ``values`` (plus the response-format layer of ``schema``) and
     complete it; the call's prompt log gets the assembly's ledger. ``images`` (``image_url``
     content parts) go into the last message (see :func:`with_images`); their fixed cost
-    (``IMAGE_TOKENS`` each) is kept free of the budget, so the request as sent fits."""
+    (``IMAGE_TOKENS`` each) is set aside before the text is packed, so the request as sent fits."""
     v = dict(values)
     if schema is not None and "response_format" not in v:
         v["response_format"] = prompter.schema_text(schema, role)
-    reserve = IMAGE_TOKENS * len(images or [])
-    p = prompter.assemble(prompt, v, role=role, conversation=conversation, reserve_tokens=reserve)
-    messages = with_images(p, images) if images else p.messages
+    p = prompter.assemble(prompt, v, role=role, conversation=conversation, images=images)
     call = replace(ctx, ledger=[*p.ledger, *ctx.ledger])  # the caller's own entries (few-shot, ...) after
-    return llm.complete(messages, role=role, ctx=call, schema=schema, validator=validator)
+    return llm.complete(p.messages, role=role, ctx=call, schema=schema, validator=validator)
 
 
 def with_images(prompt: Prompt, images: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``prompt.messages`` with ``images`` in its last message: after everything but the
-    ``node_brief`` section, when that section ends the message (the call's own request stays last,
-    and a figure asked about twice, e.g. with two captions, shares the prefix up to its image);
-    otherwise after the text."""
-    *head, last = prompt.messages
-    content = last["content"]
-    parts = content if isinstance(content, list) else [{"type": "text", "text": content}]
-    brief = prompt.sections.get("node_brief")
-    text = parts[-1].get("text") if parts[-1].get("type") == "text" else None
-    if brief and isinstance(text, str) and text.endswith(brief) and len(text) > len(brief):
-        before = text[: -len(brief)]
-        parts = [*parts[:-1], {"type": "text", "text": before}, *images, {"type": "text", "text": brief}]
-    else:
-        parts = [*parts, *images]
-    return [*head, {**last, "content": parts}]
+    """``prompt.messages`` with ``images`` placed as :func:`~ai_scientist.context.assemble.assemble`
+    places them (which also counts them: prefer ``assemble(..., images=...)``)."""
+    return _with_images(prompt.messages, prompt.sections.get("node_brief"), images)
