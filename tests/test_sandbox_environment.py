@@ -19,7 +19,7 @@ from pipeline_support import events, journal_nodes, start_run
 
 from ai_scientist.base.config import load_config
 from ai_scientist.execution.base import SandboxError
-from ai_scientist.execution.environment import probe_environment, render_environment
+from ai_scientist.execution.environment import probe_environment, render_environment, short_version
 from ai_scientist.phases.schemas import validate_code
 from ai_scientist.testing.scripted import ExampleResponder
 
@@ -283,7 +283,8 @@ def test_the_probe_runs_once_per_sandbox(tmp_path):
     short = render_environment({**host, "sandbox": first}, budget_chars=len(full) - 1)
     assert len(short) < len(full) and short.startswith(SANDBOX_HEADING)
     for tool, version in first["tools"].items():
-        assert f"{tool} ({version[:60]})" in full and f"{tool} (" not in short and tool in short
+        shown = f"{tool} {short_version(version)}"
+        assert shown in full and shown not in short and tool in short
     assert env["sandbox"] == first
     other = load_config(overrides=["exec.backend=subprocess", "exec.python=/nonexistent/python3"])
     assert ensure_sandbox_facts(env, make_executor(other, "subprocess"), other, tmp_path)

@@ -2,7 +2,7 @@
 
 ``probe_environment(cfg)`` returns a JSON-able dict (the run saves it as
 ``environment.json`` and reuses it on resume): OS release, CPU (model, cores,
-NUMA nodes), memory, GPUs via pynvml (``{"count": 0, "reason": ...}`` when
+NUMA nodes, caches, vector extensions, clock: :mod:`.cpu_facts`), memory, GPUs via pynvml (``{"count": 0, "reason": ...}`` when
 there are none), compilers and build tools with their versions, libraries
 (pkg-config and ldconfig summaries), the sandbox Python with key packages,
 real network reachability (a ~1 s TCP connect to an IP literal: no DNS), and
@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shutil
 import socket
 import subprocess
@@ -28,6 +29,7 @@ import psutil
 
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import RunPaths
+from .cpu_facts import cpu_facts, read_sys_cpu
 from .sandbox_probe import TOOLS
 
 if TYPE_CHECKING:
@@ -132,19 +134,19 @@ def os_info() -> dict[str, Any]:
     }
 
 
-def cpu_info() -> dict[str, Any]:
-    model = None
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    numa = len(list(Path("/sys/devices/system/node").glob("node[0-9]*"))) or 1
+def cpu_info(root: Path = Path("/")) -> dict[str, Any]:
+    """Model, cores, NUMA nodes, and the facts a performance experiment needs (caches, vector
+    extensions, clock: :mod:`.cpu_facts`); ``root`` is ``/`` except in a test's fake tree."""
+    raw = read_sys_cpu(root)
+    getconf = ""
+    if not raw["sys_caches"] and root == Path("/"):  # /sys hidden here: glibc reads cpuid
+        getconf = _run(["getconf", "-a"]) or ""
+    facts = cpu_facts(raw["cpuinfo"], raw["sys_caches"], getconf, raw["base_khz"], raw["max_khz"])
+    numa = len(list((root / "sys/devices/system/node").glob("node[0-9]*"))) or 1
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {
-        "model": model or platform.processor() or "unknown",
+        **facts,
+        "model": facts.get("model") or platform.processor() or "unknown",
         "logical_cores": os.cpu_count(),
         "physical_cores": psutil.cpu_count(logical=False),
         "usable_cores": usable,
@@ -289,6 +291,39 @@ def probe_environment(
     return env
 
 
+_VERSION = re.compile(r"\d+(?:\.\d+)+")
+
+
+def short_version(line: str) -> str:
+    """The version number in a tool's ``--version`` line (``gcc (Debian 12.2.0-14) 12.2.0`` ->
+    ``12.2.0``); the line's start when it holds none."""
+    m = _VERSION.search(line)
+    return m.group(0) if m else line[:40]
+
+
+def cpu_view(env: dict[str, Any]) -> dict[str, Any]:
+    """The CPU facts the sandbox layer shows: the sandbox probe's where it has them (the code runs
+    there), this machine's where it has not (``/sys`` hidden, a probe that did not run), each group
+    with ``<key>_from``: ``"sandbox"`` or ``"host"``."""
+    host = env.get("cpu") or {}
+    sandbox = env.get("sandbox") or {}
+    inside = sandbox.get("cpu") or {}
+    cores = (sandbox.get("python") or {}).get("usable_cores")
+    view: dict[str, Any] = {
+        "model": inside.get("model") or host.get("model"),
+        "usable_cores": cores or host.get("usable_cores"),
+        "logical_cores": host.get("logical_cores"),
+        "numa_nodes": host.get("numa_nodes") or 1,
+    }
+    for key, follows in (("caches", ()), ("simd", ("vector_bits",)), ("clock", ())):
+        for where, facts in (("sandbox", inside), ("host", host)):
+            if facts.get(key):
+                view[key], view[f"{key}_from"] = facts[key], where
+                view.update({k: facts.get(k) for k in follows})
+                break
+    return view
+
+
 def render_environment(env: dict[str, Any], budget_chars: int | None = None) -> str:
     """The environment prompt layer; shortened (compact form, then cut) to ``budget_chars`` if given.
 
@@ -298,7 +333,11 @@ def render_environment(env: dict[str, Any], budget_chars: int | None = None) -> 
     from ..base.templates import render
 
     name = "environment/sandbox.md.j2" if "sandbox" in env else "environment/environment.md.j2"
-    extra = {"key_packages": KEY_PACKAGES} if "sandbox" in env else {}
+    extra: dict[str, Any] = {}
+    if "sandbox" in env:
+        tools = env["sandbox"].get("tools") or {}
+        versions = {k: short_version(v) for k, v in tools.items() if v and v != "present"}
+        extra = {"key_packages": KEY_PACKAGES, "cpu": cpu_view(env), "versions": versions}
     text = render(name, env=env, compact=False, **extra)
     if budget_chars is None or len(text) <= budget_chars:
         return text

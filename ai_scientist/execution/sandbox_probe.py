@@ -24,6 +24,7 @@ backend, image and interpreter: a resumed run with the same sandbox does not pro
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import time
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .base import Limits, SandboxError
+from .cpu_facts import cpu_facts
 
 if TYPE_CHECKING:
     from ..base.config import Config
@@ -105,6 +107,17 @@ if [ -x "$L" ]; then
   $T "$L" -p 2>/dev/null | sed -n 's/^[[:space:]]*\(lib[A-Za-z0-9_+-]*\)\.so.*/\1/p' | sort -u | head -n 600 | tr '\n' ' ' \
     | { printf 'libs\t'; cat; echo; }
 fi
+sed -n '1,/^$/p' /proc/cpuinfo 2>/dev/null | grep -E '^(model name|flags|Features|cpu MHz)[[:space:]]*:' \
+  | while IFS= read -r l; do printf 'cpuinfo\t%s\n' "$l"; done
+for d in /sys/devices/system/cpu/cpu0/cache/index[0-9]*; do
+  [ -r "$d/size" ] || continue
+  printf 'cache\t%s\t%s\t%s\t%s\t%s\n' "$(cat "$d/level")" "$(cat "$d/type")" "$(cat "$d/size")" \
+    "$(cat "$d/shared_cpu_list" 2>/dev/null)" "$(cat "$d/coherency_line_size" 2>/dev/null)"
+done
+getconf -a 2>/dev/null | grep -E '^LEVEL[1-4]_[ID]?CACHE_(SIZE|LINESIZE)' | while IFS= read -r l; do printf 'getconf\t%s\n' "$l"; done
+F=/sys/devices/system/cpu/cpu0/cpufreq
+[ -r "$F/base_frequency" ] && printf 'cpufreq\tbase\t%s\n' "$(cat "$F/base_frequency")"
+[ -r "$F/cpuinfo_max_freq" ] && printf 'cpufreq\tmax\t%s\n' "$(cat "$F/cpuinfo_max_freq")"
 for n in /sys/class/net/*; do [ -e "$n" ] && printf 'net\t%s\n' "${n##*/}"; done
 for g in /dev/nvidia[0-9]*; do [ -e "$g" ] && printf 'gpu\t%s\n' "$g"; done
 head -n 300 /proc/self/mountinfo 2>/dev/null | while IFS= read -r l; do printf 'mount\t%s\n' "$l"; done
@@ -137,6 +150,46 @@ print(json.dumps({"version": sys.version.split()[0], "executable": sys.executabl
 _CTRL = re.compile(r"[\x00-\x1f\x7f]")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,99}$")
 _HIDDEN_MOUNTS = ("/proc", "/sys", "/dev")
+# Python distributions an OS image installs for its own tools, never for an experiment: they are
+# kept out of the package list the prompt and the dependency enum show (``os_packages`` keeps
+# their names). Matched after PEP 503 normalisation; a name starting with a prefix counts too.
+OS_PACKAGES = frozenset(
+    {
+        # bindings to the OS's services and package manager
+        "dbus-python",
+        "python-apt",
+        "pygobject",
+        "systemd-python",
+        "python-debian",
+        "distro-info",
+        "perf",  # the kernel's perf tool's bindings
+        "cupshelpers",
+        "ufw",
+        "unattended-upgrades",
+        "command-not-found",
+        "cloud-init",
+        "netplan",
+        "sos",
+        "ssh-import-id",
+        "apport",
+        "language-selector",
+        "software-properties",
+        "xkit",
+        "launchpadlib",
+        "wadllib",
+        # installers: an experiment does not import them
+        "pip",
+        "setuptools",
+        "wheel",
+    }
+)
+OS_PACKAGE_PREFIXES = ("lazr-", "ubuntu-", "landscape-")
+
+
+def is_os_package(name: str) -> bool:
+    """Whether a distribution name is OS plumbing (``OS_PACKAGES``), not something to import."""
+    norm = re.sub(r"[-_.]+", "-", name).lower()
+    return norm in OS_PACKAGES or norm.startswith(OS_PACKAGE_PREFIXES)
 
 
 def _clean(value: Any, limit: int = 160) -> str:
@@ -177,13 +230,17 @@ def _python(raw: str) -> dict[str, Any]:
         for k, v in list(packages.items())[:MAX_PACKAGES]
         if isinstance(k, str) and _NAME.match(k) and isinstance(v, str)
     }
+    plumbing = sorted(k for k in clean if is_os_package(k))
     count = data.get("package_count")
+    count = count if isinstance(count, int) and count >= len(clean) else len(clean)
     cores = data.get("usable_cores")
     return {
         "version": _clean(data.get("version", ""), 40),
         "executable": _clean(data.get("executable", ""), 200),
-        "package_count": count if isinstance(count, int) and count >= 0 else len(clean),
-        "packages": clean,
+        # what an experiment may import; a count above the list's length means the list was cut
+        "package_count": count - len(plumbing),
+        "packages": {k: v for k, v in clean.items() if k not in plumbing},
+        "os_packages": plumbing,
         "usable_cores": cores if isinstance(cores, int) and cores > 0 else None,
     }
 
@@ -208,6 +265,7 @@ def parse_probe(stdout: str) -> dict[str, Any]:
         "gpu_devices": [],
         "mounts": [],
     }
+    cpu: dict[str, Any] = {"cpuinfo": [], "cache": [], "getconf": [], "base": "", "max": ""}
     for line in stdout.splitlines()[:MAX_LINES]:
         key, _, rest = line.partition("\t")
         parts = rest.split("\t")
@@ -235,6 +293,18 @@ def parse_probe(stdout: str) -> dict[str, Any]:
             facts["python"] = _python(rest)
         elif key == "python_missing":
             facts["python"] = {"error": f"no interpreter {_clean(rest, 200)!r} in the sandbox"}
+        elif key in ("cpuinfo", "getconf") and len(cpu[key]) < 20:
+            cpu[key].append(_clean(rest, 4000))  # a flags line is long
+        elif key == "cache" and len(parts) == 5 and len(cpu["cache"]) < 10:
+            names = ("level", "type", "size", "shared_cpu_list", "coherency_line_size")
+            cpu["cache"].append(dict(zip(names, (_clean(p, 40) for p in parts), strict=True)))
+        elif key == "cpufreq" and len(parts) == 2 and parts[0] in ("base", "max"):
+            cpu[parts[0]] = _clean(parts[1], 20)
+    if cpu["cpuinfo"] or cpu["cache"] or cpu["getconf"]:
+        found = cpu_facts(
+            "\n".join(cpu["cpuinfo"]), cpu["cache"], "\n".join(cpu["getconf"]), cpu["base"], cpu["max"]
+        )
+        facts["cpu"] = {k: v for k, v in found.items() if v}  # only what the sandbox showed
     return facts
 
 
@@ -277,6 +347,12 @@ def _declared(executor: Executor, cfg: Config) -> dict[str, Any]:
             "cpus": limits.cpus,
             "pids": limits.pids,
             "gpus": list(limits.gpus),
+            # RLIMIT_CPU of each process (subprocess, bwrap, apptainer, and inside a Slurm job)
+            "cpu_seconds": limits.cpu_seconds,
+            # cores Slurm allocates a command (sbatch --cpus-per-task)
+            "slurm_cores": (cfg.exec.slurm.cpus or max(1, math.ceil(limits.cpus)))
+            if executor.name == "slurm"
+            else None,
         },
     }
 

@@ -1,0 +1,199 @@
+"""The CPU facts a performance experiment needs: caches, vector ISA, clock; parsed, never guessed.
+
+An HPC idea asks for cache blocking, vector widths and a roofline; the model can only use what
+the prompt states. Both probes read the same raw inputs and parse them here:
+
+- caches from ``/sys/devices/system/cpu/cpu0/cache/index*/`` (level, type, size, the CPUs that
+  share it) or, where ``/sys`` is hidden (bwrap, containers), from ``getconf -a``
+  (``LEVEL1_DCACHE_SIZE``...; glibc answers from ``cpuid`` on x86, without ``/sys``);
+- the ISA extensions that decide vector code (``SIMD_FLAGS``, not every ``/proc/cpuinfo`` flag)
+  and the vector width they give;
+- a clock: the base frequency (cpufreq ``base_frequency``, or ``@ 2.20GHz`` in the model
+  name), else the maximum (``cpuinfo_max_freq``), else the current one (``cpu MHz``).
+
+The functions take text and return JSON-able values, so a test feeds them a fake ``/sys`` tree
+or probe output; :func:`read_sys_cpu` is the only one that touches files.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+# ISA extensions that change what vector code can do, in the order they are shown
+SIMD_FLAGS = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512dq",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_bf16",
+    "amx_int8",
+    "asimd",  # AArch64 NEON
+    "asimddp",
+    "i8mm",
+    "bf16",
+    "sve",
+    "sve2",
+    "sme",
+)
+CACHE_ROOT = "sys/devices/system/cpu/cpu0/cache"
+CPUFREQ_ROOT = "sys/devices/system/cpu/cpu0/cpufreq"
+_GETCONF = re.compile(r"^LEVEL([1-4])_(I|D)?CACHE_(SIZE|LINESIZE)\s+(\d+)\s*$")
+_SIZE = re.compile(r"^(\d+)\s*([KMG]?)$")
+_GHZ_IN_MODEL = re.compile(r"@\s*([0-9.]+)\s*GHz", re.I)
+
+
+def _bytes(size: str) -> int | None:
+    m = _SIZE.match(size.strip())
+    if not m:
+        return None
+    return int(m.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[m.group(2)]
+
+
+def _cpu_count(cpu_list: str) -> int | None:
+    """How many CPUs a kernel CPU list names (``0-3,8``), or None when it is not one."""
+    total = 0
+    for part in cpu_list.strip().split(","):
+        lo, _, hi = part.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            return None
+        total += int(hi) - int(lo) + 1 if hi else 1
+    return total or None
+
+
+def _name(level: str, kind: str) -> str:
+    return f"L{level}" + {"Data": "d", "Instruction": "i", "D": "d", "I": "i"}.get(kind, "")
+
+
+def caches_from_sys(entries: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
+    """``{"L1d": {"bytes", "shared_by"}, ...}`` from the files of each ``index*`` directory
+    (``level``, ``type``, ``size``, ``shared_cpu_list``, ``coherency_line_size``)."""
+    caches: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        size = _bytes(e.get("size", ""))
+        level = e.get("level", "").strip()
+        if not size or not level.isdigit():
+            continue
+        caches[_name(level, e.get("type", "").strip())] = {
+            "bytes": size,
+            "shared_by": _cpu_count(e.get("shared_cpu_list", "")),
+            "line": int(e["coherency_line_size"])
+            if e.get("coherency_line_size", "").strip().isdigit()
+            else None,
+        }
+    return dict(sorted(caches.items()))
+
+
+def caches_from_getconf(text: str) -> dict[str, dict[str, Any]]:
+    """The same from ``getconf -a`` output (no sharing information there)."""
+    sizes: dict[str, int] = {}
+    lines: dict[str, int] = {}
+    for row in text.splitlines():
+        m = _GETCONF.match(row.strip())
+        if m and int(m.group(4)) > 0:
+            name = _name(m.group(1), m.group(2) or "")
+            (sizes if m.group(3) == "SIZE" else lines)[name] = int(m.group(4))
+    return {n: {"bytes": b, "shared_by": None, "line": lines.get(n)} for n, b in sorted(sizes.items())}
+
+
+def cpuinfo_fields(text: str) -> dict[str, str]:
+    """The first processor's ``model name``, ``flags`` / ``Features`` and ``cpu MHz``."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip() and fields:
+            break  # the first processor's block ends here
+        key, sep, value = line.partition(":")
+        key = key.strip()
+        if sep and key in ("model name", "flags", "Features", "cpu MHz") and key not in fields:
+            fields[key] = value.strip()
+    return fields
+
+
+def simd(flags: str) -> list[str]:
+    """The ``SIMD_FLAGS`` among a ``flags`` / ``Features`` line, in ``SIMD_FLAGS`` order."""
+    present = set(flags.split())
+    return [f for f in SIMD_FLAGS if f in present]
+
+
+def vector_bits(extensions: list[str]) -> int | None:
+    """The widest fixed vector register the extensions give (SVE's length is the hardware's)."""
+    if "avx512f" in extensions:
+        return 512
+    if "avx" in extensions:
+        return 256
+    if "sse4_2" in extensions or "asimd" in extensions:
+        return 128
+    return None
+
+
+def clock(model: str, cpu_mhz: str, base_khz: str = "", max_khz: str = "") -> dict[str, Any] | None:
+    """``{"mhz", "kind"}``: base (cpufreq or the model name), else max, else the current clock."""
+    if base_khz.strip().isdigit():
+        return {"mhz": int(base_khz) // 1000, "kind": "base"}
+    m = _GHZ_IN_MODEL.search(model)
+    if m:
+        return {"mhz": round(float(m.group(1)) * 1000), "kind": "base"}
+    if max_khz.strip().isdigit():
+        return {"mhz": int(max_khz) // 1000, "kind": "max"}
+    try:
+        mhz = round(float(cpu_mhz))
+    except ValueError:
+        return None
+    return {"mhz": mhz, "kind": "current"} if mhz > 0 else None
+
+
+def cpu_facts(
+    cpuinfo: str,
+    sys_caches: list[dict[str, str]] | None = None,
+    getconf: str = "",
+    base_khz: str = "",
+    max_khz: str = "",
+) -> dict[str, Any]:
+    """Caches, vector extensions, vector width and clock from the raw inputs (any may be empty)."""
+    info = cpuinfo_fields(cpuinfo)
+    caches = caches_from_sys(sys_caches or [])
+    source = "sys"
+    if not caches:
+        caches, source = caches_from_getconf(getconf), "getconf"
+    extensions = simd(info.get("flags") or info.get("Features") or "")
+    facts: dict[str, Any] = {
+        "caches": caches,
+        "caches_source": source if caches else None,
+        "simd": extensions,
+        "vector_bits": vector_bits(extensions),
+        "clock": clock(info.get("model name", ""), info.get("cpu MHz", ""), base_khz, max_khz),
+    }
+    if info.get("model name"):
+        facts["model"] = info["model name"][:100]  # a sandbox's /proc is the sandbox's text
+    return facts
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def read_sys_cpu(root: Path = Path("/")) -> dict[str, Any]:
+    """The raw inputs under ``root`` (``/`` on a real machine, a fake tree in a test):
+    ``cpuinfo`` text, one dict per cache ``index*`` directory, cpufreq base and max (kHz)."""
+    entries = []
+    for d in sorted((root / CACHE_ROOT).glob("index[0-9]*")):
+        names = ("level", "type", "size", "shared_cpu_list", "coherency_line_size")
+        entries.append({n: _read(d / n) for n in names})
+    return {
+        "cpuinfo": _read(root / "proc" / "cpuinfo"),
+        "sys_caches": entries,
+        "base_khz": _read(root / CPUFREQ_ROOT / "base_frequency"),
+        "max_khz": _read(root / CPUFREQ_ROOT / "cpuinfo_max_freq"),
+    }
