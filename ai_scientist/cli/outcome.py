@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, TextIO
 from ..base.errors import EXIT_INTERRUPTED, EXIT_NO_WORKING_EXPERIMENT, EXIT_OK
 from ..base.fileio import read_json, read_jsonl
 from ..base.paths import RunPaths
+from ..reporting.runread import load_run
+from ..treesearch.best import NodeCounts
 
 if TYPE_CHECKING:
     from ..base.run import Run
@@ -29,26 +31,6 @@ def _metric(run_dir: Path, node_id: str, stage: int | None = None) -> str:
     if stage is not None and isinstance(origin, int) and origin != stage:
         text += f" (kept from stage {origin})"  # no node of this stage beat it
     return text
-
-
-def _stage_counts(paths: RunPaths) -> dict[int, dict[str, int]]:
-    """Per stage: the search nodes (seed re-runs excluded) by status, from the journal's latest
-    record of each node."""
-    latest: dict[str, dict] = {}
-    for rec in read_jsonl(paths.journal):
-        node = rec.get("node") if isinstance(rec, dict) else None
-        if isinstance(node, dict) and isinstance(node.get("id"), str):
-            latest[node["id"]] = node
-    counts: dict[int, dict[str, int]] = {}
-    for node in latest.values():
-        stage = node.get("stage")
-        if node.get("operation") == "seed_eval" or not isinstance(stage, int):
-            continue
-        c = counts.setdefault(stage, {"nodes": 0, "good": 0, "buggy": 0})
-        c["nodes"] += 1
-        if node.get("status") in ("good", "buggy"):
-            c[node["status"]] += 1
-    return counts
 
 
 def _seeds_note(info: dict) -> str:
@@ -95,14 +77,17 @@ def produced_lines(run: Run) -> list[str]:
     paths = RunPaths(run_dir)
     lines = []
     stages = {int(k): (v or {}) for k, v in (run.state.get("stages") or {}).items()}
-    counts = _stage_counts(paths)
+    # the counts and each stage's best as the status line, stage facts and writeup have them
+    view = load_run(run_dir)
+    counts = view.counts()
+    chosen = view.recorded_best()
     for stage in sorted(set(stages) | set(counts)):
-        c = counts.get(stage, {"nodes": 0, "good": 0, "buggy": 0})
-        worked = f"{c['good']} of {c['nodes']} nodes worked"
-        if c["buggy"]:
-            worked += f", {c['buggy']} buggy"
+        c = counts.get(stage, NodeCounts())
+        worked = f"{c.good} of {c.nodes} nodes worked"
+        if c.buggy:
+            worked += f", {c.buggy} buggy"
         info = stages.get(stage, {})
-        best = (info.get("best") or {}).get("node_id")
+        best = chosen.get(stage)
         if best:
             lines.append(
                 f"  stage {stage}: {worked}; best {_metric(run_dir, best, stage)}{_seeds_note(info)}"

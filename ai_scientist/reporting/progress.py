@@ -7,7 +7,10 @@ directory, which scripts read).
 
 The LLM client reports each attempt to it (``attempt_started`` / ``attempt_retrying`` /
 ``attempt_ended``): the status shows the calls in flight (node, phase/label, attempt) and
-every retry is printed as it happens. The orchestrator shows a resumed run's saved state
+every retry is printed as it happens, and each ended attempt refreshes the tokens and cost from
+``usage`` (so they keep moving during the report, when no node updates the status). The
+counts are the current stage's, as :func:`ai_scientist.treesearch.best.count_nodes` defines them:
+search nodes running / good / buggy, seed re-runs apart. The orchestrator shows a resumed run's saved state
 (stage, nodes, best, tokens, cost) as soon as it starts, before any node finishes.
 """
 
@@ -16,9 +19,10 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
-FIELDS = ("stage", "running", "good", "buggy", "best", "tokens", "cost_usd")
+FIELDS = ("stage", "running", "good", "buggy", "seed_runs", "best", "tokens", "cost_usd")
 # fields whose change alone does not deserve a new plain line (they move on every call)
 _NOISY = ("tokens", "cost_usd", "in flight")
 IN_FLIGHT_SHOWN = 4  # calls listed by name; more are counted
@@ -36,17 +40,25 @@ def _fmt_best(best: Any) -> str:
 
 
 class Progress:
-    """``update(stage=, running=, good=, buggy=, best=, tokens=, cost_usd=)``, ``event(msg)``, ``close()``."""
+    """``update(stage=, running=, good=, buggy=, seed_runs=, best=, tokens=, cost_usd=)``,
+    ``event(msg)``, ``close()``. ``usage()`` (optional) returns the run's cost totals
+    (``prompt_tokens``, ``completion_tokens``, ``usd``), read after every LLM attempt."""
 
     def __init__(
-        self, stream: TextIO | None = None, live: bool | None = None, plain_interval_s: float = 30.0
+        self,
+        stream: TextIO | None = None,
+        live: bool | None = None,
+        plain_interval_s: float = 30.0,
+        usage: Callable[[], Mapping[str, Any]] | None = None,
     ):
         self.stream = stream or sys.stderr
+        self.usage = usage
         self.fields: dict[str, Any] = {
             "stage": "-",
             "running": 0,
             "good": 0,
             "buggy": 0,
+            "seed_runs": 0,
             "best": None,
             "tokens": 0,
             "cost_usd": 0.0,
@@ -73,7 +85,8 @@ class Progress:
         f = self.fields
         parts = [
             f"stage {f['stage']}",
-            f"nodes running {f['running']} / good {f['good']} / buggy {f['buggy']}",
+            f"nodes running {f['running']} / good {f['good']} / buggy {f['buggy']}"
+            + (f" (+{f['seed_runs']} seed re-runs)" if f["seed_runs"] else ""),
             f"best {_fmt_best(f['best'])}",
             f"tokens {int(f['tokens']):,}",
             f"cost ${float(f['cost_usd']):.4f}",
@@ -91,7 +104,8 @@ class Progress:
         table.add_row("stage", str(f["stage"]))
         table.add_row(
             "nodes",
-            f"[yellow]{f['running']} running[/]  [green]{f['good']} good[/]  [red]{f['buggy']} buggy[/]",
+            f"[yellow]{f['running']} running[/]  [green]{f['good']} good[/]  [red]{f['buggy']} buggy[/]"
+            + (f"  ({f['seed_runs']} seed re-runs)" if f["seed_runs"] else ""),
         )
         table.add_row("best", _fmt_best(f["best"]))
         table.add_row("tokens", f"{int(f['tokens']):,}")
@@ -122,10 +136,18 @@ class Progress:
     def attempt_started(self, node_id: str, phase: str, label: str, attempt: int) -> None:
         """An LLM request was sent (called by the client from the worker's thread)."""
         self._set_call(f"{node_id} {phase}/{label}" + (f" attempt {attempt}" if attempt > 1 else ""))
+        self._refresh_usage()  # the calls before this one are counted by now
 
     def attempt_ended(self) -> None:
         """The request of this thread came back (answered or failed)."""
         self._set_call(None)
+        self._refresh_usage()
+
+    def _refresh_usage(self) -> None:
+        if self.usage is not None:
+            total = self.usage()
+            tokens = int(total.get("prompt_tokens", 0)) + int(total.get("completion_tokens", 0))
+            self.update(tokens=tokens, cost_usd=float(total.get("usd", 0.0)))
 
     def attempt_retrying(
         self, node_id: str, phase: str, label: str, attempt: int, error: str, wait_s: float

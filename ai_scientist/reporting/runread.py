@@ -1,8 +1,10 @@
 """Read-only view of a run directory for the reporting steps.
 
 Reporting never writes the journal; it reads the latest record of every node
-(``journal.jsonl``), picks the best node of each stage and its seed re-runs,
-and reads per-node artifacts. Everything here is a pure read: a missing or
+(``journal.jsonl``), each stage's best node as the stage's end chose it
+(``state.json``; :func:`ai_scientist.treesearch.best.recorded_best`) and its seed
+re-runs, the node counts as :func:`~ai_scientist.treesearch.best.count_nodes`
+defines them, and per-node artifacts. Everything here is a pure read: a missing or
 torn file yields an empty answer rather than an exception, because reporting
 runs at the end of runs that may have crashed.
 """
@@ -15,6 +17,15 @@ from typing import Any
 
 from ..base.fileio import read_json, read_jsonl
 from ..base.paths import RunPaths
+from ..treesearch.best import NodeCounts, counts_by_stage, rank_nodes, recorded_best, select_best
+from ..treesearch.node import Node, NodeError
+
+# the one seed statistic of the run (the orchestrator's ``treesearch.seeds.aggregate_seeds`` over
+# the re-runs): stated in the plots' manifest, the writer's findings and the standard figure
+SEED_STATISTIC = (
+    "mean ± standard error over the seed re-runs only (seeds agent.seed+1 .. agent.seed+N); "
+    "the node's own search run is not one of them"
+)
 
 
 @dataclass
@@ -30,18 +41,50 @@ class RunView:
             out.setdefault(int(node.get("stage") or 1), []).append(node)
         return dict(sorted(out.items()))
 
+    def typed(self) -> list[Node]:
+        """The nodes as :class:`Node` objects (a record that does not parse is left out)."""
+        out = []
+        for node in self.nodes.values():
+            try:
+                out.append(Node.from_dict(node))
+            except (NodeError, TypeError, ValueError):
+                continue
+        return out
+
+    def counts(self) -> dict[int, NodeCounts]:
+        """Stage -> node counts (search nodes; seed re-runs apart), the run's one definition."""
+        return counts_by_stage(self.typed())
+
+    def recorded_best(self) -> dict[int, str]:
+        """Stage -> the best node its end chose (``state.json``), for the stages that ended."""
+        try:
+            state = read_json(RunPaths(self.run_dir).state, default={}) or {}
+        except (ValueError, OSError):
+            state = {}
+        return {s: i for s, i in recorded_best(state.get("stages")).items() if i in self.nodes}
+
     def best_per_stage(self) -> dict[int, dict[str, Any]]:
-        """Stage number -> best good node with a metric (seed re-runs excluded)."""
+        """Stage number -> its best node: the stage end's choice (which may be a node carried from
+        an earlier stage that no node of this one beat); for a stage that never ended (a stopped
+        run), the same metric rule over its good search nodes and the node it started from."""
+        chosen = self.recorded_best()
+        typed = self.typed()
         best: dict[int, dict[str, Any]] = {}
-        for stage, nodes in self.by_stage().items():
-            cands = [
-                n
-                for n in nodes
-                if n.get("status") == "good" and n.get("operation") != "seed_eval" and _value(n) is not None
-            ]
-            if cands:
-                best[stage] = max(cands, key=_score)
+        carried: str | None = None
+        for stage in sorted(set(self.by_stage()) | set(chosen)):
+            nid = chosen.get(stage)
+            if nid is None:
+                pool = [n for n in typed if (n.stage == stage and not n.is_seed_eval) or n.id == carried]
+                nid = select_best(pool).node_id
+            if nid is not None:
+                best[stage] = self.nodes[nid]
+                carried = nid
         return best
+
+    def ranked_good(self, stage: int) -> list[dict[str, Any]]:
+        """The stage's good search nodes best first (primary metric; incomparable ones after)."""
+        good = [n for n in self.typed() if n.stage == stage and n.is_good and not n.is_seed_eval]
+        return [self.nodes[n.id] for n in rank_nodes(good)]
 
     def seed_runs(self, node_id: str) -> list[dict[str, Any]]:
         """Seed re-runs of ``node_id`` (operation ``seed_eval`` whose parent is that node)."""
@@ -66,17 +109,6 @@ class RunView:
         if node.get("metrics"):
             return list(node["metrics"])
         return [node["metric"]] if node.get("metric") else []
-
-
-def _value(node: dict[str, Any]) -> float | None:
-    metric = node.get("metric") or {}
-    value = metric.get("value")
-    return float(value) if isinstance(value, (int, float)) else None
-
-
-def _score(node: dict[str, Any]) -> float:
-    value = _value(node) or 0.0
-    return -value if (node.get("metric") or {}).get("direction") == "minimize" else value
 
 
 def load_run(run_dir: str | Path) -> RunView:

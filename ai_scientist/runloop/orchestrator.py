@@ -531,6 +531,7 @@ class Orchestrator:
         self.run_.event("stage_best", stage=state.stage, **choice.to_dict())
         failpoints.hit(f"stage_end:{state.stage}")
         seeds = self._seed_eval(state.stage, choice.node_id) if choice.node_id else None
+        self._progress(state.stage, force=True)  # the stage's final counts, its seed re-runs included
         from .stage_summary import write_stage_summary
 
         # the summary role's account of the stage (asked once; a resume reads the stored one)
@@ -612,14 +613,25 @@ class Orchestrator:
         if not force and now - self._last_progress < 0.5:
             return
         self._last_progress = now
-        nodes = self.journal.nodes
-        best = self.journal.best_node(stage)
+        from ..treesearch.best import count_nodes
+
+        # the stage's counts as the stage facts and last lines count them (treesearch.best)
+        c = count_nodes(n for n in self.journal.nodes if n.stage == stage)
+        carried = (self.run_.state.get("stage_state") or {}).get("carried_id")
+        carried = carried if carried in self.journal else None
+        if stage == 4 and carried:  # an ablation's metric is not the run's result: the ablated node is
+            best = self.journal.get(carried)
+        else:  # what the stage's end would choose now (carried node included), without the LLM
+            choice = self.journal.best_choice(stage, carried)
+            best = self.journal.get(choice.node_id) if choice.node_id else None
+        m = best.metric if best is not None else None
         self.services.progress_update(
             stage=stage,
-            running=sum(1 for n in nodes if n.status == "running"),
-            good=sum(1 for n in nodes if n.is_good),
-            buggy=sum(1 for n in nodes if n.is_buggy),
-            best=(f"{best.metric.name}={best.metric.value:.4g}" if best and best.metric else "-"),
+            running=c.running,
+            good=c.good,
+            buggy=c.buggy,
+            seed_runs=c.seed_runs,
+            best={"name": m.name, "value": m.value, "direction": m.direction, "node": best.id} if m else None,
         )
 
 

@@ -210,7 +210,7 @@ def build_services(
         store = MemoryStore.open_run(run.dir, cfg)
     from ..reporting.progress import Progress
 
-    progress = Progress()
+    progress = Progress(usage=llm.cost.totals)  # tokens move during the report too
     llm.observer = progress  # calls in flight and retries show on the status line
     return Services(
         run=run,

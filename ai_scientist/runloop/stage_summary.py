@@ -5,11 +5,12 @@ One summary per finished stage, in ``stage_summaries/stage<N>.json``::
 
     {"stage": 2, "name": "baseline_tuning", "title": "Baseline tuning",
      "best_node": "n0007", "best_metric": {...} | null, "seeds": {...} | null,
-     "nodes": 4, "good": 3, "buggy": 1,
+     "nodes": 4, "good": 3, "buggy": 1, "running": 0, "seed_runs": 2, "seed_good": 2,
      "summary": {"tried": ..., "worked": ..., "failed": ..., "next": ...} | null,
      "error": null | "why the call failed"}
 
-The best node, its metric and the counts come from the journal; only the four prose fields come
+The best node (the stage end's choice), its metric and the counts come from the journal, counted
+as :func:`ai_scientist.treesearch.best.count_nodes` defines them (search nodes; seed re-runs apart); only the four prose fields come
 from the model (a JSON schema bounds each). The call is a run-level call (``nodes/run/``
 prompt logs, phase ``summary``, label ``stage<N>``), so ``replay`` answers it from the recording.
 A stored file is never written again: a resumed run that finishes the same stage again reads it
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import RunPaths
 from ..llm.types import LLMError
+from ..treesearch.best import count_nodes
 from ..treesearch.stages import STAGES
 from ..treesearch.tried import stage_facts
 
@@ -47,6 +49,7 @@ def write_stage_summary(
 
     best = view.get(best_id) if best_id else None
     nodes = [view.get(i) for i in view.ids("search", stage)]
+    counts = count_nodes(view.get(i) for i in view.ids("all", stage))
     record: dict[str, Any] = {
         "stage": stage,
         "name": STAGES[stage].name,
@@ -54,9 +57,7 @@ def write_stage_summary(
         "best_node": best_id,
         "best_metric": best.metric.to_dict() if best is not None and best.metric else None,
         "seeds": (seeds or {}).get("aggregate"),
-        "nodes": len(nodes),
-        "good": sum(n.is_good for n in nodes),
-        "buggy": sum(n.is_buggy for n in nodes),
+        **counts.to_dict(),
         "summary": None,
         "error": None,
     }
@@ -109,6 +110,8 @@ def render_summary(data: dict[str, Any]) -> str:
     metric = data.get("best_metric")
     shown = f"{metric['name']}={metric['value']:.6g}" if metric else "no metric"
     head = f"### Stage {data.get('stage')} ({data.get('title')}): {data.get('nodes')} nodes, {data.get('good')} good"
+    if data.get("seed_runs"):  # re-measurements of the best, never counted as nodes
+        head += f" (+{data['seed_runs']} seed re-runs of the best)"
     head += f"; best {best} ({shown})" if best else "; no node handed over"
     body = data.get("summary") or {}
     lines = [head, *(f"{title}: {body[k]}" for k, title in FIELDS if body.get(k))]

@@ -8,13 +8,18 @@ primary metric is within the tolerance of the top value tie; a tie goes to the
 ``tie_break`` callback when one is given (its reasoning is returned so the
 caller can store it) and otherwise to the earliest-created node, so the answer
 is deterministic without an LLM.
+
+This module is also the one definition of what the status line, the stage facts, the run's
+last lines and the writeup call a stage's *node counts* (:func:`count_nodes`: search nodes, seed
+re-runs counted apart) and its *best node* (:func:`recorded_best`: the choice made at the stage's
+end, as ``state.json`` keeps it).
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -170,3 +175,74 @@ def _decide(
 def _brief(n: Node, key: tuple[str, str, str | None] | None) -> dict[str, Any]:
     m = comparable_metric(n, key)
     return {"id": n.id, "value": m.value if m else None}
+
+
+# ------------------------------------------------------------------ counts --
+
+
+@dataclass(frozen=True)
+class NodeCounts:
+    """How many nodes a stage (or run) has. ``nodes`` are search nodes (drafts, improvements,
+    tunings, debugs, ablations); a seed re-run re-measures a chosen node, so it is never a node
+    here: it is counted in ``seed_runs`` / ``seed_good`` only."""
+
+    nodes: int = 0
+    good: int = 0
+    buggy: int = 0
+    running: int = 0  # created, not finished yet (pending or running)
+    seed_runs: int = 0
+    seed_good: int = 0
+
+    def text(self) -> str:
+        """``"4 nodes (3 good, 1 buggy); 2 seed re-runs (2 good)"`` (the seed part only if any)."""
+        out = f"{self.nodes} node{'' if self.nodes == 1 else 's'} ({self.good} good, {self.buggy} buggy"
+        out += f", {self.running} running)" if self.running else ")"
+        if self.seed_runs:
+            s = "" if self.seed_runs == 1 else "s"
+            out += f"; {self.seed_runs} seed re-run{s} ({self.seed_good} good)"
+        return out
+
+    def to_dict(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in ("nodes", "good", "buggy", "running", "seed_runs", "seed_good")}
+
+
+def count_nodes(nodes: Iterable[Node]) -> NodeCounts:
+    """:class:`NodeCounts` of ``nodes`` (any mix of stages; filter first for one stage)."""
+    c = dict.fromkeys(("nodes", "good", "buggy", "running", "seed_runs", "seed_good"), 0)
+    for n in nodes:
+        if n.is_seed_eval:
+            c["seed_runs"] += 1
+            c["seed_good"] += n.is_good
+            continue
+        c["nodes"] += 1
+        c["good"] += n.is_good
+        c["buggy"] += n.is_buggy
+        c["running"] += n.in_flight
+    return NodeCounts(**c)
+
+
+def counts_by_stage(nodes: Iterable[Node]) -> dict[int, NodeCounts]:
+    """Stage -> :func:`count_nodes` of that stage's nodes (a seed re-run counts in its own stage,
+    the stage whose best it re-measures)."""
+    groups: dict[int, list[Node]] = {}
+    for n in nodes:
+        groups.setdefault(n.stage, []).append(n)
+    return {stage: count_nodes(groups[stage]) for stage in sorted(groups)}
+
+
+# -------------------------------------------------------- a stage's best --
+
+
+def recorded_best(stages: Mapping[str, Any] | None) -> dict[int, str]:
+    """Stage -> the node chosen as its best when the stage ended: ``state.json``'s
+    ``stages.<N>.best.node_id`` (the ``stage_best`` event's ``node_id``; the node may come from an
+    earlier stage when no node of this one beat it). Stages that have not ended (or chose none)
+    are absent. This is the stage's best everywhere it is shown; a stage still running has none
+    yet, and what leads it is ``JournalView.best_choice(stage, carried)``, the function that
+    makes the choice at the stage's end."""
+    out: dict[int, str] = {}
+    for key, info in (stages or {}).items():
+        best = ((info or {}).get("best") or {}).get("node_id") if isinstance(info, Mapping) else None
+        if isinstance(best, str) and str(key).isdigit():
+            out[int(key)] = best
+    return dict(sorted(out.items()))
