@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from ai_scientist.context import PolicyParams, PreviewParams, get_layer_policy, preview_json, strip_reasoning
 from ai_scientist.context.history import orphaned_tool_results, prune_messages
-from ai_scientist.context.json_preview import parse_json
-from ai_scientist.context.policies import LAYER_POLICIES
+from ai_scientist.context.json_preview import minimal_preview, parse_json, preview_ladder
+from ai_scientist.context.policies import LAYER_POLICIES, JSONPreview
 from ai_scientist.context.reasoning import strip_value
 
 PARAMS = PolicyParams()
@@ -60,15 +60,25 @@ def test_json_preview_always_parses_and_keeps_counts(data, head, cap):
     body = parsed if isinstance(data, dict) and "_preview" not in data else parsed["data"]
     for path, total in totals.items():
         assert total == len(_at(data, path))  # every shortened list reports its true total
+
+    def shortened(shown: list, original: list) -> None:
+        # one marker with the true total, and never zero items shown while there are some: the
+        # first k + marker + last, or for repeated structures one or two items and a count
+        markers = [x for x in shown if isinstance(x, str) and f"({len(original)} total)" in x]
+        assert len(markers) == 1, shown
+        assert 2 <= len(shown) <= max(head, 1) + 2
+        if len(shown) == head + 2 and " x " not in markers[0]:
+            assert shown.index(markers[0]) == head  # first k, marker, LAST item
+
     if isinstance(data, dict):
         for key, value in data.items():
             if isinstance(value, list) and len(value) > max(head, 8) + 1:
                 assert totals[f"$.{key}"] == len(value)
-                assert len(body[key]) == head + 2 or key in ("metadata", "sources")
+                if key not in ("metadata", "sources"):
+                    shortened(body[key], value)
     if isinstance(data, list) and len(data) > head + 1:
         assert totals["$"] == len(data)
-        assert f"({len(data)} total)" in body[head]
-        assert len(body) == head + 2  # first k, marker, LAST item
+        shortened(body, data)
 
 
 def test_json_preview_keeps_last_item_metadata_and_nested_lists():
@@ -99,12 +109,23 @@ def test_json_shrink_output_parses_or_refuses(n, budget):
     def fits(candidate):
         return len(candidate) <= budget
 
-    res = get_layer_policy("json_preview").shrink(json.dumps(data), fits, PARAMS, "h")
+    text = json.dumps(data)
+    res = get_layer_policy("json_preview").shrink(text, fits, PARAMS, "h")
+    # it refuses only when not even the smallest preview (shape and handle) fits
+    assert (res is None) == (len(minimal_preview(data, "h", len(text))) > budget)
     if res is not None:
         out = res[0]
         assert len(out) <= budget
         parsed = parse_json(out)
         assert parsed is not None and parsed["_preview"]["handle"] == "h"
+        # never zero rows while a preview with one row fits
+        smallest = preview_json(data, preview_ladder(JSONPreview._params(PARAMS))[-1], "h", len(text))
+        if len(smallest) <= budget:
+            # (an item itself, or past the depth limit the item in outline: its keys)
+            assert any(
+                (isinstance(r, dict) and "i" in r) or str(r).startswith("{... object with keys i, text")
+                for r in parsed["rows"]
+            ), out
 
 
 def test_plain_text_output_falls_back_to_head_and_tail():

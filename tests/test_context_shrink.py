@@ -30,6 +30,7 @@ from ai_scientist.context.policies import (
     PolicyParams,
     StripReasoning,
     TailWindow,
+    WholeItems,
     _largest,
     get_layer_policy,
 )
@@ -88,6 +89,7 @@ def test_registry_names_and_cut_actions():
         "json_preview": JSONPreview,
         "history_prune": HistoryPrune,
         "head_rows": HeadRows,
+        "whole_items": WholeItems,
         "strip_reasoning": StripReasoning,
     }
     assert {n: p.cut_action for n, p in LAYER_POLICIES.items() if p.cut_action != "truncated"} == {
@@ -99,7 +101,7 @@ def test_registry_names_and_cut_actions():
         get_layer_policy("nope")
     assert str(exc.value) == (
         "unknown context policy 'nope'; known: head, head_rows, head_tail, history_prune, json_preview, "
-        "none, strip_reasoning, tail"
+        "none, strip_reasoning, tail, whole_items"
     )
 
 
@@ -320,8 +322,11 @@ def test_string_cap_boundary_and_metadata_strings():
     exact, over = "a" * 30, "0123456789" * 3 + "X"
     body = json.loads(preview_json({"s": exact, "t": over}, p))
     assert body["s"] == exact
-    assert body["t"] == "0123456789 [... 1 chars cut ...] 1234567890123456789X"
+    # a plain field keeps its start (what it is); a log-like field both ends (errors come last)
+    assert body["t"] == "012345678901234567890123456789 [... 1 more chars cut]"
     assert body["_preview"]["strings_capped"] == 1
+    log = json.loads(preview_json({"stderr": over}, p))
+    assert log["stderr"] == "0123456789 [... 1 chars cut ...] 1234567890123456789X"
     meta = json.loads(preview_json({"status": "e" * 120, "Errors": ["f" * 121]}, p))
     assert meta["status"] == "e" * 120  # metadata keys keep 4x the cap (case-insensitive)
     assert meta["Errors"][0].startswith("f" * 40 + " [... 1 chars cut ...] ")
@@ -350,13 +355,14 @@ def test_depth_limit():
     p = PreviewParams(list_head=2, string_cap=50, max_depth=2)
     data = {"a": {"b": {"c": 1, "d": 2}, "e": {}, "f": [1, 2], "g": []}, "h": [[[1]]]}
     body = json.loads(preview_json(data, p))
+    # past the depth a list still shows its first item (an object or list in outline) and a count
     assert body["a"] == {
-        "b": "{... object with 2 keys omitted ...}",
+        "b": "{... object with keys c, d ...}",
         "e": {},
-        "f": ["... 2 items omitted (2 total) ..."],
+        "f": [1, "... 1 more items (2 total) ..."],
         "g": [],
     }
-    assert body["h"] == [["... 1 items omitted (1 total) ..."]]
+    assert body["h"] == [["[... list of 1 items ...]"]]
     assert body["_preview"]["list_totals"] == {"$.a.f": 2, "$.h[0]": 1}
     # one level more and everything is kept
     deeper = json.loads(preview_json(data, PreviewParams(list_head=2, string_cap=50, max_depth=4)))
@@ -369,7 +375,8 @@ def test_preview_envelope():
     assert "é" in out  # not escaped
     assert json.loads(out) == {
         "_preview": {
-            "note": "preview of a larger JSON payload; long lists show their first items and their last item",
+            "note": "preview of a larger JSON payload; long lists show their first items and their last item, "
+            "repeated structures once with a count",
             "original_chars": len(json.dumps(data, ensure_ascii=False)),
             "handle": "n1/2",
             "list_totals": {},
@@ -460,7 +467,7 @@ def test_every_capped_string_is_counted():
 
 def test_items_of_a_long_metadata_list_keep_the_metadata_cap():
     p = PreviewParams(list_head=2, string_cap=20)
-    sources = ["s" * 60 for _ in range(12)]  # over the cap, under 4x the cap
+    sources = [f"{i:02d}" + "s" * 58 for i in range(12)]  # over the cap, under 4x the cap
     out = json.loads(preview_json({"sources": sources}, p))
     assert out["sources"] == [*sources[:8], "... 3 more items omitted (12 total) ...", sources[-1]]
 
@@ -470,7 +477,8 @@ def test_items_of_a_long_list_go_one_level_deeper():
     data = {"xs": [{"a": {"b": 1}}, {"a": {"b": 2}}, {"a": {"b": 3}}]}
     out = json.loads(preview_json(data, p))
     # $ (0) -> xs (1) -> item (2) -> a (3: at the limit, its object is summarised)
-    assert out["xs"] == [{"a": "{... object with 1 keys omitted ...}"}, "... 1 more items omitted (3 total) ...",
-                         {"a": "{... object with 1 keys omitted ...}"}]  # fmt: skip
+    # (items with the same keys: the first and the last, and a count naming the keys)
+    marker = "... 3 x {a}: 1 more items with these keys (3 total) ..."
+    assert out["xs"] == [{"a": "{... object with keys b ...}"}, marker, {"a": "{... object with keys b ...}"}]
     out = json.loads(preview_json(data, PreviewParams(list_head=1, string_cap=50, max_depth=4)))
-    assert out["xs"] == [{"a": {"b": 1}}, "... 1 more items omitted (3 total) ...", {"a": {"b": 3}}]
+    assert out["xs"] == [{"a": {"b": 1}}, marker, {"a": {"b": 3}}]

@@ -5,8 +5,14 @@ The preview keeps the structure of the payload and is always valid JSON:
 * every list longer than ``list_head + 1`` — at any depth, not only ``results`` —
   keeps its first ``list_head`` items and its LAST item, with a marker string
   between them saying how many were omitted and the total;
-* strings longer than ``string_cap`` keep their first third and last two thirds
-  around a marker giving the cut length (stdout/stderr put errors last);
+* a list is never shown with no item while it has one: past ``max_depth`` it
+  keeps its first item in outline (an object's keys, a list's length) and a count;
+* repeated structures are shown once with a count: a list whose items are all
+  equal shows one and says ``N x``; a list of objects with the same keys shows its
+  first and last and says ``N x {keys}`` instead of every item;
+* strings longer than ``string_cap`` are cut at the end (head kept, marker with the
+  cut length), except log-like fields (stdout, stderr, traceback, log, error, ...),
+  which keep their first third and last two thirds (logs put errors last);
 * metadata fields (freshness, confidence, sources, status, errors, ...) keep
   more: 4x the string cap and at least 8 list items;
 * a top-level ``_preview`` object records the original size, the ``handle`` of
@@ -27,7 +33,17 @@ METADATA_KEYS = frozenset(
         "name", "title", "url", "timestamp", "version", "note", "metric", "metrics",
     }
 )  # fmt: skip
-_PREVIEW_NOTE = "preview of a larger JSON payload; long lists show their first items and their last item"
+# fields whose text ends with what matters (the error, the final result): cut in the middle
+TAIL_KEYS = frozenset(
+    {
+        "stdout", "stderr", "stdout_tail", "stderr_tail", "output", "outputs", "log", "logs",
+        "traceback", "error", "errors", "exception", "message",
+    }
+)  # fmt: skip
+_PREVIEW_NOTE = (
+    "preview of a larger JSON payload; long lists show their first items and their last item, "
+    "repeated structures once with a count"
+)
 
 
 @dataclass(frozen=True)
@@ -46,7 +62,7 @@ def parse_json(value: Any) -> Any | None:
         if text[:1] in ("{", "["):
             try:
                 parsed = json.loads(text)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):  # "[[[[..." deeper than Python recurses
                 return None
             return parsed if isinstance(parsed, (dict, list)) else None
     return None
@@ -58,39 +74,94 @@ class _Walker:
         self.lists: dict[str, int] = {}
         self.strings_capped = 0
 
-    def walk(self, node: Any, path: str, meta: bool, depth: int) -> Any:
+    def walk(self, node: Any, path: str, meta: bool, depth: int, tail: bool = False) -> Any:
         if isinstance(node, dict):
             if depth >= self.p.max_depth and node:
-                return f"{{... object with {len(node)} keys omitted ...}}"
+                return _outline(node)
             return {
-                k: self.walk(v, f"{path}.{k}", meta or str(k).lower() in METADATA_KEYS, depth + 1)
+                k: self.walk(
+                    v,
+                    f"{path}.{k}",
+                    meta or str(k).lower() in METADATA_KEYS,
+                    depth + 1,
+                    tail or str(k).lower() in TAIL_KEYS,
+                )
                 for k, v in node.items()
             }
         if isinstance(node, list):
-            return self._list(node, path, meta, depth)
+            return self._list(node, path, meta, depth, tail)
         if isinstance(node, str):
-            cap = self.p.string_cap * (4 if meta else 1)
-            if len(node) > cap:  # keep both ends: logs put the error last
-                self.strings_capped += 1
-                head = cap // 3
-                return (
-                    f"{node[:head]} [... {len(node) - cap} chars cut ...] {node[len(node) - (cap - head) :]}"
-                )
+            return self._string(node, meta, tail)
         return node
 
-    def _list(self, node: list[Any], path: str, meta: bool, depth: int) -> Any:
+    def _string(self, node: str, meta: bool, tail: bool) -> str:
+        cap = self.p.string_cap * (4 if meta else 1)
+        if len(node) <= cap:
+            return node
+        self.strings_capped += 1
+        if not tail:  # a name, a description, a value: its start says what it is
+            return f"{node[:cap]} [... {len(node) - cap} more chars cut]"
+        head = cap // 3  # keep both ends: logs put the error last
+        return f"{node[:head]} [... {len(node) - cap} chars cut ...] {node[len(node) - (cap - head) :]}"
+
+    def _list(self, node: list[Any], path: str, meta: bool, depth: int, tail: bool) -> Any:
         n = len(node)
+
+        def item(i: int) -> Any:
+            return self.walk(node[i], f"{path}[{i}]", meta, depth + 1, tail)
+
         if depth >= self.p.max_depth and n:
+            # out of depth: still one item, in outline, never an empty-looking list
             self.lists[path] = n
-            return [f"... {n} items omitted ({n} total) ..."]
+            first = node[0]
+            if isinstance(first, (dict, list)):
+                shown = _outline(first)
+            else:
+                shown = self._string(first, meta, tail) if isinstance(first, str) else first
+            return [shown] if n == 1 else [shown, f"... {n - 1} more items ({n} total) ..."]
+        if n >= 2 and _all_equal(node):
+            self.lists[path] = n
+            return [item(0), f"... {n} x the item above: all identical ({n} total) ..."]
         head = max(self.p.list_head, 8) if meta else self.p.list_head
         if n <= head + 1:
-            return [self.walk(x, f"{path}[{i}]", meta, depth + 1) for i, x in enumerate(node)]
+            return [item(i) for i in range(n)]
+        keys = _same_keys(node)
+        if keys is not None:  # a table of records: one shows the shape, the count says how many
+            self.lists[path] = n
+            shape = ", ".join(keys[:12]) + (", ..." if len(keys) > 12 else "")
+            if head == 0:
+                return [item(0), f"... {n} x {{{shape}}}: {n - 1} more items with these keys ({n} total) ..."]
+            marker = f"... {n} x {{{shape}}}: {n - 2} more items with these keys ({n} total) ..."
+            return [item(0), marker, item(n - 1)]
         self.lists[path] = n
-        kept = [self.walk(x, f"{path}[{i}]", meta, depth + 1) for i, x in enumerate(node[:head])]
+        kept = [item(i) for i in range(head)]
         kept.append(f"... {n - head - 1} more items omitted ({n} total) ...")
-        kept.append(self.walk(node[-1], f"{path}[{n - 1}]", meta, depth + 1))
+        kept.append(item(n - 1))
         return kept
+
+
+def _outline(node: dict[str, Any] | list[Any]) -> str:
+    """A container past the preview's depth, in one string that still says what it holds."""
+    if isinstance(node, list):
+        return f"[... list of {len(node)} items ...]"
+    keys = [str(k) for k in node]
+    shown = ", ".join(keys[:8]) + (f", ... ({len(keys)} keys)" if len(keys) > 8 else "")
+    return f"{{... object with keys {shown} ...}}"
+
+
+def _all_equal(node: list[Any]) -> bool:
+    first = node[0]
+    if not isinstance(first, (dict, list)) and not (isinstance(first, str) and len(first) > 40):
+        return False  # a run of equal numbers or short words is cheap to show and says little
+    return all(x == first for x in node[1:])
+
+
+def _same_keys(node: list[Any]) -> list[str] | None:
+    """The keys every item shares when all items are objects with the same keys, else None."""
+    if not node or not all(isinstance(x, dict) and x for x in node):
+        return None
+    keys = list(node[0])
+    return keys if all(list(x) == keys for x in node[1:]) else None
 
 
 def preview_json(data: Any, params: PreviewParams, handle: str | None = None, original_chars: int = 0) -> str:

@@ -242,6 +242,49 @@ class HeadRows(LayerPolicy):
         return None if found is None else (found[0], f"kept header + best {found[1]} of {rows} rows")
 
 
+class WholeItems(LayerPolicy):
+    """Memory and other item lists: cut by whole items, never inside one (a fact, an event, a hit).
+
+    A value that can render itself smaller (``refit(max_chars)``, the memory layer's
+    :class:`~ai_scientist.memory.render.MemoryText`) is asked to, so it drops its least useful
+    items and its headers stay true of what is shown. Any other text keeps its first whole
+    items, an item being a line with the indented lines under it, and says how many were left out.
+    """
+
+    name = "whole_items"
+
+    @staticmethod
+    def items(text: str) -> list[str]:
+        out: list[str] = []
+        for line in text.split("\n"):
+            if out and line[:1] in (" ", "\t"):  # a continuation belongs to the item above
+                out[-1] += "\n" + line
+            else:
+                out.append(line)
+        return out
+
+    @classmethod
+    def cut(cls, text: str, keep: int) -> str:
+        items = cls.items(text)
+        if keep >= len(items):
+            return text
+        return "\n".join([*items[:keep], f"[... {len(items) - keep} more items not shown ...]"])
+
+    def shrink(self, value: Any, fits: Fits, params: PolicyParams, handle: str | None) -> Result | None:
+        refit = getattr(value, "refit", None)
+        text = as_text(value)
+        if callable(refit):
+            found = _largest(len(text), refit, fits)
+            if found is None or not found[0].strip():
+                return None
+            return found[0], f"whole items kept within {found[1]} chars"
+        n = len(self.items(text))
+        found = _largest(n, lambda k: self.cut(text, k), fits)
+        if found is None or found[1] == 0:
+            return None
+        return found[0], f"first {found[1]} of {n} whole items kept"
+
+
 class StripReasoning(LayerPolicy):
     """Seed 003: thinking is removed from what later prompts see (the log keeps it)."""
 
@@ -268,6 +311,7 @@ LAYER_POLICIES: dict[str, LayerPolicy] = {
         JSONPreview(),
         HistoryPrune(),
         HeadRows(),
+        WholeItems(),
         StripReasoning(),
     )
 }

@@ -7,13 +7,21 @@ prompt's prefix stays shared — docs/context.md), archival (top ``retrieval_k``
 capped at ``archival_snippet_budget_chars``) and resource memory (optional caller text).
 
 The budget is shared by water-filling: each section gets an equal share, and what a section does
-not need goes to the others. Inside a section whole items are dropped from the least useful end
-(lowest-ranked hit, oldest event, least important core entry) before any item is cut, and every
-cut names the ids so ``expand(id)`` can bring the text back. Rendering never writes to memory.
+not need goes to the others. Inside a section whole items (a core entry, an event, a hit) are
+dropped from the least useful end (lowest-ranked hit, oldest event, least important core entry);
+an item is never cut inside (issue 28: "memory is never cut mid-fact"), and a section that drops
+items says how many and names their ids so ``expand(id)`` can bring them back. Headers count what
+is stored and say what is shown. A single event or hit longer than its cap is cut at a sentence,
+line or word boundary, with a marker naming its id. Rendering never writes to memory.
+
+The text is a :class:`MemoryText`: a ``str`` that can render itself again within fewer characters
+(``refit``), which the prompt layer's ``whole_items`` policy uses when the packer has to shrink the
+memory layer, so even then whole items are dropped, never characters.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -41,10 +49,36 @@ class Section:
     # shown oldest first (the reverse of ``items``): a later prompt's section then extends an
     # earlier one, a prefix a provider's cache can reuse; cuts still drop the least important
     chronological: bool = False
+    # the section's lines for the items kept (most important first); default: header + item texts
+    layout: Callable[[list[Item]], list[str]] | None = None
+
+    def lines(self, kept: list[Item]) -> list[str]:
+        if self.layout is not None:
+            return self.layout(kept)
+        texts = [i.text for i in kept]
+        return [self.header, *(reversed(texts) if self.chronological else texts)]
 
     @property
     def chars(self) -> int:
-        return len(self.header) + sum(len(i.text) + 1 for i in self.items) + 1 if self.items else 0
+        return len("\n".join(self.lines(self.items))) if self.items else 0
+
+
+class MemoryText(str):
+    """The memory layer's text, able to render itself again within ``max_chars`` (whole items
+    dropped, see the module doc). Plain ``str`` everywhere else."""
+
+    _refit: Callable[[int], str] | None = None
+
+    def refit(self, max_chars: int) -> str:
+        if self._refit is None or max_chars >= len(self):
+            return str(self)
+        return self._refit(max_chars)
+
+
+def _memory_text(text: str, refit: Callable[[int], str]) -> MemoryText:
+    out = MemoryText(text)
+    out._refit = refit
+    return out
 
 
 @dataclass
@@ -57,25 +91,59 @@ class MemoryView:
     snapshot: dict[str, Any] = field(default_factory=dict)
 
 
+_BOUNDARIES = ("\n", ". ", "; ", ", ", " ")
+
+
 def _cap(text: str, limit: int, handle: str | None) -> str:
+    """``text`` within ``limit`` chars, cut after the last line, sentence, clause or word that fits
+    (never inside a word or number), with a marker naming ``handle``."""
     text = text.strip()
     if len(text) <= limit:
         return text
     note = f" …[cut; expand {handle}]" if handle else " …[cut]"
-    return text[: max(0, limit - len(note))] + note
+    room = max(0, limit - len(note))
+    for sep in _BOUNDARIES:  # the coarsest boundary that keeps at least half of the room
+        at = text.rfind(sep, 0, room + 1)
+        if at >= room // 2:
+            return text[: at + (1 if sep.strip() else 0)].rstrip() + note
+    at = text.rfind(" ", 0, room + 1)
+    return (text[:at].rstrip() if at > 0 else "") + note
 
 
 def _core_section(entries: list[CoreEntry], limit: int) -> Section:
+    """One item per entry (most important first), shown by group; counts are of what is stored,
+    and a group or the section says how many of its entries are shown when not all are."""
     used = sum(e.chars for e in entries)
-    groups: dict[str, list[CoreEntry]] = {}
-    for e in sorted(entries, key=lambda e: (-e.importance, e.seq)):
-        groups.setdefault(e.group, []).append(e)
+    ranked = sorted(entries, key=lambda e: (-e.importance, e.seq))
+    by_text: dict[str, CoreEntry] = {}
     items = []
-    for g, es in groups.items():
-        lines = [f"[{g}] {sum(e.chars for e in es)}/{limit} chars"]
-        lines += [f"- {e.key} = {e.value} (importance {e.importance})" for e in es]
-        items.append(Item("\n".join(lines), handle=f"core:{g}"))
-    return Section("core", f"### Core memory ({used}/{limit} chars)", items)
+    for e in ranked:
+        text = f"- {e.key} = {e.value} (importance {e.importance})"
+        by_text[text] = e
+        items.append(Item(text, handle=f"core:{e.key}"))
+    group_of = {i.text: by_text[i.text].group for i in items}
+    group_sizes: dict[str, list[CoreEntry]] = {}
+    for e in ranked:
+        group_sizes.setdefault(e.group, []).append(e)
+    header = f"### Core memory ({used}/{limit} chars)"
+
+    def layout(kept: list[Item]) -> list[str]:
+        shown: dict[str, list[str]] = {}
+        for i in kept:
+            shown.setdefault(group_of[i.text], []).append(i.text)
+        head = header
+        if len(kept) < len(items):
+            head = f"### Core memory ({used}/{limit} chars; {len(kept)} of {len(items)} entries shown)"
+        out = [head]
+        for g, texts in shown.items():
+            es = group_sizes[g]
+            line = f"[{g}] {sum(e.chars for e in es)}/{limit} chars"
+            if len(texts) < len(es):
+                line += f"; {len(texts)} of {len(es)} entries shown"
+            out += [line, *texts]
+        return out
+
+    return Section("core", header, items, layout=layout)
 
 
 def _recall_section(store: MemoryStore, branch: str, n: int, cap: int) -> tuple[Section, dict[str, Any]]:
@@ -134,28 +202,54 @@ def _waterfill(needs: dict[str, int], budget: int) -> dict[str, int]:
     return alloc
 
 
+_NOT_SHOWN_IDS = 3  # ids named in a "not shown" line
+
+
+def _not_shown(dropped: list[Item]) -> str:
+    """The line saying how many items a section left out, naming what brings them back: ``expand``
+    takes recall/archival ids; core entries are named by key."""
+    ids = [i.handle for i in dropped if i.handle and i.handle != "resource"]
+    keys = [h.removeprefix("core:") for h in ids if h.startswith("core:")]
+    ids = [h for h in ids if not h.startswith("core:")]
+
+    def names(xs: list[str]) -> str:
+        return ", ".join(xs[:_NOT_SHOWN_IDS]) + (", ..." if len(xs) > _NOT_SHOWN_IDS else "")
+
+    how = ([f"keys {names(keys)}"] if keys else []) + ([f"expand {names(ids)}"] if ids else [])
+    return f"[{len(dropped)} more not shown" + (f"; {'; '.join(how)}]" if how else "]")
+
+
 def _fit(sec: Section, allowed: int) -> tuple[str, list[str], set[str]]:
-    """The section's text within ``allowed`` chars, the handles of what was cut or dropped, and
-    the handles of items dropped whole (not shown at all)."""
-    if not sec.items or allowed <= len(sec.header) + 20:
+    """The section's text within ``allowed`` chars, the handles of what was left out, and the
+    handles of items dropped whole (here: every item left out; an item is never cut)."""
+    if not sec.items:
+        return "", [], set()
+    full = "\n".join(sec.lines(sec.items))
+    if len(full) <= allowed:
+        return full, [], set()
+    kept: list[Item] = []
+    dropped: list[Item] = []
+    for n, item in enumerate(sec.items):  # most important first; the "not shown" line counted in
+        rest = [*dropped, *sec.items[n + 1 :]]
+        trial = [*kept, item]
+        text = _with_not_shown(sec, trial, rest)
+        if len(text) <= allowed:
+            kept.append(item)
+        else:
+            dropped.append(item)
+    if not kept:
         handles = [i.handle for i in sec.items if i.handle]
         return "", handles, set(handles)
-    lines, used, cut, dropped = [], len(sec.header) + 1, [], set()
-    for item in sec.items:
-        room = allowed - used - 1
-        if len(item.text) <= room:
-            lines.append(item.text)
-            used += len(item.text) + 1
-        elif room > 80 and not lines:  # the first item alone is too big: cut it, keep its head
-            lines.append(_cap(item.text, room, item.handle))
-            used += room + 1
-            cut.append(item.handle or "")
-        else:
-            cut.append(item.handle or "")
-            dropped.add(item.handle or "")
-    if sec.chronological:
-        lines.reverse()
-    return "\n".join([sec.header, *lines]), [c for c in cut if c], dropped
+    handles = [i.handle for i in dropped if i.handle]
+    return _with_not_shown(sec, kept, dropped), handles, set(handles)
+
+
+def _with_not_shown(sec: Section, kept: list[Item], dropped: list[Item]) -> str:
+    lines = sec.lines(kept)
+    if dropped:  # where the left-out items would be: before the oldest shown, or after the last
+        at = 1 if sec.chronological else len(lines)
+        lines = [*lines[:at], _not_shown(dropped), *lines[at:]]
+    return "\n".join(lines)
 
 
 def _ledger(
@@ -222,11 +316,10 @@ def render_memory(
         [Item(resource_memory.strip(), "resource")] if resource_memory and resource_memory.strip() else [],
     )
     sections = [_core_section(core, cfg.core_max_chars), recall, arch, res]
-    # the blank lines joining the sections come out of the budget too
-    alloc = _waterfill({s.name: s.chars for s in sections}, cfg.memory_budget_chars - 2 * (len(sections) - 1))
     parts, ledger, shown = [], [], {}
+    alloc = _allot(sections, cfg.memory_budget_chars)
     for sec in sections:
-        full = "\n".join([sec.header] + [i.text for i in sec.items]) if sec.items else ""
+        full = "\n".join(sec.lines(sec.items)) if sec.items else ""
         text, cut, dropped = _fit(sec, alloc[sec.name])
         shown[sec.name] = {i.handle for i in sec.items if i.handle and i.handle not in dropped}
         if text:
@@ -240,7 +333,7 @@ def render_memory(
         "core": [
             {"key": e.key, "value": e.value, "importance": e.importance, "seq": e.seq, "branch": e.branch}
             for e in core
-            if f"core:{e.group}" in shown["core"]
+            if f"core:{e.key}" in shown["core"]
         ],
         "recall_ids": [i for i in rsnap["recall_ids"] if i in shown["recall"]],
         "summary_ids": [i for i in rsnap["summary_ids"] if i in shown["recall"]],
@@ -249,4 +342,15 @@ def render_memory(
     }
     text = "\n\n".join(parts)
     snapshot["chars"] = len(text)
-    return MemoryView(text, ledger, snapshot)
+    return MemoryView(_memory_text(text, lambda n: _render(sections, n)), ledger, snapshot)
+
+
+def _allot(sections: list[Section], budget_chars: int) -> dict[str, int]:
+    # the blank lines joining the sections come out of the budget too
+    return _waterfill({s.name: s.chars for s in sections}, budget_chars - 2 * (len(sections) - 1))
+
+
+def _render(sections: list[Section], budget_chars: int) -> str:
+    """The memory text within ``budget_chars``, whole items dropped (``MemoryText.refit``)."""
+    alloc = _allot(sections, budget_chars)
+    return "\n\n".join(t for t in (_fit(sec, alloc[sec.name])[0] for sec in sections) if t)
