@@ -17,7 +17,7 @@ class FlaggingResponder(ExampleResponder):
     def __call__(self, messages, schema, ctx):
         text = super().__call__(messages, schema, ctx)
         if ctx.node_id == FLAGGED and ctx.label.startswith("exec_review"):
-            return json.dumps({**json.loads(text), "is_bug": True, "summary": "looks wrong to me"})
+            return json.dumps({**json.loads(text), "is_bug": True, "findings": "looks wrong to me"})
         return text
 
 

@@ -3,7 +3,9 @@
 ``LAYERS`` is the catalogue: role, template, priority (higher survives longer),
 pinned, minimum/maximum tokens, truncation policy. ``PROMPTS`` lists, per
 (phase, operation/stage) prompt, its layers in the order they appear in the
-messages. Per-layer budgets can be overridden by ``context.layers.<name>``.
+messages. ``PROMPT_LAYERS`` gives a layer other settings in one prompt, where the
+call's purpose makes it more (or less) important. Per-layer budgets can be
+overridden by ``context.layers.<name>``.
 """
 
 from __future__ import annotations
@@ -40,6 +42,12 @@ LAYERS: dict[str, Layer] = {
         # the user's seed code (run --load-code / the idea's code section): draft nodes only
         _L("seed_code", "user", 78, "head_tail", min_tokens=300, title="Seed code"),
         _L("execution_output", "user", 65, "json_preview", min_tokens=200, title="Execution output"),
+        # what a run produced, for the calls that judge or use it (review, plotting, critique):
+        # each command's exit code and every metric value (a few lines, kept before anything else
+        # unpinned), the output's last lines (results are printed last), the data files by name
+        _L("run_result", "user", 97, "head", min_tokens=150, title="Run result"),
+        _L("run_output", "user", 90, "tail", min_tokens=250, title="Output (last lines)"),
+        _L("data_files", "user", 96, "head", min_tokens=200, title="Data files"),
         _L("install_steps", "user", 62, "history_prune", min_tokens=150, title="Installer steps so far"),
         _L("plot_feedback", "user", 45, "head", min_tokens=80, strip_reasoning=True, title="Plot feedback"),
         _L("time_feedback", "user", 45, "head", min_tokens=40, title="Run time"),
@@ -226,12 +234,12 @@ PROMPTS: dict[str, list[str]] = {
         "tried_ablations",
         "node_brief",
     ],  # fmt: skip
-    # judge one execution: bug or not, metric, summary
-    "exec_review": ["system", "task", *_TAIL, "prior_code", "execution_output", "node_brief"],
-    # a working node's plotting code (reads the data its experiment saved) and its critique by the
-    # vision model (the figures travel as image parts appended to the user message)
-    "node_plot": ["system", "task", *_TAIL, "prior_code", "execution_output", "node_brief"],
-    "node_vlm": ["system", "task", *_TAIL, "execution_output", "node_brief"],
+    # judge one execution: bug or not, what it found (its code is cut first: PROMPT_LAYERS)
+    "exec_review": ["system", "task", *_TAIL, "prior_code", "run_output", "run_result", "node_brief"],
+    # a working node's plotting code (reads the data files its experiment saved) and its critique
+    # by the vision model (the figures travel as image parts in the user message)
+    "node_plot": ["system", "task", *_TAIL, "prior_code", "data_files", "run_result", "node_brief"],
+    "node_vlm": ["system", "task", *_TAIL, "run_result", "node_brief"],
     # fallback: read the metrics from the run output when metrics.json is missing
     "metrics_parse": ["system", "task", *_TAIL, "execution_output", "node_brief"],
     # LLM tie-break between candidate nodes
@@ -255,6 +263,17 @@ PROMPTS: dict[str, list[str]] = {
     # the paper review (reporting/review.py): a reviewer's first review (with the few-shot examples),
     # its reflection rounds, the area chair's meta-review; the paper is the shared prefix
     **_REVIEW,
+}
+
+# What a call is for decides which of its layers are protected: one layer's settings in one prompt,
+# over the catalogue's (a ``context.layers.<name>`` config entry still applies on top of both).
+PROMPT_LAYERS: dict[str, dict[str, dict[str, Any]]] = {
+    # a review judges the output: the program (head and tail kept) is cut before the output's tail
+    "exec_review": {"prior_code": {"priority": 30, "min_tokens": 200}},
+    # plotting reads the data files: the program that wrote them is cut before their names
+    "node_plot": {"prior_code": {"priority": 30, "min_tokens": 200}},
+    # reading the metrics from stdout (a string): its last lines hold the results
+    "metrics_parse": {"execution_output": {"priority": 90, "policy": "tail", "min_tokens": 300}},
 }
 
 # The layout before issue 14, kept so bench/prompt_cache.py measures its baseline in the same run
@@ -292,9 +311,9 @@ _LEGACY_PROMPTS: dict[str, list[str]] = {
         "tried_ablations",
         *_LEGACY_TAIL,
     ],  # fmt: skip
-    "exec_review": ["system", "task", "prior_code", "execution_output", *_LEGACY_TAIL],
-    "node_plot": ["system", "task", "prior_code", "execution_output", *_LEGACY_TAIL],
-    "node_vlm": ["system", "task", "execution_output", *_LEGACY_TAIL],
+    "exec_review": ["system", "task", "prior_code", "run_output", "run_result", *_LEGACY_TAIL],
+    "node_plot": ["system", "task", "prior_code", "data_files", "run_result", *_LEGACY_TAIL],
+    "node_vlm": ["system", "task", "run_result", *_LEGACY_TAIL],
     "metrics_parse": ["system", "task", "execution_output", *_LEGACY_TAIL],
     "select_tiebreak": ["system", "task", "candidates", *_LEGACY_TAIL],
     "propose_idea": [
@@ -339,6 +358,8 @@ def layers_for(prompt_name: str) -> list[Layer]:
         names = table[prompt_name]
     except KeyError:
         raise KeyError(f"unknown prompt {prompt_name!r}; known: {', '.join(sorted(PROMPTS))}") from None
+    own = PROMPT_LAYERS.get(prompt_name, {})
+    layers = [replace(LAYERS[n], **own[n]) if n in own else LAYERS[n] for n in names]
     if _layout == "legacy":
-        return [replace(LAYERS[n], role=_LEGACY_ROLES.get(n, LAYERS[n].role)) for n in names]  # type: ignore[arg-type]
-    return [LAYERS[n] for n in names]
+        return [replace(x, role=_LEGACY_ROLES.get(x.name, x.role)) for x in layers]  # type: ignore[arg-type]
+    return layers

@@ -11,61 +11,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..base.paths import CODE_FILE, PLAN_FILE, REVIEW_FILE
+from ..base.paths import PLAN_FILE
 from ..context.state import state_op_for
-from ..llm.types import LLMError
-from .base import NodeContext, PhaseFailed, code_text, parent_file, short_json
-from .checkpoint import checkpoint
+from .base import NodeContext, PhaseFailed, parent_file
 from .phase0 import merges_plan, run_phase0
 from .phase1 import run_phase1
-from .phase234 import METRICS_FROM_REVIEW, compile_code, generate_code, normalise_metrics, run_experiment
+from .phase234 import METRICS_FROM_REVIEW, compile_code, generate_code, run_experiment
 from .plots import check_valid, critique_plots, make_plots, wants_plots
-from .schemas import REVIEW_METRICS_SCHEMA, REVIEW_SCHEMA
-
-
-def review_execution(ctx: NodeContext, run_record: dict) -> dict:
-    """Structured execution review (is_bug, summary); saved as ``review.json``."""
-    return checkpoint(ctx, "review", REVIEW_FILE, lambda: _review(ctx, run_record))
-
-
-def _review(ctx: NodeContext, run_record: dict) -> dict:
-    values = {
-        "execution_output": short_json(
-            {
-                "outputs": run_record.get("outputs", []),
-                "metrics": run_record.get("metrics"),
-                "metrics_source": run_record.get("metrics_source"),
-            }
-        ),
-        "prior_code": code_text(ctx.load(CODE_FILE) or {}),
-        "operation": ctx.node.operation,
-        "stage_name": f"stage {ctx.node.stage}",
-    }
-    parse = run_record.get("metrics_source") == METRICS_FROM_REVIEW  # one call for both (merge_calls)
-    try:
-        review = ctx.ask(
-            "exec_review",
-            {**values, "parse_metrics": parse},
-            phase="review",
-            label="exec_review+metrics" if parse else "exec_review",
-            role="feedback",
-            schema=REVIEW_METRICS_SCHEMA if parse else REVIEW_SCHEMA,
-        ).parsed
-    except LLMError as exc:
-        # the review is advice on top of hard evidence (exit codes, metrics): record and go on
-        review = {"is_bug": False, "summary": f"review unavailable: {exc}", "error": str(exc)}
-    return review
-
-
-def _review_metrics(review: dict) -> list[dict]:
-    """The metrics the execution review parsed from the output (no metrics.json, merge_calls)."""
-    try:
-        metrics = normalise_metrics(review.get("metrics") or [])
-    except (ValueError, TypeError) as exc:
-        raise PhaseFailed("phase4", f"no metrics: the review's metrics are invalid: {exc}") from exc
-    if not metrics:
-        raise PhaseFailed("phase4", f"no metrics.json; the review found none: {review.get('summary', '')}")
-    return metrics
+from .review import findings, review_execution, review_metrics, seed_summary
 
 
 def _metric_objects(metrics: list[dict]) -> tuple[Any, list[Any]]:
@@ -106,18 +59,23 @@ def run_node(ctx: NodeContext) -> None:
             raise PhaseFailed("phase4", f"no metrics: {record.get('metrics_source')}")
         review = review_execution(ctx, record) if ctx.node.operation != "seed_eval" else {}
         if record.get("metrics_source") == METRICS_FROM_REVIEW:
-            record = {**record, "metrics": _review_metrics(review)}
+            record = {**record, "metrics": review_metrics(review)}
+        found = findings(review)
         if review.get("is_bug"):
             if ctx.cfg.agent.trust_review:
-                raise PhaseFailed("review", f"execution review found a bug: {review.get('summary', '')}")
+                why = found or str(review.get("remarks") or "")
+                raise PhaseFailed("review", f"execution review found a bug: {why}")
             # advice only (agent.trust_review false): recorded, the hard evidence decides
-            ctx.run.event(
-                "review_advisory", node_id=ctx.node.id, summary=str(review.get("summary", ""))[:500]
-            )
+            ctx.run.event("review_advisory", node_id=ctx.node.id, summary=found[:500])
         if wants_plots(ctx):  # the node's figures and their critique (a plotting failure is no bug)
             check_valid(ctx, critique_plots(ctx, make_plots(ctx, answer, record["metrics"])))
         metric, metrics = _metric_objects(record["metrics"])
-        summary = str(review.get("summary") or ctx.node.summary)[:500]
+        # the node's summary is what its run found (the review's remarks about itself stay in
+        # review.json); a seed re-run's says whose re-run it is, with which seed, and what it measured
+        if ctx.node.operation == "seed_eval":
+            summary = seed_summary(ctx, record["metrics"])
+        else:
+            summary = (found or ctx.node.summary)[:500]
         ctx.update(
             status="good",
             error=None,

@@ -26,6 +26,7 @@ Seed re-runs (``seed_eval``) re-measure a chosen node: they are not plotted.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -33,11 +34,14 @@ from typing import Any
 from ..base.fileio import atomic_write_text, read_json, regular_file_inside
 from ..base.images import PLOT_SCHEMA, check_figure, image_part
 from ..base.images import SAFE_FIGURE_NAME as _SAFE_NAME
+from ..base.nodedata import NOT_DATA_DIRS, is_node_data
 from ..base.paths import PLOTS_FILE, VLM_FILE, RunPaths
+from ..base.templates import render
 from ..llm.types import LLMError
 from ..llm.vision import is_vision_refusal, vision_skip_reason
-from .base import NodeContext, PhaseFailed, code_text, short_json
+from .base import NodeContext, PhaseFailed, code_text
 from .checkpoint import checkpoint
+from .evidence import experiment_kinds, node_facts, run_result_text
 from .execution import run_command
 
 PLOT_PHASE = "phase5_plot"
@@ -47,8 +51,9 @@ PLOT_DIR = "node_plots"  # inside the workspace: where the script saves its PNGs
 ATTEMPTS = 2  # the first answer and one retry with the precise problems
 MAX_FIGURE_BYTES = 5_000_000
 MAX_FIGURE_SIDE = 6000
-DATA_SUFFIXES = (".npy", ".npz", ".json", ".csv", ".tsv")
 MAX_DATA_FILES = 30
+DATA_DEPTH = 3  # the top level and two folders down (data/<run>/results.json)
+INLINE_OUTLINE_CHARS = 120  # a longer outline, or one several files share, is shown once by label
 METRICS_JSON = "metrics.json"  # the experiment's metrics file (phases/phase234.py reads it)
 
 CRITIQUE_SCHEMA: dict[str, Any] = {
@@ -80,21 +85,41 @@ def make_plots(ctx: NodeContext, answer: dict, metrics: Any = None) -> dict:
 
 
 def data_files(workspace: Path) -> list[dict[str, Any]]:
-    """The data files the experiment saved (top level and one folder down), each with an outline."""
+    """The data files the experiment saved (:func:`~ai_scientist.base.nodedata.is_node_data`: no
+    cache, hidden or pipeline folder; up to :data:`DATA_DEPTH` levels deep), each with an outline,
+    in path order; the first :data:`MAX_DATA_FILES` (:func:`count_data_files` counts them all)."""
     out: list[dict[str, Any]] = []
-    if not workspace.is_dir():
-        return out
-    found = sorted(
-        p for pat in ("*", "*/*") for p in workspace.glob(pat) if p.suffix.lower() in DATA_SUFFIXES
-    )
-    for path in found:
-        rel = path.relative_to(workspace)
-        if rel.parts[0] == PLOT_DIR or not regular_file_inside(workspace, path):
-            continue  # our own output, or a planted symlink / FIFO: never read
-        out.append({"file": rel.as_posix(), "bytes": path.stat().st_size, **_outline(path)})
+    for rel in _data_paths(workspace):
+        path = workspace / rel
+        if not regular_file_inside(workspace, path):
+            continue  # a planted symlink / FIFO: never read
+        out.append({"file": rel, "bytes": path.stat().st_size, **_outline(path)})
         if len(out) >= MAX_DATA_FILES:
             break
     return out
+
+
+def count_data_files(workspace: Path) -> int:
+    """How many data files :func:`data_files` would list without its cap."""
+    return sum(1 for rel in _data_paths(workspace) if regular_file_inside(workspace, workspace / rel))
+
+
+def _data_paths(workspace: Path) -> list[str]:
+    """Relative paths of the workspace's data files, sorted; folders that never hold data (hidden,
+    caches, our plots) are not entered at all (a font cache can hold thousands of files)."""
+    found: list[str] = []
+    if not workspace.is_dir():
+        return found
+    for root, dirs, files in os.walk(workspace):
+        rel_root = Path(root).relative_to(workspace)
+        depth = len(rel_root.parts)
+        dirs[:] = (
+            []
+            if depth + 1 >= DATA_DEPTH
+            else sorted(d for d in dirs if not d.startswith(".") and d not in NOT_DATA_DIRS)
+        )
+        found += [(rel_root / f).as_posix() for f in files if is_node_data(rel_root / f)]
+    return sorted(found)
 
 
 def _outline(path: Path) -> dict[str, Any]:
@@ -118,28 +143,66 @@ def _outline(path: Path) -> dict[str, Any]:
     return {}
 
 
-def _listed(files: list[dict[str, Any]], metrics: Any) -> list[dict[str, Any]]:
-    """The data files as the plotting prompt lists them: ``metrics.json`` holding only the metrics
-    listed next to them says so, instead of an outline repeating their fields."""
-    if not metrics:
-        return files
-    out = []
+def data_files_text(files: list[dict[str, Any]], metrics: Any, total: int | None = None) -> str:
+    """The ``data_files`` layer: every file's relative path and size first (a head cut keeps the
+    names), each structure once — inline when short and one file's own, else under a label that
+    every file sharing it names. ``metrics.json`` holding only the metrics listed under "Run
+    result" says so instead of repeating them."""
+    rows: list[dict[str, Any]] = []
+    texts: list[str] = []
     for f in files:
-        if f["file"] == METRICS_JSON and set(f.get("structure") or {}) == {"metrics"}:
-            f = {"file": f["file"], "bytes": f["bytes"], "structure": '{"metrics": [the metrics below]}'}
-        out.append(f)
-    return out
+        text = _outline_text(f, metrics)
+        rows.append({"file": f["file"], "bytes": f["bytes"], "text": text})
+        texts.append(text)
+    shared: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        text = row["text"]
+        if text and (texts.count(text) > 1 or len(text) > INLINE_OUTLINE_CHARS):
+            if text not in shared:
+                shared[text] = {"ref": f"S{len(shared) + 1}", "text": text, "count": texts.count(text)}
+            row["ref"] = shared[text]["ref"]
+    more = max(0, (total or len(files)) - len(files))
+    return render("context/_data_files.j2", rows=rows, shared=list(shared.values()), more=more).strip()
+
+
+def _outline_text(f: dict[str, Any], metrics: Any) -> str:
+    """One file's outline as one line of text ("" when there is none)."""
+    if "structure" in f:
+        if metrics and f["file"] == METRICS_JSON and set(f["structure"] or {}) == {"metrics"}:
+            return render("context/_metrics_file.j2").strip()
+        return json.dumps(f["structure"], ensure_ascii=False)
+    rest = {k: v for k, v in f.items() if k not in ("file", "bytes")}
+    return json.dumps(rest, ensure_ascii=False) if rest else ""
 
 
 def _json_outline(value: Any, depth: int = 0) -> Any:
+    """Types and list lengths of a JSON value, to depth 3. A dict whose values (3 or more) share one
+    structure — one entry per run, per seed — shows it once under a key naming the range."""
     if isinstance(value, dict):
         if depth >= 3:
             return f"object with {len(value)} keys"
-        return {str(k): _json_outline(v, depth + 1) for k, v in list(value.items())[:30]}
+        items = list(value.items())
+        out = {str(k): _json_outline(v, depth + 1) for k, v in items[:30]}
+        shapes = {json.dumps(o, sort_keys=True) for o in out.values()}
+        first = next(iter(out.values()), None)
+        if len(out) >= 3 and len(shapes) == 1 and (isinstance(first, dict) or str(first).startswith("list")):
+            keys = [str(k) for k, _ in items]
+            label = ", ".join(keys) if len(keys) <= 4 else f"{keys[0]}, {keys[1]}, ..., {keys[-1]}"
+            return {f"<each of {len(keys)} keys: {label}>": first}
+        if len(items) > 30:
+            out[f"<{len(items) - 30} more keys>"] = "..."
+        return out
     if isinstance(value, list):
         inner = _json_outline(value[0], depth + 1) if value else None
         return f"list of {len(value)}" + (f" x {json.dumps(inner)}" if inner is not None else "")
     return type(value).__name__
+
+
+def plot_schema(max_figures: int) -> dict[str, Any]:
+    """The plotting answer's schema with at most ``max_figures`` figures (agent.plots.max_figures,
+    the number the instructions state)."""
+    figures = {**PLOT_SCHEMA["properties"]["figures"], "maxItems": max_figures}
+    return {**PLOT_SCHEMA, "properties": {**PLOT_SCHEMA["properties"], "figures": figures}}
 
 
 def _plots(ctx: NodeContext, answer: dict, metrics: Any) -> dict:
@@ -158,17 +221,16 @@ def _plots(ctx: NodeContext, answer: dict, metrics: Any) -> dict:
         record["error"] = "the experiment saved no data files (.json, .csv, .npy, .npz) to plot"
         return _done(ctx, record)
     values: dict[str, Any] = {
-        "operation": ctx.node.operation,
-        "stage_name": f"stage {ctx.node.stage}",
+        **node_facts(ctx),
         "prior_code": code_text(answer),
-        "execution_output": short_json({"data_files": _listed(files, metrics), "metrics": metrics}),
+        "data_files": data_files_text(files, metrics, count_data_files(ctx.workspace)),
+        "run_result": run_result_text({}, metrics, commands=False),
         "plot_dir": PLOT_DIR,
         "max_figures": pcfg.max_figures,
         "plot_problems": "",
         "previous_script": "",
     }
-    if ctx.node.idea:
-        values["stage_idea"] = ctx.node.idea
+    schema = plot_schema(pcfg.max_figures)
     problems: list[str] = []
     for attempt in range(1, ATTEMPTS + 1):
         record["attempts"] = attempt
@@ -179,7 +241,7 @@ def _plots(ctx: NodeContext, answer: dict, metrics: Any) -> dict:
                 phase=PLOT_PHASE,
                 label=f"plot{attempt}",
                 role="plotting",
-                schema=PLOT_SCHEMA,
+                schema=schema,
             ).parsed
         except LLMError as exc:
             problems = [f"no valid plotting answer: {exc}"[:1500]]
@@ -338,17 +400,16 @@ def _critique(ctx: NodeContext, plots: dict) -> dict:
 
 
 def _ask_vlm(ctx: NodeContext, figures: list[dict[str, Any]], plots: dict) -> dict[str, Any]:
+    metrics = plots.get("metrics") or []
     values = {
+        **node_facts(ctx),
         "task": ctx.run.idea.to_markdown(),
         "python": ctx.cfg.exec.python,
-        "operation": ctx.node.operation,
-        "stage_name": f"stage {ctx.node.stage}",
-        "execution_output": short_json({"metrics": plots.get("metrics"), "figures": figures}),
-        "figures": figures,
+        "run_result": run_result_text({}, metrics, commands=False),
+        "kinds": experiment_kinds([m.get("name", "") for m in metrics], ctx.run.idea.to_markdown()),
+        "figures": figures,  # listed once, with their captions, in the call's brief
         "response_schema": CRITIQUE_SCHEMA,
     }
-    if ctx.node.idea:
-        values["stage_idea"] = ctx.node.idea
     # the figures go in the last message, their tokens set aside before the text is packed
     images = [image_part(ctx.paths.plots / f["file"]) for f in figures]
     messages, ledger = ctx.prompts.build(

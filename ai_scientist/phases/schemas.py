@@ -134,10 +134,12 @@ MERGED_CODE_SCHEMA: dict[str, Any] = {
 
 REVIEW_SCHEMA: dict[str, Any] = {
     "type": "object",
-    # the summary first: the verdict follows what the answer has just said about the run (a
-    # grammar-constrained decoder writes the properties in this order)
-    "properties": {"summary": _text(500), "is_bug": {"type": "boolean"}},
-    "required": ["summary", "is_bug"],
+    # the findings first: the verdict follows what the answer has just said about the run (a
+    # grammar-constrained decoder writes the properties in this order). Only the findings (what the
+    # run found, with its numbers) become the node's summary; remarks about the review itself
+    # (what the output did not show) stay in review.json
+    "properties": {"findings": _text(600), "remarks": _text(400), "is_bug": {"type": "boolean"}},
+    "required": ["findings", "remarks", "is_bug"],
 }
 
 IDEAS_SCHEMA: dict[str, Any] = {

@@ -240,7 +240,11 @@ class ExampleResponder:
     def _exec_review(self, text: str, ctx: CallContext) -> str:
         m = re.search(r"val_accuracy=([0-9.]+)", text)
         acc = m.group(1) if m else "unknown"
-        review: dict[str, Any] = {"is_bug": False, "summary": f"ran cleanly; val_accuracy={acc}"}
+        review: dict[str, Any] = {
+            "findings": f"ran cleanly; val_accuracy={acc}",
+            "remarks": "",
+            "is_bug": False,
+        }
         if ctx.label == "exec_review+metrics":  # no metrics.json: the review reads them from stdout
             review["metrics"] = (
                 [{"name": "val_accuracy", "value": float(m.group(1)), "direction": "maximize"}] if m else []

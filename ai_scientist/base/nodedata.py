@@ -1,0 +1,30 @@
+"""Which files in a node's workspace are the data its experiment saved.
+
+One rule for every reader of a workspace — the node's own plotting call (``phases/plots.py``) and
+the run's data manifest (``reporting/manifest.py``) — so a library's cache (matplotlib writes
+``.cache/matplotlib/fontlist-v330.json`` into the working directory of a program that imports it),
+compiled bytecode or the pipeline's own figures are never offered as results to plot.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath, PurePosixPath
+
+DATA_SUFFIXES = (".npy", ".npz", ".json", ".csv", ".tsv")
+# folders whose files are never the experiment's data: caches and installed packages a tool left
+# in the working directory, and the figures the pipeline itself makes (node_plots/, plots/)
+NOT_DATA_DIRS = frozenset({"__pycache__", "site-packages", "node_modules", "node_plots", "plots"})
+
+
+def is_node_data(rel_path: str | PurePath) -> bool:
+    """True when ``rel_path`` (relative to the workspace) names a data file of the experiment: a
+    data suffix (:data:`DATA_SUFFIXES`), and no part of the path hidden (``.cache/``, ``.git/``,
+    ``.hidden.json``) or one of :data:`NOT_DATA_DIRS`. Pure: looks at the path only (whether it is
+    a regular file inside the workspace is the caller's check)."""
+    path = PurePosixPath(rel_path)
+    parts = path.parts
+    if not parts or path.is_absolute() or ".." in parts:
+        return False
+    if path.suffix.lower() not in DATA_SUFFIXES:
+        return False
+    return not any(p.startswith(".") or p in NOT_DATA_DIRS for p in parts)

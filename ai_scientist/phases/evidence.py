@@ -1,0 +1,126 @@
+"""The evidence of one run, as the calls that judge or use it see it (review, plotting, critique).
+
+A run reaches those calls in a shape that survives packing (context/spec.py): ``run_result`` —
+each command's exit code and every metric value, a few lines kept before anything else —,
+``run_output`` — the last lines of each command's stderr and stdout (results are printed last; a
+tail cut drops the oldest lines) — and the node's facts for the call's brief (which node, what it
+is: never "Operation: draft" as if the call were a draft). The criteria the review and the
+critique apply follow the kind of experiment (:func:`experiment_kinds`). Texts are rendered from
+templates; this module decides only what goes in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..base.templates import render
+
+if TYPE_CHECKING:
+    from .base import NodeContext
+
+# how much of each stream the run record keeps (phases/phase234.py: the last 2500 characters): a
+# tail that long was cut, most likely mid-line
+RECORDED_TAIL_CHARS = 2500
+
+KINDS = ("training", "benchmark", "simulation")
+# the words of a metric's name (split at anything but a letter or digit) that say what kind of
+# experiment measured it; a name may say two kinds (``train_time_s``: benchmark)
+_METRIC_WORDS: dict[str, frozenset[str]] = {
+    "training": frozenset(
+        "loss acc accuracy f1 auc roc precision recall perplexity ppl bleu rouge top1 top5 iou dice "
+        "nll mse rmse mae r2 map".split()
+    ),
+    "benchmark": frozenset(
+        "time times seconds sec secs s ms us ns runtime walltime elapsed latency throughput flops "
+        "gflops tflops mflops gflop speedup speed bandwidth cycles ops".split()
+    ),
+    "simulation": frozenset(
+        "residual residuals drift conservation energy convergence cfl mass momentum linf l2error "
+        "relerror".split()
+    ),
+}
+# when no metric says it: words of the research idea
+_IDEA_PATTERNS: dict[str, re.Pattern[str]] = {
+    "training": re.compile(r"\b(train(ing|ed)?|neural|classifier|fine-?tun\w*|epochs?)\b", re.I),
+    "benchmark": re.compile(
+        r"\b(benchmark\w*|speed-?ups?|throughput|latency|g?flop/?s|kernels?|wall-?clock|timings?)\b", re.I
+    ),
+    "simulation": re.compile(
+        r"\b(simulat\w*|solvers?|pdes?|finite[- ](difference|element|volume)s?|monte carlo|n-body|integrators?)\b",
+        re.I,
+    ),
+}
+
+
+def experiment_kinds(metric_names: Iterable[str], idea_text: str = "") -> list[str]:
+    """The kinds of experiment (of :data:`KINDS`, in that order) whose criteria apply: those the
+    metrics' names say; when none does, those the idea's words say; empty when neither says any
+    (the templates then list every kind's criteria under "check what applies")."""
+    words: set[str] = set()
+    for name in metric_names:
+        words.update(w for w in re.split(r"[^a-z0-9]+", str(name).lower()) if w)
+    kinds = [k for k in KINDS if words & _METRIC_WORDS[k]]
+    if kinds:
+        return kinds
+    return [k for k in KINDS if _IDEA_PATTERNS[k].search(idea_text or "")]
+
+
+def node_facts(ctx: NodeContext) -> dict[str, Any]:
+    """What the briefs of the review, plotting and critique calls say about the node: its id,
+    operation, stage (number and title), parent and idea."""
+    from ..treesearch.stages import STAGES
+
+    node = ctx.node
+    stage = STAGES.get(node.stage)
+    facts: dict[str, Any] = {
+        "node_id": node.id,
+        "operation": node.operation,
+        "stage_name": f"stage {node.stage}",
+        "stage_title": stage.title if stage else "",
+        "parent_id": node.parent_id or "",
+    }
+    if node.idea:
+        facts["stage_idea"] = node.idea
+    return facts
+
+
+def run_result_text(
+    run_record: dict[str, Any], metrics: Any, *, commands: bool = True, from_review: bool = False
+) -> str:
+    """The ``run_result`` layer: each command's exit code and time (``commands``), then every
+    metric with its value, direction and dataset, and where the metrics came from
+    (``from_review``: none yet, the review reads them from the output)."""
+    return render(
+        "context/_run_result.j2",
+        outputs=(run_record.get("outputs") or []) if commands else [],
+        metrics=list(metrics or []),
+        metrics_source=run_record.get("metrics_source") or "",
+        from_review=from_review,
+    ).strip()
+
+
+def run_output_text(outputs: list[dict[str, Any]]) -> str:
+    """The ``run_output`` layer: per command, the last lines of its stderr and then of its stdout
+    (the stdout's tail last, where a tail cut keeps it longest); a tail the run record cut
+    mid-line starts at its first whole line."""
+    shown = [
+        {
+            **o,
+            "stdout_tail": _whole_lines(o.get("stdout_tail")),
+            "stderr_tail": _whole_lines(o.get("stderr_tail")),
+        }
+        for o in outputs
+    ]
+    shown = [o for o in shown if o["stdout_tail"].strip() or o["stderr_tail"].strip()]
+    if not shown:
+        return ""
+    return render("context/_run_output.j2", outputs=shown, total=len(outputs)).strip()
+
+
+def _whole_lines(tail: str | None) -> str:
+    text = tail or ""
+    if len(text) >= RECORDED_TAIL_CHARS and "\n" in text[:-1]:
+        return text[text.index("\n") + 1 :]
+    return text

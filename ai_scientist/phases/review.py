@@ -1,0 +1,83 @@
+"""The execution review: what one run found, judged from what it printed and measured.
+
+The review call (prompt ``exec_review``) judges a run by its output, so the run reaches it in a
+shape that survives packing (context/spec.py): ``run_result`` — each command's exit code and
+every metric value, a few lines kept before anything else —, ``run_output`` — the last lines of
+each command's stderr and stdout (results are printed last; a cut drops the oldest lines) — and
+the program itself, which is what gets cut first. The answer separates what the run found
+(``findings``, with the numbers from the output: the node's summary everywhere later) from
+remarks about the review itself (``remarks``: what could not be seen or checked), which stay in
+``review.json``.
+
+The layers' texts, and the criteria by kind of experiment, come from :mod:`.evidence` (shared
+with the plotting and critique calls).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..base.paths import CODE_FILE, REVIEW_FILE
+from ..base.templates import render
+from ..llm.types import LLMError
+from .base import NodeContext, PhaseFailed, code_text
+from .checkpoint import checkpoint
+from .evidence import experiment_kinds, node_facts, run_output_text, run_result_text
+from .phase234 import METRICS_FROM_REVIEW, normalise_metrics
+from .schemas import REVIEW_METRICS_SCHEMA, REVIEW_SCHEMA
+
+
+def review_execution(ctx: NodeContext, run_record: dict) -> dict:
+    """Structured execution review (findings, remarks, is_bug); saved as ``review.json``."""
+    return checkpoint(ctx, "review", REVIEW_FILE, lambda: _review(ctx, run_record))
+
+
+def _review(ctx: NodeContext, run_record: dict) -> dict:
+    metrics = run_record.get("metrics") or []
+    parse = run_record.get("metrics_source") == METRICS_FROM_REVIEW  # one call for both (merge_calls)
+    values = {
+        **node_facts(ctx),
+        "prior_code": code_text(ctx.load(CODE_FILE) or {}),
+        "run_output": run_output_text(run_record.get("outputs") or []),
+        "run_result": run_result_text(run_record, metrics, from_review=parse),
+        "kinds": experiment_kinds([m.get("name", "") for m in metrics], ctx.run.idea.to_markdown()),
+        "parse_metrics": parse,
+    }
+    try:
+        review = ctx.ask(
+            "exec_review",
+            values,
+            phase="review",
+            label="exec_review+metrics" if parse else "exec_review",
+            role="feedback",
+            schema=REVIEW_METRICS_SCHEMA if parse else REVIEW_SCHEMA,
+        ).parsed
+    except LLMError as exc:
+        # the review is advice on top of hard evidence (exit codes, metrics): record and go on
+        review = {"is_bug": False, "findings": "", "remarks": f"review unavailable: {exc}", "error": str(exc)}
+    return review
+
+
+def findings(review: dict[str, Any]) -> str:
+    """What the reviewed run found (a review written before issue 28 calls it ``summary``)."""
+    return str(review.get("findings") or review.get("summary") or "").strip()
+
+
+def review_metrics(review: dict) -> list[dict]:
+    """The metrics the execution review parsed from the output (no metrics.json, merge_calls)."""
+    try:
+        metrics = normalise_metrics(review.get("metrics") or [])
+    except (ValueError, TypeError) as exc:
+        raise PhaseFailed("phase4", f"no metrics: the review's metrics are invalid: {exc}") from exc
+    if not metrics:
+        why = findings(review) or str(review.get("remarks") or "")
+        raise PhaseFailed("phase4", f"no metrics.json; the review found none: {why}")
+    return metrics
+
+
+def seed_summary(ctx: NodeContext, metrics: list[dict[str, Any]]) -> str:
+    """A seed re-run's summary: what it is (a re-run of its parent with one seed) and what it
+    measured — never its parent's plan, which it only repeats."""
+    return render(
+        "phases/_seed_summary.j2", parent_id=ctx.node.parent_id or "?", seed=ctx.node.seed, metrics=metrics
+    ).strip()
