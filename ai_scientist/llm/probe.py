@@ -161,13 +161,26 @@ def check_endpoint(cfg: Config, base_url: str | None, key: str) -> list[dict[str
         )
     ]
     n_ctx, source = context_window(url, key, model, listing)
+    # what prompts are budgeted from (context/budget.py): the config's window, else the known table
+    from ..context.budget import Budget
+
+    budget = Budget.from_config(cfg.context, model=model)
     if n_ctx:
-        rows.append(
-            row("context window", True, f"{n_ctx} tokens", f"The server reports {n_ctx} tokens ({source}).")
+        detail = (
+            f"The server reports {n_ctx} tokens ({source}); prompts get {budget.max_tokens} ({budget.source})"
         )
+        if budget.max_tokens > n_ctx - cfg.context.reserved_output_tokens:
+            detail += f": set context.model_context_window: {n_ctx}"
+        rows.append(row("context window", True, f"{n_ctx} tokens", detail + "."))
     else:
         rows.append(
-            row("context window", True, "unknown", "The server does not report the model's context window.")
+            row(
+                "context window",
+                True,
+                "unknown",
+                "The server does not report the model's context window; prompts get "
+                f"{budget.max_tokens} tokens ({budget.source}).",
+            )
         )
     rows.append(structured_row(backend, model))
     rows.append(images_row(backend, model))

@@ -125,6 +125,12 @@ def render_markdown(rec: dict[str, Any]) -> str:
     ]
     if rec.get("error"):
         out.append(f"- **error**: {rec['error']}")
+    budget = rec.get("budget")
+    if budget:  # the limit the prompt was assembled under and what was sent, images included
+        out.append(
+            f"- budget: {rec.get('prompt_tokens_with_images')} of {budget.get('limit')} tokens sent "
+            f"(images included); limit from {budget.get('source')}"
+        )
     ledger = rec.get("ledger") or []
     sections = record_sections(rec) if ledger else {}
     if ledger:
@@ -134,6 +140,8 @@ def render_markdown(rec: dict[str, Any]) -> str:
             out += ["", f"### {layer} — {e.get('action')} ({e.get('tokens_after')} tokens)", ""]
             if layer in sections:
                 out += ["````", sections[layer], "````"]
+            elif layer in ("budget", "images"):  # not a section: the whole request's numbers
+                out.append(f"*{e.get('reason', '')}*")
             else:
                 out.append(f"*not in the prompt: {e.get('reason', '')}*")
     out += ["", "## Messages as sent"]
