@@ -209,7 +209,7 @@ def default_responder(plot_scripts=(PLOT_SCRIPT,), sections=(SECTIONS,)):
         if role == "writeup":
             text = json.dumps(secs.pop(0) if len(secs) > 1 else secs[0])
             user = messages[-1]["content"]
-            found = re.search(r"# References you may cite \(by key\)\n- ([a-z0-9]+):", user)
+            found = re.search(r"# Citation keys you may use[^\n]*\n- ([a-z0-9]+):", user)
             key = found.group(1) if found else "missing"
             return text.replace("KEY", key)
         if role == "review":

@@ -48,10 +48,12 @@ def test_vlm_critiques_nodes_and_figures(tmp_path):
         run, cfg, client, SubprocessExecutor(python=sys.executable), options=ReportOptions(tool_path="")
     )
     vlm = json.loads((run / "figures" / "vlm.json").read_text())
-    assert set(vlm["nodes"]) == {"n0001", "n0003", "n0006", "n0007"}  # best node of each stage with plots
+    # the best node of each stage with plots; stage 4's is n0006, carried from stage 3 (its
+    # ablation n0007 did not beat it), as the stage's end would choose (the run has no state.json)
+    assert set(vlm["nodes"]) == {"n0001", "n0003", "n0006"}
     assert vlm["figures"]["loss_all.png"]["score"] == 6
     vlm_calls = [c for c in client.calls if c["role"] == "vlm_feedback"]
-    assert {c["ctx"].node_id for c in vlm_calls} == {"n0001", "n0003", "n0006", "n0007", "run"}
+    assert {c["ctx"].node_id for c in vlm_calls} == {"n0001", "n0003", "n0006", "run"}
 
 
 @pytest.mark.parametrize(

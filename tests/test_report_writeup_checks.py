@@ -175,15 +175,18 @@ def test_feedback_names_each_problem_and_is_empty_when_none():
         "acc.png": {"issues": ["axis labels missing"], "caption_matches": False},
         "loss.png": {"issues": []},
     }
-    chk = [f"paper.tex:{i}:1:8:Wrong length of dash" for i in range(12)]
+    chk = [f'on the line "stages 1-{i}": column 9: Wrong length of dash' for i in range(12)]
     fb = paper_feedback(sections, FIGS, vlm, chk, 6, 4, ["b.png repeats a.png: removed"])
     assert fb[0] == "Figure fig:2 (acc.png) is never referenced: discuss it with \\ref{fig:2}."
     assert fb[1].startswith("\\ref{fig:7} points to no figure (usable labels: fig:1, fig:2)")
     assert fb[2] == ("Figure fig:2 (acc.png), as the vision model saw it: axis labels missing; "
                      "the caption does not match what the figure shows.")  # fmt: skip
     assert fb[3] == "Figure check: b.png repeats a.png: removed."
-    assert fb[4].startswith("chktex warnings on paper.tex: paper.tex:0:") and fb[4].endswith("(and 2 more).")
-    assert fb[5] == "The main text runs to page 6; the limit is 4 pages: shorten it."
+    assert fb[4].startswith('LaTeX style warnings (chktex) in your text: on the line "stages 1-0"')
+    assert fb[4].endswith("(and 2 more lines).")
+    # the overrun with its size and a word budget, cutting prose and not caveats (issue 28)
+    assert fb[5].startswith("The main text runs to page 6; the limit is 4 pages, so it is 2 pages over.")
+    assert "words" in fb[5] and "keep every caveat" in fb[5]
     ok = {"results": "Figures \\ref{fig:1} and \\ref{fig:2}."}
     assert paper_feedback(ok, FIGS, {"acc.png": {"issues": []}}, [], 4, 4, []) == []
 

@@ -20,6 +20,7 @@ from ai_scientist.base.fileio import read_json
 from ai_scientist.base.paths import RunPaths
 from ai_scientist.cli.main import main
 from ai_scientist.reporting import prompts as report_prompts
+from ai_scientist.reporting.runread import SEED_STATISTIC
 from ai_scientist.reporting.writeup import stage_summaries
 from ai_scientist.runloop.stage_summary import render_summary
 from ai_scientist.testing.scripted import ExampleResponder
@@ -100,6 +101,7 @@ def test_the_writeup_input_has_the_summaries(run_dir):
         figure_problems=[],
         memory_digest="",
         papers=[],
+        seed_statistic=SEED_STATISTIC,
     )
     for s in stored.values():
         for key, value in s["summary"].items():

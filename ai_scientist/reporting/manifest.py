@@ -5,7 +5,10 @@ lists the data files the experiment saved (numpy arrays with shape and dtype,
 npz members, JSON structure, CSV headers), the node's metrics, and which node
 and seed produced each file. The files are copied under the aggregation
 workspace (``figures/data/<node_id>/...``) so the sandboxed script reads
-them by the relative path the manifest names, and nothing outside.
+them by the relative path the manifest names, and nothing outside. Files under a hidden or
+cache directory (any path part starting with ``.``, ``__pycache__``) are tools' state, e.g.
+matplotlib's font cache, not the experiment's data: they are left out. The seed statistic the
+manifest states (``seed_statistic``) is the one the writeup and the run's last lines report.
 """
 
 from __future__ import annotations
@@ -21,11 +24,18 @@ import numpy as np
 
 from ..base.fileio import regular_file_inside
 from ..base.paths import NodePaths
-from .runread import RunView
+from .runread import SEED_STATISTIC, RunView
 
 DATA_SUFFIXES = {".npy", ".npz", ".json", ".csv", ".tsv"}
 MAX_FILES_PER_NODE = 40
 MAX_FILE_BYTES = 50_000_000
+CACHE_DIRS = {"__pycache__"}
+
+
+def is_node_data(rel: Path) -> bool:
+    """False for a path (relative to the workspace) under a hidden or cache directory, or a
+    hidden file: tools' state (``.cache/matplotlib/fontlist-v330.json``), not the experiment's."""
+    return not any(part.startswith(".") or part in CACHE_DIRS for part in rel.parts)
 
 
 def describe_file(path: Path) -> dict[str, Any]:
@@ -73,7 +83,9 @@ def _node_entry(view: RunView, node: dict[str, Any], role: str, dest_root: Path)
         found = sorted(
             p
             for p in workspace.rglob("*")
-            if p.suffix.lower() in DATA_SUFFIXES and regular_file_inside(workspace, p)
+            if p.suffix.lower() in DATA_SUFFIXES
+            and is_node_data(p.relative_to(workspace))
+            and regular_file_inside(workspace, p)
         )
         for src in found[:MAX_FILES_PER_NODE]:
             if src.stat().st_size > MAX_FILE_BYTES:
@@ -97,9 +109,17 @@ def _node_entry(view: RunView, node: dict[str, Any], role: str, dest_root: Path)
 def build_manifest(view: RunView, dest_root: Path) -> dict[str, Any]:
     """Describe (and copy under ``dest_root``) the data of each stage's best node and its seeds."""
     entries: list[dict[str, Any]] = []
+    listed: set[str] = set()
     for _stage, best in view.best_per_stage().items():
+        if best["id"] in listed:  # kept from an earlier stage that no node of this one beat
+            continue
+        listed.add(best["id"])
         entries.append(_node_entry(view, best, "best", dest_root))
         for seed_node in view.seed_runs(str(best["id"])):
             if seed_node.get("status") == "good":
                 entries.append(_node_entry(view, seed_node, "seed_run", dest_root))
-    return {"nodes": entries, "data_root": "data"}
+    return {
+        "nodes": entries,
+        "data_root": "data",
+        "seed_statistic": f"role seed_run entries: {SEED_STATISTIC} (role best)",
+    }

@@ -4,8 +4,11 @@ After a clean compile the writer gets one list of concrete problems per
 round and returns all sections again: figures never referenced or
 references to figures that do not exist, the vision model's figure/caption
 findings (``figures/vlm.json``), duplicate figures removed before writing,
-``chktex`` warnings and a page overrun. A round with nothing to report ends
-the reflection. :func:`paper_feedback` is pure: it reads values, not files.
+``chktex`` warnings on the lines the writer wrote (each with that line's text;
+warnings on the template's own lines are dropped: the writer cannot change
+them) and a page overrun, said with its size and a word budget. A round with
+nothing to report ends the reflection. Everything here is pure: it reads
+values, not files.
 """
 
 from __future__ import annotations
@@ -15,6 +18,56 @@ from typing import Any
 
 SECTION_KEYS = ("abstract", "introduction", "related_work", "method", "experiments", "results", "conclusion")
 MAX_CHKTEX = 10
+LINE_CHARS = 160  # what a chktex warning shows of its line
+_CHKTEX = re.compile(r"^[^:]*:(\d+):(\d+):(\d+):(.*)$")  # chktex -v0: file:line:col:number:message
+
+
+def word_count(sections: dict[str, str]) -> int:
+    return sum(len(str(sections.get(k, "")).split()) for k in SECTION_KEYS)
+
+
+def overflow_message(main_pages: int, page_limit: int, sections: dict[str, str]) -> str:
+    """A page overrun as the writer can act on it: pages over, the words the sections hold, and a
+    word budget (the words scaled to the limit, less 5 % because figures and headings take room
+    the words do not show)."""
+    words = word_count(sections)
+    budget = int(words * page_limit / main_pages * 0.95)
+    over = main_pages - page_limit
+    return (
+        f"The main text runs to page {main_pages}; the limit is {page_limit} pages, so it is "
+        f"{over} page{'' if over == 1 else 's'} over. Your sections hold {words} words: cut about "
+        f"{words - budget} words, to at most {budget} words in all. Cut prose (repetition, "
+        "background, long descriptions of the method); keep every caveat, limitation and "
+        "reported number."
+    )
+
+
+def writer_lines(tex: str, own_texts: list[str]) -> dict[int, str]:
+    """Line number -> text of the lines of ``tex`` that hold the writer's own text (a line that
+    appears in one of ``own_texts``, the escaped sections as they went into the .tex)."""
+    out = {}
+    for i, line in enumerate(tex.splitlines(), 1):
+        t = line.strip()
+        if any(c.isalnum() for c in t) and any(t in x for x in own_texts):
+            out[i] = t
+    return out
+
+
+def chktex_for_writer(warnings: list[str], tex: str, own_texts: list[str]) -> list[str]:
+    """chktex warnings on lines the writer wrote, one entry per line with its text (the writer
+    never sees paper.tex); warnings on other lines (the template's) are dropped."""
+    own = writer_lines(tex, own_texts)
+    by_line: dict[int, list[str]] = {}
+    for w in warnings:
+        m = _CHKTEX.match(w)
+        if m and int(m.group(1)) in own:
+            message = m.group(4).strip().rstrip(".")
+            by_line.setdefault(int(m.group(1)), []).append(f"column {m.group(2)}: {message}")
+    out = []
+    for n, found in sorted(by_line.items()):
+        text = own[n] if len(own[n]) <= LINE_CHARS else own[n][:LINE_CHARS] + " ..."
+        out.append(f'on the line "{text}": {"; ".join(found)}')
+    return out
 
 
 def paper_feedback(
@@ -48,10 +101,9 @@ def paper_feedback(
                 f"Figure {fig['label']} ({fig['file']}), as the vision model saw it: {'; '.join(issues)}."
             )
     out += [f"Figure check: {d}." for d in duplicates]
-    if chktex:
-        lines = "; ".join(chktex[:MAX_CHKTEX])
-        more = f" (and {len(chktex) - MAX_CHKTEX} more)" if len(chktex) > MAX_CHKTEX else ""
-        out.append(f"chktex warnings on paper.tex: {lines}{more}.")
+    if chktex:  # already those of the writer's lines, with their text (chktex_for_writer)
+        more = f" (and {len(chktex) - MAX_CHKTEX} more lines)" if len(chktex) > MAX_CHKTEX else ""
+        out.append(f"LaTeX style warnings (chktex) in your text: {' | '.join(chktex[:MAX_CHKTEX])}{more}.")
     if main_pages is not None and main_pages > page_limit:
-        out.append(f"The main text runs to page {main_pages}; the limit is {page_limit} pages: shorten it.")
+        out.append(overflow_message(main_pages, page_limit, sections))
     return out

@@ -64,8 +64,9 @@ def metric_by_stage(nodes):
     direction = _metric(best[0]).get("direction", "maximize")
     return {
         "file": "std_metric_by_stage.png",
-        "caption": f"Best {name} ({direction}) of each stage's best node; dots are its re-runs with "
-        "other seeds. Drawn by the pipeline from the run's metrics.",
+        "caption": f"Best {name} ({direction}) of each stage's best node (bar: its own search run); "
+        "dots are its re-runs with other seeds, over which alone the seed mean and standard error "
+        "are reported. Drawn by the pipeline from the run's metrics.",
     }
 
 

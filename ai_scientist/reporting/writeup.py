@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,9 @@ from ..base.paths import RunPaths
 from ..llm.client import backend_name
 from ..llm.prompting import Prompter, ask
 from ..llm.types import CallContext
+from ..treesearch.best import NodeCounts
+from ..treesearch.node import Metric
+from ..treesearch.seeds import aggregate_seeds
 from . import latex, prompts
 from .citations import (
     DEFAULT_BASE_URL,
@@ -43,8 +45,8 @@ from .citations import (
 )
 from .errors import StepFailed, StepSkipped
 from .images import duplicate_figures
-from .reflection import paper_feedback
-from .runread import load_run, read_text
+from .reflection import chktex_for_writer, overflow_message, paper_feedback
+from .runread import SEED_STATISTIC, RunView, load_run, read_text
 
 if TYPE_CHECKING:
     from ..base.config import Config
@@ -100,21 +102,59 @@ class ReportOptions:
     environ: Mapping[str, str] | None = None  # where the S2 key is read (None = os.environ)
 
 
+MAX_NODES_PER_STAGE = 12  # good nodes listed per stage, best first (the findings layer cuts at its tail)
+NODE_SUMMARY_CHARS = 400
+
+
+def metrics_text(metrics: list[dict[str, Any]]) -> str:
+    """Every metric of a node on one line: ``name=value↑ (dataset)``, ``; ``-separated."""
+    out = []
+    for m in metrics:
+        value = m.get("value")
+        shown = f"{value:.6g}" if isinstance(value, (int, float)) else str(value)
+        arrow = {"minimize": "↓", "maximize": "↑"}.get(str(m.get("direction")), "")
+        out.append(
+            f"{m.get('name', 'metric')}={shown}{arrow}" + (f" ({m['dataset']})" if m.get("dataset") else "")
+        )
+    return "; ".join(out) or "no metric"
+
+
+def seed_statistics(view: RunView, stage_info: dict[str, Any], best_id: str) -> dict[str, Any] | None:
+    """The seed re-runs of ``best_id`` as the stage's end aggregated them (``state.json``;
+    :data:`SEED_STATISTIC`); for a stage that never aggregated (a stopped run), the same statistic
+    over the good re-runs in the journal."""
+    agg = ((stage_info.get("seeds") or {}) if isinstance(stage_info, dict) else {}).get("aggregate")
+    if not (isinstance(agg, dict) and isinstance(agg.get("mean"), (int, float))):
+        metrics = [
+            Metric.from_dict(s["metric"])
+            for s in view.seed_runs(best_id)
+            if s.get("status") == "good" and isinstance(s.get("metric"), dict)
+        ]
+        try:
+            agg = aggregate_seeds(metrics).to_dict() if metrics else None
+        except (ValueError, TypeError):  # mixed or non-finite metrics: no statistic to report
+            agg = None
+    return agg
+
+
 def stage_summaries(run_dir: Path) -> list[dict[str, Any]]:
-    """Per stage: node counts, best node, its metrics and the spread over its seed re-runs, and
+    """Per stage: node counts (search nodes; seed re-runs apart), the best node the stage's end
+    chose (its metrics and seed statistic), every good search node best first (summary and all
+    its metrics: a control or a sweep point bears on the idea even when it is not the best), and
     (``account``) what the summary role wrote at the stage's end (``stage_summaries/stage<N>.json``:
-    tried / worked / failed / next), when the stage has one."""
+    tried / worked / failed / next), when the stage has one. The same counts and best node as the
+    status line, the stage facts and the run's last lines (:mod:`ai_scientist.treesearch.best`)."""
     view = load_run(run_dir)
     best = view.best_per_stage()
+    counts = view.counts()
     paths = RunPaths(run_dir)
+    state_stages = (read_json(paths.state, default={}) or {}).get("stages") or {}
     out = []
-    for stage, nodes in view.by_stage().items():
+    for stage in sorted(set(counts) | set(best)):
         row: dict[str, Any] = {
             "stage": stage,
             "name": STAGE_NAMES.get(stage, f"stage {stage}"),
-            "nodes": len(nodes),
-            "good": sum(n.get("status") == "good" for n in nodes),
-            "buggy": sum(n.get("status") == "buggy" for n in nodes),
+            **counts.get(stage, NodeCounts()).to_dict(),
         }
         written = read_json(paths.stage_summary(stage))
         if isinstance(written, dict) and isinstance(written.get("summary"), dict):
@@ -122,19 +162,27 @@ def stage_summaries(run_dir: Path) -> list[dict[str, Any]]:
         if stage in best:
             b = best[stage]
             row.update(
-                best_node=b["id"], summary=(b.get("summary") or "")[:800], metrics=view.metrics(b["id"])
+                best_node=b["id"],
+                best_from_stage=b.get("stage") if b.get("stage") != stage else None,
+                summary=(b.get("summary") or "")[:800],
+                metrics=metrics_text(view.metrics(b["id"])),
             )
-            seeds = [
-                s["metric"]["value"]
-                for s in view.seed_runs(b["id"])
-                if (s.get("metric") or {}).get("value") is not None
-            ]
-            if len(seeds) >= 2:
-                row["seed_values"] = {
-                    "n": len(seeds),
-                    "mean": statistics.fmean(seeds),
-                    "stdev": statistics.stdev(seeds),
-                }
+            agg = seed_statistics(view, state_stages.get(str(stage)) or {}, b["id"])
+            if agg:
+                row["seeds"] = agg
+        ranked = view.ranked_good(stage)
+        row["good_nodes"] = [
+            {
+                "id": n["id"],
+                "operation": n.get("operation"),
+                "idea": (n.get("idea") or "")[:200],
+                "summary": (n.get("summary") or "")[:NODE_SUMMARY_CHARS],
+                "metrics": metrics_text(view.metrics(n["id"])),
+            }
+            for n in ranked[:MAX_NODES_PER_STAGE]
+            if n["id"] != row.get("best_node")
+        ]
+        row["good_nodes_left_out"] = max(0, len(ranked) - MAX_NODES_PER_STAGE)
         out.append(row)
     return out
 
@@ -264,6 +312,15 @@ def assemble(sections: dict, figures: list, papers: list, page_limit: int, templ
     )
 
 
+def _own_texts(sections: dict, figures: list, papers: list) -> list[str]:
+    """The writer's strings as :func:`assemble` puts them into the .tex (escaped)."""
+    keys = {p["key"] for p in papers}
+    labels = {f["label"] for f in figures}
+    return [
+        latex.latex_text(str(sections.get(k, "")), keys, labels) for k in ("title", "abstract", *SECTIONS)
+    ]
+
+
 def _tex_context(tex: str, excerpt: str, span: int = 4) -> str:
     """The .tex lines around each ``paper.tex:N:`` error in the log excerpt."""
     lines = tex.splitlines()
@@ -312,13 +369,9 @@ def _build(
     limit = cfg.report.page_limit
     if not result.ok:
         return tex, result, f"LaTeX compile failed. Log excerpt:\n{result.log_excerpt}"
-    if (result.main_pages or result.pages or 0) > limit:
-        n = result.main_pages or result.pages
-        return (
-            tex,
-            result,
-            f"the main text runs to page {n}; the limit is {limit} pages: shorten the sections",
-        )
+    n = result.main_pages or result.pages or 0
+    if n > limit:
+        return tex, result, overflow_message(n, limit, sections)
     return tex, result, ""
 
 
@@ -383,7 +436,9 @@ def _reflect(
     log: list[dict[str, Any]] = []
     for r in range(1, rounds + 1):
         pages = result.main_pages or result.pages
-        feedback = paper_feedback(sections, values["figures"], vlm, result.chktex, pages,
+        tex = read_text(paper_dir / "paper.tex", 2_000_000)
+        chktex = chktex_for_writer(result.chktex, tex, _own_texts(sections, values["figures"], papers))
+        feedback = paper_feedback(sections, values["figures"], vlm, chktex, pages,
                                   cfg.report.page_limit, values["figure_problems"])  # fmt: skip
         if not feedback:
             log.append({"round": r, "feedback": [], "outcome": "nothing left to fix"})
@@ -442,6 +497,7 @@ def write_paper(
         "figures": figures,
         "figure_problems": duplicates,
         "memory_digest": memory_digest[:6000],
+        "seed_statistic": SEED_STATISTIC,
         "page_limit": cfg.report.page_limit,
         "template": cfg.report.template,
     }
@@ -450,7 +506,7 @@ def write_paper(
         atomic_write_text(paper_dir / "references.bib", "".join(to_bibtex(p["key"], p) for p in papers))
     values["papers"] = [
         {k: p.get(k) for k in ("key", "title", "year", "venue")}
-        | {"abstract": (p.get("abstract") or "")[:300]}
+        | {"abstract": (p.get("abstract") or "")[:200]}
         for p in papers
     ]
     values["prompter"] = Prompter(cfg, client)
