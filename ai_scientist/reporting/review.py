@@ -1,4 +1,10 @@
-"""NeurIPS-style review of the paper: an ensemble with reflections, a meta-review, a figure review.
+"""Review of the paper: an ensemble with reflections, a meta-review, a figure review.
+
+The reviewers are framed for the venue of ``report.template`` (a workshop or a conference; the
+form is NeurIPS-style). They get the paper's LaTeX and its figures' captions, and the figures
+themselves when the review model is the vision model that already saw them in the VLM step.
+With a single review there is no meta-review: ``meta_review`` is null and ``decision`` is that
+review's (an "area chair" restating one review would pass it off as a consensus).
 
 ``REVIEW_SCHEMA`` is the review form with its score ranges; every review the
 model returns is validated against it by the LLM client. The result,
@@ -10,6 +16,7 @@ including the mean scores, the VLM check of figures against captions and
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,9 +26,11 @@ from ..context.tokens import counter_for
 from ..llm.client import backend_name
 from ..llm.prompting import Prompter, ask
 from ..llm.types import CallContext, LLMError
+from ..llm.vision import is_vision_refusal
 from . import prompts
 from .errors import StepFailed, StepSkipped
 from .fewshot import FewShot, budget_examples, load_examples
+from .images import image_part
 from .runread import read_text
 from .vlm import NoVision, review_figures, vision_skip_reason
 
@@ -99,13 +108,23 @@ def _ask(
     ledger: list | None = None,
     models: set | None = None,
     prompter: Prompter | None = None,
+    images: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """One review call, through the run's one prompt path (llm.prompting.ask): the prompt
-    ``review`` / ``review_reflect`` / ``review_meta`` of the layer table, under the budget."""
+    ``review`` / ``review_reflect`` / ``review_meta`` of the layer table, under the budget.
+    ``images`` (the figures) follow the text; a server that refuses them gets the call again
+    without them (the captions are in the text)."""
     prompter = prompter or _prompter(getattr(client, "cfg", None), client)
-    v = {**values, "instructions": prompts.render(template)}
+    v = {**values, "instructions": prompts.render(template, **values, images_attached=bool(images))}
     ctx = CallContext(node_id="run", phase="review", label=label, ledger=list(ledger or []))
-    result = ask(client, prompter, _PROMPTS[template], v, role="review", ctx=ctx, schema=REVIEW_SCHEMA)
+    try:
+        result = ask(client, prompter, _PROMPTS[template], v, role="review", ctx=ctx,
+                     schema=REVIEW_SCHEMA, images=images or None)  # fmt: skip
+    except LLMError as exc:
+        if not (images and is_vision_refusal(exc)):
+            raise
+        v["instructions"] = prompts.render(template, **values, images_attached=False)
+        result = ask(client, prompter, _PROMPTS[template], v, role="review", ctx=ctx, schema=REVIEW_SCHEMA)
     if models is not None and getattr(result, "model", ""):
         models.add(result.model)
     review = result.parsed
@@ -124,6 +143,50 @@ def _prompter(cfg: Config | None, client: LLMClient) -> Prompter:
     return Prompter(cfg, client)
 
 
+VENUES = {
+    "workshop": "a machine-learning workshop (short papers; preliminary results are welcome when "
+    "they are reported honestly)",
+    "conference": "a machine-learning conference",
+}
+
+
+@dataclass
+class PaperView:
+    """What a reviewer gets besides the LaTeX: ``values`` for the templates (venue, the
+    figures' labels, files and captions) and the figures as image parts (none when the review
+    model cannot see images)."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    images: list[dict[str, Any]] = field(default_factory=list)
+
+
+def paper_view(run_dir: Path, cfg: Config, client: LLMClient) -> PaperView:
+    """The venue (``report.template``), the paper's figures with their captions
+    (``paper/writeup.json``), and their images when the review model is the vision model and the
+    VLM step showed it images without a refusal (``figures/vlm.json`` has no ``skipped``)."""
+    paths = RunPaths(run_dir)
+    figures = (read_json(paths.writeup_json, default={}) or {}).get("figures") or []
+    vlm = read_json(paths.vlm_json, default={}) or {}
+    sees = (
+        cfg.model_for("review") == cfg.model_for("vlm_feedback")
+        and vision_skip_reason(cfg, client) is None
+        and bool(vlm.get("figures"))
+        and not vlm.get("skipped")
+    )
+    images = []
+    if sees:
+        for f in figures:
+            try:
+                images.append(image_part(paths.paper / "figures" / f["file"]))
+            except OSError:
+                continue
+    values = {
+        "venue": VENUES.get(cfg.report.template, VENUES["workshop"]),
+        "figures": [{k: f.get(k) for k in ("label", "file", "caption")} for f in figures],
+    }
+    return PaperView(values, images)
+
+
 def one_review(
     client: LLMClient,
     paper: str,
@@ -132,14 +195,18 @@ def one_review(
     fewshot: FewShot | None = None,
     models: set | None = None,
     prompter: Prompter | None = None,
+    seen: PaperView | None = None,
 ) -> dict[str, Any]:
-    """One reviewer: a first review (with the few-shot examples, if any) and ``reflections``
-    rounds of self-critique."""
+    """One reviewer: a first review (with the few-shot examples, if any, and the figures of
+    ``seen``) and ``reflections`` rounds of self-critique."""
     fs = fewshot or FewShot()
-    values: dict[str, Any] = {"paper": paper, "fewshot": fs.examples}
-    review = _ask(client, "review_user.j2", f"review_{index}", values, fs.ledger, models, prompter)
+    seen = seen or PaperView()
+    values: dict[str, Any] = {**seen.values, "paper": paper, "fewshot": fs.examples}
+    review = _ask(
+        client, "review_user.j2", f"review_{index}", values, fs.ledger, models, prompter, seen.images
+    )
     for r in range(reflections):
-        values = {"paper": paper, "review_so_far": review}
+        values = {**seen.values, "paper": paper, "review_so_far": review}
         review = _ask(
             client,
             "review_reflect_user.j2",
@@ -166,23 +233,28 @@ def review_paper(run_dir: Path, cfg: Config, client: LLMClient) -> dict[str, Any
         raise StepSkipped("report.num_reviews is 0")
     fewshot = _fewshot(cfg, client)
     prompter = _prompter(cfg, client)
+    seen = paper_view(run_dir, cfg, client)
     models: set[str] = set()
     reviews, errors = [], []
     for i in range(1, rcfg.num_reviews + 1):
         try:
-            reviews.append(one_review(client, paper, i, rcfg.num_reflections, fewshot, models, prompter))
+            reviews.append(
+                one_review(client, paper, i, rcfg.num_reflections, fewshot, models, prompter, seen)
+            )
         except LLMError as exc:
             errors.append(f"reviewer {i}: {exc}")
     if not reviews:
         raise StepFailed(f"every reviewer failed: {'; '.join(errors)}")
-    meta = _ask(
-        client,
-        "review_meta_user.j2",
-        "meta_review",
-        {"paper": paper, "reviews": reviews},
-        models=models,
-        prompter=prompter,
-    )
+    meta = None
+    if len(reviews) > 1:  # one review has no consensus to summarise: it is the decision
+        meta = _ask(
+            client,
+            "review_meta_user.j2",
+            "meta_review",
+            {**seen.values, "paper": paper, "reviews": reviews},
+            models=models,
+            prompter=prompter,
+        )
     result: dict[str, Any] = {
         "reviewer": {
             "models": sorted(models) or [cfg.model_for("review")],
@@ -192,8 +264,9 @@ def review_paper(run_dir: Path, cfg: Config, client: LLMClient) -> dict[str, Any
         "reviews": reviews,
         "errors": errors,
         "meta_review": meta,
+        "meta_review_note": None if meta else "one review: no meta-review; the decision is that review's",
         "mean_scores": mean_scores(reviews),
-        "decision": meta["decision"],
+        "decision": (meta or reviews[0])["decision"],
         "figure_review": _figure_review(run_dir, cfg, client),
     }
     atomic_write_json(RunPaths(run_dir).review, result)

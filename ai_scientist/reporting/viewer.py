@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.fileio import atomic_write_text, read_json, read_jsonl, regular_file_inside
-from ..base.paths import PLOTS_FILE, VLM_FILE, NodePaths, RunPaths, numbered_files
+from ..base.paths import PLAN_FILE, PLOTS_FILE, VLM_FILE, NodePaths, RunPaths, numbered_files
 from ..base.redact import Redactor, redactor_for
 from .images import image_data_url
 from .runread import RunView, load_run, read_text
@@ -137,13 +137,45 @@ def _node_json(node_dir: Path, name: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def _review_shown(review: dict[str, Any]) -> dict[str, Any] | None:
+    """The meta-review, or the one review when there was a single reviewer (no meta-review)."""
+    if review.get("meta_review"):
+        return review["meta_review"]
+    reviews = review.get("reviews") or []
+    return reviews[0] if len(reviews) == 1 else None
+
+
 def _plan(node: dict[str, Any], node_dir: Path, calls: list[dict[str, Any]]) -> str:
+    """The node's plan: ``plan.json`` (phase 0 writes it whether the plan came from its own call,
+    inside the code answer, the default, or from the parent), else an older run's records."""
+    plan = _node_json(node_dir, PLAN_FILE)
+    if plan:
+        return _cap(_plan_text(plan))
     meta = read_json(NodePaths(node_dir).node_json, default={}) or {}
     for source in (meta, node):
         if source.get("plan"):
             return _cap(source["plan"])
     first = next((c for c in calls if c.get("phase") == "phase0"), None)
     return first["response"] if first else ""
+
+
+_PLAN_SOURCES = {
+    "merged": "from the code answer",
+    "own": "from its planning call",
+    "parent": "reused from the parent",
+}
+
+
+def _plan_text(plan: dict[str, Any]) -> str:
+    """plan.json as readable text: where it came from, then each field."""
+    source = _PLAN_SOURCES.get(str(plan.get("plan_source")), str(plan.get("plan_source") or ""))
+    lines = [f"(plan {source})"] if source else []
+    for k, v in plan.items():
+        if k == "plan_source":
+            continue
+        shown = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+        lines.append(f"{k}: {shown}")
+    return "\n".join(lines)
 
 
 def node_view(
@@ -211,7 +243,7 @@ def build_view_data(run_dir: Path, page_dir: Path | None = None) -> dict[str, An
             "figures": [
                 {**images.url(paths.figures / f["file"]), "caption": f.get("caption", "")} for f in figures
             ],
-            "review": (read_json(paths.review, default={}) or {}).get("meta_review"),
+            "review": _review_shown(read_json(paths.review, default={}) or {}),
             "message_cap": cap,
         },
         "stages": {str(s): [n["id"] for n in nodes] for s, nodes in view.by_stage().items()},

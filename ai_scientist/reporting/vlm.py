@@ -9,6 +9,7 @@ the step is then skipped with the reason recorded in ``figures/vlm.json``.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -125,6 +126,15 @@ def critique_node_plots(run_dir: Path, cfg: Config, client: LLMClient) -> dict[s
     return out
 
 
+REVIEWS_CACHE = "figure_reviews.json"  # under figures/: {file hash + caption: review}
+
+
+def figure_key(path: Path, caption: str) -> str:
+    """What a figure review depends on: the image's bytes and the caption it is checked against."""
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:32]
+    return f"{digest}|{caption}"
+
+
 def review_figures(
     run_dir: Path, cfg: Config, client: LLMClient, figures: list[dict[str, Any]], phase: str = "vlm"
 ) -> dict[str, Any]:
@@ -132,18 +142,35 @@ def review_figures(
 
     Each call goes through the run's one prompt path (prompt ``figure_review``): the reviewer's
     system message and the instructions are the same for every figure, the file and caption come
-    last (``node_brief``) and the image follows the text."""
+    last (``node_brief``) and the image follows the text. A figure is reviewed once per content:
+    a review is kept in ``figures/figure_reviews.json`` under the image's hash and the caption,
+    and the same image with the same caption (the paper's review step after the VLM step, a
+    re-run with ``--from-phase``) reuses it instead of asking again."""
     fig_dir = RunPaths(run_dir).figures
+    cache_path = fig_dir / REVIEWS_CACHE
+    try:
+        cache = read_json(cache_path, default={}) or {}
+    except ValueError:  # torn: the figures are reviewed again
+        cache = {}
     prompter = Prompter(cfg, client)
     instructions = prompts.render("vlm_figure_instructions.j2")
     out: dict[str, Any] = {}
     for fig in figures:
         path = fig_dir / fig["file"]
-        brief = prompts.render("vlm_figure_user.j2", file=fig["file"], caption=fig.get("caption", ""))
+        caption = fig.get("caption", "")
+        try:
+            key = figure_key(path, caption)
+        except OSError as exc:
+            out[fig["file"]] = {"error": f"review of {fig['file']} failed: {exc}"}
+            continue
+        if isinstance(cache.get(key), dict):
+            out[fig["file"]] = cache[key]
+            continue
+        brief = prompts.render("vlm_figure_user.j2", file=fig["file"], caption=caption)
         values = {"instructions": instructions, "node_brief": brief}
         ctx = CallContext(node_id="run", phase=phase, label=f"figure_{path.stem}"[:40])
         try:
-            out[fig["file"]] = ask(
+            out[fig["file"]] = cache[key] = ask(
                 client,
                 prompter,
                 "figure_review",
@@ -153,6 +180,7 @@ def review_figures(
                 schema=FIGURE_SCHEMA,
                 images=[image_part(path)],
             ).parsed
+            atomic_write_json(cache_path, cache)
         except LLMError as exc:
             if is_vision_refusal(exc):
                 raise NoVision(f"the model refused image input: {exc}") from exc
