@@ -227,3 +227,13 @@ def test_status_line_tokens_move_with_every_call():
     p.attempt_ended()
     assert p.fields["tokens"] == 2300
     p.close()
+
+
+def test_a_warning_on_the_title_line_is_the_writers():
+    tex = "\\title{A title the writer chose}\n\\maketitle\n"
+    shown = chktex_for_writer(
+        ["paper.tex:1:9:1:Command terminated with space."], tex, ["A title the writer chose"]
+    )
+    assert shown == [
+        'on the line "\\title{A title the writer chose}": column 9: Command terminated with space'
+    ]

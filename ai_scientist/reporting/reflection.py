@@ -43,12 +43,16 @@ def overflow_message(main_pages: int, page_limit: int, sections: dict[str, str])
 
 
 def writer_lines(tex: str, own_texts: list[str]) -> dict[int, str]:
-    """Line number -> text of the lines of ``tex`` that hold the writer's own text (a line that
-    appears in one of ``own_texts``, the escaped sections as they went into the .tex)."""
+    """Line number -> text of the lines of ``tex`` that hold the writer's own text: a line that
+    appears in one of ``own_texts`` (the escaped strings as they went into the .tex: a paragraph's
+    line), or one that holds a whole one of them (``\\title{...}`` around the title)."""
+    whole = [x.strip() for x in own_texts if len(x.strip()) >= 12 and "\n" not in x.strip()]
     out = {}
     for i, line in enumerate(tex.splitlines(), 1):
         t = line.strip()
-        if any(c.isalnum() for c in t) and any(t in x for x in own_texts):
+        if not any(c.isalnum() for c in t):
+            continue
+        if any(t in x for x in own_texts) or any(x in t for x in whole):
             out[i] = t
     return out
 
