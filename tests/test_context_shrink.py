@@ -478,7 +478,7 @@ def test_items_of_a_long_list_go_one_level_deeper():
     out = json.loads(preview_json(data, p))
     # $ (0) -> xs (1) -> item (2) -> a (3: at the limit, its object is summarised)
     # (items with the same keys: the first and the last, and a count naming the keys)
-    marker = "... 3 x {a}: 1 more items with these keys (3 total) ..."
+    marker = "... 3 x {a}: 1 more items with these keys omitted (3 total) ..."
     assert out["xs"] == [{"a": "{... object with keys b ...}"}, marker, {"a": "{... object with keys b ...}"}]
     out = json.loads(preview_json(data, PreviewParams(list_head=1, string_cap=50, max_depth=4)))
     assert out["xs"] == [{"a": {"b": 1}}, marker, {"a": {"b": 3}}]

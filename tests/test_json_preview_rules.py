@@ -8,6 +8,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ai_scientist.context import Budget, assemble, counter_for
 from ai_scientist.context.json_preview import PreviewParams, preview_json, preview_ladder
 from ai_scientist.context.policies import PolicyParams, get_layer_policy
 
@@ -72,11 +73,12 @@ def test_repeated_structures_are_shown_once_with_a_count():
     same = [{"name": "lr", "value": 0.1, "note": "grid"}] * 12
     body = json.loads(preview_json({"rows": same}, p))
     assert body["rows"] == [same[0], "... 12 x the item above: all identical (12 total) ..."]
+    # records with the same keys: the usual first k + last, the marker names their shape once
     records = [{"epoch": i, "loss": 1 / (i + 1)} for i in range(12)]
     body = json.loads(preview_json({"curve": records}, p))
     assert body["curve"] == [
-        records[0],
-        "... 12 x {epoch, loss}: 10 more items with these keys (12 total) ...",
+        *records[:2],
+        "... 12 x {epoch, loss}: 9 more items with these keys omitted (12 total) ...",
         records[-1],
     ]
     assert body["_preview"]["list_totals"] == {"$.curve": 12}
@@ -95,3 +97,22 @@ def test_strings_are_cut_at_the_end_unless_their_end_matters():
     body = json.loads(preview_json({"description": desc, "stderr": "start " + "y" * 100 + " ValueError"}, p))
     assert body["description"] == desc[:30] + f" [... {len(desc) - 30} more chars cut]"
     assert body["stderr"].startswith("start ") and body["stderr"].endswith(" ValueError")
+
+
+def test_a_json_value_the_budget_has_room_for_is_not_previewed():
+    """The preview threshold follows the budget: a 10 kB manifest is shown whole in a 32k-token
+    prompt (the issue's aggregation prompt saw 2 of its 6 nodes) and previewed in a 2k one."""
+    nodes = [
+        {"node_id": f"n{i:04d}", "files": [f"data/n{i:04d}/results.json"], "note": "x" * 1500}
+        for i in range(6)
+    ]
+    manifest = {"data_root": "data", "nodes": nodes}
+    values = {"manifest": manifest, "max_figures": 4, "instructions": "Plot.", "response_format": "JSON."}
+    assert 5000 < len(json.dumps(manifest, indent=2)) < 32000
+    counter = counter_for("gpt-4o")
+    wide = assemble("plot_aggregate", values, Budget(32_000), counter)
+    entry = next(e for e in wide.ledger if e["layer"] == "manifest")
+    assert entry["action"] == "kept" and all(n["node_id"] in wide.sections["manifest"] for n in nodes)
+    narrow = assemble("plot_aggregate", values, Budget(2_500), counter)
+    entry = next(e for e in narrow.ledger if e["layer"] == "manifest")
+    assert entry["action"] == "previewed" and narrow.tokens <= 2_500

@@ -18,7 +18,7 @@ Identical inputs give byte-identical messages and ledger.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..base.templates import render
@@ -303,8 +303,8 @@ def assemble(
     Raises :class:`ContextAssemblyError` / :class:`ContextBudgetError` with the reason.
     """
     layers = _configured_layers(prompt_name, cfg_context)
-    params = PolicyParams.from_config(getattr(cfg_context, "policies", None))
     r, handles, limit = _Renderer(values, counter), dict(handles or {}), budget.limit_for(counter)
+    params = replace(PolicyParams.from_config(getattr(cfg_context, "policies", None)), budget_tokens=limit)
     empty: dict[str, LedgerEntry] = {}
     prepared: dict[str, _State] = {}
     for layer in layers:

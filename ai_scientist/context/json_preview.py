@@ -8,8 +8,8 @@ The preview keeps the structure of the payload and is always valid JSON:
 * a list is never shown with no item while it has one: past ``max_depth`` it
   keeps its first item in outline (an object's keys, a list's length) and a count;
 * repeated structures are shown once with a count: a list whose items are all
-  equal shows one and says ``N x``; a list of objects with the same keys shows its
-  first and last and says ``N x {keys}`` instead of every item;
+  equal shows one and says ``N x``; a shortened list of objects with the same keys
+  names them once in its marker (``N x {keys}``);
 * strings longer than ``string_cap`` are cut at the end (head kept, marker with the
   cut length), except log-like fields (stdout, stderr, traceback, log, error, ...),
   which keep their first third and last two thirds (logs put errors last);
@@ -125,19 +125,16 @@ class _Walker:
         head = max(self.p.list_head, 8) if meta else self.p.list_head
         if n <= head + 1:
             return [item(i) for i in range(n)]
-        keys = _same_keys(node)
-        if keys is not None:  # a table of records: one shows the shape, the count says how many
-            self.lists[path] = n
-            shape = ", ".join(keys[:12]) + (", ..." if len(keys) > 12 else "")
-            if head == 0:
-                return [item(0), f"... {n} x {{{shape}}}: {n - 1} more items with these keys ({n} total) ..."]
-            marker = f"... {n} x {{{shape}}}: {n - 2} more items with these keys ({n} total) ..."
-            return [item(0), marker, item(n - 1)]
         self.lists[path] = n
-        kept = [item(i) for i in range(head)]
-        kept.append(f"... {n - head - 1} more items omitted ({n} total) ...")
-        kept.append(item(n - 1))
-        return kept
+        keys = _same_keys(node)
+        if keys is not None:  # a table of records: the marker gives their shape and count
+            shape = ", ".join(keys[:12]) + (", ..." if len(keys) > 12 else "")
+            marker = (
+                f"... {n} x {{{shape}}}: {n - head - 1} more items with these keys omitted ({n} total) ..."
+            )
+        else:
+            marker = f"... {n - head - 1} more items omitted ({n} total) ..."
+        return [*(item(i) for i in range(head)), marker, item(n - 1)]
 
 
 def _outline(node: dict[str, Any] | list[Any]) -> str:

@@ -38,6 +38,13 @@ class PolicyParams:
     json_preview_string_cap: int = 500
     history_keep_turns: int = 8
     strip_reasoning: bool = True
+    # the prompt's token budget (set by ``assemble``): a JSON value up to this many characters, about
+    # a quarter of the budget, is shown whole; ``json_preview_threshold_chars`` is the floor
+    budget_tokens: int = 0
+
+    @property
+    def json_threshold(self) -> int:
+        return max(self.json_preview_threshold_chars, self.budget_tokens)
 
     @classmethod
     def from_config(cls, policies: Any) -> PolicyParams:
@@ -155,7 +162,7 @@ class JSONPreview(LayerPolicy):
 
     def prepare(self, value: Any, params: PolicyParams, handle: str | None) -> Result | None:
         text = as_text(value)
-        limit = params.json_preview_threshold_chars
+        limit = params.json_threshold
         if len(text) <= limit:
             return None
         data = parse_json(value)
@@ -168,7 +175,7 @@ class JSONPreview(LayerPolicy):
         text = as_text(value)
         data = parse_json(value)
         if data is None:
-            limit = params.json_preview_threshold_chars
+            limit = params.json_threshold
             found = _largest(min(len(text), limit), lambda n: HeadTail.cut(text, n), fits)
             return None if found is None else (found[0], f"text head+tail kept {found[1]} chars")
         original = len(text)
