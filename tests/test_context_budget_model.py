@@ -85,11 +85,20 @@ def test_each_role_gets_the_budget_of_its_own_model():
         }
     )
     prompter = Prompter(cfg, None)
-    reserve = cfg.context.reserved_output_tokens
-    assert prompter.budget_for("code").max_tokens == 128_000 - reserve
-    assert prompter.budget_for("feedback").max_tokens == 8192 - reserve
-    assert prompter.budget_for("vlm_feedback").max_tokens == 200_000 - reserve
+    # the answer shares the window: the role's max_tokens is kept free
+    answer = {r: cfg.role(r).max_tokens for r in ("code", "feedback", "vlm_feedback")}
+    assert min(answer.values()) > cfg.context.reserved_output_tokens
+    assert prompter.budget_for("code").max_tokens == 128_000 - answer["code"]
+    assert prompter.budget_for("feedback").max_tokens == 8192 - answer["feedback"]
+    assert (
+        f"llama3:8b window 8192 - max_tokens {answer['feedback']}" in prompter.budget_for("feedback").source
+    )
+    assert prompter.budget_for("vlm_feedback").max_tokens == 200_000 - answer["vlm_feedback"]
     assert prompter.budget is prompter.budget_for("code")
+    short = validate({"agent": {"code": {"max_tokens": 512}}, "context": {"budget_policy": "full"}})
+    assert (
+        Prompter(short, None).budget_for("code").max_tokens == 128_000 - short.context.reserved_output_tokens
+    )
 
 
 def _values(scale: int = 1) -> dict:

@@ -2,9 +2,10 @@
 
 The budget follows the model a call goes to (docs/context.md, "Budgets"): its context window
 (the backend's own, e.g. the local model's n_ctx; else ``context.model_context_window``; else
-the table below; else a conservative 8192) less ``context.reserved_output_tokens``, capped by the
-cost policy ``context.budget_policy`` when ``context.max_prompt_tokens`` is ``auto``, or by that
-number when it is one (an explicit int is a hard cap).
+the table below; else a conservative 8192) less the room kept for the answer (the larger of
+``context.reserved_output_tokens`` and the calling role's ``max_tokens``), capped by the cost
+policy ``context.budget_policy`` when ``context.max_prompt_tokens`` is ``auto``, or by that number
+when it is one (an explicit int is a hard cap).
 """
 
 from __future__ import annotations
@@ -86,13 +87,17 @@ class Budget:
         model_context_window: int | None = None,
         *,
         model: str | None = None,
+        output_tokens: int | None = None,
     ) -> Budget:
-        """The budget of a call to ``model`` (see the module doc).
+        """The budget of a call to ``model`` whose answer may take ``output_tokens`` (the role's
+        ``max_tokens``; see the module doc).
 
         ``model_context_window`` (what the backend reports, e.g. the local model's n_ctx) wins over
         ``context.model_context_window``, which wins over the table for ``model``.
         """
-        reserve = int(cfg_context.reserved_output_tokens)
+        # the answer shares the window: a local 8192-token model asked for 2048 keeps 2048 free
+        reserve = max(int(cfg_context.reserved_output_tokens), int(output_tokens or 0))
+        what = "reserved_output_tokens" if reserve == cfg_context.reserved_output_tokens else "max_tokens"
         window, where = _window(cfg_context, model_context_window, model)
         cap = cfg_context.max_prompt_tokens
         if cap == "auto":
@@ -100,7 +105,7 @@ class Budget:
                 window, where = DEFAULT_CONTEXT_WINDOW, f"default window {DEFAULT_CONTEXT_WINDOW}"
             policy = getattr(cfg_context, "budget_policy", "balanced")
             limit = window - reserve
-            source = f"auto ({policy}): {where} - context.reserved_output_tokens {reserve}"
+            source = f"auto ({policy}): {where} - {what} {reserve}"
             policy_cap = BUDGET_POLICIES[policy]
             if policy_cap is not None and policy_cap < limit:
                 limit, source = policy_cap, f"auto ({policy}): policy cap {policy_cap}, under {where}"
@@ -109,7 +114,7 @@ class Budget:
             limit, source = int(cap), "context.max_prompt_tokens"
             if window is not None and window - reserve < limit:
                 limit = window - reserve
-                source = f"{where} - context.reserved_output_tokens {reserve}"
+                source = f"{where} - {what} {reserve}"
         if limit <= 0:
             raise ContextBudgetError(
                 f"no room for a prompt: {source} leaves {limit} tokens; raise the context window "

@@ -44,7 +44,10 @@ class IdeaPrompts:
         backend = getattr(llm, "backend", None)
         self.cfg = cfg
         self.budget = Budget.from_config(
-            cfg.context, getattr(backend, "context_window", None), model=cfg.model_for(ROLE)
+            cfg.context,
+            getattr(backend, "context_window", None),
+            model=cfg.model_for(ROLE),
+            output_tokens=cfg.role(ROLE).max_tokens,
         )
         self.counter = counter_for(cfg.model_for(ROLE), getattr(backend, "count_tokens", None))
 

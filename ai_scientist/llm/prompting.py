@@ -43,14 +43,17 @@ class Prompter:
         self._count_fn = getattr(backend, "count_tokens", None)
         self._window = getattr(backend, "context_window", None)  # the local model's n_ctx
         self._counters: dict[str, TokenCounter] = {}
-        self._budgets: dict[str, Budget] = {}
+        self._budgets: dict[tuple[str, int], Budget] = {}
 
     def budget_for(self, role: str) -> Budget:
-        """The budget of a call by ``role``: it follows that role's model (its window)."""
-        model = self.cfg.model_for(role)
-        if model not in self._budgets:
-            self._budgets[model] = Budget.from_config(self.cfg.context, self._window, model=model)
-        return self._budgets[model]
+        """The budget of a call by ``role``: it follows that role's model (its window, less the
+        role's ``max_tokens`` for the answer)."""
+        key = (self.cfg.model_for(role), self.cfg.role(role).max_tokens)
+        if key not in self._budgets:
+            self._budgets[key] = Budget.from_config(
+                self.cfg.context, self._window, model=key[0], output_tokens=key[1]
+            )
+        return self._budgets[key]
 
     @property
     def budget(self) -> Budget:
