@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import NodePaths, RunPaths
+from ..base.templates import render
 from ..llm.types import CallContext, LLMResult
 
 if TYPE_CHECKING:
@@ -47,10 +48,12 @@ class PromptBuilder(Protocol):
         node_id: str,
         role: str = "code",
         conversation: list[dict[str, Any]] | None = None,
-        images: list[dict[str, Any]] | None = None,
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """Assemble the named prompt from layer values: (messages, ledger); ``images`` (image
-        parts) go into the last message, counted in the budget."""
+        """Assemble the named prompt from layer values: (messages, ledger)."""
+
+    def schema_in_request(self, role: str) -> bool:
+        """Whether a structured call's schema travels in the request (enforced by decoding) rather
+        than in the prompt text."""
 
 
 class LLM(Protocol):
@@ -155,8 +158,7 @@ class NodeContext:
             full.setdefault("seed_code_file", self.run.idea.code_file or "seed_code")
             full.setdefault("seed_code_source", self.run.idea.code_source or "seed code")
         if self.parent is not None and "history" not in full:
-            state = RunPaths(self.run.dir).node(self.parent.id).state_md
-            full["history"] = state.read_text(encoding="utf-8") if state.exists() else ""
+            full["history"] = parent_history(self.run.dir, self.parent)
         memory_view = None
         if memory is not None and "memory" not in full:
             memory_view = memory.render(values)
@@ -222,6 +224,17 @@ def memory_records(
                 )
         snapshot["layer_cut"] = True
     return ledger + entries, snapshot
+
+
+def parent_history(run_dir: Path, parent: Node) -> str:
+    """A child's ``history`` value: its parent's ``state.md``, then every metric the parent
+    measured (the state keeps one line per node; the tail policy keeps this end)."""
+    state = RunPaths(run_dir).node(parent.id).state_md
+    text = state.read_text(encoding="utf-8").rstrip() if state.exists() else ""
+    if parent.metrics:
+        measured = render("context/parent_result.j2", node_id=parent.id, metrics=parent.metrics).strip()
+        text = f"{text}\n\n{measured}" if text else measured
+    return text
 
 
 def parent_file(ctx: NodeContext, name: str) -> Any:

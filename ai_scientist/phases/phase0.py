@@ -14,19 +14,21 @@ Where a node's plan comes from is saved in ``plan.json`` as ``plan_source``:
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..base.paths import CODE_FILE, PLAN_FILE, REVIEW_FILE
 from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed, code_text, parent_file, short_json
 from .checkpoint import checkpoint
-from .schemas import PLAN_FIELDS, PLAN_SCHEMA, constrain_dependencies, validate_plan
+from .schemas import PLAN_FIELDS, PLAN_SCHEMA, constrain_dependencies, probed_packages, validate_plan
 
 MERGE_OPERATIONS = ("improve", "tune", "ablate", "debug")
 # a draft has no parent plan to start from: its merged answer is its first plan
 MERGE_DRAFTS = ("draft",)
 
 
-def _stage_inputs(ctx: NodeContext) -> dict[str, str]:
-    values: dict[str, str] = {"operation": ctx.node.operation, "stage_name": f"stage {ctx.node.stage}"}
+def _stage_inputs(ctx: NodeContext) -> dict[str, Any]:
+    values: dict[str, Any] = {"operation": ctx.node.operation, "stage": ctx.node.stage}
     if ctx.node.idea:
         values["stage_idea"] = ctx.node.idea
     if ctx.parent is not None:
@@ -89,10 +91,54 @@ def _unique_dependencies(plan: dict) -> dict:
 
 def plan_schema(ctx: NodeContext, schema: dict) -> dict:
     """``schema`` with its dependencies chosen from what the sandbox probe found (new packages only
-    with network) when ``agent.constrain_answers`` is on (``schemas.constrain_dependencies``)."""
+    with network) when ``agent.constrain_answers`` is on (``schemas.constrain_dependencies``).
+
+    The installed Python packages are an enum only when the schema travels in the request (a
+    llama.cpp grammar, a server's json_schema), where decoding enforces it. In the prompt-only
+    modes the schema is prompt text that enforces nothing: the enum would repeat the package list
+    the environment layer already gives, so the names stay plain strings there and
+    :func:`check_installed` refuses one that is not installed, for the repair round."""
     if not ctx.cfg.agent.constrain_answers:
         return schema
-    return constrain_dependencies(schema, ctx.environment, ctx.cfg.exec.network)
+    constrained = constrain_dependencies(schema, ctx.environment, ctx.cfg.exec.network)
+    if constrained is schema or ctx.prompts.schema_in_request("code"):
+        return constrained
+    deps = constrained["properties"]["dependencies"]
+    pip = {
+        **deps["properties"]["pip"],
+        "items": {"type": "string", "maxLength": 100},
+        "description": "installed Python packages the code imports (the names listed under Environment)",
+    }
+    deps = {**deps, "properties": {**deps["properties"], "pip": pip}}
+    return {**constrained, "properties": {**constrained["properties"], "dependencies": deps}}
+
+
+def check_installed(ctx: NodeContext, answer: dict) -> None:
+    """Refuse a ``dependencies.pip`` name the sandbox probe did not find (the schema's enum does it
+    for a grammar-constrained backend; see :func:`plan_schema`). Nothing to check without a probe."""
+    if not ctx.cfg.agent.constrain_answers:
+        return
+    installed = probed_packages(ctx.environment)
+    pip = ((answer.get("dependencies") or {}).get("pip") or []) if isinstance(answer, dict) else []
+    if installed is None or not isinstance(pip, list):
+        return
+    known = {_norm(n) for n in installed}
+    missing = [str(n) for n in pip if _norm(str(n)) not in known]
+    if missing:
+        where = "under 'new' with a reason" if ctx.cfg.exec.network else "nowhere: the sandbox has no network"
+        raise ValueError(
+            f"dependencies.pip: {', '.join(missing)} not installed in the sandbox; list only the "
+            f"installed packages named under Environment (a new package goes {where})"
+        )
+
+
+def _check_plan(ctx: NodeContext, answer: Any) -> None:
+    validate_plan(answer)
+    check_installed(ctx, answer)
+
+
+def _norm(name: str) -> str:
+    return name.strip().lower().replace("_", "-")
 
 
 def _plan(ctx: NodeContext, merged_answer: dict | None = None) -> dict:
@@ -113,7 +159,7 @@ def _plan(ctx: NodeContext, merged_answer: dict | None = None) -> dict:
                 phase="phase0",
                 label="plan",
                 schema=plan_schema(ctx, PLAN_SCHEMA),
-                validator=validate_plan,
+                validator=lambda a: _check_plan(ctx, a),
             )
         except LLMError as exc:
             raise PhaseFailed("phase0", f"no valid plan: {exc}") from exc

@@ -15,6 +15,7 @@ from typing import Any
 from ..base.fileio import read_file_inside
 from ..base.paths import CODE_FILE as ANSWER_FILE
 from ..base.paths import COMPILE_FILE, RUN_FILE
+from ..base.templates import render
 from ..execution.sandbox_probe import installed_tools
 from ..llm.client import backend_name
 from ..llm.types import LLMError
@@ -22,7 +23,7 @@ from .base import NodeContext, PhaseFailed, code_text, parent_file, short_json
 from .checkpoint import checkpoint
 from .edits import EditError, expand_answer, text_files, with_edits
 from .execution import run_command
-from .phase0 import plan_schema
+from .phase0 import check_installed, plan_schema
 from .plots import plot_feedback
 from .schemas import (
     CODE_SCHEMA,
@@ -39,21 +40,16 @@ MAX_METRICS_BYTES = 10_000_000
 METRICS_FROM_REVIEW = "review"
 
 
-def _values(ctx: NodeContext, plan: dict) -> dict[str, str]:
+def _values(ctx: NodeContext, plan: dict) -> dict[str, Any]:
     guidance = plan.get("phase_guidance") or {}
-    values = {"operation": ctx.node.operation, "stage_name": f"stage {ctx.node.stage}"}
+    values: dict[str, Any] = {"operation": ctx.node.operation, "stage": ctx.node.stage}
     if plan:  # a draft planning inside its code answer has no plan yet
-        values["plan_snippet"] = short_json(
-            {
-                "goal_summary": plan.get("goal_summary"),
-                "implementation_strategy": plan.get("implementation_strategy"),
-                "dependencies": plan.get("dependencies"),
-                "phase_guidance": {
-                    k: guidance.get(k) for k in ("phase2", "phase3", "phase4") if guidance.get(k)
-                },
-                "risks_and_mitigations": plan.get("risks_and_mitigations"),
-            }
-        )
+        # plain lines, not JSON: a cut keeps head and tail, never a preview pointing at a handle
+        shown = {
+            **plan,
+            "phase_guidance": {k: guidance.get(k) for k in ("phase2", "phase3", "phase4") if guidance.get(k)},
+        }
+        values["plan_snippet"] = render("phases/plan_text.j2", plan=shown).strip()
     if ctx.node.idea:
         values["stage_idea"] = ctx.node.idea
     if ctx.parent is not None:
@@ -82,6 +78,7 @@ def generate_code(ctx: NodeContext, plan: dict, merged: bool = False) -> dict:
 
 def _validate_merged(ctx: NodeContext, answer: dict) -> None:
     validate_plan(answer)
+    check_installed(ctx, answer)
     # tools the answer's own dependencies add are installed by phase 1 before the build
     declared = {str(a).strip() for a in (answer.get("dependencies") or {}).get("apt") or []}
     validate_code(answer, ctx.environment, installed=installed_tools(ctx.dir) | declared)

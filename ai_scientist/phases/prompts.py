@@ -24,11 +24,13 @@ if TYPE_CHECKING:
 # values every phase template may test without StrictUndefined tripping
 _DEFAULTS = {
     "operation": "",
+    "stage": 0,  # a search node's stage number: its brief states the stage's goal
     "stage_name": "",
     "stage_idea": "",
     "step_info": "",
     "kind": "",
     "best_summary": "",
+    "siblings": "",
     "python": "/usr/bin/python3",
 }
 
@@ -38,15 +40,21 @@ class PromptAdapter(Prompter):
 
     def __init__(self, cfg: Config, llm: LLMClient):
         super().__init__(cfg, llm)
-        self._memory_rules: str | None = None
+        self._memory_rules: dict[bool, str] = {}
         self._brief_templates: dict[str, str] = {}
 
-    def _memory_protocol(self) -> str:
-        if self._memory_rules is None:
-            from ..memory.protocol import protocol_instructions
-
-            self._memory_rules = protocol_instructions(self.cfg.memory)
-        return self._memory_rules
+    def _memory_protocol(self, structured: bool) -> str:
+        """The memory protocol for the way this answer carries it, and only that way: the JSON
+        answer's ``memory_update`` field (``structured``) or a ``<memory_update>`` block."""
+        if structured not in self._memory_rules:
+            m = self.cfg.memory
+            self._memory_rules[structured] = render(
+                "memory/protocol.j2",
+                structured=structured,
+                core_max_chars=m.core_max_chars,
+                max_read_rounds=m.max_memory_read_rounds,
+            ).strip()
+        return self._memory_rules[structured]
 
     def _brief(self, prompt: str, values: dict[str, Any]) -> str:
         if prompt not in self._brief_templates:
@@ -64,7 +72,6 @@ class PromptAdapter(Prompter):
         node_id: str,
         role: str = "code",
         conversation: list[dict[str, Any]] | None = None,
-        images: list[dict[str, Any]] | None = None,
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         # the persona (agent.role_description): one value per run, so every system message opens
         # with the same bytes
@@ -78,12 +85,8 @@ class PromptAdapter(Prompter):
         if schema is not None:
             fmt.append(self.schema_text(schema, role))
         if v.get("memory") is not None and self.cfg.memory.enabled:
-            fmt.append(
-                render(
-                    "phases/memory_format.j2", structured=schema is not None, protocol=self._memory_protocol()
-                )
-            )
+            fmt.append(self._memory_protocol(schema is not None))
         if fmt:
             v["response_format"] = "\n\n".join(fmt)
-        p = self.assemble(prompt, v, role=role, conversation=conversation, images=images)
+        p = self.assemble(prompt, v, role=role, conversation=conversation)
         return p.messages, p.ledger

@@ -3,7 +3,13 @@
 * every node of stage 2-4: ``stage_summary`` (the summaries of the stages before it);
 * stage 2 (tuning): ``tried_hyperparams``, the settings tried in the stage with their results;
 * stage 4 (ablations): ``ablation_plan`` (the planned ablations, each marked done / running /
-  this node / to do) and ``tried_ablations`` with their results.
+  this node / to do, with how many nodes the stage may still create) and ``tried_ablations`` with
+  their results;
+* every node: ``siblings``, what the other nodes of its stage did and scored (the same parent's
+  children first: a second draft sees the first, running or finished), shown in its brief.
+
+:func:`proposal_inputs` is the same for the idea proposer (a run-level call): the node to grow,
+all its metrics and the parameters its code exposes, the stage's tables, and the stage's budget.
 
 The tables are ranked best first (:mod:`..treesearch.tried`), so their layers' ``head_rows``
 policy cuts the worst rows first and the prompt's ledger records the cut. The values are
@@ -17,8 +23,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_json, read_json
-from ..base.paths import STAGE_INPUTS_FILE, RunPaths
-from ..treesearch.tried import ablation_plan, tried_table
+from ..base.paths import CODE_FILE, STAGE_INPUTS_FILE, RunPaths
+from ..phases.edits import text_files
+from ..phases.parameters import code_parameters
+from ..treesearch.tried import ablation_plan, metrics_text, sibling_table, tried_table, untried
 from .stage_summary import summaries_text
 
 if TYPE_CHECKING:
@@ -37,9 +45,48 @@ def compute_stage_inputs(run: Run, view: JournalView, node: Node, state: StageSt
         values["tried_hyperparams"] = tried_table(view, 2, column="setting", exclude=node.id, carried=carried)
     elif node.stage == 4:
         planned = state.ideas if state is not None and state.stage == 4 else ()
-        values["ablation_plan"] = ablation_plan(view, 4, planned, current=node.idea)
+        left = iterations_left(run, view, 4)
+        values["ablation_plan"] = ablation_plan(view, 4, planned, current=node.idea, iterations_left=left)
         values["tried_ablations"] = tried_table(view, 4, column="ablation", exclude=node.id, carried=carried)
+    # rendered as a table by the node's brief (its last layer: rows grow call by call)
+    values["siblings"] = "\n".join(sibling_table(view, node.stage, node_id=node.id, parent_id=node.parent_id))
     return {k: v for k, v in values.items() if v}
+
+
+def iterations_left(run: Run, view: JournalView, stage: int) -> int:
+    """How many more search nodes stage ``stage`` may create (``agent.stages.stageN_max_iters``
+    minus the nodes it has)."""
+    cap = getattr(run.cfg.agent.stages, f"stage{stage}_max_iters")
+    return max(0, cap - len(view.ids("search", stage)))
+
+
+def proposal_inputs(
+    run: Run, view: JournalView, state: StageState, parent: Node, kind: str
+) -> dict[str, Any]:
+    """The values of the ``propose_idea`` prompt asking for ``kind`` (tune / ablate) ideas to
+    apply to ``parent``, on ``view``: the node to grow with all its metrics and the parameters its
+    code exposes (read from its files: options, environment variables, named constants), what the
+    stage tried (any node of it) and the earlier stages' summaries, how many planned ideas are not
+    yet run and how many nodes the stage may still create."""
+    carried = view.get(state.carried_id) if state.carried_id and state.carried_id in view else None
+    table = tried_table(
+        view, state.stage, column="setting" if kind == "tune" else "ablation", carried=carried
+    )
+    answer = read_json(RunPaths(run.dir).node(parent.id).file(CODE_FILE))
+    values: dict[str, Any] = {
+        "kind": kind,
+        "best_summary": f"{parent.id}: {parent.summary} ({metrics_text(parent)})",
+        "code_parameters": code_parameters(text_files(answer)),
+        "iterations_left": iterations_left(run, view, state.stage),
+        "stage_max_iters_key": f"agent.stages.stage{state.stage}_max_iters",
+        "planned_left": len(untried(view, state.stage, state.ideas)),
+        ("tried_hyperparams" if kind == "tune" else "tried_ablations"): table,
+        "ablation_plan": ablation_plan(view, state.stage, state.ideas) if kind == "ablate" else [],
+        "stage_summary": summaries_text(run.dir, before=state.stage),
+        # the stage's nodes the tried table does not list (debug children, improve nodes)
+        "siblings": "\n".join(sibling_table(view, state.stage, parent_id=parent.id)),
+    }
+    return values
 
 
 def stage_inputs(run: Run, view: JournalView, node: Node, state: StageState | None) -> dict[str, Any]:

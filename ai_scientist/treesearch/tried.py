@@ -17,6 +17,8 @@ from .node import Node
 
 ERROR_CHARS = 160  # a failed row says why in one line
 SUMMARY_CHARS = 160
+METRICS_CHARS = 240
+SIBLING_ROWS = 12  # a node's table of the other nodes of its stage: the nearest ones first
 
 
 def _cell(text: str, limit: int) -> str:
@@ -34,9 +36,23 @@ def metric_text(node: Node | None) -> str:
     return f"{m.name}={m.value:.6g} ({m.direction}{dataset})"
 
 
-def result_text(node: Node) -> str:
+def metrics_text(node: Node, limit: int = METRICS_CHARS) -> str:
+    """Every metric the node reported (primary first), ``name=value`` each, at most ``limit``
+    characters: secondary metrics (timer resolution, a second dataset) reach later prompts too."""
+    metrics = list(node.metrics) or ([node.metric] if node.metric is not None else [])
+    if node.metric is not None:
+        metrics = [node.metric, *(m for m in metrics if m.key != node.metric.key)]
+    if not metrics:
+        return "-"
+    parts = [f"{m.name}={m.value:.6g}" + (f" ({m.dataset})" if m.dataset else "") for m in metrics]
+    return _cell("; ".join(parts), limit)
+
+
+def result_text(node: Node, *, all_metrics: bool = False) -> str:
+    """The node's result in one cell: its metric (``all_metrics``: every metric), its failure,
+    or that it is still running."""
     if node.is_good:
-        return metric_text(node)
+        return metrics_text(node) if all_metrics else metric_text(node)
     if node.is_buggy:
         return "failed: " + _cell(node.error or "no reason recorded", ERROR_CHARS)
     return "running (no result yet)"
@@ -74,31 +90,93 @@ def tried_table(
     return ["\n".join(lines), *rows]
 
 
+def sibling_table(
+    view: JournalView,
+    stage: int,
+    *,
+    node_id: str | None = None,
+    parent_id: str | None = None,
+    rows: int = SIBLING_ROWS,
+) -> list[str]:
+    """What the nodes of ``stage`` other than ``node_id`` did and scored: ``[header, row, ...]``,
+    the children of ``parent_id`` first (creation order: for a draft, the earlier drafts), then
+    the stage's other nodes ranked best first; [] when there is none.
+
+    Left out: ``node_id`` itself, ``parent_id`` (its material is the prompt's lineage) and, in
+    stages whose prompts carry a tried table (2 and 4), the idea nodes that table lists. A node
+    still running shows only what it was created to do (operation, idea) and "running": its
+    summary appears while it runs, at a moment that depends on timing, and a replay must see
+    the same table."""
+    shown_elsewhere = set(view.ids("idea", stage)) if stage in (2, 4) else set()
+    others = [
+        view.get(i)
+        for i in view.ids("search", stage)
+        if i not in (node_id, parent_id) and i not in shown_elsewhere
+    ]
+    if not others:
+        return []
+    same = [n for n in others if n.parent_id == parent_id]
+    rest = ranked([n for n in others if n.parent_id != parent_id])
+    picked = [*same, *rest]
+    header = [
+        "| node | operation | idea | result | what it did |",
+        "|---|---|---|---|---|",
+    ]
+    lines = []
+    for n in picked[:rows]:
+        op = n.operation + (f" of {n.parent_id}" if n.parent_id else "")
+        lines.append(
+            f"| {n.id} | {op} | {_cell(n.idea or '-', 120)} | {result_text(n, all_metrics=True)} "
+            f"| {_cell(n.summary or '-', SUMMARY_CHARS) if n.is_finished else '-'} |"
+        )
+    if len(picked) > rows:
+        lines.append(f"({len(picked) - rows} more nodes of the stage not listed)")
+    return ["\n".join(header), *lines]
+
+
 def ablation_plan(
-    view: JournalView, stage: int, planned: Sequence[str], *, current: str | None = None
+    view: JournalView,
+    stage: int,
+    planned: Sequence[str],
+    *,
+    current: str | None = None,
+    iterations_left: int | None = None,
 ) -> list[str]:
     """The stage's planned ablations in order, each marked done (with its node), in flight, this
-    node's, or still to do; [] when nothing is planned."""
+    node's, or still to do; [] when nothing is planned. The header counts those still to do and,
+    given ``iterations_left`` (nodes the stage may still create), says whether all of them fit."""
     if not planned:
         return []
     by_idea: dict[str, Node] = {}
     for nid in view.ids("idea", stage):
         node = view.get(nid)
         by_idea.setdefault(_norm(node.idea or ""), node)
-    rows = []
+    rows, to_do = [], 0
     for i, idea in enumerate(planned, 1):
         n = by_idea.get(_norm(idea))
         if current is not None and _norm(idea) == _norm(current):
             status = "this node"
         elif n is None:
-            status = "to do"
+            status, to_do = "to do", to_do + 1
         elif n.is_finished:
             status = f"done ({n.id}: {result_text(n)})"
         else:
             status = f"running ({n.id})"
         rows.append(f"{i}. {_cell(idea, 200)} — {status}")
-    header = f"The stage plans {len(planned)} ablations, in this order (compare each with the baseline):"
-    return [header, *rows]
+    header = f"The stage plans {len(planned)} ablations, in this order (compare each with the baseline); {to_do} still to do"
+    if iterations_left is not None:
+        header += (
+            f", {iterations_left} more node(s) allowed in the stage (agent.stages.stage{stage}_max_iters)"
+        )
+        if to_do > iterations_left:
+            header += f": {to_do - iterations_left} planned ablation(s) will not run"
+    return [header + ":", *rows]
+
+
+def untried(view: JournalView, stage: int, planned: Sequence[str]) -> list[str]:
+    """The ``planned`` ideas of ``stage`` that no node has taken up yet, in order."""
+    taken = {_norm(view.get(i).idea or "") for i in view.ids("idea", stage)}
+    return [idea for idea in planned if _norm(idea) not in taken]
 
 
 def stage_facts(view: JournalView, stage: int, best: Node | None, seeds: dict | None) -> list[str]:
@@ -120,7 +198,7 @@ def stage_facts(view: JournalView, stage: int, best: Node | None, seeds: dict | 
     for n in ranked(nodes):
         comparable = "" if not n.is_good or comparable_metric(n, key) else " (other metric)"
         rows.append(
-            f"| {n.id} | {n.operation} | {_cell(n.idea or '-', 120)} | {result_text(n)}{comparable} "
+            f"| {n.id} | {n.operation} | {_cell(n.idea or '-', 120)} | {result_text(n, all_metrics=True)}{comparable} "
             f"| {_cell(n.summary or '-', SUMMARY_CHARS)} |"
         )
     return ["\n".join(head), *rows]
