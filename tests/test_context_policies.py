@@ -188,3 +188,10 @@ def test_json_preview_keeps_both_ends_of_long_strings():
     assert p["exit_code"] == 1
     assert p["stdout"].startswith("epoch 1 ok") and p["stdout"].endswith("CUDA out of memory\n")
     assert "chars cut" in p["stdout"] and len(p["stdout"]) < 200
+
+
+def test_the_configs_policy_names_are_the_registered_policies():
+    from ai_scientist.base.config import LAYER_POLICY_NAMES
+    from ai_scientist.context.policies import LAYER_POLICIES
+
+    assert sorted(LAYER_POLICY_NAMES) == sorted(LAYER_POLICIES)

@@ -256,19 +256,32 @@ class LLMConfig(_Strict):
 # -------------------------------------------------------------- context ----
 
 
+# the names of context.policies.LAYER_POLICIES (the base layer cannot import context;
+# tests/test_context_policies.py checks the two lists are the same)
+LAYER_POLICY_NAMES = (
+    "head",
+    "head_rows",
+    "head_tail",
+    "history_prune",
+    "json_preview",
+    "none",
+    "strip_reasoning",
+    "tail",
+    "whole_items",
+)
+
+
 class LayerBudget(_Strict):
     priority: int | None = None
     min_tokens: int | None = Field(None, ge=0)
     max_tokens: int | None = Field(None, ge=0)
-    policy: str | None = None  # a name of context.policies.LAYER_POLICIES
+    policy: str | None = None  # one of LAYER_POLICY_NAMES
 
     @field_validator("policy")
     @classmethod
     def _known_policy(cls, v: str | None) -> str | None:
-        from ..context.policies import LAYER_POLICIES
-
-        if v is not None and v not in LAYER_POLICIES:
-            raise ValueError(f"unknown layer policy {v!r}; one of {', '.join(sorted(LAYER_POLICIES))}")
+        if v is not None and v not in LAYER_POLICY_NAMES:
+            raise ValueError(f"unknown layer policy {v!r}; one of {', '.join(LAYER_POLICY_NAMES)}")
         return v
 
 
