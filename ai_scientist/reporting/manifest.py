@@ -5,9 +5,10 @@ lists the data files the experiment saved (numpy arrays with shape and dtype,
 npz members, JSON structure, CSV headers), the node's metrics, and which node
 and seed produced each file. The files are copied under the aggregation
 workspace (``figures/data/<node_id>/...``) so the sandboxed script reads
-them by the relative path the manifest names, and nothing outside. Files under a hidden or
-cache directory (any path part starting with ``.``, ``__pycache__``) are tools' state, e.g.
-matplotlib's font cache, not the experiment's data: they are left out. The seed statistic the
+them by the relative path the manifest names, and nothing outside. Which files are the
+experiment's data is :func:`ai_scientist.base.nodedata.is_node_data` (the node's own plotting call
+uses it too): nothing under a hidden or cache directory (matplotlib's font cache), bytecode or
+the pipeline's own figures. The seed statistic the
 manifest states (``seed_statistic``) is the one the writeup and the run's last lines report.
 """
 
@@ -23,19 +24,12 @@ from typing import Any
 import numpy as np
 
 from ..base.fileio import regular_file_inside
+from ..base.nodedata import is_node_data
 from ..base.paths import NodePaths
 from .runread import SEED_STATISTIC, RunView
 
-DATA_SUFFIXES = {".npy", ".npz", ".json", ".csv", ".tsv"}
 MAX_FILES_PER_NODE = 40
 MAX_FILE_BYTES = 50_000_000
-CACHE_DIRS = {"__pycache__"}
-
-
-def is_node_data(rel: Path) -> bool:
-    """False for a path (relative to the workspace) under a hidden or cache directory, or a
-    hidden file: tools' state (``.cache/matplotlib/fontlist-v330.json``), not the experiment's."""
-    return not any(part.startswith(".") or part in CACHE_DIRS for part in rel.parts)
 
 
 def describe_file(path: Path) -> dict[str, Any]:
@@ -83,9 +77,7 @@ def _node_entry(view: RunView, node: dict[str, Any], role: str, dest_root: Path)
         found = sorted(
             p
             for p in workspace.rglob("*")
-            if p.suffix.lower() in DATA_SUFFIXES
-            and is_node_data(p.relative_to(workspace))
-            and regular_file_inside(workspace, p)
+            if is_node_data(p.relative_to(workspace)) and regular_file_inside(workspace, p)
         )
         for src in found[:MAX_FILES_PER_NODE]:
             if src.stat().st_size > MAX_FILE_BYTES:
