@@ -21,6 +21,7 @@ from ai_scientist.base.nodedata import is_node_data
 from ai_scientist.context import Budget, assemble, counter_for
 from ai_scientist.phases.evidence import experiment_kinds
 from ai_scientist.phases.plots import _json_outline, data_files_text
+from ai_scientist.testing.scripted import ExampleResponder
 
 SMALL = [
     "agent.stages.stage1_max_iters=2",
@@ -213,6 +214,27 @@ def test_a_critique_states_each_fact_once(run):
         assert "Training:" in text and "Benchmark or timing:" in text and "Numerical simulation:" not in text
 
 
+def test_the_machine_is_shown_to_a_benchmark_review_only(run, tmp_path):
+    """The workload times itself (``train_time_s``): its reviews see the machine (Environment) and
+    the timing criteria; the bundled example measures only an accuracy: its reviews see neither."""
+    for rec in _records(run, label="exec_review"):
+        text = _prompt(rec)
+        assert "## Environment" in text and "Benchmark or timing:" in text and "Training:" in text
+    code, plain, _ = start_run(
+        tmp_path, *SMALL, "agent.stages.stage1_max_iters=1", "agent.plots.enabled=false",
+        responder=ExampleResponder(buggy_nodes=()),
+    )  # fmt: skip
+    reviews = _records(plain, label="exec_review")
+    assert reviews
+    for rec in reviews:
+        text = _prompt(rec)
+        assert "## Environment" not in text and "Benchmark or timing:" not in text and "Training:" in text
+        ledger = {e["layer"]: e for e in rec["ledger"]}
+        assert (
+            ledger["environment"]["action"] == "dropped" and ledger["environment"]["reason"] == "no content"
+        )
+
+
 # ------------------------------------------------------------ pure parts --
 
 
@@ -237,7 +259,9 @@ def test_node_data_rule():
 def test_data_files_names_first_each_structure_once():
     per_run = {f"run{i}": {"train_loss": [0.5, 0.4], "acc": 0.9} for i in range(12)}
     outline = _json_outline(per_run)
-    assert list(outline) == ["<each of 12 keys: run0, run1, ..., run11>"]
+    assert outline == '{<each of 12 keys: run0, run1, ..., run11>: {"train_loss": [2 x float], "acc": float}}'
+    nested = {"sizes": [{"n": 256, "blocked": [{"tile": 16, "ok": True}]}]}  # deep keys stay visible
+    assert _json_outline(nested) == '{"sizes": [1 x {"n": int, "blocked": [1 x {"tile": int, "ok": bool}]}]}'
     files = [
         {"file": f"data/seed{i}/results.json", "bytes": 100 + i, "structure": _json_outline(per_run)}
         for i in range(3)

@@ -234,12 +234,23 @@ PROMPTS: dict[str, list[str]] = {
         "tried_ablations",
         "node_brief",
     ],  # fmt: skip
-    # judge one execution: bug or not, what it found (its code is cut first: PROMPT_LAYERS)
-    "exec_review": ["system", "task", *_TAIL, "prior_code", "run_output", "run_result", "node_brief"],
+    # judge one execution: bug or not, what it found (its code is cut first: PROMPT_LAYERS); the
+    # environment (the machine) only for a benchmark (phases/review.py gives it then)
+    "exec_review": [
+        "system",
+        "environment",
+        "task",
+        *_TAIL,
+        "prior_code",
+        "run_output",
+        "run_result",
+        "node_brief",
+    ],
     # a working node's plotting code (reads the data files its experiment saved) and its critique
-    # by the vision model (the figures travel as image parts in the user message)
+    # by the vision model (the figures travel as image parts in the user message; the machine for a
+    # benchmark, as in the review)
     "node_plot": ["system", "task", *_TAIL, "prior_code", "data_files", "run_result", "node_brief"],
-    "node_vlm": ["system", "task", *_TAIL, "run_result", "node_brief"],
+    "node_vlm": ["system", "environment", "task", *_TAIL, "run_result", "node_brief"],
     # fallback: read the metrics from the run output when metrics.json is missing
     "metrics_parse": ["system", "task", *_TAIL, "execution_output", "node_brief"],
     # LLM tie-break between candidate nodes

@@ -87,13 +87,20 @@ def node_facts(ctx: NodeContext) -> dict[str, Any]:
 
 
 def run_result_text(
-    run_record: dict[str, Any], metrics: Any, *, commands: bool = True, from_review: bool = False
+    run_record: dict[str, Any],
+    metrics: Any,
+    *,
+    commands: bool = True,
+    builds: list[dict[str, Any]] | None = None,
+    from_review: bool = False,
 ) -> str:
-    """The ``run_result`` layer: each command's exit code and time (``commands``), then every
+    """The ``run_result`` layer: each build command (``builds``, from ``compile.json``: a
+    benchmark's flags matter) and run command with its exit code (``commands``), then every
     metric with its value, direction and dataset, and where the metrics came from
     (``from_review``: none yet, the review reads them from the output)."""
     return render(
         "context/_run_result.j2",
+        builds=builds or [],
         outputs=(run_record.get("outputs") or []) if commands else [],
         metrics=list(metrics or []),
         metrics_source=run_record.get("metrics_source") or "",

@@ -53,7 +53,10 @@ MAX_FIGURE_BYTES = 5_000_000
 MAX_FIGURE_SIDE = 6000
 MAX_DATA_FILES = 30
 DATA_DEPTH = 3  # the top level and two folders down (data/<run>/results.json)
-INLINE_OUTLINE_CHARS = 120  # a longer outline, or one several files share, is shown once by label
+INLINE_OUTLINE_CHARS = 300  # a longer outline, or one several files share, is shown once by label
+OUTLINE_DEPTH = 6  # levels of a JSON file's outline (a list of runs of lists of records is 4)
+OUTLINE_KEYS = 30  # keys shown per object
+OUTLINE_CHARS = 1500  # one file's outline at most
 METRICS_JSON = "metrics.json"  # the experiment's metrics file (phases/phase234.py reads it)
 
 CRITIQUE_SCHEMA: dict[str, Any] = {
@@ -126,7 +129,9 @@ def _outline(path: Path) -> dict[str, Any]:
     suffix = path.suffix.lower()
     try:
         if suffix == ".json" and path.stat().st_size <= 5_000_000:
-            return {"structure": _json_outline(json.loads(path.read_text(encoding="utf-8")))}
+            data = json.loads(path.read_text(encoding="utf-8"))
+            top = list(data) if isinstance(data, dict) else []
+            return {"structure": _json_outline(data)[:OUTLINE_CHARS], "top_keys": top}
         if suffix in (".npy", ".npz"):
             import numpy as np
 
@@ -167,35 +172,36 @@ def data_files_text(files: list[dict[str, Any]], metrics: Any, total: int | None
 
 def _outline_text(f: dict[str, Any], metrics: Any) -> str:
     """One file's outline as one line of text ("" when there is none)."""
-    if "structure" in f:
-        if metrics and f["file"] == METRICS_JSON and set(f["structure"] or {}) == {"metrics"}:
-            return render("context/_metrics_file.j2").strip()
-        return json.dumps(f["structure"], ensure_ascii=False)
-    rest = {k: v for k, v in f.items() if k not in ("file", "bytes")}
-    return json.dumps(rest, ensure_ascii=False) if rest else ""
+    listed = bool(metrics) and f["file"] == METRICS_JSON and f.get("top_keys") == ["metrics"]
+    return render("context/_data_outline.j2", f=f, metrics_listed=listed).strip()
 
 
-def _json_outline(value: Any, depth: int = 0) -> Any:
-    """Types and list lengths of a JSON value, to depth 3. A dict whose values (3 or more) share one
+def _json_outline(value: Any, depth: int = 0) -> str:
+    """A JSON value's shape as one line: key names and types, lists as ``[N x item]`` (their first
+    item's shape), to :data:`OUTLINE_DEPTH` levels. A dict whose values (3 or more) share one
     structure — one entry per run, per seed — shows it once under a key naming the range."""
     if isinstance(value, dict):
-        if depth >= 3:
-            return f"object with {len(value)} keys"
+        if not value:
+            return "{}"
+        if depth >= OUTLINE_DEPTH:
+            return f"{{... {len(value)} keys}}"
         items = list(value.items())
-        out = {str(k): _json_outline(v, depth + 1) for k, v in items[:30]}
-        shapes = {json.dumps(o, sort_keys=True) for o in out.values()}
-        first = next(iter(out.values()), None)
-        if len(out) >= 3 and len(shapes) == 1 and (isinstance(first, dict) or str(first).startswith("list")):
+        inner = {str(k): _json_outline(v, depth + 1) for k, v in items[:OUTLINE_KEYS]}
+        shapes = set(inner.values())
+        first = next(iter(inner.values()))
+        if len(inner) >= 3 and len(shapes) == 1 and first[:1] in ("{", "["):
             keys = [str(k) for k, _ in items]
-            label = ", ".join(keys) if len(keys) <= 4 else f"{keys[0]}, {keys[1]}, ..., {keys[-1]}"
-            return {f"<each of {len(keys)} keys: {label}>": first}
-        if len(items) > 30:
-            out[f"<{len(items) - 30} more keys>"] = "..."
-        return out
+            named = ", ".join(keys) if len(keys) <= 4 else f"{keys[0]}, {keys[1]}, ..., {keys[-1]}"
+            return f"{{<each of {len(keys)} keys: {named}>: {first}}}"
+        parts = [f"{json.dumps(k, ensure_ascii=False)}: {v}" for k, v in inner.items()]
+        if len(items) > OUTLINE_KEYS:
+            parts.append(f"... {len(items) - OUTLINE_KEYS} more keys")
+        return "{" + ", ".join(parts) + "}"
     if isinstance(value, list):
-        inner = _json_outline(value[0], depth + 1) if value else None
-        return f"list of {len(value)}" + (f" x {json.dumps(inner)}" if inner is not None else "")
-    return type(value).__name__
+        return f"[{len(value)} x {_json_outline(value[0], depth + 1)}]" if value else "[]"
+    if value is None:
+        return "null"
+    return {bool: "bool", int: "int", float: "float", str: "str"}.get(type(value), type(value).__name__)
 
 
 def plot_schema(max_figures: int) -> dict[str, Any]:
@@ -401,12 +407,15 @@ def _critique(ctx: NodeContext, plots: dict) -> dict:
 
 def _ask_vlm(ctx: NodeContext, figures: list[dict[str, Any]], plots: dict) -> dict[str, Any]:
     metrics = plots.get("metrics") or []
+    kinds = experiment_kinds([m.get("name", "") for m in metrics], ctx.run.idea.to_markdown())
     values = {
         **node_facts(ctx),
         "task": ctx.run.idea.to_markdown(),
         "python": ctx.cfg.exec.python,
+        # a benchmark's figures are judged against the machine (cores, caches, peak rate)
+        "environment": ctx.environment_text if "benchmark" in kinds or not kinds else "",
         "run_result": run_result_text({}, metrics, commands=False),
-        "kinds": experiment_kinds([m.get("name", "") for m in metrics], ctx.run.idea.to_markdown()),
+        "kinds": kinds,
         "figures": figures,  # listed once, with their captions, in the call's brief
         "response_schema": CRITIQUE_SCHEMA,
     }

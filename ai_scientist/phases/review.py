@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..base.paths import CODE_FILE, REVIEW_FILE
+from ..base.paths import CODE_FILE, COMPILE_FILE, REVIEW_FILE
 from ..base.templates import render
 from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed, code_text
@@ -35,12 +35,16 @@ def review_execution(ctx: NodeContext, run_record: dict) -> dict:
 def _review(ctx: NodeContext, run_record: dict) -> dict:
     metrics = run_record.get("metrics") or []
     parse = run_record.get("metrics_source") == METRICS_FROM_REVIEW  # one call for both (merge_calls)
+    kinds = experiment_kinds([m.get("name", "") for m in metrics], ctx.run.idea.to_markdown())
+    builds = (ctx.load(COMPILE_FILE) or {}).get("commands") or []
     values = {
         **node_facts(ctx),
+        # a benchmark is judged against the machine (its cores, caches, peak rate): only then
+        "environment": ctx.environment_text if "benchmark" in kinds or not kinds else "",
         "prior_code": code_text(ctx.load(CODE_FILE) or {}),
         "run_output": run_output_text(run_record.get("outputs") or []),
-        "run_result": run_result_text(run_record, metrics, from_review=parse),
-        "kinds": experiment_kinds([m.get("name", "") for m in metrics], ctx.run.idea.to_markdown()),
+        "run_result": run_result_text(run_record, metrics, builds=builds, from_review=parse),
+        "kinds": kinds,
         "parse_metrics": parse,
     }
     try:

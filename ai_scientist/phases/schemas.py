@@ -138,7 +138,7 @@ REVIEW_SCHEMA: dict[str, Any] = {
     # grammar-constrained decoder writes the properties in this order). Only the findings (what the
     # run found, with its numbers) become the node's summary; remarks about the review itself
     # (what the output did not show) stay in review.json
-    "properties": {"findings": _text(600), "remarks": _text(400), "is_bug": {"type": "boolean"}},
+    "properties": {"findings": _text(500), "remarks": _text(400), "is_bug": {"type": "boolean"}},
     "required": ["findings", "remarks", "is_bug"],
 }
 
