@@ -214,25 +214,36 @@ def test_a_critique_states_each_fact_once(run):
         assert "Training:" in text and "Benchmark or timing:" in text and "Numerical simulation:" not in text
 
 
+class _BenchmarkResponder(ExampleResponder):
+    """The example's program, but what it reports is a benchmark's: a speed-up and a rate."""
+
+    def _phase2(self, text, ctx):
+        answer = json.loads(super()._phase2(text, ctx))
+        for f in answer["files"]:
+            f["content"] += (
+                "\nimport json as _j\n_j.dump({'metrics': [{'name': 'speedup', 'value': 2.5, 'direction': "
+                "'maximize'}, {'name': 'gflops', 'value': 3.25, 'direction': 'maximize'}]}, open('metrics.json', 'w'))\n"
+            )
+        return json.dumps(answer)
+
+
 def test_the_machine_is_shown_to_a_benchmark_review_only(run, tmp_path):
-    """The workload times itself (``train_time_s``): its reviews see the machine (Environment) and
-    the timing criteria; the bundled example measures only an accuracy: its reviews see neither."""
+    """The workload trains and times itself (``val_loss``, ``train_time_s``): its reviews get the
+    training and the timing criteria but not the machine; a run reporting a speed-up and a GFLOP/s
+    rate is a benchmark: its reviews and critiques see the machine (Environment) to check them."""
     for rec in _records(run, label="exec_review"):
         text = _prompt(rec)
-        assert "## Environment" in text and "Benchmark or timing:" in text and "Training:" in text
-    code, plain, _ = start_run(
-        tmp_path, *SMALL, "agent.stages.stage1_max_iters=1", "agent.plots.enabled=false",
-        responder=ExampleResponder(buggy_nodes=()),
-    )  # fmt: skip
-    reviews = _records(plain, label="exec_review")
-    assert reviews
-    for rec in reviews:
+        assert "Benchmark or timing:" in text and "Training:" in text and "## Environment" not in text
+    code, bench, _ = start_run(
+        tmp_path, *SMALL, "agent.stages.stage1_max_iters=1", responder=_BenchmarkResponder(buggy_nodes=())
+    )
+    assert code == 0
+    calls = _records(bench, label="exec_review") + _records(bench, phase="phase5_vlm")
+    assert {r["phase"] for r in calls} == {"review", "phase5_vlm"}
+    for rec in calls:
         text = _prompt(rec)
-        assert "## Environment" not in text and "Benchmark or timing:" not in text and "Training:" in text
-        ledger = {e["layer"]: e for e in rec["ledger"]}
-        assert (
-            ledger["environment"]["action"] == "dropped" and ledger["environment"]["reason"] == "no content"
-        )
+        assert "## Environment" in text and "Benchmark or timing:" in text and "Training:" not in text
+        assert "- speedup = 2.5" in text and "- gflops = 3.25" in text
 
 
 # ------------------------------------------------------------ pure parts --

@@ -67,6 +67,14 @@ def experiment_kinds(metric_names: Iterable[str], idea_text: str = "") -> list[s
     return [k for k in KINDS if _IDEA_PATTERNS[k].search(idea_text or "")]
 
 
+def shows_machine(kinds: list[str]) -> bool:
+    """Whether a review or critique of an experiment of these kinds gets the machine's facts (the
+    ``environment`` layer: cores, caches, peak rate): a benchmark is judged against them; a
+    training run that also times itself (``train_time_s``) is not, and neither is a simulation;
+    an experiment of unknown kind gets them (it may be a benchmark)."""
+    return not kinds or ("benchmark" in kinds and "training" not in kinds)
+
+
 def node_facts(ctx: NodeContext) -> dict[str, Any]:
     """What the briefs of the review, plotting and critique calls say about the node: its id,
     operation, stage (number and title), parent and idea."""

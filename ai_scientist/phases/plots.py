@@ -41,7 +41,7 @@ from ..llm.types import LLMError
 from ..llm.vision import is_vision_refusal, vision_skip_reason
 from .base import NodeContext, PhaseFailed, code_text
 from .checkpoint import checkpoint
-from .evidence import experiment_kinds, node_facts, run_result_text
+from .evidence import experiment_kinds, node_facts, run_result_text, shows_machine
 from .execution import run_command
 
 PLOT_PHASE = "phase5_plot"
@@ -412,8 +412,8 @@ def _ask_vlm(ctx: NodeContext, figures: list[dict[str, Any]], plots: dict) -> di
         **node_facts(ctx),
         "task": ctx.run.idea.to_markdown(),
         "python": ctx.cfg.exec.python,
-        # a benchmark's figures are judged against the machine (cores, caches, peak rate)
-        "environment": ctx.environment_text if "benchmark" in kinds or not kinds else "",
+        # a benchmark's figures are judged against the machine (cores, caches, peak rate): only then
+        "environment": ctx.environment_text if shows_machine(kinds) else "",
         "run_result": run_result_text({}, metrics, commands=False),
         "kinds": kinds,
         "figures": figures,  # listed once, with their captions, in the call's brief

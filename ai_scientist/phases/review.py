@@ -22,7 +22,7 @@ from ..base.templates import render
 from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed, code_text
 from .checkpoint import checkpoint
-from .evidence import experiment_kinds, node_facts, run_output_text, run_result_text
+from .evidence import experiment_kinds, node_facts, run_output_text, run_result_text, shows_machine
 from .phase234 import METRICS_FROM_REVIEW, normalise_metrics
 from .schemas import REVIEW_METRICS_SCHEMA, REVIEW_SCHEMA
 
@@ -40,7 +40,7 @@ def _review(ctx: NodeContext, run_record: dict) -> dict:
     values = {
         **node_facts(ctx),
         # a benchmark is judged against the machine (its cores, caches, peak rate): only then
-        "environment": ctx.environment_text if "benchmark" in kinds or not kinds else "",
+        "environment": ctx.environment_text if shows_machine(kinds) else "",
         "prior_code": code_text(ctx.load(CODE_FILE) or {}),
         "run_output": run_output_text(run_record.get("outputs") or []),
         "run_result": run_result_text(run_record, metrics, builds=builds, from_review=parse),
