@@ -31,7 +31,7 @@ LAYERS: dict[str, Layer] = {
         _L("domain", "system", 90, template="core/domain_neutral.j2", key=None, title="Working rules"),
         _L("environment", "system", 60, "head", min_tokens=150, title="Environment"),  # sandbox first
         # -- volatile run context (user message, after the stable layers: see PROMPTS)
-        _L("memory", "user", 55, "head", min_tokens=120, title="Memory"),
+        _L("memory", "user", 55, "whole_items", min_tokens=120, title="Memory"),
         _L("resource_index", "user", 50, "head", min_tokens=120, title="Resource index"),
         # -- task and history
         _L("task", "user", 100, "head", pinned=True, required=True, min_tokens=400, title="Research idea"),
