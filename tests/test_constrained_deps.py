@@ -288,3 +288,23 @@ def test_a_refused_build_names_why_each_alternative_failed():
         "— option 1: at $.build.language: 'fortran' is not one of ['python', 'bash', 'sh']; "
         "option 2: at $.build.language: 'fortran' is not one of ['c']"
     )
+
+
+def test_a_compiled_build_needs_its_commands():
+    """Only build.commands compile (phases/execution.py runs them; nothing reads a compiler alone):
+    an answer naming a compiler and no commands is refused with what to write, and the constrained
+    schema asks for at least one command."""
+    from ai_scientist.phases.schemas import CODE_SCHEMA, constrain_build, validate_code
+
+    answer = {
+        "files": [{"path": "m.c", "content": "int main(){return 0;}"}],
+        "build": {"language": "c", "compiler": "gcc"},
+        "run": {"commands": ["./m"]},
+    }
+    with pytest.raises(ValueError, match="needs build.commands"):
+        validate_code(answer, ENV)
+    compiled = constrain_build(CODE_SCHEMA, ENV)["properties"]["build"]["anyOf"][1]
+    assert compiled["properties"]["commands"]["minItems"] == 1 and "commands" in compiled["required"]
+    assert "flags" not in compiled["properties"] and "output" not in compiled["properties"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(answer, constrain_build(CODE_SCHEMA, ENV))

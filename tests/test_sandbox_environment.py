@@ -256,7 +256,7 @@ def test_a_probe_that_cannot_run_is_recorded_and_judges_nothing(tmp_path):
     validate_code(  # so a compiler cannot be refused on the host's word
         {
             "files": [{"path": "a.f90", "content": "end"}],
-            "build": {"language": "fortran", "compiler": "ifx"},
+            "build": {"language": "fortran", "compiler": "ifx", "commands": ["ifx -o a a.f90"]},
             "run": {"commands": ["./a"]},
         },
         env,

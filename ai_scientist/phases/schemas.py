@@ -107,10 +107,13 @@ CODE_SCHEMA: dict[str, Any] = {
             "type": "object",
             "properties": {
                 "language": _text(40),
-                "compiler": _text(80),
-                "flags": _list(20, 100),
-                "commands": _list(10, 300),
-                "output": _text(200),
+                # checked against the sandbox's probed compilers; the build commands compile
+                "compiler": {**_text(80), "description": "checked against the sandbox; the commands compile"},
+                "commands": {
+                    **_list(10, 300),
+                    "description": "shell lines run in order by bash -c in the working directory before "
+                    "the run commands (flags and output names go here); none for an interpreted language",
+                },
             },
             "required": ["language"],
         },
@@ -259,9 +262,12 @@ def validate_code(
     build = answer.get("build") or {}
     lang = str(build.get("language", "")).lower()
     compiler = str(build.get("compiler") or "").strip()
-    if lang in COMPILED or compiler:
-        if not compiler and not build.get("commands"):
-            raise ValueError(f"build: language {lang!r} needs build.compiler or build.commands")
+    if (lang in COMPILED or compiler) and not build.get("commands"):
+        # nothing compiles but the build commands: a compiler alone would build nothing
+        raise ValueError(
+            f"build: language {lang or compiler!r} needs build.commands, the shell lines that compile "
+            "(e.g. 'gcc -O3 -o prog prog.c'); build.compiler is only checked against the sandbox"
+        )
     _check_tools(build, environment, installed)
     check_build_sources(answer)
     check_run_files(answer)
@@ -432,8 +438,9 @@ def constrain_build(schema: dict[str, Any], environment: dict[str, Any] | None) 
                     **props,
                     "language": {"type": "string", "enum": compiled_langs},
                     "compiler": {"type": "string", "enum": compilers},
+                    "commands": {**props["commands"], "minItems": 1},
                 },
-                "required": ["language", "compiler"],
+                "required": ["language", "compiler", "commands"],
             }
         )
     constrained = {"anyOf": options} if len(options) > 1 else options[0]
