@@ -243,7 +243,8 @@ def test_code_parameters_of_python_options_tuples_and_a_bound():
 def _journal(tmp_path):
     j = Journal(tmp_path / "journal.jsonl")
     a = j.new_node(stage=1, operation="draft")
-    j.update(a.id, status="buggy", error="phase4: run command 1 failed (exit 1)")
+    error = 'phase4: run command 1 failed (exit 1)\nstderr tail:\n  File "/tmp/x/experiment.py", line 3\nNameError: f'
+    j.update(a.id, status="buggy", error=error)
     b = j.new_node(stage=1, operation="draft")
     j.update(
         b.id,
@@ -262,7 +263,8 @@ def test_sibling_table_rows_and_exclusions(tmp_path):
     table = sibling_table(j.snapshot(), 1, node_id=c.id)
     rows = table[1:]
     assert [re.match(r"\| (n\d{4})", r).group(1) for r in rows] == [a.id, b.id]  # creation order
-    assert "failed: phase4: run command 1 failed" in rows[0]
+    # a failure in one line: where it failed and its cause, not the traceback's paths
+    assert "failed: phase4: run command 1 failed (exit 1) ... NameError: f |" in rows[0]
     assert "acc=0.8; timer_res_ms=4" in rows[1] and "SGD baseline" in rows[1]
     d = j.new_node(stage=1, operation="debug", parent_id=a.id)
     view = j.snapshot()

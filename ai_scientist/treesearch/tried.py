@@ -54,8 +54,17 @@ def result_text(node: Node, *, all_metrics: bool = False) -> str:
     if node.is_good:
         return metrics_text(node) if all_metrics else metric_text(node)
     if node.is_buggy:
-        return "failed: " + _cell(node.error or "no reason recorded", ERROR_CHARS)
+        return "failed: " + _cell(failure_text(node.error), ERROR_CHARS)
     return "running (no result yet)"
+
+
+def failure_text(error: str | None) -> str:
+    """A recorded error in one line: its first line (where it failed) and its last (the cause, e.g.
+    the exception a traceback ends with), not the traceback's file paths in between."""
+    lines = [line.strip() for line in (error or "").splitlines() if line.strip()]
+    if not lines:
+        return "no reason recorded"
+    return lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
 
 
 def ranked(nodes: Sequence[Node]) -> list[Node]:
