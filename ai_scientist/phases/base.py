@@ -48,8 +48,10 @@ class PromptBuilder(Protocol):
         node_id: str,
         role: str = "code",
         conversation: list[dict[str, Any]] | None = None,
+        images: list[dict[str, Any]] | None = None,
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """Assemble the named prompt from layer values: (messages, ledger)."""
+        """Assemble the named prompt from layer values: (messages, ledger); ``images`` (image
+        parts) go into the last message, counted in the budget."""
 
     def schema_in_request(self, role: str) -> bool:
         """Whether a structured call's schema travels in the request (enforced by decoding) rather

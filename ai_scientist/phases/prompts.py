@@ -72,6 +72,7 @@ class PromptAdapter(Prompter):
         node_id: str,
         role: str = "code",
         conversation: list[dict[str, Any]] | None = None,
+        images: list[dict[str, Any]] | None = None,
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         # the persona (agent.role_description): one value per run, so every system message opens
         # with the same bytes
@@ -88,5 +89,5 @@ class PromptAdapter(Prompter):
             fmt.append(self._memory_protocol(schema is not None))
         if fmt:
             v["response_format"] = "\n\n".join(fmt)
-        p = self.assemble(prompt, v, role=role, conversation=conversation)
+        p = self.assemble(prompt, v, role=role, conversation=conversation, images=images)
         return p.messages, p.ledger
