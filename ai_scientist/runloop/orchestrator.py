@@ -374,24 +374,12 @@ class Orchestrator:
         this node (None if none is new)."""
         journal = self.journal if view is None else view
         from ..treesearch.stages import ideas_tried
-        from ..treesearch.tried import ablation_plan, metric_text, tried_table
-        from .stage_summary import summaries_text
+        from .stage_inputs import proposal_inputs
 
         tried = ideas_tried(journal, state.stage, finished_only=False)
-        parent = journal.get(action.parent_id)
         kind = action.operation
-        carried = journal.get(state.carried_id) if state.carried_id else None
-        # what was tried with its results, best first (the layer cuts the worst rows when over budget)
-        table = tried_table(
-            journal, state.stage, column="setting" if kind == "tune" else "ablation", carried=carried
-        )
-        values = {
-            "kind": kind,
-            "best_summary": f"{parent.id}: {parent.summary} {metric_text(parent)}",
-            ("tried_hyperparams" if kind == "tune" else "tried_ablations"): table or "(none yet)",
-            "ablation_plan": ablation_plan(journal, state.stage, state.ideas) if kind == "ablate" else [],
-            "stage_summary": summaries_text(self.run_.dir, before=state.stage),
-        }
+        # the node to grow (all its metrics, its code's parameters), what the stage tried, its budget
+        values = proposal_inputs(self.run_, journal, state, journal.get(action.parent_id), kind)
         from ..phases.schemas import IDEAS_SCHEMA
 
         try:
