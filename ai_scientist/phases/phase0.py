@@ -36,8 +36,9 @@ def _stage_inputs(ctx: NodeContext) -> dict[str, Any]:
         if code:
             values["prior_code"] = code_text(code)
         review = parent_file(ctx, REVIEW_FILE)
-        if review:
-            values["prior_outputs"] = short_json(review)
+        if review:  # what the parent's run found; the reviewer's remarks on its own input stay out
+            kept = {k: review[k] for k in ("is_bug", "findings", "summary", "metrics") if k in review}
+            values["prior_outputs"] = short_json(kept)
         if ctx.parent.error:
             values["execution_output"] = ctx.parent.error
     return values
