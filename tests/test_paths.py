@@ -37,7 +37,7 @@ from ai_scientist.base.paths import (
     slug,
 )
 
-FIXTURE = Path(__file__).parent / "fixtures" / "run_c971a5e"
+FIXTURE = Path(__file__).parent / "fixtures" / "run_5f62ff7"
 
 
 def _properties(cls: type, obj: object) -> dict[str, Path]:
