@@ -23,6 +23,7 @@ from ai_scientist.context.policies import (
     LAYER_POLICIES,
     Head,
     HeadRows,
+    HeadSentences,
     HeadTail,
     HistoryPrune,
     JSONPreview,
@@ -85,6 +86,7 @@ def test_registry_names_and_cut_actions():
         "none": LayerPolicy,
         "tail": TailWindow,
         "head": Head,
+        "head_sentences": HeadSentences,
         "head_tail": HeadTail,
         "json_preview": JSONPreview,
         "history_prune": HistoryPrune,
@@ -100,7 +102,7 @@ def test_registry_names_and_cut_actions():
     with pytest.raises(ValueError) as exc:
         get_layer_policy("nope")
     assert str(exc.value) == (
-        "unknown context policy 'nope'; known: head, head_rows, head_tail, history_prune, json_preview, "
+        "unknown context policy 'nope'; known: head, head_rows, head_sentences, head_tail, history_prune, json_preview, "
         "none, strip_reasoning, tail, whole_items"
     )
 
@@ -482,3 +484,24 @@ def test_items_of_a_long_list_go_one_level_deeper():
     assert out["xs"] == [{"a": "{... object with keys b ...}"}, marker, {"a": "{... object with keys b ...}"}]
     out = json.loads(preview_json(data, PreviewParams(list_head=1, string_cap=50, max_depth=4)))
     assert out["xs"] == [{"a": {"b": 1}}, marker, {"a": {"b": 3}}]
+
+
+def test_the_idea_is_cut_at_a_sentence_end_never_mid_sentence():
+    """The task layer (the research idea) keeps whole sentences: a cut idea once read "A variant
+    ## Instructions" (issue 28)."""
+    from ai_scientist.context.spec import LAYERS
+
+    assert LAYERS["task"].policy == "head_sentences"
+    idea = (
+        "# Title\n\nFirst claim holds. Second claim is longer and matters. A variant of the method is tried."
+    )
+    for keep in range(40, len(idea)):
+        out = HeadSentences.cut(idea, keep)
+        kept = out.split("\n[... ")[0]
+        assert idea.startswith(kept) and len(kept) <= keep
+        assert kept.endswith((".", "Title")) or kept == idea, (keep, kept)
+    words = "one two three four five six seven eight nine ten"
+    assert HeadSentences.cut(words, 20).startswith("one two three four\n[... ")
+    fits = lambda c: len(c) <= 60  # noqa: E731
+    out, note = HeadSentences().shrink(idea, fits, PolicyParams(), None)
+    assert fits(out) and out.split("\n[... ")[0].endswith(".") and "sentence end" in note

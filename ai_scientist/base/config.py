@@ -261,6 +261,7 @@ class LLMConfig(_Strict):
 LAYER_POLICY_NAMES = (
     "head",
     "head_rows",
+    "head_sentences",
     "head_tail",
     "history_prune",
     "json_preview",

@@ -128,6 +128,33 @@ class Head(LayerPolicy):
         return None if found is None else (found[0], f"head kept {found[1]} chars")
 
 
+class HeadSentences(Head):
+    """Keep the first N characters, ending at the last sentence or line end among them: a research
+    idea cut mid-sentence ("A variant ## Instructions") reads as a different idea. Falls back to a
+    word boundary, then to the exact character, when the kept text holds no such end."""
+
+    name = "head_sentences"
+
+    @staticmethod
+    def cut(text: str, keep: int) -> str:
+        if keep >= len(text):
+            return text
+        kept = text[:keep]
+        end = max(kept.rfind(mark) for mark in (". ", ".\n", "! ", "? ", "\n"))
+        if end >= 0:
+            end += 1
+        else:
+            space = kept.rfind(" ")
+            end = space if space > 0 else keep
+        head = text[:end].rstrip()
+        return f"{head}\n[... {len(text) - len(head)} more characters cut ...]"
+
+    def shrink(self, value: Any, fits: Fits, params: PolicyParams, handle: str | None) -> Result | None:
+        text = as_text(value)
+        found = _largest(len(text), lambda n: self.cut(text, n), fits)
+        return None if found is None else (found[0], f"head kept up to {found[1]} chars, at a sentence end")
+
+
 class HeadTail(LayerPolicy):
     """Keep the start and (twice as much of) the end: logs put errors last, context first."""
 
@@ -314,6 +341,7 @@ LAYER_POLICIES: dict[str, LayerPolicy] = {
         LayerPolicy(),
         TailWindow(),
         Head(),
+        HeadSentences(),
         HeadTail(),
         JSONPreview(),
         HistoryPrune(),
