@@ -357,16 +357,24 @@ def _default_cfg() -> Config:
     return Config()
 
 
+def _page_limit(cfg: Config) -> int:
+    """report.page_limit as the config resolved it (the template's when null: never None)."""
+    limit = cfg.report.page_limit
+    if limit is None:
+        raise ValueError("report.page_limit unresolved: the config validator sets the template's")
+    return limit
+
+
 def _build(
     paper_dir: Path, sections: dict, figures: list, papers: list, cfg: Config, opts: ReportOptions
 ) -> tuple[str, latex.CompileResult, str]:
-    tex = assemble(sections, figures, papers, cfg.report.page_limit, cfg.report.template)
+    tex = assemble(sections, figures, papers, _page_limit(cfg), cfg.report.template)
     atomic_write_text(paper_dir / "paper.tex", tex)
     # .bbl/.blg too: a rebuild whose text no longer cites anything fails on the old bibtex state
     for stale in ("paper.pdf", "paper.aux", "paper.fdb_latexmk", "paper.fls", "paper.bbl", "paper.blg"):
         (paper_dir / stale).unlink(missing_ok=True)  # a stale PDF must never pass as this build
     result = latex.compile_pdf(paper_dir, cfg.exec.timeout, opts.tool_path)
-    limit = cfg.report.page_limit
+    limit = _page_limit(cfg)
     if not result.ok:
         return tex, result, f"LaTeX compile failed. Log excerpt:\n{result.log_excerpt}"
     n = result.main_pages or result.pages or 0
@@ -439,7 +447,7 @@ def _reflect(
         tex = read_text(paper_dir / "paper.tex", 2_000_000)
         chktex = chktex_for_writer(result.chktex, tex, _own_texts(sections, values["figures"], papers))
         feedback = paper_feedback(sections, values["figures"], vlm, chktex, pages,
-                                  cfg.report.page_limit, values["figure_problems"])  # fmt: skip
+                                  _page_limit(cfg), values["figure_problems"])  # fmt: skip
         if not feedback:
             log.append({"round": r, "feedback": [], "outcome": "nothing left to fix"})
             break
@@ -521,9 +529,7 @@ def write_paper(
         "main_pages": result.main_pages,
         "page_limit": cfg.report.page_limit,
         "template": cfg.report.template,
-        "over_page_limit": bool(
-            result.ok and (result.main_pages or result.pages or 0) > cfg.report.page_limit
-        ),
+        "over_page_limit": bool(result.ok and (result.main_pages or result.pages or 0) > _page_limit(cfg)),
         "failed_builds": len(attempts),
         "problems": attempts,
         "chktex_warnings": result.chktex,

@@ -379,6 +379,8 @@ class Orchestrator:
         tried = ideas_tried(journal, state.stage, finished_only=False)
         kind = action.operation
         # the node to grow (all its metrics, its code's parameters), what the stage tried, its budget
+        if action.parent_id is None:  # tune and ablate ideas apply to an existing node
+            raise ValueError(f"a {kind} proposal needs the node to grow; the action names none")
         values = proposal_inputs(self.run_, journal, state, journal.get(action.parent_id), kind)
         from ..phases.schemas import IDEAS_SCHEMA
 
