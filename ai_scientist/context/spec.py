@@ -34,7 +34,16 @@ LAYERS: dict[str, Layer] = {
         _L("memory", "user", 55, "whole_items", min_tokens=120, title="Memory"),
         _L("resource_index", "user", 50, "head", min_tokens=120, title="Resource index"),
         # -- task and history
-        _L("task", "user", 100, "head_sentences", pinned=True, required=True, min_tokens=400, title="Research idea"),
+        _L(
+            "task",
+            "user",
+            100,
+            "head_sentences",
+            pinned=True,
+            required=True,
+            min_tokens=400,
+            title="Research idea",
+        ),
         _L("history", "user", 40, "tail", min_tokens=150, strip_reasoning=True, title="History so far"),
         # -- stage inputs
         _L("plan_snippet", "user", 70, "json_preview", min_tokens=150, strip_reasoning=True, title="Plan"),
