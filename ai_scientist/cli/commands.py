@@ -50,6 +50,19 @@ def _preflight_reporting(cfg: Config) -> None:
         )
 
 
+def _preflight_context_window(cfg: Config) -> None:
+    """A model the window table does not know gets the window its server reports, written into
+    the resolved config (so ``resume`` and ``replay`` budget the same prompts); when the server
+    does not say, one line warns that prompts get the small default budget."""
+    from ..llm.probe import run_context_window
+
+    window, line = run_context_window(cfg)
+    if window:
+        cfg.context.model_context_window = window
+    if line:
+        print(f"[context] {line}", file=sys.stderr, flush=True)
+
+
 def _preflight_sandbox(cfg: Config) -> None:
     """The sandbox must be usable (and safe) before a run directory is made: a refusal exits 2
     and leaves nothing behind. The resolution is cached, so the run reuses it."""
@@ -78,6 +91,7 @@ def setup_run(args: argparse.Namespace) -> tuple[Run, ResourceSpec | None]:
         resources = load_resources(args.resources)
     _preflight_reporting(cfg)
     _preflight_sandbox(cfg)
+    _preflight_context_window(cfg)
     run = Run.create(cfg, idea, args.out, args.name)
     if args.resources:
         shutil.copyfile(args.resources, RunPaths(run.dir).resources / ("spec" + Path(args.resources).suffix))

@@ -187,6 +187,37 @@ def check_endpoint(cfg: Config, base_url: str | None, key: str) -> list[dict[str
     return rows
 
 
+def run_context_window(cfg: Config, environ: Mapping[str, str] | None = None) -> tuple[int | None, str]:
+    """For a run about to start: the context window the endpoint reports for ``llm.model`` when
+    prompts would otherwise be budgeted from the default window (an OpenAI-compatible backend,
+    ``context.max_prompt_tokens: auto``, no ``context.model_context_window``, a model the known
+    table lacks). (tokens, a line saying what was found) — (None, "") when nothing needs asking;
+    (None, a warning) when the server does not say. One GET of ``/models`` (and llama.cpp's
+    ``/props``), bounded by the probe's timeout."""
+    from ..context.budget import known_window
+    from .factory import base_url_of, resolve_backend_name
+
+    env = os.environ if environ is None else environ
+    model = cfg.llm.model
+    if (
+        resolve_backend_name(cfg, env)[0] != "openai"
+        or cfg.context.max_prompt_tokens != "auto"
+        or cfg.context.model_context_window is not None
+        or known_window(model) is not None
+    ):
+        return None, ""
+    url = (base_url_of(cfg, env) or "https://api.openai.com/v1").rstrip("/")
+    key = env.get(cfg.llm.api_key_env, "")
+    listing, problem = _get_json(f"{url}/models", key)
+    n_ctx, source = context_window(url, key, model, listing) if problem is None else (None, "")
+    if n_ctx:
+        return n_ctx, f"context window of {model}: {n_ctx} tokens, as the server reports ({source})"
+    return None, (
+        f"context window of {model} unknown (not in the known table; the server does not report it): "
+        "prompts are budgeted from the default 8192-token window; set context.model_context_window"
+    )
+
+
 def _get_json(url: str, key: str | None) -> tuple[Any, str | None]:
     """(parsed body, None) or (None, why not) for a GET with the bearer key."""
     req = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"} if key else {})
