@@ -16,7 +16,9 @@ and groups them by call kind (the record's phase and label with attempt numbers 
 per kind, calls and mean tokens on both sides and the ratio, then the whole run's input tokens
 per search node and the USD per node at gpt-4o-mini's list price ($0.15 per million input tokens,
 $0.60 per million output tokens; output tokens as the records report them). ``--smoke`` runs
-a tiny run (one draft, no report) against this checkout itself (the suite runs it).
+a tiny run (one draft, no report) against this checkout itself (the suite runs it). ``--set
+context.max_prompt_tokens=32000`` gives both sides the same budget: then the difference is what
+each side sends when nothing has to be cut (the facts added, the waste removed).
 Results go to ``bench/results/call_tokens.json``.
 """
 
@@ -146,8 +148,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--base", default=BASELINE_REV)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config override for both sides, e.g. context.max_prompt_tokens=32000 (the same budget)",
+    )
     a = ap.parse_args(argv)
-    overrides = SMOKE if a.smoke else SIZE
+    overrides = [*(SMOKE if a.smoke else SIZE), *a.set]
     with tempfile.TemporaryDirectory(prefix="call_tokens_") as tmp:
         t = Path(tmp)
         base_src = ROOT
