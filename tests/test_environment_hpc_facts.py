@@ -237,3 +237,20 @@ def test_the_prompt_sent_on_this_machine_states_its_caches_and_no_os_plumbing(tm
     assert "numpy" in listed_names and "numpy" in enum
     for name in env["sandbox"]["python"].get("os_packages", []):
         assert name not in listed_names and name not in enum
+
+
+def test_without_a_gpu_the_cuda_toolkit_is_not_offered(tmp_path):
+    """A CPU-only sandbox listed "nvcc" and "cuda" beside "GPUs: none (do not use CUDA)": the
+    capable model read it as a contradiction. Without a GPU they are left out; with one, listed."""
+    tools = {"gcc": "gcc (Debian 12.2.0) 12.2.0", "nvcc": "Cuda compilation tools, release 13.0"}
+    libs = {"notable": ["blas", "cuda", "openblas"], "count": 3}
+    measured = {**parse_probe(""), "tools": tools, "libraries": libs}
+    host = _host_env(tmp_path)
+    cpu_only = render_environment({**host, "sandbox": _sandbox(**measured)})
+    line = next(ln for ln in cpu_only.splitlines() if ln.startswith("- Compilers and build tools there"))
+    libs_line = next(ln for ln in cpu_only.splitlines() if ln.startswith("- Native libraries there"))
+    assert "gcc" in line and "nvcc" not in line and "cuda" not in libs_line and "openblas" in libs_line
+    with_gpu = render_environment(
+        {**host, "sandbox": {**_sandbox(**measured), "gpu_devices": ["0: NVIDIA A100"]}}
+    )
+    assert "nvcc" in with_gpu and "cuda, openblas" in with_gpu
