@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import RunPaths
+from ..context.budget import ContextBudgetError
 from ..context.tokens import counter_for
 from ..llm.client import backend_name
 from ..llm.prompting import Prompter, ask
@@ -115,16 +116,28 @@ def _ask(
     ``images`` (the figures) follow the text; a server that refuses them gets the call again
     without them (the captions are in the text)."""
     prompter = prompter or _prompter(getattr(client, "cfg", None), client)
-    v = {**values, "instructions": prompts.render(template, **values, images_attached=bool(images))}
-    ctx = CallContext(node_id="run", phase="review", label=label, ledger=list(ledger or []))
-    try:
-        result = ask(client, prompter, _PROMPTS[template], v, role="review", ctx=ctx,
-                     schema=REVIEW_SCHEMA, images=images or None)  # fmt: skip
-    except LLMError as exc:
-        if not (images and is_vision_refusal(exc)):
-            raise
-        v["instructions"] = prompts.render(template, **values, images_attached=False)
-        result = ask(client, prompter, _PROMPTS[template], v, role="review", ctx=ctx, schema=REVIEW_SCHEMA)
+
+    def send(imgs: list[dict[str, Any]]) -> Any:
+        v = {**values, "instructions": prompts.render(template, **values, images_attached=bool(imgs))}
+        ctx = CallContext(node_id="run", phase="review", label=label, ledger=list(ledger or []))
+        return ask(client, prompter, _PROMPTS[template], v, role="review", ctx=ctx,
+                   schema=REVIEW_SCHEMA, images=imgs or None)  # fmt: skip
+
+    images = list(images or [])
+    while True:
+        try:
+            result = send(images)
+            break
+        except ContextBudgetError:
+            # the figures do not fit beside the paper under this model's budget (a small window):
+            # fewer of them, then none (their captions stay in the text); nothing was sent yet
+            if not images:
+                raise
+            images = images[: len(images) // 2]
+        except LLMError as exc:
+            if not (images and is_vision_refusal(exc)):
+                raise
+            images = []  # a server that refuses images: the same review without them
     if models is not None and getattr(result, "model", ""):
         models.add(result.model)
     review = result.parsed
