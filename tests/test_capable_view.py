@@ -161,3 +161,11 @@ def test_no_prompt_exceeds_its_budget_images_counted(run):
         )
         checked += 1
     assert checked
+
+
+def test_every_figure_review_names_the_research_question(run):
+    idea = json.loads((run / "idea.json").read_text())
+    reviews = [r for r in prompt_records(run) if str(r.get("label", "")).startswith("figure_")]
+    assert reviews
+    for rec in reviews:
+        assert f"Research question: {idea['title']}" in _prompt(rec)

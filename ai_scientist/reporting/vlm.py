@@ -154,6 +154,9 @@ def review_figures(
         cache = {}
     prompter = Prompter(cfg, client)
     instructions = prompts.render("vlm_figure_instructions.j2")
+    # what the figures are evidence for: the idea's title and hypothesis, in each figure's brief
+    idea = read_json(RunPaths(run_dir).idea_json, default={}) or {}
+    question = " — ".join(str(idea[k]).strip() for k in ("title", "hypothesis") if idea.get(k))
     out: dict[str, Any] = {}
     for fig in figures:
         path = fig_dir / fig["file"]
@@ -166,7 +169,7 @@ def review_figures(
         if isinstance(cache.get(key), dict):
             out[fig["file"]] = cache[key]
             continue
-        brief = prompts.render("vlm_figure_user.j2", file=fig["file"], caption=caption)
+        brief = prompts.render("vlm_figure_user.j2", file=fig["file"], caption=caption, question=question)
         values = {"instructions": instructions, "node_brief": brief}
         ctx = CallContext(node_id="run", phase=phase, label=f"figure_{path.stem}"[:40])
         try:
