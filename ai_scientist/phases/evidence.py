@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 # tail that long was cut, most likely mid-line
 RECORDED_TAIL_CHARS = 2500
 
+# the parent's metrics in a child's call line: whole items, primary first, then "(+N more metrics)"
+PARENT_METRICS_CHARS = 800
+
 KINDS = ("training", "benchmark", "simulation")
 # the words of a metric's name (split at anything but a letter or digit) that say what kind of
 # experiment measured it; a name may say two kinds (``train_time_s``: benchmark)
@@ -77,7 +80,8 @@ def shows_machine(kinds: list[str]) -> bool:
 
 def node_facts(ctx: NodeContext) -> dict[str, Any]:
     """What the briefs of the review, plotting and critique calls say about the node: its id,
-    operation, stage (number and title), parent and idea."""
+    operation, stage (number and title), parent and idea, and a child's parent's metrics
+    (``parent_metrics``: what the child's own are compared with)."""
     from ..treesearch.stages import STAGES
 
     node = ctx.node
@@ -91,6 +95,13 @@ def node_facts(ctx: NodeContext) -> dict[str, Any]:
     }
     if node.idea:
         facts["stage_idea"] = node.idea
+    parent = ctx.parent
+    if parent is not None and node.operation != "seed_eval" and (parent.metrics or parent.metric):
+        # a child's run is judged against its parent's (an ablation's review is a comparison):
+        # the parent's metrics, whole, primary first, next to the node's own "Run result"
+        from ..treesearch.tried import metrics_text
+
+        facts["parent_metrics"] = metrics_text(parent, limit=PARENT_METRICS_CHARS)
     return facts
 
 

@@ -6,7 +6,9 @@ knobs are compile-time tiles). So the proposer is shown what the code itself let
 - command-line options: argparse ``add_argument`` (with its default), ``sys.argv[i]`` / ``argv[i]``;
 - environment variables read: ``os.environ[...]``, ``os.environ.get``, ``os.getenv``, ``getenv``;
 - named constants: module-level UPPER_CASE assignments of a literal (Python, tuples included),
-  ``#define NAME value``, top-level ``const`` / ``constexpr`` scalars (C, C++), with their values.
+  ``#define NAME value``, top-level ``const`` / ``constexpr`` scalars (C, C++), with their values;
+- hard-coded grids: a Python loop over a literal tuple or list of numbers (``for l2 in (0, 0.1)``):
+  a value the method sweeps that no option or constant exposes, which an idea may still change.
 
 Pure and bounded: at most ``limit`` entries of at most ``ENTRY_CHARS`` characters each.
 """
@@ -54,6 +56,7 @@ class Parameter:
             "environment": f"{self.name} (environment variable{', default ' + value if value else ''})",
             "argv": f"{self.name} (command-line argument)",
             "constant": f"{self.name} = {value}",
+            "grid": f"{self.name} in {value} (a grid hard-coded in a loop)",
         }[self.kind]
         return _clip(f"{text} [{self.path}]", ENTRY_CHARS)
 
@@ -98,6 +101,27 @@ def _python(path: str, text: str) -> list[Parameter]:
                 name = max(flags, key=len)
                 out.append(Parameter(name, "option", _source(text, default), path))
     out += _env_and_argv(path, text)
+    out += _grids(path, tree)
+    return out
+
+
+def _grids(path: str, tree: ast.Module) -> list[Parameter]:
+    """``for name in (<numbers>)`` loops: the grids the code sweeps, as written."""
+    out = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.For)
+            and isinstance(node.target, ast.Name)
+            and isinstance(node.iter, ast.Tuple | ast.List)
+            and len(node.iter.elts) >= 2
+            and all(
+                isinstance(e, ast.Constant)
+                and isinstance(e.value, int | float)
+                and not isinstance(e.value, bool)
+                for e in node.iter.elts
+            )
+        ):
+            out.append(Parameter(node.target.id, "grid", ast.unparse(node.iter), path))
     return out
 
 

@@ -106,7 +106,9 @@ def _code(ctx: NodeContext, plan: dict, merged: bool = False) -> dict:
                 known = ((parent_file(ctx, ANSWER_FILE) or {}).get("run") or {}).get("commands") or []
                 schema = constrain_run(schema, list(base), ctx.cfg.exec.python, known)
             check = _expanding(base, check)
-        extra = {"seed_code_edits": True} if base and ctx.parent is None else {}
+        extra: dict[str, Any] = {"seed_code_edits": True} if base and ctx.parent is None else {}
+        if base:  # the instructions speak of edits only when the schema offers them
+            extra["edits_offered"] = True
         try:
             answer = ctx.ask(
                 "phase234_code",

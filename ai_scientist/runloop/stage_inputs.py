@@ -20,14 +20,26 @@ in between), so its prompts, and a replay of the run, stay the same.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_json, read_json
-from ..base.paths import CODE_FILE, STAGE_INPUTS_FILE, RunPaths
+from ..base.paths import CODE_FILE, PLAN_FILE, STAGE_INPUTS_FILE, RunPaths
 from ..phases.edits import text_files
 from ..phases.parameters import code_parameters
-from ..treesearch.tried import ablation_plan, metrics_text, sibling_table, tried_table, untried
+from ..treesearch.tried import (
+    ablation_plan,
+    design_text,
+    metrics_text,
+    sibling_table,
+    tried_table,
+    untried,
+)
 from .stage_summary import summaries_text
+
+# the best node's metrics in the proposer's brief: whole items (all a grid's and ablations' cells)
+BEST_METRICS_CHARS = 1200
+IDEA_ABLATION_CHARS = 600
 
 if TYPE_CHECKING:
     from ..base.run import Run
@@ -45,19 +57,44 @@ def compute_stage_inputs(run: Run, view: JournalView, node: Node, state: StageSt
         values["tried_hyperparams"] = tried_table(view, 2, column="setting", exclude=node.id, carried=carried)
     elif node.stage == 4:
         planned = state.ideas if state is not None and state.stage == 4 else ()
-        left = iterations_left(run, view, 4)
+        # the nodes the stage may create after this one (the view may or may not hold it yet)
+        left = max(0, iterations_left(run, view, 4, exclude=node.id) - 1)
         values["ablation_plan"] = ablation_plan(view, 4, planned, current=node.idea, iterations_left=left)
         values["tried_ablations"] = tried_table(view, 4, column="ablation", exclude=node.id, carried=carried)
     # rendered as a table by the node's brief (its last layer: rows grow call by call)
-    values["siblings"] = "\n".join(sibling_table(view, node.stage, node_id=node.id, parent_id=node.parent_id))
+    # a draft sees each earlier finished draft's design (its plan's goal and strategy): taking a
+    # "clearly different approach" needs more than a metric and a finding
+    designs = _designs(run, view, node) if node.operation == "draft" else None
+    values["siblings"] = "\n".join(
+        sibling_table(view, node.stage, node_id=node.id, parent_id=node.parent_id, designs=designs)
+    )
     return {k: v for k, v in values.items() if v}
 
 
-def iterations_left(run: Run, view: JournalView, stage: int) -> int:
+def _designs(run: Run, view: JournalView, node: Node) -> dict[str, str]:
+    """The design line of every finished node of ``node``'s stage (its ``plan.json``, or the code
+    answer that carried the plan): a running node's plan is left out — it appears at a moment that
+    depends on timing, and a replay must see the same table."""
+    paths = RunPaths(run.dir)
+    out: dict[str, str] = {}
+    for nid in view.ids("search", node.stage):
+        other = view.get(nid)
+        if nid == node.id or not other.is_finished:
+            continue
+        plan = read_json(paths.node(nid).file(PLAN_FILE))
+        if not isinstance(plan, dict) or not plan.get("goal_summary"):
+            plan = read_json(paths.node(nid).file(CODE_FILE))
+        line = design_text(plan if isinstance(plan, dict) else None)
+        if line:
+            out[nid] = line
+    return out
+
+
+def iterations_left(run: Run, view: JournalView, stage: int, exclude: str | None = None) -> int:
     """How many more search nodes stage ``stage`` may create (``agent.stages.stageN_max_iters``
-    minus the nodes it has)."""
+    minus the nodes it has, ``exclude`` not counted)."""
     cap = getattr(run.cfg.agent.stages, f"stage{stage}_max_iters")
-    return max(0, cap - len(view.ids("search", stage)))
+    return max(0, cap - len([i for i in view.ids("search", stage) if i != exclude]))
 
 
 def proposal_inputs(
@@ -75,7 +112,7 @@ def proposal_inputs(
     answer = read_json(RunPaths(run.dir).node(parent.id).file(CODE_FILE))
     values: dict[str, Any] = {
         "kind": kind,
-        "best_summary": f"{parent.id}: {parent.summary} ({metrics_text(parent)})",
+        "best_summary": f"{parent.id}: {parent.summary} ({metrics_text(parent, limit=BEST_METRICS_CHARS)})",
         "code_parameters": code_parameters(text_files(answer)),
         "iterations_left": iterations_left(run, view, state.stage),
         "stage_max_iters_key": f"agent.stages.stage{state.stage}_max_iters",
@@ -86,7 +123,40 @@ def proposal_inputs(
         # the stage's nodes the tried table does not list (debug children, improve nodes)
         "siblings": "\n".join(sibling_table(view, state.stage, parent_id=parent.id)),
     }
+    if kind == "ablate":
+        # what the idea asks to ablate, and what the best node's own metrics already measure: a
+        # proposer that cannot see both re-proposes ablations already done
+        values["idea_ablations"] = idea_ablations(run.idea)
+        values["measured_ablations"] = measured_ablations(parent)
     return values
+
+
+def idea_ablations(idea: Any, limit: int = IDEA_ABLATION_CHARS) -> str:
+    """The research idea's own words on ablations: its lines that name one (any section), or a
+    section titled so; whole lines, at most ``limit`` characters; "" when it names none."""
+    lines: list[str] = []
+    for head, body in (getattr(idea, "extra", None) or {}).items():
+        if "ablat" in head.lower():
+            lines += [ln.strip(" -*\t") for ln in str(body).splitlines() if ln.strip()]
+    for section in (idea.experiments, idea.evaluation, idea.hypothesis):
+        lines += [ln.strip(" -*\t") for ln in str(section or "").splitlines() if "ablat" in ln.lower()]
+    shown: list[str] = []
+    for line in dict.fromkeys(ln for ln in lines if ln):
+        if len(" ".join([*shown, line])) > limit:
+            break
+        shown.append(line)
+    return " ".join(shown)
+
+
+def measured_ablations(node: Node) -> str:
+    """The node's metrics whose names say they measure an ablation (``ablation``, ``no_``,
+    ``without``, ``w/o``), whole, ``name=value`` each; "" when none does."""
+    found = [
+        f"{m.name}={m.value:.6g}"
+        for m in node.metrics
+        if re.search(r"ablat|(^|[^a-z])no[_-]|without|w/o", m.name.lower())
+    ]
+    return "; ".join(found)
 
 
 def stage_inputs(run: Run, view: JournalView, node: Node, state: StageState | None) -> dict[str, Any]:

@@ -9,15 +9,17 @@ from the end, drops the worst and the unfinished first. Pure: values in, values 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 
 from .best import comparable_metric, primary_metric_key, rank_nodes
 from .journal import JournalView
 from .node import Node
 
 ERROR_CHARS = 160  # a failed row says why in one line
-SUMMARY_CHARS = 160
+SUMMARY_CHARS = 300  # a node's findings, cut at a sentence end
 METRICS_CHARS = 240
+DESIGN_CHARS = 300  # an earlier draft's plan: its goal and its strategy, each
 SIBLING_ROWS = 12  # a node's table of the other nodes of its stage: the nearest ones first
 
 
@@ -25,6 +27,23 @@ def _cell(text: str, limit: int) -> str:
     """One table cell: a single line, ``|`` escaped, at most ``limit`` characters."""
     one = " ".join(str(text).split()).replace("|", "/")
     return one if len(one) <= limit else one[: limit - 3] + "..."
+
+
+_SENTENCE_END = re.compile(r"[.!?;](?=\s)")
+
+
+def sentences(text: str, limit: int) -> str:
+    """``text`` on one line (``|`` escaped), cut at the last sentence end within ``limit``
+    characters, never mid-word: a cut ends with "[...]" so the reader knows more was said."""
+    one = " ".join(str(text).split()).replace("|", "/")
+    if len(one) <= limit:
+        return one
+    room = one[: limit - 6]
+    ends = [m.end() for m in _SENTENCE_END.finditer(room + " ")]
+    if ends and ends[-1] >= limit // 3:
+        return one[: ends[-1]] + " [...]"
+    word = room.rsplit(" ", 1)[0] if " " in room else room
+    return word.rstrip(",;:") + " [...]"
 
 
 def metric_text(node: Node | None) -> str:
@@ -37,15 +56,29 @@ def metric_text(node: Node | None) -> str:
 
 
 def metrics_text(node: Node, limit: int = METRICS_CHARS) -> str:
-    """Every metric the node reported (primary first), ``name=value`` each, at most ``limit``
-    characters: secondary metrics (timer resolution, a second dataset) reach later prompts too."""
+    """Every metric the node reported, the primary first, ``name=value (dataset)`` each, whole:
+    as many as fit in ``limit`` characters (the primary always), then "(+N more metrics)" —
+    never a name or a value cut mid-word."""
     metrics = list(node.metrics) or ([node.metric] if node.metric is not None else [])
     if node.metric is not None:
         metrics = [node.metric, *(m for m in metrics if m.key != node.metric.key)]
     if not metrics:
         return "-"
-    parts = [f"{m.name}={m.value:.6g}" + (f" ({m.dataset})" if m.dataset else "") for m in metrics]
-    return _cell("; ".join(parts), limit)
+    parts = [
+        " ".join(f"{m.name}={m.value:.6g}".split()).replace("|", "/")
+        + (f" ({m.dataset})" if m.dataset else "")
+        for m in metrics
+    ]
+    shown = [parts[0]]
+    for part in parts[1:]:
+        if len("; ".join([*shown, part])) + len(" (+99 more metrics)") > limit:
+            break
+        shown.append(part)
+    more = len(parts) - len(shown)
+    text = "; ".join(shown)
+    if more:
+        text += f" (+{more} more metric{'s' if more > 1 else ''})"
+    return text
 
 
 def result_text(node: Node, *, all_metrics: bool = False) -> str:
@@ -106,6 +139,7 @@ def sibling_table(
     node_id: str | None = None,
     parent_id: str | None = None,
     rows: int = SIBLING_ROWS,
+    designs: Mapping[str, str] | None = None,
 ) -> list[str]:
     """What the nodes of ``stage`` other than ``node_id`` did and scored: ``[header, row, ...]``,
     the children of ``parent_id`` first (creation order: for a draft, the earlier drafts), then
@@ -115,7 +149,9 @@ def sibling_table(
     stages whose prompts carry a tried table (2 and 4), the idea nodes that table lists. A node
     still running shows only what it was created to do (operation, idea) and "running": its
     summary appears while it runs, at a moment that depends on timing, and a replay must see
-    the same table."""
+    the same table. ``designs``: a finished node's plan in a line (goal and strategy, see
+    :func:`design_text`), shown after what it found — a second draft must see the first's design
+    to take a different one."""
     shown_elsewhere = set(view.ids("idea", stage)) if stage in (2, 4) else set()
     others = [
         view.get(i)
@@ -136,11 +172,30 @@ def sibling_table(
         op = n.operation + (f" of {n.parent_id}" if n.parent_id else "")
         lines.append(
             f"| {n.id} | {op} | {_cell(n.idea or '-', 120)} | {result_text(n, all_metrics=True)} "
-            f"| {_cell(n.summary or '-', SUMMARY_CHARS) if n.is_finished else '-'} |"
+            f"| {_did(n, (designs or {}).get(n.id, ''))} |"
         )
     if len(picked) > rows:
         lines.append(f"({len(picked) - rows} more nodes of the stage not listed)")
     return ["\n".join(header), *lines]
+
+
+def _did(node: Node, design: str) -> str:
+    """The "what it did" cell: a finished node's findings (cut at a sentence end) and its design."""
+    if not node.is_finished:
+        return "-"
+    found = sentences(node.summary or "-", SUMMARY_CHARS)
+    return f"{found} — {design}" if design else found
+
+
+def design_text(plan: Mapping[str, object] | None) -> str:
+    """A node's plan in one line: "Design: goal: ... / strategy: ...", each part cut at a sentence
+    end within :data:`DESIGN_CHARS`; "" when the plan says neither."""
+    plan = plan or {}
+    goal = sentences(str(plan.get("goal_summary") or ""), DESIGN_CHARS)
+    strategy = sentences(str(plan.get("implementation_strategy") or ""), DESIGN_CHARS)
+    parts = [f"goal: {goal}" if goal else "", f"strategy: {strategy}" if strategy else ""]
+    shown = " / ".join(p for p in parts if p)
+    return f"Design: {shown}" if shown else ""
 
 
 def ablation_plan(
@@ -172,11 +227,19 @@ def ablation_plan(
         else:
             status = f"running ({n.id})"
         rows.append(f"{i}. {_cell(idea, 200)} — {status}")
-    header = f"The stage plans {len(planned)} ablations, in this order (compare each with the baseline); {to_do} still to do"
+    mine = current is not None and any(_norm(idea) == _norm(current) for idea in planned)
+    header = f"The stage plans {len(planned)} ablation(s), in this order (compare each with the baseline)"
+    if to_do:
+        header += f"; {to_do} still to do" + (" besides this node" if mine else "")
+    elif mine:
+        header += "; this node runs the last of them"
+    elif current is not None:
+        header += f"; none still to do: this node runs a new ablation, proposed since ({_cell(current, 200)})"
+    else:
+        header += "; none still to do"
     if iterations_left is not None:
-        header += (
-            f", {iterations_left} more node(s) allowed in the stage (agent.stages.stage{stage}_max_iters)"
-        )
+        after = " after this one" if current is not None else ""
+        header += f"; the stage may create {iterations_left} more node(s){after} (agent.stages.stage{stage}_max_iters)"
         if to_do > iterations_left:
             header += f": {to_do - iterations_left} planned ablation(s) will not run"
     return [header + ":", *rows]
@@ -208,7 +271,7 @@ def stage_facts(view: JournalView, stage: int, best: Node | None, seeds: dict | 
         comparable = "" if not n.is_good or comparable_metric(n, key) else " (other metric)"
         rows.append(
             f"| {n.id} | {n.operation} | {_cell(n.idea or '-', 120)} | {result_text(n, all_metrics=True)}{comparable} "
-            f"| {_cell(n.summary or '-', SUMMARY_CHARS)} |"
+            f"| {sentences(n.summary or '-', SUMMARY_CHARS)} |"
         )
     return ["\n".join(head), *rows]
 

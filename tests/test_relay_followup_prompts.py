@@ -1,0 +1,256 @@
+"""Issue 28 follow-up (relay critique): what a capable model still missed in the node prompts.
+
+Read from the prompt logs of a scripted run (FAST: two drafts, every stage) where the fact is in
+the run's files, else on the pure functions that build the text:
+
+1. the code instructions speak of a parent's plan only to a node that has one, and of ``edits``
+   only when the request's schema offers them;
+2. the review instructions name the sections they point at, in a sentence that reads right;
+3. a child's review, plotting and critique calls show its parent's metrics (whole), a draft's none;
+4. a later draft sees an earlier draft's design (its plan's goal and strategy); result cells
+   list metrics whole, primary first, then "(+N more metrics)"; findings are cut at a sentence end;
+5. the tuning proposer is told that data/evaluation settings are the protocol, sees hard-coded
+   grids; the ablation proposer sees the ablations the idea asks for and those already measured;
+6. the ablation plan's header is true in each case (no "0 still to do" beside a new ablation);
+7. the plotting instructions say that a figure's ``file`` is the plain name, the folder apart;
+8. the memory protocol is one compact block.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from pipeline_support import journal_nodes, prompt_records, start_run
+
+from ai_scientist.base.config import Config
+from ai_scientist.base.paths import PLAN_FILE, RunPaths
+from ai_scientist.memory.protocol import protocol_instructions
+from ai_scientist.phases.parameters import code_parameters
+from ai_scientist.runloop.stage_inputs import measured_ablations
+from ai_scientist.treesearch.journal import Journal
+from ai_scientist.treesearch.node import Metric
+from ai_scientist.treesearch.tried import ablation_plan, metrics_text, sentences
+
+
+def _text(record: dict) -> str:
+    parts = []
+    for m in record["messages"]:
+        c = m.get("content")
+        if isinstance(c, str):
+            parts.append(c)
+        elif isinstance(c, list):
+            parts += [p.get("text", "") for p in c if isinstance(p, dict) and p.get("type") == "text"]
+    return "\n".join(parts)
+
+
+def _section(record: dict, title: str) -> str:
+    m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", _text(record), re.S | re.M)
+    return m.group(1) if m else ""
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    code, run_dir, _ = start_run(tmp_path_factory.mktemp("relay_followup"))
+    assert code == 0
+    return run_dir
+
+
+def _records(run: Path, phase: str) -> list[dict]:
+    return [r for r in prompt_records(run) if r["phase"] == phase]
+
+
+# 1 -------------------------------------------------------------------------------------------
+
+
+def test_code_instructions_speak_of_a_parent_plan_and_edits_only_when_they_apply(run):
+    nodes = journal_nodes(run)
+    checked = set()
+    for r in _records(run, "phase2"):
+        node = nodes[r["node_id"]]
+        if node["operation"] == "seed_eval":
+            continue
+        rules = _section(r, "Instructions")
+        has_plan = bool(_section(r, "Plan").strip())
+        assert ("your parent's" in rules) == has_plan, (r["node_id"], rules)
+        if node["parent_id"] is None:
+            assert "parent" not in rules, rules
+        offers_edits = "edits" in ((r["params"].get("schema") or {}).get("properties") or {})
+        assert ("`edits`" in rules) == offers_edits, (r["node_id"], rules)
+        if not offers_edits:
+            assert "Give every file in full under `files`" in rules
+        checked.add(node["operation"])
+    assert {"draft", "tune", "ablate"} <= checked
+
+
+# 2 -------------------------------------------------------------------------------------------
+
+
+def test_review_instructions_read_right(run):
+    reviews = _records(run, "review")
+    assert reviews
+    for r in reviews:
+        rules = _section(r, "Instructions")
+        assert "the program above them" not in rules
+        for title in ("Output (last lines)", "Run result", "Current code"):
+            assert f'"{title}"' in rules
+            assert _section(r, title).strip(), f"the instructions point at a missing section {title}"
+
+
+# 3 -------------------------------------------------------------------------------------------
+
+
+def test_a_childs_review_plot_and_critique_show_its_parents_metrics(run):
+    nodes = journal_nodes(run)
+    seen = {"draft": 0, "child": 0}
+    for phase in ("review", "phase5_plot", "phase5_vlm"):
+        for r in _records(run, phase):
+            node = nodes[r["node_id"]]
+            brief = _section(r, "This call")
+            parent = nodes.get(node["parent_id"] or "")
+            if parent is None or node["operation"] == "seed_eval":
+                assert "Its parent node" not in brief
+                seen["draft"] += 1
+                continue
+            line = next(ln for ln in brief.splitlines() if ln.startswith("Its parent node"))
+            assert line.startswith(f"Its parent node {parent['id']} measured: ")
+            for m in parent["metrics"]:  # every metric, whole (a few here: no "+N more")
+                assert f"{m['name']}={m['value']:.6g}" in line, (line, m)
+            # the node's own metrics stay in "Run result", not a third list in the brief
+            assert "higher is better" not in brief and "Metrics (" not in brief
+            seen["child"] += 1
+    assert seen["draft"] >= 3 and seen["child"] >= 9
+
+
+# 4 -------------------------------------------------------------------------------------------
+
+
+def test_a_later_draft_sees_the_earlier_drafts_design(run):
+    nodes = journal_nodes(run)
+    drafts = [r for r in _records(run, "phase2") if nodes[r["node_id"]]["operation"] == "draft"]
+    second = drafts[1]
+    first_id = drafts[0]["node_id"]
+    plan = json.loads(RunPaths(run).node(first_id).file(PLAN_FILE).read_text())
+    row = next(ln for ln in _section(second, "This call").splitlines() if ln.startswith(f"| {first_id} |"))
+    assert "Design: goal: " + sentences(plan["goal_summary"], 300) in row
+    assert "strategy: " + sentences(plan["implementation_strategy"], 300) in row
+
+
+def _node_with_metrics(tmp_path, n: int):
+    j = Journal(tmp_path / "journal.jsonl")
+    node = j.new_node(stage=1, operation="draft")
+    grid = [Metric(f"val_accuracy[l2={i / 100},lr=0.01]", 0.87 + i / 1000) for i in range(n)]
+    return j.update(node.id, status="good", metric=Metric("val_accuracy", 0.8645), metrics=tuple(grid))
+
+
+def test_a_result_cell_lists_metrics_whole_primary_first(tmp_path):
+    node = _node_with_metrics(tmp_path, 12)
+    cell = metrics_text(node)
+    assert cell.startswith("val_accuracy=0.8645")
+    m = re.search(r" \(\+(\d+) more metrics\)$", cell)
+    assert m, cell
+    shown = cell[: m.start()].split("; ")
+    assert len(shown) + int(m.group(1)) == 13
+    names = {mm.name for mm in node.metrics} | {"val_accuracy"}
+    assert all(s.rsplit("=", 1)[0] in names for s in shown), shown  # no name cut mid-word
+    assert len(cell) <= 240
+
+
+def test_findings_are_cut_at_a_sentence_end():
+    text = "Seed 0 ran cleanly. Clean val accuracy 0.8645 for the headline config. " + "More detail. " * 30
+    cut = sentences(text, 80)
+    assert cut == "Seed 0 ran cleanly. Clean val accuracy 0.8645 for the headline config. [...]"
+    assert sentences("short", 100) == "short"
+    words = sentences("a" * 10 + " " + "b" * 200, 60)
+    assert words == "a" * 10 + " [...]"
+
+
+# 5 -------------------------------------------------------------------------------------------
+
+
+def test_the_tuning_proposer_is_told_the_data_settings_are_the_protocol(run):
+    tune = [r for r in _records(run, "ideas") if r["label"] == "tune"]
+    assert tune
+    brief = _section(tune[0], "This call")
+    assert "evaluation protocol" in brief and "no longer comparable" in brief
+    assert "a grid hard-coded in a loop" in brief
+
+
+def test_hard_coded_grids_are_listed_as_parameters():
+    src = "EPOCHS = 30\nfor l2 in (0.0, 0.01, 0.1):\n    for lr in [0.01, 0.1]:\n        pass\nfor k in ('a', 'b'):\n    pass\n"
+    lines = code_parameters({"exp.py": src})
+    assert "l2 in (0.0, 0.01, 0.1) (a grid hard-coded in a loop) [exp.py]" in lines
+    assert "lr in [0.01, 0.1] (a grid hard-coded in a loop) [exp.py]" in lines
+    assert not any(line.startswith("k in") for line in lines)
+
+
+def test_the_ablation_proposer_sees_what_the_idea_asks_and_what_is_measured(run, tmp_path):
+    ablate = [r for r in _records(run, "ideas") if r["label"] == "ablate"]
+    assert ablate
+    idea = Path(__file__).resolve().parents[1] / "examples" / "label_noise" / "idea.md"
+    asked = next(ln for ln in idea.read_text().splitlines() if "Ablations" in ln).strip(" -")
+    assert f"The research idea asks for these ablations: {asked}" in _section(ablate[0], "This call")
+    j = Journal(tmp_path / "journal.jsonl")
+    node = j.new_node(stage=3, operation="improve")
+    metrics = (
+        Metric("val_accuracy", 0.86),
+        Metric("val_accuracy[ablation:no_bias]", 0.875),
+        Metric("val_loss", 0.6, "minimize"),
+    )
+    node = j.update(node.id, status="good", metric=metrics[0], metrics=metrics)
+    assert measured_ablations(node) == "val_accuracy[ablation:no_bias]=0.875"
+
+
+# 6 -------------------------------------------------------------------------------------------
+
+
+def test_the_ablation_plan_header_is_true_in_each_case(run, tmp_path):
+    j = Journal(tmp_path / "journal.jsonl")
+    done = j.new_node(stage=4, operation="ablate", idea="ablation no_bias")
+    j.update(done.id, status="good", metric=Metric("acc", 0.8))
+    new = ablation_plan(
+        j.snapshot(), 4, ["ablation no_bias"], current="ablation label noise", iterations_left=1
+    )
+    assert "0 still to do" not in new[0]
+    assert "none still to do: this node runs a new ablation, proposed since (ablation label noise)" in new[0]
+    last = ablation_plan(
+        j.snapshot(), 4, ["ablation no_bias", "ablation x"], current="ablation x", iterations_left=0
+    )
+    assert "this node runs the last of them" in last[0] and "still to do" not in last[0]
+    # in the run: the first ablation node is told how many nodes the stage may create after it
+    cap = Config.model_validate({"agent": {"stages": {"stage4_max_iters": 2}}}).agent.stages.stage4_max_iters
+    nodes = journal_nodes(run)
+    firsts = [r for r in _records(run, "phase2") if nodes[r["node_id"]]["operation"] == "ablate"]
+    header = _section(firsts[0], "Ablation plan").splitlines()[0]
+    assert f"the stage may create {cap - 1} more node(s) after this one" in header, header
+
+
+# 7 -------------------------------------------------------------------------------------------
+
+
+def test_the_plotting_instructions_say_file_is_the_plain_name(run):
+    plots = _records(run, "phase5_plot")
+    assert plots
+    rules = _section(plots[0], "Instructions")
+    assert 'declares "file": "loss.png"' in rules and "`node_plots/loss.png`" in rules
+    for nid in {r["node_id"] for r in plots}:
+        record = json.loads((RunPaths(run).node(nid).file("plots.json")).read_text())
+        assert all("/" not in f["file"] for f in record["figures"])
+
+
+# 8 -------------------------------------------------------------------------------------------
+
+
+def test_the_memory_protocol_is_one_compact_block(run):
+    cfg = Config().memory
+    free = protocol_instructions(cfg)
+    assert len(free) < 1400
+    for op in ("core_set", "core_delete", "archival_write", "archival_search", "recall_search", "expand"):
+        assert op in free
+    code = [r for r in _records(run, "phase2") if _section(r, "Memory protocol")]
+    assert code
+    for r in code:
+        block = _section(r, "Memory protocol")
+        assert len(block) < 1300 and block.count("core_set") == 2  # the example and the list
