@@ -124,7 +124,7 @@ def test_report_time_plot_critique_is_assembled_and_budgeted_with_its_images(tmp
     cut (ledger) so that text and images fit."""
     run, cfg, critiques = _critique_run(tmp_path / "a")
     recs = [r for r in _records(run) if r["phase"] == "vlm"]
-    # stage 4's best is n0006, kept from stage 3 (its ablation n0007 did not beat it)
+    # stage 4's best is n0006, the node its ablation n0007 was run against (never an ablation)
     assert {r["node_id"] for r in recs} == {"n0001", "n0003", "n0006"} == set(critiques)
     prefixes, sizes = set(), []
     for rec in recs:

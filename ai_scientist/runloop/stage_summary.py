@@ -11,7 +11,9 @@ One summary per finished stage, in ``stage_summaries/stage<N>.json``::
 
 The best node (the stage end's choice), its metric and the counts come from the journal, counted
 as :func:`ai_scientist.treesearch.best.count_nodes` defines them (search nodes; seed re-runs apart); only the four prose fields come
-from the model (a JSON schema bounds each). The call is a run-level call (``nodes/run/``
+from the model (a JSON schema bounds each). What the model is shown of the stage is
+:func:`stage_facts`: numbers as text at 4 significant digits, table cells cut at a word or a
+sentence, never mid-word. The call is a run-level call (``nodes/run/``
 prompt logs, phase ``summary``, label ``stage<N>``), so ``replay`` answers it from the recording.
 A stored file is never written again: a resumed run that finishes the same stage again reads it
 instead of asking (the checkpoint rule of the node phases).
@@ -19,22 +21,29 @@ instead of asking (the checkpoint rule of the node phases).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import RunPaths
 from ..llm.types import LLMError
-from ..treesearch.best import count_nodes
+from ..treesearch.best import ABLATION_STAGE, comparable_metric, count_nodes, primary_metric_key
 from ..treesearch.stages import STAGES
-from ..treesearch.tried import stage_facts
+from ..treesearch.tried import failure_text, ranked
 
 if TYPE_CHECKING:
     from ..base.run import Run
     from ..treesearch.journal import JournalView
+    from ..treesearch.node import Metric, Node
     from .services import Services
 
 FIELDS = (("tried", "Tried"), ("worked", "Worked"), ("failed", "Failed"), ("next", "For the next stage"))
+
+IDEA_CHARS = 200  # the table's idea cell: cut at a word, never mid-word
+RESULT_CHARS = 320  # the result cell: the primary metric, then whole metrics while they fit, "+N more"
+SUMMARY_CHARS = 400  # the summary cell: whole sentences up to this length
+ERROR_CHARS = 200
 
 
 def write_stage_summary(
@@ -123,3 +132,148 @@ def render_summary(data: dict[str, Any]) -> str:
 def summaries_text(run_dir: Path, before: int) -> str:
     """The ``stage_summary`` layer's value for a prompt of stage ``before``: '' in stage 1."""
     return "\n\n".join(render_summary(s) for s in load_summaries(run_dir, before=before))
+
+
+# ------------------------------------------------------------ stage facts --
+
+
+def num(value: float) -> str:
+    """A number as the stage facts show it: 4 significant digits (``0.8658``, ``1.235e+05``)."""
+    return f"{value:.4g}"
+
+
+def _stderr(value: float) -> str:
+    """A standard error: 2 significant digits (an uncertainty needs no more)."""
+    return f"{value:.2g}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "/")
+
+
+def cut_words(text: str, limit: int) -> str:
+    """``text`` on one line, at most about ``limit`` characters, cut at a word (``…`` marks a cut)."""
+    one = _one_line(text)
+    if len(one) <= limit:
+        return one
+    head = one[:limit].rsplit(" ", 1)[0] if " " in one[:limit] else one[:limit]
+    return head.rstrip(",;:") + " …"
+
+
+_SENTENCE_END = re.compile(r"[.!?](?=\s+[A-Z(\"'])")
+
+
+def cut_sentences(text: str, limit: int) -> str:
+    """``text`` on one line: whole, or its first sentences up to ``limit`` characters followed by
+    ``[…]``; a first sentence longer than ``limit`` is cut at a word (:func:`cut_words`)."""
+    one = _one_line(text)
+    if len(one) <= limit:
+        return one
+    ends = [m.end() for m in _SENTENCE_END.finditer(one, 0, limit)]
+    if not ends:
+        return cut_words(one, limit)
+    return one[: ends[-1]] + " […]"
+
+
+def metric_item(m: Metric, dataset: str | None = None) -> str:
+    """``name=value`` with the dataset in parentheses unless it is ``dataset`` (already said)."""
+    shown = f" ({m.dataset})" if m.dataset and m.dataset != dataset else ""
+    return f"{m.name}={num(m.value)}{shown}"
+
+
+def best_metric_text(node: Node) -> str:
+    """``name=value (direction, dataset)`` of the node's primary metric, or ``no metric``."""
+    m = node.metric
+    if m is None:
+        return "no metric"
+    return f"{m.name}={num(m.value)} ({m.direction}{', ' + m.dataset if m.dataset else ''})"
+
+
+def result_cell(node: Node, limit: int = RESULT_CHARS) -> str:
+    """A good node's metrics, primary first, each whole; those that do not fit in ``limit``
+    characters are counted (``+3 more``), never cut. A failed node: why; else still running."""
+    if node.is_buggy:
+        return "failed: " + cut_words(failure_text(node.error), ERROR_CHARS)
+    if not node.is_good:
+        return "running (no result yet)"
+    metrics = list(node.metrics) or ([node.metric] if node.metric is not None else [])
+    if node.metric is not None:
+        metrics = [node.metric, *(m for m in metrics if m.key != node.metric.key)]
+    if not metrics:
+        return "no metric"
+    dataset = metrics[0].dataset
+    parts = [metric_item(metrics[0])]
+    used = len(parts[0])
+    for i, m in enumerate(metrics[1:], 1):
+        item = metric_item(m, dataset)
+        rest = len(metrics) - i - 1
+        reserve = len(f"; +{rest} more") if rest else 0
+        if used + 2 + len(item) + reserve > limit:
+            parts.append(f"+{len(metrics) - i} more")
+            break
+        parts.append(item)
+        used += 2 + len(item)
+    return "; ".join(parts)
+
+
+def seeds_text(agg: dict[str, Any] | None, node_id: str | None) -> str | None:
+    """The seed re-runs of the best node as a sentence: ``val_accuracy over 2 seed re-runs of
+    n0001: mean 0.8658 ± 0.0088 s.e. (values 0.8745, 0.857).``; None without re-runs."""
+    if not agg:
+        return None
+    try:
+        n, mean = int(agg.get("n") or 0), float(agg["mean"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    of = f" of {node_id}" if node_id else ""
+    out = f"{agg.get('name', 'metric')} over {n} seed re-run{'' if n == 1 else 's'}{of}: mean {num(mean)}"
+    if agg.get("stderr") is not None:
+        out += f" ± {_stderr(float(agg['stderr']))} s.e."
+    values = [num(float(v)) for v in agg.get("values") or []]
+    if values:
+        out += f" (values {', '.join(values)})"
+    return out + "."
+
+
+def stage_facts(view: JournalView, stage: int, best: Node | None, seeds: dict | None) -> list[str]:
+    """What a stage did, for its summary: ``[header, row, ...]`` — counts, the stage's best node
+    (worded per stage: handed to the next stage, or the run's best at the last; in the ablation
+    stage the node the ablations were run against), its seed re-runs, then every search node of
+    the stage ranked (the ``head_rows`` layer policy cuts the last rows first)."""
+    nodes = [view.get(i) for i in view.ids("search", stage)]
+    good = sum(n.is_good for n in nodes)
+    buggy = sum(n.is_buggy for n in nodes)
+    head = [f"Nodes: {len(nodes)} ({good} good, {buggy} failed)."]
+    last = stage == max(STAGES)
+    if best is None:
+        head.append("No node is the run's best." if last else "No node is handed to the next stage.")
+    else:
+        label = "Best node of the run" if last else "Best node handed to the next stage"
+        where = ""
+        if stage == ABLATION_STAGE and best.stage < stage:
+            where = (
+                f" (from stage {best.stage}: the node this stage's ablations were run against; an ablation"
+                " measures what a part contributes and is never the best)"
+            )
+        elif best.stage < stage:
+            where = f" (from stage {best.stage}: no node of this stage beat it)"
+        head.append(f"{label}: {best.id}{where} {best_metric_text(best)}: {_one_line(best.summary or '-')}")
+    seed_line = seeds_text(
+        (seeds or {}).get("aggregate"), (seeds or {}).get("node_id") or (best.id if best else None)
+    )
+    if seed_line:
+        head.append(seed_line)
+    if stage == ABLATION_STAGE and best is not None and nodes:
+        m = f" ({best.metric.name} {num(best.metric.value)})" if best.metric is not None else ""
+        head.append(f"Ablations, each measured against {best.id}{m}:")
+    key = primary_metric_key([n for n in nodes if n.is_good])
+    head += ["| node | operation | idea | result | summary |", "|---|---|---|---|---|"]
+    rows = []
+    for n in ranked(nodes):
+        other = " (other metric)" if n.is_good and comparable_metric(n, key) is None else ""
+        summary = "(the best node: its findings are above)" if best is not None and n.id == best.id else None
+        rows.append(
+            f"| {n.id} | {n.operation} | {cut_words(n.idea or '-', IDEA_CHARS)} | {result_cell(n)}{other} "
+            f"| {summary or cut_sentences(n.summary or '-', SUMMARY_CHARS)} |"
+        )
+    return ["\n".join(head), *rows]

@@ -9,6 +9,11 @@ primary metric is within the tolerance of the top value tie; a tie goes to the
 caller can store it) and otherwise to the earliest-created node, so the answer
 is deterministic without an LLM.
 
+The ablation stage is the exception (:func:`ablation_stage_best`): its nodes remove parts of the
+method to measure what each contributes, so none of them can be the stage's (or the run's) best;
+the stage's best is the node they were run against, the one the stage started from (its
+carried node), and the ablations are measurements against it.
+
 This module is also the one definition of what the status line, the stage facts, the run's
 last lines and the writeup call a stage's *node counts* (:func:`count_nodes`: search nodes, seed
 re-runs counted apart) and its *best node* (:func:`recorded_best`: the choice made at the stage's
@@ -41,7 +46,8 @@ class Choice:
 
     ``method`` is one of ``metric`` (a clear winner), ``lowest_id`` (a tie without
     a usable callback), ``tie_break`` (the callback decided; ``reasoning`` holds
-    its text), ``consensus``, ``score``, ``random`` (forest final choice) or
+    its text), ``consensus``, ``score``, ``random`` (forest final choice),
+    ``carried`` (the ablation stage: the node the ablations were run against) or
     ``none`` (no good node: ``node_id`` is None).
     """
 
@@ -170,6 +176,31 @@ def _decide(
         return Choice(earliest, "lowest_id", reason, ids, reasoning=str(reasoning), evidence=ev)
     reason = f"{len(tied)} nodes tie within tolerance; tie-break chose {chosen}"
     return Choice(chosen, "tie_break", reason, ids, reasoning=str(reasoning), evidence=ev)
+
+
+ABLATION_STAGE = 4
+"""The stage whose nodes are ablations (operation ``ablate``): see :func:`ablation_stage_best`."""
+
+
+def ablation_stage_best(stage: int, carried_id: str | None, ablations: Sequence[Node] = ()) -> Choice | None:
+    """The best of the ablation stage: the node the stage started from (``carried_id``), which its
+    ablations were run against; None for the other stages (their best is chosen by metric) and
+    when there is no carried node.
+
+    An ablation removes a part of the method (or changes the setting: clean labels, an easier
+    task) to measure what that part contributes; a higher metric from an ablation is a
+    measurement, never a better method, so no ablation becomes the stage's or the run's best.
+    ``ablations`` (the stage's nodes) are ranked in the evidence, as measurements against it."""
+    if stage != ABLATION_STAGE or carried_id is None:
+        return None
+    good = rank_nodes([n for n in ablations if n.is_good and n.id != carried_id])
+    key = primary_metric_key(good)
+    ev = {"metric_key": list(key) if key else None, "ranking": [_brief(n, key) for n in good[:10]]}
+    reason = (
+        f"stage {stage} ablates {carried_id}: the node the ablations were run against stays the best "
+        f"({len(good)} good ablation node(s) ranked as measurements against it)"
+    )
+    return Choice(carried_id, "carried", reason, (carried_id,), evidence=ev)
 
 
 def _brief(n: Node, key: tuple[str, str, str | None] | None) -> dict[str, Any]:

@@ -32,7 +32,15 @@ from pathlib import Path
 from typing import Any
 
 from ..base.fileio import append_jsonl_nowait, wait_durable
-from .best import TIE_ABS_TOL, TIE_REL_TOL, Choice, TieBreak, select_best, select_best_sorted
+from .best import (
+    TIE_ABS_TOL,
+    TIE_REL_TOL,
+    Choice,
+    TieBreak,
+    ablation_stage_best,
+    select_best,
+    select_best_sorted,
+)
 from .index import InconsistentChange, SearchIndex
 from .node import Node, format_node_id, values_close
 
@@ -274,9 +282,17 @@ class JournalView:
         key (the usual case): O(ties + 10) instead of O(nodes). Otherwise, and when
         ``avoid_roots`` removes only some candidates, it runs :func:`select_best` on
         the filtered list; both give the same Choice.
+
+        The ablation stage is the exception: its best is the carried node, the node its
+        ablations were run against (:func:`best.ablation_stage_best`).
         """
         ix = self._state.index
         carried = ix.nodes.get(carried_id) if carried_id else None
+        fixed = ablation_stage_best(
+            stage, carried.id if carried is not None else None, self.good_nodes(stage)
+        )
+        if fixed is not None:
+            return fixed
         pool_roots = set(ix.good_roots.get(stage, ()))
         if carried is not None:
             pool_roots.add(ix.facts[carried.id].root)

@@ -148,7 +148,8 @@ def debuggable_leaves(view: JournalView, stage: int, max_debug_depth: int) -> li
 
 
 def stage_pool(view: JournalView, state: StageState) -> list[Node]:
-    """The stage's good nodes plus the carried node (it competes in stages 2-4)."""
+    """The stage's good nodes plus the carried node (it competes in stages 2 and 3; in stage 4
+    it is the best, see :func:`stage_best_choice`)."""
     pool = view.good_nodes(state.stage)
     if state.carried_id is not None and state.carried_id in view:
         pool = [view.get(state.carried_id)] + pool
@@ -166,8 +167,10 @@ def stage_best_choice(
     avoid_roots: Iterable[str] = (),
     tie_break: TieBreak | None = None,
 ) -> Choice:
-    """``best_of(stage_pool(view, state))``, passing over the trees in ``avoid_roots``
-    unless that leaves no candidate; answered from the journal's metric index."""
+    """The stage's best: ``best_of(stage_pool(view, state))``, passing over the trees in
+    ``avoid_roots`` unless that leaves no candidate; answered from the journal's metric index.
+    In the ablation stage it is the carried node, the node the ablations were run against: an
+    ablation is a measurement, never the best (:func:`..best.ablation_stage_best`)."""
     carried = state.carried_id if state.carried_id is not None and state.carried_id in view else None
     return view.best_choice(state.stage, carried, avoid_roots=frozenset(avoid_roots), tie_break=tie_break)
 

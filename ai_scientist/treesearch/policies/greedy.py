@@ -106,5 +106,6 @@ class GreedyPolicy:
         rng: random.Random | None = None,
         tie_break: TieBreak | None = None,
     ) -> Choice:
-        """Best of the stage's good nodes and its carried node (metric, then tie-break)."""
+        """Best of the stage's good nodes and its carried node (metric, then tie-break); in
+        stage 4 the carried node, which the ablations were run against."""
         return stage_best_choice(view, state, tie_break=tie_break)

@@ -44,7 +44,7 @@ from ..index import MetricKey
 from ..journal import JournalView
 from ..node import Node, node_sort_key
 from ..stages import STAGES, StageState
-from .base import Action, best_of, require_carried, stage_pool
+from .base import Action, require_carried, stage_best_choice
 from .bfts import BFTSPolicy
 from .forest import final_choice
 
@@ -272,9 +272,10 @@ class MCTSPolicy:
         rng: random.Random | None = None,
         tie_break: TieBreak | None = None,
     ) -> Choice:
-        """Stages 1 and 3: the forest's final choice (``final_choice``); 2 and 4: best by metric."""
+        """Stages 1 and 3: the forest's final choice (``final_choice``); 2: best by metric; 4:
+        the carried node, which the ablations were run against (:func:`stage_best_choice`)."""
         if state.stage in (2, 4):
-            return best_of(stage_pool(view, state), tie_break)
+            return stage_best_choice(view, state, tie_break=tie_break)
         return final_choice(view, state, self.tree_nums, method=self.final_choice, rng=rng, expert=tie_break)
 
 
