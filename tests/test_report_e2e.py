@@ -81,4 +81,5 @@ def test_full_reporting_pipeline(tmp_path):
     cost = json.loads((run / "cost.json").read_text())
     assert "review" in json.dumps(cost)
     steps = [e for e in read_jsonl(run / "events.jsonl") if e["type"] == "report_step"]
-    assert [e["step"] for e in steps] == ["preflight", "plots", "vlm", "writeup", "review"]
+    # issue 32: the claims check follows the writeup (paper/claims.json)
+    assert [e["step"] for e in steps] == ["preflight", "plots", "vlm", "writeup", "claims", "review"]

@@ -353,6 +353,9 @@ class ReportConfig(_Strict):
         return data
 
     enabled: bool = True
+    # who writes the paper: the writer model (model), the pipeline from the run's records (facts),
+    # or auto: facts when the writer's backend is the embedded local model, model otherwise
+    writer: Literal["auto", "model", "facts"] = "auto"
     template: Literal["workshop", "conference"] = "workshop"
     max_figures: int = Field(6, ge=1, le=50)
     plot_reflection_rounds: int = Field(2, ge=0, le=10)

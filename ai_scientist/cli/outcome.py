@@ -45,6 +45,29 @@ def _seeds_note(info: dict) -> str:
     )
 
 
+def _writer_note(paths: RunPaths) -> str:
+    """Who wrote the paper (``writeup.json``'s ``writer``) and why (the ``report_writer`` event)."""
+    writer = (read_json(paths.writeup_json, default={}) or {}).get("writer")
+    why = next(
+        (str(e.get("reason")) for e in reversed(list(read_jsonl(paths.events)))
+         if isinstance(e, dict) and e.get("type") == "report_writer"),
+        "",
+    )  # fmt: skip
+    who = {
+        "facts": "the pipeline, from the run's records (no model wrote its text)",
+        "model": "the writer model",
+    }.get(str(writer))
+    return f"{who}; {why}" if who and why else (who or "")
+
+
+def _claims_note(claims: dict) -> str:
+    """``"41 numbers, 0 unmatched"`` or ``"12 numbers, 2 unmatched: 97.3, 2024"``."""
+    n, bad = claims.get("numbers", "?"), claims["unmatched"]
+    text = f"{n} numbers in the paper, {bad} unmatched by any measurement"
+    shown = [str(x) for x in claims.get("unmatched_numbers") or []][:8]
+    return text + (f": {', '.join(shown)}" if bad and shown else "")
+
+
 def best_node(run: Run) -> str | None:
     """The best node of the last stage that has one (what ``logs inspect`` should show first)."""
     stages = run.state.get("stages") or {}
@@ -107,10 +130,18 @@ def produced_lines(run: Run) -> list[str]:
     pdf = paths.paper_pdf
     if pdf.is_file():
         lines.append(f"  paper: {pdf}")
+        writer = _writer_note(paths)
+        if writer:
+            lines.append(f"  written by: {writer}")
     elif "writeup" in missing:
         lines.append(f"  paper: none — {missing['writeup']}")
+    claims = read_json(paths.paper / "claims.json", default=None)
+    if isinstance(claims, dict) and isinstance(claims.get("unmatched"), int):
+        lines.append(f"  claims: {_claims_note(claims)} ({paths.paper / 'claims.json'})")
     review = read_json(paths.review, default=None)
-    if isinstance(review, dict):
+    if isinstance(review, dict) and review.get("skipped"):
+        lines.append(f"  review: skipped — {review['skipped']}")
+    elif isinstance(review, dict):
         overall = (review.get("mean_scores") or {}).get("overall")
         decision = review.get("decision")
         score = f"overall {overall:.3g}/10" if isinstance(overall, (int, float)) else "no score"

@@ -6,6 +6,11 @@ stops the run or the later steps that can still work (a review needs a
 paper; the writeup works without figures). LaTeX is checked before the
 first token is spent: when it is missing the writeup and review are skipped
 with the pre-flight message and no LLM call is made for them.
+
+The writeup's writer is ``report.writer`` (:func:`facts.resolve_writer`: the model, or the
+pipeline from the run's records; event ``report_writer``); after it, the ``claims`` step matches
+every number of ``paper.tex`` against the run's measurements (``paper/claims.json``). The embedded
+local model writes no review: the review step is skipped with the reason, in ``review.json`` too.
 """
 
 from __future__ import annotations
@@ -15,11 +20,14 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..base.fileio import append_jsonl
+from ..base.fileio import append_jsonl, atomic_write_json
 from ..base.paths import RunPaths
+from ..llm.client import backend_name
 from ..llm.types import LLMError
 from .aggregate import aggregate_plots
+from .claims import check_claims
 from .errors import StepFailed, StepSkipped
+from .facts import resolve_writer, write_facts_paper
 from .latex import preflight_latex
 from .review import review_paper
 from .vlm import run_vlm
@@ -70,9 +78,12 @@ def _brief(step: str, result: Any) -> dict[str, Any]:
             "rounds": result.get("rounds_used"),
         }
     if step == "writeup":
-        return {k: result.get(k) for k in ("pdf", "pages", "main_pages", "over_page_limit", "citations")}
+        keys = ("writer", "pdf", "pages", "main_pages", "over_page_limit", "citations")
+        return {k: result.get(k) for k in keys}
     if step == "review":
         return {"decision": result.get("decision"), "mean_scores": result.get("mean_scores")}
+    if step == "claims":
+        return {k: result.get(k) for k in ("numbers", "unmatched", "unmatched_numbers")}
     return {"figures_reviewed": len(result.get("figures") or {}), "nodes": len(result.get("nodes") or {})}
 
 
@@ -86,7 +97,8 @@ def run_reporting(
     from_phase: str | None = None,
     options: ReportOptions | None = None,
 ) -> dict[str, Any]:
-    """Run the reporting steps from ``from_phase`` on; returns {step: event} for each step.
+    """Run the reporting steps from ``from_phase`` on; returns {step: event} for each step
+    (the claims check after the writeup is recorded in ``events.jsonl``, not returned).
 
     ``from_phase`` in {plots, writeup, review} (None = plots) re-runs that
     phase and the later ones using what earlier runs left on disk.
@@ -108,16 +120,49 @@ def run_reporting(
     if start <= 2:
         if latex_ok:
             kw = {"memory_digest": memory_digest, "options": opts}
-            out["writeup"] = _step(run_dir, "writeup", write_paper, run_dir, cfg, client, **kw)
+            writer, why = resolve_writer(cfg, client)
+            append_jsonl(
+                RunPaths(run_dir).events,
+                {"ts": time.time(), "type": "report_writer", "writer": writer, "reason": why},
+            )
+            write = write_facts_paper if writer == "facts" else write_paper
+            out["writeup"] = _step(run_dir, "writeup", write, run_dir, cfg, client, **kw)
+            if RunPaths(run_dir).paper_tex.exists():  # a paper that did not compile is checked too
+                _step(run_dir, "claims", check_claims, run_dir, writer)  # recorded; not a phase
         else:
             out["writeup"] = _record(run_dir, "writeup", "skipped", latex_msg)
     if start <= 3:
         # a paper written by this call must have compiled; with from_phase=review, an earlier one
         wrote = out.get("writeup")
-        if (wrote["status"] == "ok") if wrote else RunPaths(run_dir).paper_tex.exists():
+        local = backend_name(client) == "local"
+        if local and cfg.report.num_reviews > 0:
+            out["review"] = _skip_local_review(run_dir)
+        elif (wrote["status"] == "ok") if wrote else RunPaths(run_dir).paper_tex.exists():
             out["review"] = _step(run_dir, "review", review_paper, run_dir, cfg, client)
         else:
             out["review"] = _record(
                 run_dir, "review", "skipped", "no paper: the writeup step did not succeed"
             )
     return out
+
+
+LOCAL_REVIEW_SKIPPED = (
+    "the review model is the embedded local model: its review would be no judgement of the paper "
+    "(the 135M model scored papers 1-4/10 whatever they said), so none is asked; for a review, run "
+    "with a capable model: ai-scientist run --run-dir RUN --from-phase review --set llm.backend=..."
+)
+
+
+def _skip_local_review(run_dir: Path) -> dict[str, Any]:
+    """No review by the embedded model: ``review.json`` says why (a stale review is replaced)."""
+    atomic_write_json(
+        RunPaths(run_dir).review,
+        {
+            "skipped": LOCAL_REVIEW_SKIPPED,
+            "reviews": [],
+            "meta_review": None,
+            "decision": None,
+            "mean_scores": {},
+        },
+    )
+    return _record(run_dir, "review", "skipped", LOCAL_REVIEW_SKIPPED)

@@ -524,6 +524,7 @@ def write_paper(
     if result.ok:
         sections, result, reflections = _reflect(client, run_dir, sections, result, papers, values, cfg, opts)
     summary = {
+        "writer": "model",
         "pdf": "paper/paper.pdf" if result.ok else None,
         "pages": result.pages,
         "main_pages": result.main_pages,

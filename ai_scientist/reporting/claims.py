@@ -1,0 +1,333 @@
+"""Every number in the paper traced to a measurement of the run (``paper/claims.json``).
+
+After the writeup, each number of the paper's text, tables and captions (``paper.tex`` between
+``\\begin{document}`` and ``\\end{document}``) is matched against what the run measured or was
+told: every node's metrics (seed re-runs included), each stage's seed statistic (mean, standard
+error, number of re-runs, each value), the node counts of :mod:`ai_scientist.treesearch.best`, the
+stage numbers and seeds, the saved result files (JSON) of each stage's best node and its seed
+re-runs, the resolved config, the idea's own numbers and the references' years.
+
+Matching rules (a number matches a source when one of them holds):
+
+- a decimal printed with ``d`` digits after the point matches a value that rounds to it at ``d``
+  digits (``0.795`` matches 0.79499999); a percentage ``85.1 %`` matches 0.851 (the value x 100)
+  or 85.1 (a metric already in percent); ``1,234`` is 1234; ``1.2e-3`` is rounded at its mantissa's
+  digits; the sign is ignored (``-0.5`` and a loss of 0.5 lower are one value);
+- an integer matches an integer source exactly (counts, stages, seeds, config values, years), or a
+  measured value of at least 10 that rounds to it.
+
+Not numbers of the paper's: anything inside ``\\ref``/``\\label``/``\\cite``/``\\includegraphics``
+arguments (keys, figure file names, sizes), a digit that is part of a word (``n0007``, ``L2``,
+``GPT-4``, ``135M``), the preamble and comments, and the pipeline's quoted records: ``\\texttt{}``
+spans (node ids, file names, error messages) and ``quote`` environments (a node's plan quoted
+verbatim). A model's text cannot hold those: :func:`latex.latex_text` escapes every backslash it
+does not whitelist.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..base.fileio import atomic_write_json, read_json
+from ..base.paths import RunPaths
+from .runread import RunView, load_run, read_text
+from .writeup import seed_statistics
+
+MAX_FILE_NUMBERS = 5_000  # numbers taken from saved result files (a long curve is not a claim's source)
+CONTEXT_CHARS = 50
+
+# \cmd[opt]{arg}: the argument is a key, a file name or a length, never a claim
+_KEY_COMMANDS = (
+    "ref|eqref|autoref|label|cite|citep|citet|includegraphics|input|include|bibliography|"
+    "bibliographystyle|usepackage|documentclass|setlength|vspace|hspace|begin|end|url|"
+    "DeclareMathOperator\\*?|newcommand|renewcommand|hline|cline"
+)
+_KEY_CMD = re.compile(r"\\(?:" + _KEY_COMMANDS + r")\*?(?:\[[^\]]*\])?(?:\{[^{}]*\})?")
+_OPTIONS = re.compile(r"\\[A-Za-z]+\*?\[[^\]]*\]")  # \begin{figure}[!htbp], \\[2pt]
+_COMMENT = re.compile(r"(?<!\\)%[^\n]*")
+_QUOTE = re.compile(r"\\begin\{quote\}.*?\\end\{quote\}", re.S)
+_NUMBER = re.compile(
+    r"(?<![A-Za-z0-9_.\\])(?<![A-Za-z]-)"  # not part of a word: n0007, L2, GPT-4
+    r"(?P<int>\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.(?P<frac>\d+))?(?:[eE](?P<exp>[+-]?\d+))?"
+    r"(?![A-Za-z0-9_]|\.\d)(?P<pct>\s*\\?%)?"
+)
+_YEAR = re.compile(r"year\s*=\s*[{\"]?(\d{4})")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One value the run recorded, and where (``source``: e.g. ``n0005 val_accuracy``)."""
+
+    value: float
+    source: str
+    kind: str  # metric, seed statistic, count, stage, seed, result file, config, idea, reference
+    integer: bool = False
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One number printed in the paper: its text, value, printed precision and where it stands."""
+
+    text: str
+    value: float
+    decimals: int
+    percent: bool
+    line: int
+    context: str
+
+    @property
+    def is_integer(self) -> bool:
+        return self.decimals == 0 and not self.percent and "e" not in self.text.lower()
+
+
+# ------------------------------------------------------------------ extraction --
+
+
+def _blank(text: str, start: int, end: int) -> str:
+    """``text`` with [start, end) replaced by spaces (newlines kept, so offsets and lines stay)."""
+    return text[:start] + re.sub(r"[^\n]", " ", text[start:end]) + text[end:]
+
+
+def _blank_all(text: str, pattern: re.Pattern[str]) -> str:
+    for m in reversed(list(pattern.finditer(text))):
+        text = _blank(text, m.start(), m.end())
+    return text
+
+
+def _blank_texttt(text: str) -> str:
+    """Blank every ``\\texttt{...}`` (braces matched; ``\\{`` and ``\\}`` are text)."""
+    out = text
+    for m in reversed(list(re.finditer(r"\\texttt\{", text))):
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            if text[i] == "\\":
+                i += 2
+                continue
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        out = _blank(out, m.start(), i)
+    return out
+
+
+def paper_body(tex: str) -> tuple[str, int]:
+    """The document body with everything that is not a claim blanked, and the line it starts on."""
+    begin = tex.find("\\begin{document}")
+    end = tex.rfind("\\end{document}")
+    start = begin + len("\\begin{document}") if begin >= 0 else 0
+    body = tex[start : end if end > start else len(tex)]
+    for pattern in (_COMMENT, _QUOTE):
+        body = _blank_all(body, pattern)
+    body = _blank_texttt(body)
+    for pattern in (_KEY_CMD, _OPTIONS):
+        body = _blank_all(body, pattern)
+    return body, tex.count("\n", 0, start) + 1
+
+
+def extract_numbers(text: str, first_line: int = 1) -> list[Claim]:
+    """Every number of ``text`` (see the module docstring for what is not one), in order."""
+    out = []
+    for m in _NUMBER.finditer(text):
+        whole = m.group("int").replace(",", "")
+        frac = m.group("frac") or ""
+        exp = int(m.group("exp")) if m.group("exp") else 0
+        value = float(f"{whole}.{frac or 0}") * 10.0**exp
+        decimals = len(frac) - exp  # negative for 1.2e+04: rounded to the hundreds
+        lo, hi = max(0, m.start() - CONTEXT_CHARS), min(len(text), m.end() + CONTEXT_CHARS)
+        context = " ".join(text[lo:hi].split())
+        out.append(
+            Claim(
+                text=m.group(0).strip().replace("\\%", "%"),
+                value=value,
+                decimals=decimals,
+                percent=bool(m.group("pct")),
+                line=first_line + text.count("\n", 0, m.start()),
+                context=context,
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------- measurements --
+
+
+def _num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _m(value: float, source: str, kind: str) -> Measurement:
+    return Measurement(float(value), source, kind, float(value).is_integer())
+
+
+def _leaves(data: Any, path: str, out: list[tuple[str, float]], limit: int) -> None:
+    if len(out) >= limit:
+        return
+    if isinstance(data, dict):
+        for k, v in data.items():
+            _leaves(v, f"{path}.{k}" if path else str(k), out, limit)
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            _leaves(v, f"{path}[{i}]", out, limit)
+    elif _num(data):
+        out.append((path, float(data)))
+
+
+def _node_measurements(view: RunView) -> list[Measurement]:
+    out = []
+    for nid, node in view.nodes.items():
+        seed = node.get("seed")
+        where = (
+            f" (seed {seed} re-run of {node.get('parent_id')})"
+            if node.get("operation") == "seed_eval"
+            else ""
+        )
+        metrics = (
+            view.metrics(nid) + [node["metric"]]
+            if isinstance(node.get("metric"), dict)
+            else view.metrics(nid)
+        )
+        for metric in metrics:
+            if isinstance(metric, dict) and _num(metric.get("value")):
+                out.append(_m(metric["value"], f"{nid} {metric.get('name', 'metric')}{where}", "metric"))
+    return out
+
+
+def _seed_measurements(view: RunView) -> list[Measurement]:
+    return [_m(n["seed"], f"{nid} seed", "seed") for nid, n in view.nodes.items() if _num(n.get("seed"))]
+
+
+def _stage_measurements(run_dir: Path, view: RunView) -> list[Measurement]:
+    out = [_m(s, "stage number", "stage") for s in (1, 2, 3, 4)]
+    counts = view.counts()
+    totals: dict[str, int] = {}
+    for stage, c in counts.items():
+        for field, n in c.to_dict().items():
+            out.append(_m(n, f"stage {stage} {field} (node counts)", "count"))
+            totals[field] = totals.get(field, 0) + n
+    out += [_m(n, f"run {field} (node counts)", "count") for field, n in totals.items()]
+    state_stages = (read_json(RunPaths(run_dir).state, default={}) or {}).get("stages") or {}
+    for stage, node in view.best_per_stage().items():
+        agg = seed_statistics(view, state_stages.get(str(stage)) or {}, node["id"])
+        if not agg:
+            continue
+        where = f"stage {stage} seed re-runs of {node['id']}"
+        for key in ("mean", "stderr", "n"):
+            if _num(agg.get(key)):
+                out.append(_m(agg[key], f"{where}: {key}", "seed statistic"))
+        out += [_m(v, f"{where}: value", "seed statistic") for v in agg.get("values") or [] if _num(v)]
+    return out
+
+
+def _file_measurements(view: RunView) -> list[Measurement]:
+    """Numbers in the JSON files saved by each stage's best node and its seed re-runs."""
+    ids: list[str] = []
+    for node in view.best_per_stage().values():
+        for nid in [node["id"], *(s["id"] for s in view.seed_runs(node["id"]))]:
+            if nid not in ids:
+                ids.append(nid)
+    found: list[tuple[str, float]] = []
+    for nid in ids:
+        ws = view.node_dir(nid) / "workspace"
+        for path in sorted(ws.rglob("*.json")) if ws.is_dir() else []:
+            rel = path.relative_to(ws)
+            if any(p.startswith(".") or p in ("resources", "__pycache__") for p in rel.parts):
+                continue
+            try:
+                data = read_json(path, default=None)
+            except (ValueError, OSError):
+                continue
+            _leaves(data, f"{nid}/{rel.as_posix()}:", found, MAX_FILE_NUMBERS)
+    return [_m(v, src.rstrip(":"), "result file") for src, v in found]
+
+
+def _config_measurements(run_dir: Path) -> list[Measurement]:
+    try:
+        data = yaml.safe_load(read_text(RunPaths(run_dir).config, 500_000)) or {}
+    except yaml.YAMLError:
+        return []
+    found: list[tuple[str, float]] = []
+    _leaves(data, "", found, 10_000)
+    return [_m(v, f"config {k}", "config") for k, v in found]
+
+
+def run_measurements(run_dir: str | Path) -> list[Measurement]:
+    """Everything a number of the paper may come from (see the module docstring), priority order."""
+    run_dir = Path(run_dir)
+    view = load_run(run_dir)
+    paths = RunPaths(run_dir)
+    idea = [_m(c.value, "idea.md", "idea") for c in extract_numbers(read_text(paths.idea_md, 50_000))]
+    bib = read_text(paths.paper / "references.bib", 500_000)
+    years = [_m(int(y), "references.bib year", "reference") for y in _YEAR.findall(bib)]
+    return [
+        *_node_measurements(view),
+        *_stage_measurements(run_dir, view),
+        *_seed_measurements(view),
+        *_file_measurements(view),
+        *_config_measurements(run_dir),
+        *idea,
+        *years,
+    ]
+
+
+# -------------------------------------------------------------------- matching --
+
+
+def _close(printed: float, decimals: int, value: float) -> bool:
+    return abs(abs(value) - printed) <= 0.5 * 10.0**-decimals + 1e-9 * max(1.0, abs(value))
+
+
+def matches(claim: Claim, m: Measurement) -> bool:
+    """Does ``claim`` state ``m`` at the claim's printed precision (module docstring rules)?"""
+    if claim.is_integer:
+        if m.integer:
+            return abs(m.value) == claim.value
+        return abs(m.value) >= 10 and _close(claim.value, 0, m.value)
+    if claim.percent:
+        return _close(claim.value / 100, claim.decimals + 2, m.value) or _close(
+            claim.value, claim.decimals, m.value
+        )
+    return _close(claim.value, claim.decimals, m.value)
+
+
+def match_claim(claim: Claim, measurements: list[Measurement]) -> Measurement | None:
+    """The matching measurement closest to the printed value; among equally close ones the first
+    in priority order (metrics, seed statistics, counts and stages, seeds, result files, config,
+    idea, references)."""
+    found = [(abs(abs(m.value) * (100 if claim.percent and abs(m.value) <= 1 else 1) - claim.value), i, m)
+             for i, m in enumerate(measurements) if matches(claim, m)]  # fmt: skip
+    return min(found, key=lambda t: (t[0], t[1]))[2] if found else None
+
+
+def check_claims(run_dir: str | Path, writer: str | None = None) -> dict[str, Any]:
+    """Match every number of ``paper/paper.tex``; writes and returns ``paper/claims.json``:
+    ``{"writer", "numbers", "matched", "unmatched", "claims": [{text, value, line, context,
+    source, kind}]}`` (``source`` null and ``kind`` ``"unmatched"`` when nothing matches)."""
+    paths = RunPaths(run_dir)
+    tex = read_text(paths.paper_tex, 2_000_000)
+    if not tex:
+        raise FileNotFoundError(f"{paths.paper_tex}: no paper to check (the writeup step did not write one)")
+    body, first = paper_body(tex)
+    measurements = run_measurements(run_dir)
+    claims = []
+    for claim in extract_numbers(body, first):
+        found = match_claim(claim, measurements)
+        row = {k: v for k, v in asdict(claim).items() if k in ("text", "value", "line", "context")}
+        row.update(source=found.source if found else None, kind=found.kind if found else "unmatched")
+        claims.append(row)
+    unmatched = [c for c in claims if c["source"] is None]
+    result = {
+        "writer": writer,
+        "numbers": len(claims),
+        "matched": len(claims) - len(unmatched),
+        "unmatched": len(unmatched),
+        "unmatched_numbers": [c["text"] for c in unmatched],
+        "rules": "ai_scientist/reporting/claims.py (docs/reporting.md, 'Every number traced')",
+        "claims": claims,
+    }
+    atomic_write_json(paths.paper / "claims.json", result)
+    return result

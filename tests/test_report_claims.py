@@ -1,0 +1,168 @@
+"""Issue 32 / issue 30 item 4: every number of the paper matched against the run's measurements
+(``paper/claims.json``); a model writer still writes the paper when its backend is not the
+embedded one, and a number it types that no measurement has is listed and counted; the embedded
+model writes no review."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from types import SimpleNamespace
+
+import pytest
+from pipeline_support import events, python_has, start_run
+from test_report_support import ScriptedClient, default_responder, make_run, report_cfg
+
+from ai_scientist.reporting.claims import (
+    Claim,
+    Measurement,
+    check_claims,
+    extract_numbers,
+    match_claim,
+    paper_body,
+)
+from ai_scientist.reporting.pipeline import LOCAL_REVIEW_SKIPPED, run_reporting
+from ai_scientist.testing.scripted import PAPER_SECTIONS, ExampleResponder
+
+
+def _texts(tex: str) -> list[str]:
+    body, _ = paper_body(tex)
+    return [c.text for c in extract_numbers(body)]
+
+
+def test_what_counts_as_a_number():
+    tex = (
+        "\\documentclass[10pt]{article}\\usepackage[margin=1in]{geometry}\n\\begin{document}\n"
+        "Accuracy 0.851 over 3 seeds, 85.1\\% of 1,234 points; lr 1.2e-3.\n"
+        "See Figure~\\ref{fig:1} and \\cite{smith2020}; \\label{tab:stage2}\n"
+        "Node n0007, L2, GPT-4 and SmolLM2-135M are names. % a comment 42\n"
+        "\\includegraphics[width=0.7\\linewidth]{figures/std_2.png}\n"
+        "\\texttt{phase4: exit 1, line 23} \\begin{quote}lr=0.05 from the plan\\end{quote}\n"
+        "\\begin{tabular}{llp{5.5cm}} a & b \\\\[2pt] \\end{tabular} stages 1-4.\n"
+        "\\end{document}\n"
+    )
+    assert _texts(tex) == ["0.851", "3", "85.1%", "1,234", "1.2e-3", "1", "4"]
+    body, first = paper_body(tex)
+    claims = extract_numbers(body, first)
+    assert claims[0].line == 3 and "Accuracy 0.851" in claims[0].context
+    assert claims[2].percent and claims[3].value == 1234 and claims[4].decimals == 4
+
+
+def _claim(text: str) -> Claim:
+    body = f"x {text} y"
+    return extract_numbers(body)[0]
+
+
+@pytest.mark.parametrize(
+    ("printed", "value", "ok"),
+    [
+        ("0.795", 0.7949999999999999, True),  # rounding to the printed precision
+        ("0.8", 0.7925, True),
+        ("0.79", 0.7975, False),
+        ("0.018", 0.0175, True),
+        ("85.1 %", 0.851, True),  # a fraction printed as a percentage
+        ("85.1\\%", 85.1, True),  # a metric already in percent
+        ("97.3 %", 0.851, False),
+        ("2", 2, True),  # integers: exact
+        ("2", 2.4, False),
+        ("123", 123.4, True),  # a measured value >= 10 rounded to an integer
+        ("1", 0.95, False),
+        ("1.235e+04", 12345.6, True),
+        ("-0.5", 0.5, True),  # the sign is not compared
+    ],
+)
+def test_matching_rules(printed, value, ok):
+    m = Measurement(float(value), "src", "metric", float(value).is_integer())
+    assert (match_claim(_claim(printed), [m]) is not None) is ok
+
+
+def test_closest_source_wins():
+    ms = [
+        Measurement(0.7925, "n0002 val_accuracy", "metric"),
+        Measurement(0.79, "n0010 val_accuracy", "metric"),
+    ]
+    assert match_claim(_claim("0.79"), ms).source == "n0010 val_accuracy"
+
+
+def test_check_claims_on_a_run(tmp_path):
+    run = make_run(tmp_path)
+    (run / "config.resolved.yaml").write_text("agent:\n  multi_seed_eval:\n    num_seeds: 2\n")
+    (run / "paper").mkdir()
+    (run / "paper" / "paper.tex").write_text(
+        "\\begin{document}\nBest val loss 0.25 (stage 3), seeds 0.305 $\\pm$ 0.015 over 2 re-runs; "
+        "it beats 97.3\\% of baselines since 2031.\n\\end{document}\n"
+    )
+    result = check_claims(run, "model")
+    saved = json.loads((run / "paper" / "claims.json").read_text())
+    assert saved == result
+    src = {c["text"]: c["source"] for c in result["claims"]}
+    assert src["0.25"] == "n0006 val_loss"
+    assert src["0.305"].endswith(": mean") and src["0.015"].endswith(": stderr")
+    assert src["3"] == "stage number" and src["2"]
+    assert result["unmatched_numbers"] == ["97.3%", "2031"] and result["unmatched"] == 2
+
+
+class TypingWriter(ExampleResponder):
+    """The example's answers; the writer's paper states an accuracy and a year nobody measured."""
+
+    def _writeup(self, text, ctx):
+        if "citation" in ctx.label:
+            return super()._writeup(text, ctx)
+        return json.dumps(
+            {**PAPER_SECTIONS, "results": "The penalty reaches 97.3 % accuracy, a first since 2019."}
+        )
+
+
+@pytest.mark.slow
+def test_model_writer_still_writes_and_an_unmeasured_number_is_listed(tmp_path, capsys):
+    if not (shutil.which("pdflatex") and shutil.which("bibtex")):
+        pytest.skip("LaTeX not installed (scripts/setup.sh installs texlive + latexmk)")
+    if not python_has("matplotlib"):
+        pytest.skip("/usr/bin/python3 lacks matplotlib (scripts/setup.sh installs python3-matplotlib)")
+    code, run_dir, responder = start_run(
+        tmp_path,
+        "report.enabled=true",  # report.writer: auto (the default), the scripted backend is not local
+        "report.citations.enabled=false",
+        "report.num_reviews=1",
+        "agent.stages.stage3_max_iters=1",
+        "agent.stages.stage4_max_iters=1",
+        "agent.plots.critique=false",
+        responder=TypingWriter(),
+    )
+    assert code == 0
+    assert [e["writer"] for e in events(run_dir) if e["type"] == "report_writer"] == ["model"]
+    assert [c for c in responder.calls if c[1] == "writeup"]  # the model was asked
+    writeup = json.loads((run_dir / "paper" / "writeup.json").read_text())
+    assert writeup["writer"] == "model" and writeup["pdf"]
+    assert "The penalty reaches 97.3" in (run_dir / "paper" / "paper.tex").read_text()
+    claims = json.loads((run_dir / "paper" / "claims.json").read_text())
+    assert claims["unmatched_numbers"] == ["97.3 %", "2019"]
+    unmatched = [c for c in claims["claims"] if c["source"] is None]
+    assert [c["kind"] for c in unmatched] == ["unmatched", "unmatched"]
+    assert "97.3" in unmatched[0]["context"] and unmatched[0]["line"] > 0
+    review = json.loads((run_dir / "review.json").read_text())
+    assert review["reviews"] and not review.get("skipped")  # a capable reviewer still reviews
+    err = capsys.readouterr().err
+    assert "  written by: the writer model; report.writer=auto" in err
+    assert (
+        f"  claims: {claims['numbers']} numbers in the paper, 2 unmatched by any measurement: 97.3 %, 2019"
+        in err
+    )
+
+
+def test_embedded_model_writes_no_review(tmp_path):
+    if not (shutil.which("pdflatex") and shutil.which("bibtex")):
+        pytest.skip("LaTeX not installed")
+    run = make_run(tmp_path)
+    (run / "paper").mkdir()
+    (run / "paper" / "paper.tex").write_text("\\begin{document}x\\end{document}\n")
+    (run / "review.json").write_text(json.dumps({"decision": "Reject", "reviews": [{"overall": 4}]}))
+    client = ScriptedClient(default_responder())
+    client.backend = SimpleNamespace(name="local")  # type: ignore[attr-defined]
+    out = run_reporting(run, report_cfg(tmp_path, num_reviews=1), client, None, from_phase="review")
+    assert out["review"]["status"] == "skipped" and out["review"]["reason"] == LOCAL_REVIEW_SKIPPED
+    assert client.calls == []
+    review = json.loads((run / "review.json").read_text())
+    assert (
+        review["skipped"] == LOCAL_REVIEW_SKIPPED and review["decision"] is None and review["reviews"] == []
+    )
