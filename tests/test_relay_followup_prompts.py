@@ -65,24 +65,29 @@ def _records(run: Path, phase: str) -> list[dict]:
 # 1 -------------------------------------------------------------------------------------------
 
 
-def test_code_instructions_speak_of_a_parent_plan_and_edits_only_when_they_apply(run):
+def test_code_instructions_are_true_for_every_call_and_the_same_bytes(run):
+    """The instructions open the prefix every code call shares (docs/context.md, the prefix cache):
+    one text for all, true for a draft with no parent and no Plan as for a child; what applies to
+    one call alone (the parent's plan as the starting point) is said in its brief."""
     nodes = journal_nodes(run)
-    checked = set()
+    checked, texts = set(), set()
     for r in _records(run, "phase2"):
         node = nodes[r["node_id"]]
         if node["operation"] == "seed_eval":
             continue
         rules = _section(r, "Instructions")
+        texts.add(rules)
+        assert "parent" not in rules, rules
         has_plan = bool(_section(r, "Plan").strip())
-        assert ("your parent's" in rules) == has_plan, (r["node_id"], rules)
-        if node["parent_id"] is None:
-            assert "parent" not in rules, rules
+        assert ('The plan under "Plan" is your parent\'s' in _section(r, "This call")) == has_plan
         offers_edits = "edits" in ((r["params"].get("schema") or {}).get("properties") or {})
-        assert ("`edits`" in rules) == offers_edits, (r["node_id"], rules)
-        if not offers_edits:
-            assert "Give every file in full under `files`" in rules
-        checked.add(node["operation"])
-    assert {"draft", "tune", "ablate"} <= checked
+        assert "Give every file in full under `files`" in rules
+        assert "where the response format offers `edits`" in rules
+        checked.add((node["operation"], offers_edits, has_plan))
+    assert len(texts) == 1
+    assert {op for op, _, _ in checked} >= {"draft", "tune", "ablate"}
+    assert any(op == "draft" and not plan for op, _, plan in checked)  # a draft: no parent, no Plan
+    assert any(plan for _, _, plan in checked)  # a child shown its parent's Plan: told so in its brief
 
 
 # 2 -------------------------------------------------------------------------------------------

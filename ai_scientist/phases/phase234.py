@@ -107,8 +107,6 @@ def _code(ctx: NodeContext, plan: dict, merged: bool = False) -> dict:
                 schema = constrain_run(schema, list(base), ctx.cfg.exec.python, known)
             check = _expanding(base, check)
         extra: dict[str, Any] = {"seed_code_edits": True} if base and ctx.parent is None else {}
-        if base:  # the instructions speak of edits only when the schema offers them
-            extra["edits_offered"] = True
         try:
             answer = ctx.ask(
                 "phase234_code",
