@@ -17,7 +17,14 @@ from typing import Any
 
 from ..base.fileio import read_json, read_jsonl
 from ..base.paths import RunPaths
-from ..treesearch.best import NodeCounts, counts_by_stage, rank_nodes, recorded_best, select_best
+from ..treesearch.best import (
+    NodeCounts,
+    ablation_stage_best,
+    counts_by_stage,
+    rank_nodes,
+    recorded_best,
+    select_best,
+)
 from ..treesearch.node import Node, NodeError
 
 # the one seed statistic of the run (the orchestrator's ``treesearch.seeds.aggregate_seeds`` over
@@ -75,7 +82,8 @@ class RunView:
             nid = chosen.get(stage)
             if nid is None:
                 pool = [n for n in typed if (n.stage == stage and not n.is_seed_eval) or n.id == carried]
-                nid = select_best(pool).node_id
+                # the ablation stage's best is the node it ablates (treesearch.best, one rule)
+                nid = (ablation_stage_best(stage, carried) or select_best(pool)).node_id
             if nid is not None:
                 best[stage] = self.nodes[nid]
                 carried = nid
