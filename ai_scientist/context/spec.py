@@ -68,6 +68,9 @@ LAYERS: dict[str, Layer] = {
         _L("tried_ablations", "user", 48, "head_rows", min_tokens=80, title="Ablations done"),
         # what the previous stages found (the summary role's stage summaries, oldest first)
         _L("stage_summary", "user", 58, "tail", min_tokens=100, title="Previous stages"),
+        # the stage's goal, one sentence (phases/stage_goal.j2): the same for every node of a stage,
+        # so it sits with the stage's layers, before the lineage, where the prefix cache holds it
+        _L("stage_goal", "user", 93, "head", min_tokens=40, title="This stage's goal"),
         # the stage being summarised: counts, best node, every node ranked (summary prompt only)
         _L("stage_facts", "user", 85, "head_rows", min_tokens=150, title="This stage"),
         _L(
@@ -208,6 +211,7 @@ PROMPTS: dict[str, list[str]] = {
         *_STABLE,
         "seed_code",
         "stage_summary",
+        "stage_goal",
         "resource_index",
         "memory",
         "history",
@@ -229,6 +233,7 @@ PROMPTS: dict[str, list[str]] = {
         *_STABLE,
         "seed_code",
         "stage_summary",
+        "stage_goal",
         "resource_index",
         "memory",
         "history",
@@ -309,6 +314,7 @@ _LEGACY_PROMPTS: dict[str, list[str]] = {
         "task",
         "seed_code",
         "stage_summary",
+        "stage_goal",
         "history",
         "prior_outputs",
         *_LEGACY_TAIL,
@@ -318,6 +324,7 @@ _LEGACY_PROMPTS: dict[str, list[str]] = {
         *_LEGACY_BASE,
         "task",
         "stage_summary",
+        "stage_goal",
         "plan_snippet",
         "history",
         "seed_code",

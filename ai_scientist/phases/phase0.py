@@ -28,7 +28,11 @@ MERGE_DRAFTS = ("draft",)
 
 
 def _stage_inputs(ctx: NodeContext) -> dict[str, Any]:
-    values: dict[str, Any] = {"operation": ctx.node.operation, "stage": ctx.node.stage}
+    values: dict[str, Any] = {
+        "operation": ctx.node.operation,
+        "stage": ctx.node.stage,
+        "stage_goal": ctx.node.stage,  # the stage_goal layer (seed re-runs make no code call)
+    }
     if ctx.node.idea:
         values["stage_idea"] = ctx.node.idea
     if ctx.parent is not None:

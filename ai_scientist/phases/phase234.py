@@ -42,7 +42,11 @@ METRICS_FROM_REVIEW = "review"
 
 def _values(ctx: NodeContext, plan: dict) -> dict[str, Any]:
     guidance = plan.get("phase_guidance") or {}
-    values: dict[str, Any] = {"operation": ctx.node.operation, "stage": ctx.node.stage}
+    values: dict[str, Any] = {
+        "operation": ctx.node.operation,
+        "stage": ctx.node.stage,
+        "stage_goal": ctx.node.stage,  # the stage_goal layer (seed re-runs make no code call)
+    }
     if plan:  # a draft planning inside its code answer has no plan yet
         # plain lines, not JSON: a cut keeps head and tail, never a preview pointing at a handle
         shown = {
