@@ -325,6 +325,11 @@ class RunPaths:
         return self.root / "paper"
 
     @property
+    def paper_figures(self) -> Path:
+        """The figures the paper includes (copied there by the writeup)."""
+        return self.paper / "figures"
+
+    @property
     def paper_tex(self) -> Path:
         return self.paper / "paper.tex"
 

@@ -190,7 +190,7 @@ def paper_view(run_dir: Path, cfg: Config, client: LLMClient) -> PaperView:
     if sees:
         for f in figures:
             try:
-                images.append(image_part(paths.paper / "figures" / f["file"]))
+                images.append(image_part(paths.paper_figures / f["file"]))
             except OSError:
                 continue
     values = {
