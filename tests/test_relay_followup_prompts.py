@@ -138,7 +138,8 @@ def test_a_later_draft_sees_the_earlier_drafts_design(run):
     second = drafts[1]
     first_id = drafts[0]["node_id"]
     plan = json.loads(RunPaths(run).node(first_id).file(PLAN_FILE).read_text())
-    row = next(ln for ln in _section(second, "This call").splitlines() if ln.startswith(f"| {first_id} |"))
+    table = _section(second, "Other nodes of this stage")
+    row = next(ln for ln in table.splitlines() if ln.startswith(f"| {first_id} |"))
     assert "Design: goal: " + sentences(plan["goal_summary"], 300) in row
     assert "strategy: " + sentences(plan["implementation_strategy"], 300) in row
 

@@ -83,7 +83,7 @@ def test_draft_prompts_differ_and_a_later_draft_sees_the_earlier_ones(run):
     for (a, _), (b, _) in itertools.combinations(drafts, 2):
         assert a["messages"] != b["messages"], f"identical draft prompts: {a['node_id']} {b['node_id']}"
     first, second = sorted({me["id"] for _, me in drafts})[:2]
-    brief = _section(next(r for r, me in drafts if me["id"] == second), "This call")
+    brief = _section(next(r for r, me in drafts if me["id"] == second), "Other nodes of this stage")
     row = next((line for line in brief.splitlines() if f"| {first} |" in line), None)
     assert row is not None, f"the second draft's prompt does not name {first}:\n{brief}"
     # what the first draft was when the second was selected: finished (its result) or in flight

@@ -68,6 +68,9 @@ LAYERS: dict[str, Layer] = {
         _L("tried_ablations", "user", 48, "head_rows", min_tokens=80, title="Ablations done"),
         # what the previous stages found (the summary role's stage summaries, oldest first)
         _L("stage_summary", "user", 58, "tail", min_tokens=100, title="Previous stages"),
+        # what the other nodes of the stage did and scored ([header, row, ...]: the same parent's
+        # children first, in creation order, so a later sibling's table extends an earlier one's)
+        _L("siblings", "user", 60, "head_rows", min_tokens=80, title="Other nodes of this stage"),
         # the stage's goal, one sentence (phases/stage_goal.j2): the same for every node of a stage,
         # so it sits with the stage's layers, before the lineage, where the prefix cache holds it
         _L("stage_goal", "user", 93, "head", min_tokens=40, title="This stage's goal"),
@@ -216,6 +219,7 @@ PROMPTS: dict[str, list[str]] = {
         "memory",
         "history",
         "prior_outputs",
+        "siblings",
         "node_brief",
     ],
     # Phase 1: next installer command, given the plan and the steps so far
@@ -246,6 +250,7 @@ PROMPTS: dict[str, list[str]] = {
         "tried_hyperparams",
         "ablation_plan",
         "tried_ablations",
+        "siblings",
         "node_brief",
     ],  # fmt: skip
     # judge one execution: bug or not, what it found (its code is cut first: PROMPT_LAYERS); the
@@ -317,6 +322,7 @@ _LEGACY_PROMPTS: dict[str, list[str]] = {
         "stage_goal",
         "history",
         "prior_outputs",
+        "siblings",
         *_LEGACY_TAIL,
     ],
     "phase1_install": [*_LEGACY_BASE, "task", "plan_snippet", "history", "install_steps", *_LEGACY_TAIL],
@@ -336,6 +342,7 @@ _LEGACY_PROMPTS: dict[str, list[str]] = {
         "tried_hyperparams",
         "ablation_plan",
         "tried_ablations",
+        "siblings",
         *_LEGACY_TAIL,
     ],  # fmt: skip
     "exec_review": ["system", "task", "prior_code", "run_output", "run_result", *_LEGACY_TAIL],

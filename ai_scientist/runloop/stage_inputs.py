@@ -61,12 +61,12 @@ def compute_stage_inputs(run: Run, view: JournalView, node: Node, state: StageSt
         left = max(0, iterations_left(run, view, 4, exclude=node.id) - 1)
         values["ablation_plan"] = ablation_plan(view, 4, planned, current=node.idea, iterations_left=left)
         values["tried_ablations"] = tried_table(view, 4, column="ablation", exclude=node.id, carried=carried)
-    # rendered as a table by the node's brief (its last layer: rows grow call by call)
+    # the siblings layer, just before the node's brief (rows grow call by call)
     # a draft sees each earlier finished draft's design (its plan's goal and strategy): taking a
     # "clearly different approach" needs more than a metric and a finding
     designs = _designs(run, view, node) if node.operation == "draft" else None
-    values["siblings"] = "\n".join(
-        sibling_table(view, node.stage, node_id=node.id, parent_id=node.parent_id, designs=designs)
+    values["siblings"] = sibling_table(
+        view, node.stage, node_id=node.id, parent_id=node.parent_id, designs=designs
     )
     return {k: v for k, v in values.items() if v}
 

@@ -20,7 +20,7 @@ ERROR_CHARS = 160  # a failed row says why in one line
 SUMMARY_CHARS = 300  # a node's findings, cut at a sentence end
 METRICS_CHARS = 240
 DESIGN_CHARS = 300  # an earlier draft's plan: its goal and its strategy, each
-SIBLING_ROWS = 12  # a node's table of the other nodes of its stage: the nearest ones first
+SIBLING_ROWS = 8  # a node's table of the other nodes of its stage: the nearest ones first
 
 
 def _cell(text: str, limit: int) -> str:
