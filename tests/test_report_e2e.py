@@ -45,8 +45,10 @@ def test_full_reporting_pipeline(tmp_path):
     manifest = json.loads((run / "figures" / "manifest.json").read_text())
     by_id = {e["node_id"]: e for e in manifest["nodes"]}
     # best of each stage plus the two seed re-runs of stage 2's best; stage 4's best is n0006, kept
-    # from stage 3 (its ablation n0007 did not beat it), listed once
-    assert set(by_id) == {"n0001", "n0003", "n0004", "n0005", "n0006"}
+    # from stage 3 (the node its ablations ran against), listed once; the ablation n0007 is a good
+    # node of stage 4 that bears on the idea (role stage_node)
+    assert set(by_id) == {"n0001", "n0003", "n0004", "n0005", "n0006", "n0007"}
+    assert {e["node_id"] for e in manifest["nodes"] if e["role"] == "stage_node"} == {"n0007"}
     assert by_id["n0004"]["seed"] == 1 and by_id["n0004"]["role"] == "seed_run"
     npy = next(f for f in by_id["n0003"]["files"] if f["path"].endswith("losses.npy"))
     assert npy["shape"] == [2, 20] and npy["dtype"] == "float64"

@@ -29,6 +29,7 @@ from ..base.paths import NodePaths
 from .runread import SEED_STATISTIC, RunView
 
 MAX_FILES_PER_NODE = 40
+OTHER_NODES_PER_STAGE = 3  # good nodes of a stage besides its best (role "stage_node")
 MAX_FILE_BYTES = 50_000_000
 
 
@@ -99,7 +100,9 @@ def _node_entry(view: RunView, node: dict[str, Any], role: str, dest_root: Path)
 
 
 def build_manifest(view: RunView, dest_root: Path) -> dict[str, Any]:
-    """Describe (and copy under ``dest_root``) the data of each stage's best node and its seeds."""
+    """Describe (and copy under ``dest_root``) the data of each stage's best node and its seeds
+    (roles ``best``, ``seed_run``), then of up to :data:`OTHER_NODES_PER_STAGE` other good nodes
+    of each stage, best first (role ``stage_node``)."""
     entries: list[dict[str, Any]] = []
     listed: set[str] = set()
     for _stage, best in view.best_per_stage().items():
@@ -110,6 +113,12 @@ def build_manifest(view: RunView, dest_root: Path) -> dict[str, Any]:
         for seed_node in view.seed_runs(str(best["id"])):
             if seed_node.get("status") == "good":
                 entries.append(_node_entry(view, seed_node, "seed_run", dest_root))
+    # every other good node of a stage bears on the idea too (a stage-3 sweep, a control, an
+    # ablation): the best few of each stage, so the figures can show more than the winners
+    for stage in sorted(view.by_stage()):
+        for node in [n for n in view.ranked_good(stage) if n["id"] not in listed][:OTHER_NODES_PER_STAGE]:
+            listed.add(node["id"])
+            entries.append(_node_entry(view, node, "stage_node", dest_root))
     return {
         "nodes": entries,
         "data_root": "data",
