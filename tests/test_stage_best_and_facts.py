@@ -159,6 +159,10 @@ def test_seed_text_rounds_and_handles_a_single_run():
     assert seeds_text(agg, "n0001") == (
         "val_accuracy over 2 seed re-runs of n0001: mean 0.8658 ± 0.0088 s.e. (values 0.8745, 0.857)."
     )
+    # the re-runs' seeds are named: two equal values then read as a coincidence, not a bug
+    assert seeds_text(agg, "n0001", [1, 2]).startswith(
+        "val_accuracy over 2 seed re-runs of n0001 (seeds 1, 2): "
+    )
     one = {"name": "acc", "mean": 0.5, "stderr": None, "n": 1, "values": [0.5]}
     assert seeds_text(one, None) == "acc over 1 seed re-run: mean 0.5 (values 0.5)."
     assert seeds_text(None, "n0001") is None

@@ -206,3 +206,20 @@ def test_the_writeup_prompt_carries_the_summaries(tmp_path):
     for s in stored.values():
         for key, value in (s["summary"] or {}).items():
             assert f"- {key}: {value}" in text
+
+
+def test_the_stage_facts_name_the_seeds_of_the_re_runs(tmp_path):
+    """A capable model read two equal seed re-run values as a seed bug: the facts name the seeds
+    (read from the journal's seed_eval nodes) next to the values (issue 28)."""
+    from pipeline_support import journal_nodes, prompt_records, start_run
+
+    code, run_dir, _ = start_run(tmp_path, "agent.stages.stage2_max_iters=0", "agent.stages.stage3_max_iters=0",
+                                 "agent.stages.stage4_max_iters=0")  # fmt: skip
+    assert code == 0
+    nodes = journal_nodes(run_dir)
+    (summary,) = [r for r in prompt_records(run_dir) if r["phase"] == "summary" and r["label"] == "stage1"]
+    text = summary["messages"][-1]["content"]
+    seeds = sorted(
+        n["seed"] for n in nodes.values() if n["operation"] == "seed_eval" and n["status"] == "good"
+    )
+    assert seeds and f"(seeds {', '.join(str(x) for x in seeds)})" in text

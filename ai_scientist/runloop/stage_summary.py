@@ -22,6 +22,7 @@ instead of asking (the checkpoint rule of the node phases).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -216,9 +217,10 @@ def result_cell(node: Node, limit: int = RESULT_CHARS) -> str:
     return "; ".join(parts)
 
 
-def seeds_text(agg: dict[str, Any] | None, node_id: str | None) -> str | None:
+def seeds_text(agg: dict[str, Any] | None, node_id: str | None, seeds: Sequence[int] = ()) -> str | None:
     """The seed re-runs of the best node as a sentence: ``val_accuracy over 2 seed re-runs of
-    n0001: mean 0.8658 ± 0.0088 s.e. (values 0.8745, 0.857).``; None without re-runs."""
+    n0001 (seeds 1, 2): mean 0.8658 ± 0.0088 s.e. (values 0.8745, 0.857).``; None without
+    re-runs. ``seeds``: the re-runs' SEED values (two equal values then read as what they are)."""
     if not agg:
         return None
     try:
@@ -226,6 +228,8 @@ def seeds_text(agg: dict[str, Any] | None, node_id: str | None) -> str | None:
     except (KeyError, TypeError, ValueError):
         return None
     of = f" of {node_id}" if node_id else ""
+    if seeds:
+        of += f" (seed{'' if len(seeds) == 1 else 's'} {', '.join(str(x) for x in seeds)})"
     out = f"{agg.get('name', 'metric')} over {n} seed re-run{'' if n == 1 else 's'}{of}: mean {num(mean)}"
     if agg.get("stderr") is not None:
         out += f" ± {_stderr(float(agg['stderr']))} s.e."
@@ -258,9 +262,11 @@ def stage_facts(view: JournalView, stage: int, best: Node | None, seeds: dict | 
         elif best.stage < stage:
             where = f" (from stage {best.stage}: no node of this stage beat it)"
         head.append(f"{label}: {best.id}{where} {best_metric_text(best)}: {_one_line(best.summary or '-')}")
-    seed_line = seeds_text(
-        (seeds or {}).get("aggregate"), (seeds or {}).get("node_id") or (best.id if best else None)
+    seeded = (seeds or {}).get("node_id") or (best.id if best else None)
+    used = (
+        sorted(n.seed for n in view.seed_runs(seeded) if n.is_good and n.seed is not None) if seeded else []
     )
+    seed_line = seeds_text((seeds or {}).get("aggregate"), seeded, used)
     if seed_line:
         head.append(seed_line)
     if stage == ABLATION_STAGE and best is not None and nodes:
