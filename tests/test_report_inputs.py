@@ -237,3 +237,16 @@ def test_a_warning_on_the_title_line_is_the_writers():
     assert shown == [
         'on the line "\\title{A title the writer chose}": column 9: Command terminated with space'
     ]
+
+
+def test_the_aggregation_schema_allows_the_figures_the_text_states():
+    """The report's plotting text says "at most report.max_figures"; its schema allowed 12."""
+    from ai_scientist.base.config import load_config
+    from ai_scientist.base.images import plot_schema
+    from ai_scientist.reporting import prompts
+
+    cfg = load_config(None, ["report.max_figures=5"])
+    assert plot_schema(cfg.report.max_figures)["properties"]["figures"]["maxItems"] == 5
+    assert "at most 5 figures" in prompts.render(
+        "plotting_system.j2", max_figures=cfg.report.max_figures, manifest={"data_root": "data", "nodes": []}
+    )

@@ -44,6 +44,15 @@ PLOT_SCHEMA: dict[str, Any] = {
     "required": ["script", "figures"],
     "additionalProperties": False,
 }
+
+
+def plot_schema(max_figures: int) -> dict[str, Any]:
+    """The plotting answer's schema with at most ``max_figures`` figures (the number the
+    instructions state: agent.plots.max_figures for a node, report.max_figures for the report)."""
+    figures = {**PLOT_SCHEMA["properties"]["figures"], "maxItems": max_figures}
+    return {**PLOT_SCHEMA, "properties": {**PLOT_SCHEMA["properties"], "figures": figures}}
+
+
 _MIME = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
 
 

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from ..base.fileio import atomic_write_text, read_json, regular_file_inside
-from ..base.images import PLOT_SCHEMA, check_figure, image_part
 from ..base.images import SAFE_FIGURE_NAME as _SAFE_NAME
+from ..base.images import check_figure, image_part, plot_schema
 from ..base.nodedata import NOT_DATA_DIRS, is_node_data
 from ..base.paths import PLOTS_FILE, VLM_FILE, RunPaths
 from ..base.templates import render
@@ -202,13 +202,6 @@ def _json_outline(value: Any, depth: int = 0) -> str:
     if value is None:
         return "null"
     return {bool: "bool", int: "int", float: "float", str: "str"}.get(type(value), type(value).__name__)
-
-
-def plot_schema(max_figures: int) -> dict[str, Any]:
-    """The plotting answer's schema with at most ``max_figures`` figures (agent.plots.max_figures,
-    the number the instructions state)."""
-    figures = {**PLOT_SCHEMA["properties"]["figures"], "maxItems": max_figures}
-    return {**PLOT_SCHEMA, "properties": {**PLOT_SCHEMA["properties"], "figures": figures}}
 
 
 def _plots(ctx: NodeContext, answer: dict, metrics: Any) -> dict:

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_json, atomic_write_text
-from ..base.images import PLOT_SCHEMA
 from ..base.images import SAFE_FIGURE_NAME as _SAFE_NAME
+from ..base.images import plot_schema
 from ..base.paths import RunPaths, claim_numbered
 from ..execution.base import Executor, Limits, SandboxError
 from ..llm.prompting import Prompter, ask
@@ -154,7 +154,13 @@ def aggregate_plots(run_dir: Path, cfg: Config, client: LLMClient, executor: Exe
         }
         ctx = CallContext(node_id="run", phase="plots", label=f"aggregate_r{rnd}")
         plan = ask(
-            client, prompter, "plot_aggregate", values, role="plotting", ctx=ctx, schema=PLOT_SCHEMA
+            client,
+            prompter,
+            "plot_aggregate",
+            values,
+            role="plotting",
+            ctx=ctx,
+            schema=plot_schema(rcfg.max_figures),
         ).parsed
         script = str(plan.get("script", ""))
         ok, run_error = run_script(executor, cfg.exec.python, fig_dir, script, Limits.from_config(cfg.exec))
