@@ -26,10 +26,12 @@ import numpy as np
 from ..base.fileio import regular_file_inside
 from ..base.nodedata import is_node_data
 from ..base.paths import NodePaths
+from ..treesearch.tried import sentences
 from .runread import SEED_STATISTIC, RunView
 
 MAX_FILES_PER_NODE = 40
 OTHER_NODES_PER_STAGE = 3  # good nodes of a stage besides its best (role "stage_node")
+SUMMARY_CHARS = 300  # a node's findings in the manifest, cut at a sentence end
 MAX_FILE_BYTES = 50_000_000
 
 
@@ -93,7 +95,8 @@ def _node_entry(view: RunView, node: dict[str, Any], role: str, dest_root: Path)
         "role": role,
         "operation": node.get("operation"),
         "seed": node.get("seed"),
-        "summary": (node.get("summary") or "")[:600],
+        # what the node found, to say what its data is (the writer gets the findings in full)
+        "summary": sentences(node.get("summary") or "", SUMMARY_CHARS),
         "metrics": view.metrics(nid),
         "files": files,
     }
