@@ -566,13 +566,26 @@ class Orchestrator:
         else:
             for start in range(0, len(pending), self.cfg.agent.num_workers):
                 self._run_batch(pending[start : start + self.cfg.agent.num_workers])
-        metrics = [r.metric for r in self.journal.seed_runs(best_id) if r.is_good and r.metric]
-        agg = aggregate_seeds(metrics) if metrics else None
-        result = {
+        measured = [(r, r.metric) for r in self.journal.seed_runs(best_id) if r.is_good and r.metric]
+        # only re-runs measuring what the node measured are averaged: a model that put the seed in
+        # its metric's dataset label made every re-run another metric (recorded, not a crash)
+        best = self.journal.get(best_id)
+        key = best.metric.key if best.metric is not None else (measured[0][1].key if measured else None)
+        same = [m for _, m in measured if m.key == key]
+        agg = aggregate_seeds(same) if same else None
+        result: dict[str, Any] = {
             "node_id": best_id,
             "runs": [r.id for r in self.journal.seed_runs(best_id)],
-            "aggregate": agg.to_dict() if hasattr(agg, "to_dict") else agg,
+            "aggregate": agg.to_dict() if agg is not None else None,
         }
+        other = [(r, m) for r, m in measured if m.key != key]
+        if other:
+            result["incomparable"] = [{"node_id": r.id, "metric": list(m.key)} for r, m in other]
+            result["incomparable_reason"] = (
+                f"{len(other)} seed re-run(s) of {best_id} report another metric than its "
+                f"{list(key) if key else None} (name, direction and dataset must agree; a dataset "
+                "label must not depend on SEED): not averaged"
+            )
         self.run_.event("seed_eval", stage=stage, **result)
         return result
 
