@@ -250,3 +250,28 @@ def test_the_aggregation_schema_allows_the_figures_the_text_states():
     assert "at most 5 figures" in prompts.render(
         "plotting_system.j2", max_figures=cfg.report.max_figures, manifest={"data_root": "data", "nodes": []}
     )
+
+
+def test_a_norm_in_inline_math_is_typeset_and_the_writer_is_told_what_math_may_hold(tmp_path):
+    """A capable writer's "$\\frac{\\lambda}{2}\\|w\\|^2$" came out as escaped text: ``\\|`` (a norm)
+    was refused. It passes now, and the writer's system message lists the commands math may use
+    (read from the prompt log of a scripted run with the report on)."""
+    import re
+
+    from ai_scientist.reporting.latex import MATH_COMMANDS, safe_math
+
+    assert safe_math(r"\frac{\lambda}{2}\|w\|^2") and not safe_math(r"\input{/etc/passwd}")
+    assert not safe_math(r"\|w\|\write18")
+    if not (shutil.which("pdflatex") and python_has("matplotlib")):
+        pytest.skip("LaTeX or matplotlib missing (scripts/setup.sh installs them)")
+    code, run_dir, _ = start_run(tmp_path, "report.enabled=true", "report.citations.enabled=false",
+                                 "report.num_reviews=0", "agent.stages.stage2_max_iters=0",
+                                 "agent.stages.stage3_max_iters=0", "agent.stages.stage4_max_iters=0")  # fmt: skip
+    assert code == 0
+    logs = [
+        json.loads(p.read_text()) for p in sorted((run_dir / "nodes" / "run" / "prompt_logs").glob("*.json"))
+    ]
+    writer = next(r for r in logs if r["phase"] == "writeup" and r["label"] != "citation_queries")
+    system = writer["messages"][0]["content"]
+    listed = set(re.findall(r"\\([A-Za-z]+)", system.split("these commands only:")[1].split("—")[0]))
+    assert listed == set(MATH_COMMANDS)

@@ -339,6 +339,8 @@ def _sections_call(client: LLMClient, template: str, label: str, values: dict) -
     v = {
         **{k: x for k, x in values.items() if k != "prompter"},
         "task": values.get("idea") or "(no idea text)",
+        # the commands inline math may use (anything else prints the span as plain text)
+        "math_commands": " ".join(f"\\{c}" for c in sorted(latex.MATH_COMMANDS)),
         "instructions": prompts.render("writeup_instructions.j2", **values),
         "findings": prompts.render("writeup_user.j2", **values),
         "node_brief": prompts.render(template, **values),
