@@ -4,7 +4,7 @@ prefix repeats across calls (issue 14, item 4; the cacheable-share part is ``ben
     python bench/local_kv.py [--rounds 3] [--prefix-tokens 800] [--threads N] [--out JSON]
 
 The prompt is a real one: the first planning request of the recorded run in
-``tests/fixtures/run_35420e8`` (system message and user message as sent), its user message cut so the
+``tests/fixtures/run_89f97fd`` (system message and user message as sent), its user message cut so the
 shared part is about ``--prefix-tokens`` tokens. Each call appends a different ending to it — the
 beginning of one of the run's recorded answers —, so the calls share exactly that prefix, as calls
 of one run share their stable layers. Every call goes through ``LocalBackend.complete`` with
@@ -35,7 +35,7 @@ from ai_scientist.llm.local_backend import LocalBackend, default_local_model_pat
 from ai_scientist.llm.types import CallContext
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORDED = ROOT / "tests" / "fixtures" / "run_35420e8" / "nodes"
+RECORDED = ROOT / "tests" / "fixtures" / "run_89f97fd" / "nodes"
 RESULTS = ROOT / "bench" / "results" / "local_kv.json"
 ENDING_CHARS = 240
 

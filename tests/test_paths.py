@@ -37,7 +37,7 @@ from ai_scientist.base.paths import (
     slug,
 )
 
-FIXTURE = Path(__file__).parent / "fixtures" / "run_35420e8"
+FIXTURE = Path(__file__).parent / "fixtures" / "run_89f97fd"
 
 
 def _properties(cls: type, obj: object) -> dict[str, Path]:
