@@ -260,3 +260,14 @@ def test_the_memory_protocol_is_one_compact_block(run):
     for r in code:
         block = _section(r, "Memory protocol")
         assert len(block) < 1300 and block.count("core_set") == 2  # the example and the list
+
+
+def test_a_c_programs_array_of_settings_is_a_parameter():
+    """The capable model's C program swept ``int tiles[5] = {16, 32, 64, 128, 0};`` and the
+    proposer's parameter list did not name it: an array of numbers in C is a hard-coded grid."""
+    from ai_scientist.phases.parameters import code_parameters
+
+    src = "#define N 1024\nint main(void) {\n    int tiles[5] = {16, 32, 64, 128, 0};\n    return 0;\n}\n"
+    lines = code_parameters({"mm.c": src})
+    assert "tiles in (16, 32, 64, 128, 0) (a grid hard-coded in a loop) [mm.c]" in lines
+    assert "N = 1024 [mm.c]" in lines

@@ -36,6 +36,13 @@ _CONST = re.compile(
     r"(?:int|long|short|size_t|float|double|char|bool|u?int\d+_t|auto)\s+([A-Za-z_]\w*)\s*=\s*([^;\n]{1,60});",
     re.M,
 )
+# a C / C++ array of numbers written out in the code (``int tiles[5] = {16, 32, 64};``, at any
+# indentation): the values a method sweeps, as a loop over it would (the "grid" kind)
+_C_ARRAY = re.compile(
+    r"^\s*(?:static\s+)?(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:int|long|size_t|double|float|short)\s+"
+    r"(\w+)\s*\[\s*\w*\s*\]\s*=\s*\{([-+0-9.eE,\s]+)\}\s*;",
+    re.M,
+)
 _PY_ASSIGN = re.compile(r"^([A-Z][A-Z0-9_]*)\s*=\s*([^\n#]+)", re.M)
 
 
@@ -169,6 +176,15 @@ def _generic(path: str, text: str) -> list[Parameter]:
     """C, C++, shell, anything else: #define, top-level const scalars, UPPER_CASE = value lines."""
     out = [Parameter(m.group(1), "constant", m.group(2), path) for m in _DEFINE.finditer(text)]
     out += [Parameter(m.group(1), "constant", m.group(2).strip(), path) for m in _CONST.finditer(text)]
+    out += [
+        Parameter(
+            m.group(1),
+            "grid",
+            "(" + ", ".join(v.strip() for v in m.group(2).split(",") if v.strip()) + ")",
+            path,
+        )
+        for m in _C_ARRAY.finditer(text)
+    ]
     if not path.endswith((".c", ".h", ".cc", ".cpp", ".hpp", ".cxx", ".cu")):
         out += [
             Parameter(m.group(1), "constant", m.group(2).strip(), path) for m in _PY_ASSIGN.finditer(text)

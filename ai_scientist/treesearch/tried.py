@@ -16,7 +16,7 @@ from .best import comparable_metric, primary_metric_key, rank_nodes
 from .journal import JournalView
 from .node import Node
 
-ERROR_CHARS = 160  # a failed row says why in one line
+ERROR_CHARS = 400  # a failed row says why in one line (a review's reason needs its sentence)
 SUMMARY_CHARS = 300  # a node's findings, cut at a sentence end
 METRICS_CHARS = 240
 DESIGN_CHARS = 300  # an earlier draft's plan: its goal and its strategy, each
