@@ -17,7 +17,14 @@ class FlaggingResponder(ExampleResponder):
     def __call__(self, messages, schema, ctx):
         text = super().__call__(messages, schema, ctx)
         if ctx.node_id == FLAGGED and ctx.label.startswith("exec_review"):
-            return json.dumps({**json.loads(text), "is_bug": True, "findings": "looks wrong to me"})
+            return json.dumps(
+                {
+                    **json.loads(text),
+                    "is_bug": True,
+                    "findings": "looks wrong to me",
+                    "remarks": "timer too coarse",
+                }
+            )
         return text
 
 
@@ -30,9 +37,12 @@ def _flagged_run(tmp_path, *overrides):
 
 def test_a_trusted_review_makes_the_node_buggy(tmp_path):
     _, run_dir, node = _flagged_run(tmp_path)
-    assert (
-        node["status"] == "buggy"
-        and node["error"] == "review: execution review found a bug: looks wrong to me"
+    run = json.loads((run_dir / "nodes" / FLAGGED / "run.json").read_text())
+    measured = ", ".join(f"{m['name']}={m['value']}" for m in run["metrics"])
+    # the verdict, its reason and what the run measured: the stage's tables can say why it failed
+    assert node["status"] == "buggy" and node["error"] == (
+        "review: execution review found a bug: looks wrong to me Why a bug: timer too coarse"
+        f" (the run measured {measured})"
     )
     assert not [e for e in events(run_dir) if e["type"] == "review_advisory"]
 

@@ -63,8 +63,18 @@ def run_node(ctx: NodeContext) -> None:
         found = findings(review)
         if review.get("is_bug"):
             if ctx.cfg.agent.trust_review:
-                why = found or str(review.get("remarks") or "")
-                raise PhaseFailed("review", f"execution review found a bug: {why}")
+                # the verdict with its reason and what the run measured: a stage summary and the
+                # siblings' tables must be able to say why (the findings alone were cut to a line)
+                remarks = str(review.get("remarks") or "").strip()
+                why = " ".join(x for x in (found, f"Why a bug: {remarks}" if remarks else "") if x)
+                measured = ", ".join(
+                    f"{m.get('name')}={m.get('value')}" for m in (record.get("metrics") or [])[:8]
+                )
+                raise PhaseFailed(
+                    "review",
+                    f"execution review found a bug: {why or 'no reason given'}"
+                    + (f" (the run measured {measured})" if measured else ""),
+                )
             # advice only (agent.trust_review false): recorded, the hard evidence decides
             ctx.run.event("review_advisory", node_id=ctx.node.id, summary=found[:500])
         if wants_plots(ctx):  # the node's figures and their critique (a plotting failure is no bug)
