@@ -35,7 +35,7 @@ from typing import Any
 import yaml
 
 from ..base.fileio import atomic_write_json, read_json
-from ..base.paths import RunPaths
+from ..base.paths import NodePaths, RunPaths
 from .runread import RunView, load_run, read_text
 from .writeup import seed_statistics
 
@@ -232,7 +232,7 @@ def _file_measurements(view: RunView) -> list[Measurement]:
                 ids.append(nid)
     found: list[tuple[str, float]] = []
     for nid in ids:
-        ws = view.node_dir(nid) / "workspace"
+        ws = NodePaths(view.node_dir(nid)).workspace
         for path in sorted(ws.rglob("*.json")) if ws.is_dir() else []:
             rel = path.relative_to(ws)
             if any(p.startswith(".") or p in ("resources", "__pycache__") for p in rel.parts):

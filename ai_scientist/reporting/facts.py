@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_json, read_json
-from ..base.paths import RunPaths
+from ..base.paths import PLAN_FILE, NodePaths, RunPaths
 from ..llm.client import backend_name
 from ..treesearch.best import NodeCounts
 from . import latex
@@ -120,10 +120,10 @@ def code_change(run_dir: Path, view: RunView, node_id: str) -> tuple[str, list[s
     """(``same`` | ``changed`` | '', changed files): the node's code against its parent's, or for a
     draft against the idea's seed code (``seed_code/``); '' when there is nothing to compare."""
     node = view.nodes.get(node_id) or {}
-    mine = _code_files(view.node_dir(node_id) / "workspace")
+    mine = _code_files(NodePaths(view.node_dir(node_id)).workspace)
     parent = node.get("parent_id")
     if parent:
-        theirs = _code_files(view.node_dir(parent) / "workspace")
+        theirs = _code_files(NodePaths(view.node_dir(parent)).workspace)
     else:
         seed = {
             p.name: read_text(p, 400_000)
@@ -142,7 +142,7 @@ def code_change(run_dir: Path, view: RunView, node_id: str) -> tuple[str, list[s
 
 
 def _plan_text(run_dir: Path, node_id: str) -> str:
-    plan = read_json(RunPaths(run_dir).node(node_id).root / "plan.json", default=None) or {}
+    plan = read_json(RunPaths(run_dir).node(node_id).file(PLAN_FILE), default=None) or {}
     if not isinstance(plan, dict):
         return ""
     parts = [str(plan.get(k) or "").strip() for k in ("goal_summary", "implementation_strategy")]
@@ -382,14 +382,14 @@ def write_facts_paper(
     run_dir = Path(run_dir)
     paths = RunPaths(run_dir)
     paper_dir = paths.paper
-    (paper_dir / "figures").mkdir(parents=True, exist_ok=True)
+    paths.paper_figures.mkdir(parents=True, exist_ok=True)
     figures, duplicates = _unique_figures(run_dir, paper_figures(run_dir))
     for fig in figures:
-        shutil.copyfile(paths.figures / fig["file"], paper_dir / "figures" / fig["file"])
+        shutil.copyfile(paths.figures / fig["file"], paths.paper_figures / fig["file"])
     figures = _facts_captions(run_dir, figures)
     local = backend_name(client) == "local"
     tex = facts_tex(run_dir, cfg, figures, quote_plans=not local, code_model=cfg.model_for("code"))
-    (paper_dir / "paper.tex").write_text(tex, encoding="utf-8")
+    paths.paper_tex.write_text(tex, encoding="utf-8")
     for stale in ("paper.pdf", "paper.aux", "paper.fdb_latexmk", "paper.fls", "paper.bbl", "paper.blg"):
         (paper_dir / stale).unlink(missing_ok=True)
     (paper_dir / "references.bib").unlink(missing_ok=True)  # the facts paper cites nothing

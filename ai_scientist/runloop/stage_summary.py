@@ -269,8 +269,9 @@ def stage_facts(view: JournalView, stage: int, best: Node | None, seeds: dict | 
     seed_line = seeds_text((seeds or {}).get("aggregate"), seeded, used)
     if seed_line:
         head.append(seed_line)
-    if (seeds or {}).get("incomparable_reason"):
-        head.append(f"Seed re-runs not averaged: {seeds['incomparable_reason']}.")
+    reason = (seeds or {}).get("incomparable_reason")
+    if reason:
+        head.append(f"Seed re-runs not averaged: {reason}.")
     if stage == ABLATION_STAGE and best is not None and nodes:
         m = f" ({best.metric.name} {num(best.metric.value)})" if best.metric is not None else ""
         head.append(f"Ablations, each measured against {best.id}{m}:")
