@@ -32,6 +32,7 @@ from .runread import SEED_STATISTIC, RunView
 MAX_FILES_PER_NODE = 40
 OTHER_NODES_PER_STAGE = 3  # good nodes of a stage besides its best (role "stage_node")
 SUMMARY_CHARS = 300  # a node's findings in the manifest, cut at a sentence end
+STAGE_NODES_MAX_CHARS = 20_000  # stage_node entries only while the manifest stays under this
 MAX_FILE_BYTES = 50_000_000
 
 
@@ -118,10 +119,17 @@ def build_manifest(view: RunView, dest_root: Path) -> dict[str, Any]:
                 entries.append(_node_entry(view, seed_node, "seed_run", dest_root))
     # every other good node of a stage bears on the idea too (a stage-3 sweep, a control, an
     # ablation): the best few of each stage, so the figures can show more than the winners
+    # — while the manifest stays small enough to be shown whole (a previewed list loses its middle
+    # entries: a later stage's best went missing behind them in a capable model's run)
+    size = len(json.dumps(entries))
     for stage in sorted(view.by_stage()):
         for node in [n for n in view.ranked_good(stage) if n["id"] not in listed][:OTHER_NODES_PER_STAGE]:
+            entry = _node_entry(view, node, "stage_node", dest_root)
+            size += len(json.dumps(entry))
+            if size > STAGE_NODES_MAX_CHARS:
+                break
             listed.add(node["id"])
-            entries.append(_node_entry(view, node, "stage_node", dest_root))
+            entries.append(entry)
     return {
         "nodes": entries,
         "data_root": "data",
