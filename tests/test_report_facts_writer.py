@@ -15,7 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from pipeline_support import events, journal_nodes, python_has, start_run
+from pipeline_support import events, journal_nodes, prompt_records, python_has, start_run
 
 from ai_scientist.base.config import validate
 from ai_scientist.reporting.facts import fmt_stderr, fmt_value, resolve_writer
@@ -97,6 +97,11 @@ def test_facts_writer_paper_states_the_runs_measurements(tmp_path, capsys):
     assert steps["writeup"]["result"]["writer"] == "facts"
     assert steps["claims"]["status"] == "ok", steps["claims"]
     assert [e["writer"] for e in events(run_dir) if e["type"] == "report_writer"] == ["facts"]
+    # the method names the model that wrote the code as its calls recorded it (the embedded backend
+    # answers as local:<file> whatever llm.model says)
+    code_log = next(r for r in prompt_records(run_dir) if r["role"] == "code")
+    tex = (run_dir / "paper" / "paper.tex").read_text()
+    assert code_log["model"] in tex
     # the pipeline wrote it: no writer or citation call was made
     assert not [c for c in responder.calls if c[1] == "writeup"], responder.calls
 

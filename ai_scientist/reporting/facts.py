@@ -116,6 +116,19 @@ def _code_files(ws: Path) -> dict[str, str]:
     return out
 
 
+def _code_model(run_dir: Path, cfg: Config) -> str:
+    """The model that wrote the nodes' code as the calls recorded it (a prompt log's ``model``: the
+    embedded backend answers as ``local:<gguf file>`` whatever ``llm.model`` names), else the
+    configured name."""
+    paths = RunPaths(run_dir)
+    for nid in paths.node_ids():
+        for log in paths.node(nid).prompt_log_files():
+            rec = read_json(log, default=None) or {}
+            if rec.get("role") == "code" and rec.get("model"):
+                return str(rec["model"])
+    return cfg.model_for("code")
+
+
 def code_change(run_dir: Path, view: RunView, node_id: str) -> tuple[str, list[str]]:
     """(``same`` | ``changed`` | '', changed files): the node's code against its parent's, or for a
     draft against the idea's seed code (``seed_code/``); '' when there is nothing to compare."""
@@ -388,7 +401,7 @@ def write_facts_paper(
         shutil.copyfile(paths.figures / fig["file"], paths.paper_figures / fig["file"])
     figures = _facts_captions(run_dir, figures)
     local = backend_name(client) == "local"
-    tex = facts_tex(run_dir, cfg, figures, quote_plans=not local, code_model=cfg.model_for("code"))
+    tex = facts_tex(run_dir, cfg, figures, quote_plans=not local, code_model=_code_model(run_dir, cfg))
     paths.paper_tex.write_text(tex, encoding="utf-8")
     for stale in ("paper.pdf", "paper.aux", "paper.fdb_latexmk", "paper.fls", "paper.bbl", "paper.blg"):
         (paper_dir / stale).unlink(missing_ok=True)
