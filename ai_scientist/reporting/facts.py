@@ -20,7 +20,6 @@ each one; node ids, file names and error messages are set in ``\\texttt`` (recor
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,9 +29,9 @@ from ..base.paths import PLAN_FILE, NodePaths, RunPaths
 from ..llm.client import backend_name
 from ..treesearch.best import NodeCounts
 from . import latex
-from .errors import StepFailed, StepSkipped
+from .errors import StepFailed
 from .runread import SEED_STATISTIC, RunView, load_run, read_text
-from .writeup import STAGE_NAMES, ReportOptions, _unique_figures, paper_figures, seed_statistics
+from .writeup import STAGE_NAMES, ReportOptions, seed_statistics, stage_paper_figures
 
 if TYPE_CHECKING:
     from ..base.config import Config
@@ -389,16 +388,10 @@ def write_facts_paper(
     saves) ``paper/writeup.json`` with ``"writer": "facts"``. StepSkipped without LaTeX, StepFailed
     when the PDF does not compile."""
     opts = options or ReportOptions()
-    ok, message = latex.preflight_latex(opts.tool_path)
-    if not ok:
-        raise StepSkipped(message)
     run_dir = Path(run_dir)
     paths = RunPaths(run_dir)
     paper_dir = paths.paper
-    paths.paper_figures.mkdir(parents=True, exist_ok=True)
-    figures, duplicates = _unique_figures(run_dir, paper_figures(run_dir))
-    for fig in figures:
-        shutil.copyfile(paths.figures / fig["file"], paths.paper_figures / fig["file"])
+    figures, duplicates = stage_paper_figures(run_dir, opts)
     figures = _facts_captions(run_dir, figures)
     local = backend_name(client) == "local"
     tex = facts_tex(run_dir, cfg, figures, quote_plans=not local, code_model=_code_model(run_dir, cfg))

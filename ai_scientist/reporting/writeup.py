@@ -359,6 +359,21 @@ def _default_cfg() -> Config:
     return Config()
 
 
+def stage_paper_figures(run_dir: Path, opts: ReportOptions) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Before a paper is written (by a model or from the facts): LaTeX must be there (StepSkipped
+    otherwise, before any call), and the run's figures, each once, are copied under
+    ``paper/figures/``; returns (figures, the duplicates left out)."""
+    ok, message = latex.preflight_latex(opts.tool_path)
+    if not ok:
+        raise StepSkipped(message)
+    paths = RunPaths(run_dir)
+    paths.paper_figures.mkdir(parents=True, exist_ok=True)
+    figures, duplicates = _unique_figures(run_dir, paper_figures(run_dir))
+    for fig in figures:
+        shutil.copyfile(paths.figures / fig["file"], paths.paper_figures / fig["file"])
+    return figures, duplicates
+
+
 def _page_limit(cfg: Config) -> int:
     """report.page_limit as the config resolved it (the template's when null: never None)."""
     limit = cfg.report.page_limit
@@ -491,16 +506,10 @@ def write_paper(
     StepFailed when no PDF compiled within the fix rounds.
     """
     opts = options or ReportOptions()
-    ok, message = latex.preflight_latex(opts.tool_path)
-    if not ok:
-        raise StepSkipped(message)
     run_dir = Path(run_dir)
     paths = RunPaths(run_dir)
     paper_dir = paths.paper
-    (paper_dir / "figures").mkdir(parents=True, exist_ok=True)
-    figures, duplicates = _unique_figures(run_dir, paper_figures(run_dir))
-    for fig in figures:
-        shutil.copyfile(paths.figures / fig["file"], paper_dir / "figures" / fig["file"])
+    figures, duplicates = stage_paper_figures(run_dir, opts)
     values: dict[str, Any] = {
         "idea": read_text(paths.idea_md, 8000),
         "stages": stage_summaries(run_dir),
