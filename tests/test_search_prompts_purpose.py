@@ -67,7 +67,9 @@ def test_every_later_stage_code_prompt_states_the_stage_goal(run):
         brief = _section(r, "This call")
         # the goal sits with the stage's layers (cached across the stage's nodes), the idea in the brief
         stated = _section(r, "This stage's goal")
-        assert stated is not None and goal in stated, f"{me['id']} (stage {me['stage']}): no goal in\n{stated}"
+        assert stated is not None and goal in stated, (
+            f"{me['id']} (stage {me['stage']}): no goal in\n{stated}"
+        )
         assert goal not in (brief or ""), "the goal is said once"
         if me["idea"]:
             assert f"This node's idea: {me['idea']}" in brief
