@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from .best import comparable_metric, primary_metric_key, rank_nodes
+from .best import rank_nodes
 from .journal import JournalView
 from .node import Node
 
@@ -249,31 +249,6 @@ def untried(view: JournalView, stage: int, planned: Sequence[str]) -> list[str]:
     """The ``planned`` ideas of ``stage`` that no node has taken up yet, in order."""
     taken = {_norm(view.get(i).idea or "") for i in view.ids("idea", stage)}
     return [idea for idea in planned if _norm(idea) not in taken]
-
-
-def stage_facts(view: JournalView, stage: int, best: Node | None, seeds: dict | None) -> list[str]:
-    """What a stage did, for its summary: counts, best node, then every search node ranked."""
-    nodes = [view.get(i) for i in view.ids("search", stage)]
-    good = sum(n.is_good for n in nodes)
-    buggy = sum(n.is_buggy for n in nodes)
-    head = [f"Nodes: {len(nodes)} ({good} good, {buggy} failed)."]
-    if best is not None:
-        head.append(f"Best node handed to the next stage: {best.id} {metric_text(best)}: {best.summary}")
-    else:
-        head.append("No node is handed to the next stage.")
-    agg = (seeds or {}).get("aggregate")
-    if agg:
-        head.append(f"Seed re-runs of the best node: {agg}")
-    key = primary_metric_key([n for n in nodes if n.is_good])
-    head += ["| node | operation | idea | result | summary |", "|---|---|---|---|---|"]
-    rows = []
-    for n in ranked(nodes):
-        comparable = "" if not n.is_good or comparable_metric(n, key) else " (other metric)"
-        rows.append(
-            f"| {n.id} | {n.operation} | {_cell(n.idea or '-', 120)} | {result_text(n, all_metrics=True)}{comparable} "
-            f"| {sentences(n.summary or '-', SUMMARY_CHARS)} |"
-        )
-    return ["\n".join(head), *rows]
 
 
 def _norm(text: str) -> str:
