@@ -175,7 +175,7 @@ index_step = st.one_of(
     st.tuples(
         st.just("update"),
         st.integers(0, 10**6),
-        st.sampled_from(["pending", "running", "good", "buggy", "good"]),
+        st.sampled_from(["pending", "running", "good", "buggy", "good", "incomparable"]),
         st.sampled_from([0, 0, 1]),
         st.integers(-1, len(VALUES) - 1),
         st.sampled_from(["keep", "keep", "none", "lr 0.2"]),
@@ -205,12 +205,15 @@ def _naive(nodes: list[Node], refinished: int) -> dict:
         "all": nodes,
         "search": search,
         "draft": [n for n in search if n.operation == "draft"],
-        "good": [n for n in search if n.status == "good"],
+        "good": [n for n in search if n.status == "good" and n.incomparable is None],
         "good_nometric": [
             n
             for n in search
-            if n.status == "good" and (n.metric is None or not math.isfinite(n.metric.value))
+            if n.status == "good"
+            and n.incomparable is None
+            and (n.metric is None or not math.isfinite(n.metric.value))
         ],
+        "incomparable": [n for n in search if n.status == "good" and n.incomparable is not None],
         "buggy": [n for n in search if n.status == "buggy"],
         "buggy_leaf": [
             n for n in search if n.status == "buggy" and all(c.operation == "seed_eval" for c in kids[n.id])
@@ -293,12 +296,18 @@ def test_every_index_equals_its_definition(steps):
         else:
             _, pick, status, key_i, v_i, idea = s
             old = nodes[pick % len(nodes)]
+            # "incomparable": a working node marked as having changed the evaluation protocol
+            marked = "changed the protocol" if status == "incomparable" else None
+            status = "good" if marked else status
             metric = _metric(key_i, VALUES[v_i]) if status == "good" and v_i >= 0 else None
             changes = {"status": status, "metric": metric, "summary": f"step {len(history)}"}
+            changes["incomparable"] = marked
             if idea != "keep":
                 changes["idea"] = None if idea == "none" else idea
             new = old.with_changes(**changes)
-            refinished += old.is_finished and (old.status != new.status or old.metric != new.metric)
+            refinished += old.is_finished and (
+                old.status != new.status or old.metric != new.metric or old.incomparable != new.incomparable
+            )
             ix = ix.with_updated(new)
         history.append((ix, list(ix.nodes.values()), refinished))
         assert _fields(ix) == _naive(*history[-1][1:])

@@ -62,6 +62,7 @@ CATEGORIES = (
     "draft",
     "good",
     "good_nometric",  # good search nodes without a valid metric (selection cannot rank them)
+    "incomparable",  # working search nodes that changed the stage's evaluation protocol (never ranked)
     "buggy",
     "buggy_leaf",  # buggy search nodes without a search child
     "finished",  # good or buggy search nodes
@@ -100,6 +101,8 @@ def categories_of(node: Node, leaf: bool) -> tuple[str, ...]:
         out += ["good", "finished"]
         if node.metric is None or not node.metric.is_valid:
             out.append("good_nometric")
+    elif node.is_incomparable:
+        out += ["incomparable", "finished"]
     elif node.is_buggy:
         out += ["buggy", "finished"] + (["buggy_leaf"] if leaf else [])
     if node.idea and node.operation in ("tune", "ablate"):
@@ -275,7 +278,11 @@ class _Edit:
         self._move(node.id, node.stage, categories_of(old_node, leaf), categories_of(node, leaf))
         order = self._order(node.id)
         self._rank(rank_entry(old_node, order), rank_entry(node, order), node.tree)
-        if old_node.is_finished and (old_node.status != node.status or old_node.metric != node.metric):
+        if old_node.is_finished and (
+            old_node.status != node.status
+            or old_node.metric != node.metric
+            or old_node.incomparable != node.incomparable
+        ):
             self.refinished += 1
 
     def done(self) -> SearchIndex:

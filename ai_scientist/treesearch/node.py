@@ -167,6 +167,9 @@ class Node:
     state_op: str = "append"
     created_at: float | None = None
     finished_at: float | None = None
+    # why a working node is not comparable with its stage (it changed the evaluation protocol the
+    # stage's first working node fixed: runloop/protocol.py); None for every other node
+    incomparable: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -199,7 +202,15 @@ class Node:
 
     @property
     def is_good(self) -> bool:
-        return self.status == "good"
+        """Worked and is comparable with its stage: the nodes selection ranks, counts as good,
+        grows and hands on (a working node that changed the evaluation protocol is not)."""
+        return self.status == "good" and self.incomparable is None
+
+    @property
+    def is_incomparable(self) -> bool:
+        """Worked, but changed the stage's evaluation protocol (``incomparable`` says how): kept
+        in the tree and the journal, never ranked against the others."""
+        return self.status == "good" and self.incomparable is not None
 
     @property
     def is_finished(self) -> bool:
