@@ -3,8 +3,19 @@
 # Starts a private Docker daemon for the Docker sandbox tests when docker.io is installed,
 # and a private single-node Slurm cluster (scripts/slurm_ci.sh) for the Slurm tests,
 # and stops them (by their pids) afterwards.
+# With CI=true every real component is required (AI_SCI_REQUIRE=all unless set: tests/components.py):
+# a daemon that cannot start stops this script naming it, and a test that would skip for a missing
+# component fails naming it. Elsewhere such tests skip with the reason.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ci=0
+if [ "${CI:-}" = true ]; then
+  ci=1
+  export AI_SCI_REQUIRE="${AI_SCI_REQUIRE:-all}"
+  echo "[test] CI=true: required components: $AI_SCI_REQUIRE" >&2
+fi
+# required() in tests/components.py: does AI_SCI_REQUIRE name this component?
+required() { [ "$ci" = 1 ] && case ",${AI_SCI_REQUIRE:-}," in *",all,"*|*",$1,"*) true ;; *) false ;; esac; }
 bash scripts/setup.sh --with-test-tools
 
 # ruff and mypy against its baseline (docs/testing.md); the suite runs either way, the exit
@@ -17,14 +28,24 @@ if [ -x scripts/docker_ci.sh ] || [ -f scripts/docker_ci.sh ]; then
   if env_out=$(bash scripts/docker_ci.sh start); then
     eval "$env_out"
     docker_started=1
+  elif required docker; then
+    echo "[test] required component 'docker' unavailable: the private dockerd could not start (see above)" >&2
+    exit 1
   else
     echo "[test] private dockerd could not start; Docker tests will skip with the reason" >&2
   fi
+elif required docker; then
+  echo "[test] required component 'docker' unavailable: scripts/docker_ci.sh is missing" >&2
+  exit 1
 fi
 slurm_started=0
 if env_out=$(bash scripts/slurm_ci.sh start); then
   eval "$env_out"
   slurm_started=1
+elif required slurm; then
+  [ "$docker_started" = 1 ] && { bash scripts/docker_ci.sh stop || true; }
+  echo "[test] required component 'slurm' unavailable: the private Slurm cluster could not start (see above)" >&2
+  exit 1
 else
   echo "[test] private Slurm cluster could not start; real-cluster Slurm tests will skip with the reason" >&2
 fi

@@ -1,16 +1,49 @@
-"""Shared pytest set-up: Hypothesis profiles.
+"""Shared pytest set-up: Hypothesis profiles and the required-components switch.
 
 ``HYPOTHESIS_PROFILE=mutation`` (set by scripts/mutation.sh) makes every property test
 deterministic — derandomized, no example database, no deadline — so a mutant is killed
 or survives the same way on every run.
+
+``AI_SCI_REQUIRE=docker,slurm,...`` (``all``; scripts/test.sh sets it when ``CI=true``) turns
+the skip of a test whose real component is missing into a failure naming the component
+(tests/components.py). The ``needs_component`` marker (``components.needs``) is checked here
+before each test; the session's summary lists how many tests found each component.
 """
 
 from __future__ import annotations
 
 import os
 
+import components
+import pytest
 from hypothesis import settings
 
 settings.register_profile("mutation", derandomize=True, database=None, deadline=None, print_blob=False)
 if os.environ.get("HYPOTHESIS_PROFILE"):
     settings.load_profile(os.environ["HYPOTHESIS_PROFILE"])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    components.required()  # an unknown name in AI_SCI_REQUIRE stops the session at once
+    config.addinivalue_line(
+        "markers", "needs_component(name, missing, reason): skip (or fail under AI_SCI_REQUIRE) when missing"
+    )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("needs_component"):
+        if mark.kwargs["missing"]:
+            components.require_or_skip(mark.args[0], mark.kwargs["reason"])
+        components.present(mark.args[0])
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ANN001 - pytest's hook
+    need = components.required()
+    if not need and not components.USED:
+        return
+    tr = terminalreporter
+    tr.section("real components")
+    for name in components.COMPONENTS:
+        n = len(components.USED.get(name, ()))
+        tag = "required" if name in need else "optional"
+        tr.write_line(f"{name:<10} {tag:<8} found by {n} test(s)")

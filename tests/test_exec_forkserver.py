@@ -10,6 +10,7 @@ so, the next command still runs), and that both ways of forking give the same re
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from components import bwrap_or_skip
 
 from ai_scientist.execution import forkserver, process
 from ai_scientist.execution.base import Limits, SandboxError
@@ -36,14 +38,14 @@ def workspace():
     path = Path(tempfile.mkdtemp(prefix="ai-sci-fs-test-", dir="/tmp"))
     path.chmod(0o755)
     yield path
+    shutil.rmtree(path, ignore_errors=True)  # 80 of them were left in /tmp by earlier suites
 
 
 def _executor(backend: str):
     if backend == "bwrap":
-        from ai_scientist.execution.bwrap_backend import BwrapExecutor, bwrap_usable
+        from ai_scientist.execution.bwrap_backend import BwrapExecutor
 
-        if not bwrap_usable()[0]:
-            pytest.skip("bwrap unusable here")
+        bwrap_or_skip()
         return BwrapExecutor()
     from ai_scientist.execution.subprocess_backend import SubprocessExecutor
 

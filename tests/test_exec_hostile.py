@@ -15,8 +15,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+from components import bwrap_or_skip, docker_or_skip
 
-from ai_scientist.execution.base import Limits, SandboxError
+from ai_scientist.execution.base import Limits
 
 # "-inproc": the orchestrator forks the commands itself (exec.fork_server: false)
 BACKENDS = ["subprocess", "bwrap", "subprocess-inproc", "bwrap-inproc", "docker", "docker-reuse"]
@@ -36,18 +37,14 @@ def _make(name: str):
         # tests/test_security_sandbox.py); the limits tested here hold in the opted-in mode too
         return SubprocessExecutor(allow_unsafe=os.geteuid() != 0)
     if name == "bwrap":
-        from ai_scientist.execution.bwrap_backend import BwrapExecutor, bwrap_usable
+        from ai_scientist.execution.bwrap_backend import BwrapExecutor
 
-        ok, detail = bwrap_usable()
-        if not ok:
-            pytest.skip(f"bwrap unusable here: {detail}")
+        bwrap_or_skip()
         return BwrapExecutor()
     from ai_scientist.execution.docker_backend import DockerExecutor
 
-    try:
-        return DockerExecutor(IMAGE, reuse=name == "docker-reuse")
-    except SandboxError as exc:
-        pytest.skip(f"docker backend unavailable ({exc}); start one with scripts/docker_ci.sh start")
+    docker_or_skip(IMAGE)
+    return DockerExecutor(IMAGE, reuse=name == "docker-reuse")
 
 
 @pytest.fixture(params=BACKENDS)

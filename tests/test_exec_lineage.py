@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from components import backend_or_skip
 
 from ai_scientist.execution.base import Limits, OutputHeadTail
 from ai_scientist.execution.lineage import inherit_install_state, install_env, install_environ
@@ -23,17 +24,15 @@ def run_dir():
 @pytest.mark.parametrize("backend", ["subprocess", "bwrap", "docker"])
 def test_child_sees_parent_install_and_adds_its_own(run_dir, backend):
     from ai_scientist.base.config import load_config
-    from ai_scientist.execution import SandboxError, make_executor
+    from ai_scientist.execution import make_executor
 
     parent, child = run_dir / "nodes/n0001", run_dir / "nodes/n0002"
     for d in (parent, child):
         (d / "workspace").mkdir(parents=True)
     for d in (run_dir, run_dir / "nodes", parent, child):
         d.chmod(0o755)
-    try:
-        ex = make_executor(load_config(overrides=["exec.docker_reuse_container=false"]), backend)
-    except SandboxError as exc:
-        pytest.skip(f"{backend} unavailable: {exc}")
+    backend_or_skip(backend)
+    ex = make_executor(load_config(overrides=["exec.docker_reuse_container=false"]), backend)
     lim = Limits(timeout_s=30)
     install = (
         "import os, pathlib; site = pathlib.Path(os.environ['PYTHONPATH']); site.mkdir(parents=True);"

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from components import bwrap_or_skip
 
 from ai_scientist.execution.base import Limits
 
@@ -27,14 +28,13 @@ SHOW = (
 
 @pytest.fixture(params=["bwrap", "subprocess"])
 def executor(request):
-    from ai_scientist.execution.bwrap_backend import BwrapExecutor, bwrap_usable
+    from ai_scientist.execution.bwrap_backend import BwrapExecutor
     from ai_scientist.execution.subprocess_backend import SubprocessExecutor
 
     if os.geteuid() != 0:
         pytest.skip("needs a root orchestrator (the namespace is made by the orchestrator)")
     if request.param == "bwrap":
-        if not bwrap_usable()[0]:
-            pytest.skip("needs bwrap")
+        bwrap_or_skip()
         ex = BwrapExecutor()
     else:
         ex = SubprocessExecutor()

@@ -24,7 +24,7 @@ def test_hostile_suite_as_an_unprivileged_user():
         lambda work: ["-q", "-rs", "-p", "no:cacheprovider", "--rootdir", str(work), "-k", "subprocess or bwrap",
                       str(work / "test_exec_hostile.py"), "-c", os.devnull],
         timeout=900,
-        prepare=lambda work: shutil.copy(ROOT / "tests" / "test_exec_hostile.py", work),
+        prepare=lambda work: [shutil.copy(ROOT / "tests" / f, work) for f in ("test_exec_hostile.py", "components.py")],
     )  # fmt: skip
     passed = int(re.search(r"(\d+) passed", out).group(1))
     assert passed >= 20, out[-3000:]

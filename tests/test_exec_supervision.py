@@ -21,6 +21,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from components import bwrap_or_skip
 
 from ai_scientist.execution import process
 from ai_scientist.execution.base import Limits
@@ -196,10 +197,7 @@ ORCHESTRATOR = textwrap.dedent(
 @pytest.mark.parametrize("backend", ["subprocess", "bwrap", "subprocess-inproc", "bwrap-inproc"])
 def test_command_dies_with_a_kill_9d_orchestrator(workspace, backend):
     if backend.startswith("bwrap"):
-        from ai_scientist.execution.bwrap_backend import bwrap_usable
-
-        if not bwrap_usable()[0]:
-            pytest.skip("bwrap unusable here")
+        bwrap_or_skip()
     marker = f"aisci_marker_{uuid.uuid4().hex}"
     orch = subprocess.Popen([sys.executable, "-c", ORCHESTRATOR, backend, str(workspace), marker])
     deadline = time.monotonic() + 60

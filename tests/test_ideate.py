@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from components import llama_or_skip
 from grammar_support import assert_llama_parses
 from test_report_support import FakeS2, unreachable_url
 
@@ -225,7 +226,7 @@ def test_an_empty_idea_field_goes_back_in_the_repair_round(tmp_path, s2):
 
 
 def test_action_schema_compiles_to_a_local_grammar():
-    pytest.importorskip("llama_cpp")
+    llama_or_skip()
     from ai_scientist.llm.local_backend import grammar_schema
 
     schema = grammar_schema(ACTION_SCHEMA)

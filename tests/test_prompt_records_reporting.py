@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import pytest
+from components import needs_latex
 from test_report_support import FakeS2, default_responder, make_run, report_cfg
 
 from ai_scientist.context import Budget, counter_for
@@ -36,7 +36,7 @@ def _text(msg: dict[str, Any]) -> str:
     return str(content)
 
 
-@pytest.mark.skipif(not shutil.which("pdflatex"), reason="LaTeX not installed (see docs/reporting.md)")
+@needs_latex(("pdflatex",))
 def test_writeup_and_citation_calls_are_assembled_budgeted_and_share_their_prefix(tmp_path: Path):
     run = make_run(tmp_path)
     answer = default_responder()

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
+from components import needs_latex
 from test_report_support import (
     FakeS2,
     ScriptedClient,
@@ -74,7 +73,7 @@ def test_bibtex_is_safe():
     assert bib.count("{") == bib.count("}")
 
 
-@pytest.mark.skipif(not shutil.which("pdflatex"), reason="LaTeX not installed (see docs/reporting.md)")
+@needs_latex(("pdflatex",))
 def test_writeup_offline_skips_citations_with_notice(tmp_path):
     run = make_run(tmp_path)
     client = ScriptedClient(default_responder())

@@ -6,11 +6,11 @@ model writes no review."""
 from __future__ import annotations
 
 import json
-import shutil
 from types import SimpleNamespace
 
 import pytest
-from pipeline_support import events, python_has, start_run
+from components import latex_or_skip, matplotlib_or_skip
+from pipeline_support import events, start_run
 from test_report_support import ScriptedClient, default_responder, make_run, report_cfg
 
 from ai_scientist.reporting.claims import (
@@ -115,10 +115,8 @@ class TypingWriter(ExampleResponder):
 
 @pytest.mark.slow
 def test_model_writer_still_writes_and_an_unmeasured_number_is_listed(tmp_path, capsys):
-    if not (shutil.which("pdflatex") and shutil.which("bibtex")):
-        pytest.skip("LaTeX not installed (scripts/setup.sh installs texlive + latexmk)")
-    if not python_has("matplotlib"):
-        pytest.skip("/usr/bin/python3 lacks matplotlib (scripts/setup.sh installs python3-matplotlib)")
+    latex_or_skip()
+    matplotlib_or_skip()
     code, run_dir, responder = start_run(
         tmp_path,
         "report.enabled=true",  # report.writer: auto (the default), the scripted backend is not local
@@ -151,8 +149,7 @@ def test_model_writer_still_writes_and_an_unmeasured_number_is_listed(tmp_path, 
 
 
 def test_embedded_model_writes_no_review(tmp_path):
-    if not (shutil.which("pdflatex") and shutil.which("bibtex")):
-        pytest.skip("LaTeX not installed")
+    latex_or_skip()
     run = make_run(tmp_path)
     (run / "paper").mkdir()
     (run / "paper" / "paper.tex").write_text("\\begin{document}x\\end{document}\n")

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 
 import jsonschema
-import pytest
+from components import needs_latex
 from test_report_support import FakeS2, default_responder, make_run, real_client, report_cfg
 
 from ai_scientist.base.fileio import read_jsonl
@@ -16,14 +15,10 @@ from ai_scientist.reporting.pipeline import run_reporting
 from ai_scientist.reporting.review import REVIEW_SCHEMA, check_review
 from ai_scientist.reporting.writeup import ReportOptions
 
-needs_latex = pytest.mark.skipif(
-    not (shutil.which("pdflatex") and shutil.which("bibtex")),
-    reason="LaTeX not installed (apt-get install texlive-latex-base texlive-latex-recommended "
-    "texlive-fonts-recommended latexmk chktex)",
-)
+NEEDS_LATEX = needs_latex()
 
 
-@needs_latex
+@NEEDS_LATEX
 def test_full_reporting_pipeline(tmp_path):
     run = make_run(tmp_path)
     cfg = report_cfg(tmp_path)

@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from pipeline_support import events, journal_nodes, prompt_records, python_has, start_run
+from components import latex_or_skip, matplotlib_or_skip
+from pipeline_support import events, journal_nodes, prompt_records, start_run
 
 from ai_scientist.base.config import validate
 from ai_scientist.reporting.facts import fmt_stderr, fmt_value, resolve_writer
@@ -24,12 +24,9 @@ from ai_scientist.treesearch.node import Node
 
 
 def _needs_tools() -> None:
-    if not (shutil.which("pdflatex") and shutil.which("bibtex")):
-        pytest.skip("LaTeX not installed (scripts/setup.sh installs texlive + latexmk)")
-    if not shutil.which("pdftotext"):
-        pytest.skip("pdftotext not installed (apt-get install poppler-utils)")
-    if not python_has("matplotlib"):
-        pytest.skip("/usr/bin/python3 lacks matplotlib (scripts/setup.sh installs python3-matplotlib)")
+    latex_or_skip()
+    latex_or_skip(("pdftotext",))
+    matplotlib_or_skip()
 
 
 def pdf_text(pdf: Path, *pages: int) -> str:

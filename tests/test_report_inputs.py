@@ -11,12 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
-from pipeline_support import events, python_has, start_run
+from components import latex_or_skip, matplotlib_or_skip
+from pipeline_support import events, start_run
 from test_report_support import FakeS2, ScriptedClient, default_responder, make_run, report_cfg
 
 from ai_scientist.reporting.manifest import build_manifest
@@ -57,10 +57,8 @@ def _journal_counts(run_dir: Path) -> dict[int, dict[str, int]]:
 
 @pytest.mark.slow
 def test_report_inputs_and_one_definition_of_counts_and_best(tmp_path, capsys):
-    if not (shutil.which("pdflatex") and shutil.which("bibtex")):
-        pytest.skip("LaTeX not installed (scripts/setup.sh installs texlive + latexmk)")
-    if not python_has("matplotlib"):
-        pytest.skip("/usr/bin/python3 lacks matplotlib (scripts/setup.sh installs python3-matplotlib)")
+    latex_or_skip()
+    matplotlib_or_skip()
     code, run_dir, _ = start_run(
         tmp_path,
         "report.enabled=true",
@@ -139,8 +137,7 @@ def test_report_inputs_and_one_definition_of_counts_and_best(tmp_path, capsys):
 
 
 def test_writer_gets_citation_keys_and_every_good_node(tmp_path):
-    if not (shutil.which("pdflatex") and shutil.which("bibtex")):
-        pytest.skip("LaTeX not installed")
+    latex_or_skip()
     server = FakeS2()
     try:
         run = make_run(tmp_path)
@@ -262,8 +259,8 @@ def test_a_norm_in_inline_math_is_typeset_and_the_writer_is_told_what_math_may_h
 
     assert safe_math(r"\frac{\lambda}{2}\|w\|^2") and not safe_math(r"\input{/etc/passwd}")
     assert not safe_math(r"\|w\|\write18")
-    if not (shutil.which("pdflatex") and python_has("matplotlib")):
-        pytest.skip("LaTeX or matplotlib missing (scripts/setup.sh installs them)")
+    latex_or_skip(("pdflatex",))
+    matplotlib_or_skip()
     code, run_dir, _ = start_run(tmp_path, "report.enabled=true", "report.citations.enabled=false",
                                  "report.num_reviews=0", "agent.stages.stage2_max_iters=0",
                                  "agent.stages.stage3_max_iters=0", "agent.stages.stage4_max_iters=0")  # fmt: skip

@@ -7,6 +7,7 @@ import re
 import shutil
 
 import pytest
+from components import needs_latex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_report_support import SECTIONS, ScriptedClient, default_responder, make_run, real_client, report_cfg
@@ -17,10 +18,7 @@ from ai_scientist.reporting.errors import StepFailed
 from ai_scientist.reporting.pipeline import run_reporting
 from ai_scientist.reporting.writeup import ReportOptions, write_paper
 
-needs_latex = pytest.mark.skipif(
-    not (shutil.which("pdflatex") and shutil.which("bibtex")),
-    reason="LaTeX not installed (see docs/reporting.md)",
-)
+NEEDS_LATEX = needs_latex()
 
 
 def test_latex_text_escapes_everything_but_whitelisted_math():
@@ -68,13 +66,13 @@ def test_latex_missing_spends_no_tokens(tmp_path):
     assert pre["status"] == "failed" and "apt-get install" in pre["reason"]
 
 
-@needs_latex
+@NEEDS_LATEX
 def test_preflight_ok_here():
     ok, msg = latex.preflight_latex()
     assert ok, msg
 
 
-@needs_latex
+@NEEDS_LATEX
 def test_compile_error_fixed_in_loop(tmp_path):
     run = make_run(tmp_path)
     broken = {**SECTIONS, "results": "Loss fell as $x^$ shows."}  # passes the whitelist, breaks LaTeX
@@ -90,7 +88,7 @@ def test_compile_error_fixed_in_loop(tmp_path):
     assert [c["role"] for c in client.calls] == ["writeup", "writeup"]
 
 
-@needs_latex
+@NEEDS_LATEX
 def test_compile_error_never_fixed_fails_with_excerpt(tmp_path):
     run = make_run(tmp_path)
     broken = {**SECTIONS, "results": "Loss fell as $x^$ shows."}
@@ -102,7 +100,7 @@ def test_compile_error_never_fixed_fails_with_excerpt(tmp_path):
     assert saved["pdf"] is None and len(saved["problems"]) == 2
 
 
-@needs_latex
+@NEEDS_LATEX
 def test_page_limit_overrun_goes_back_to_the_model(tmp_path):
     run = make_run(tmp_path)
     long = {**SECTIONS, "method": ("A long method paragraph. " * 120 + "\n\n") * 12}
@@ -138,7 +136,7 @@ def test_latex_text_never_emits_unknown_commands_or_unbalanced_braces(text):
     assert "%" not in unescaped and "#" not in unescaped
 
 
-@needs_latex
+@NEEDS_LATEX
 def test_pdflatex_bibtex_fallback_without_latexmk(tmp_path):
     tools = tmp_path / "bin"
     tools.mkdir()
@@ -161,7 +159,7 @@ def test_pdflatex_bibtex_fallback_without_latexmk(tmp_path):
     assert "\\bibitem{a}" in (paper / "paper.bbl").read_text()  # bibtex ran between the pdflatex passes
 
 
-@pytest.mark.skipif(not shutil.which("chktex"), reason="chktex not installed (apt-get install chktex)")
+@needs_latex(("chktex",))
 def test_chktex_warnings_are_reported(tmp_path):
     (tmp_path / "paper.tex").write_text(
         "\\documentclass{article}\\begin{document}As shown in \\cite{x}.\\end{document}\n"

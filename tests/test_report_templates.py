@@ -3,18 +3,14 @@ papers compile, and the page limit of each is enforced as before (an overrun goe
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
+from components import needs_latex
 from test_report_support import SECTIONS, ScriptedClient, default_responder, make_run, report_cfg
 
 from ai_scientist.base.config import validate
 from ai_scientist.reporting.writeup import write_paper
 
-needs_latex = pytest.mark.skipif(
-    not (shutil.which("pdflatex") and shutil.which("bibtex")),
-    reason="LaTeX not installed (see docs/reporting.md)",
-)
+NEEDS_LATEX = needs_latex()
 SENTENCE = "The validation loss of the linear warm-up schedule was compared against the constant schedule. "
 LONG = {**SECTIONS, **{k: (SENTENCE * 40 + "\n\n") * 3 for k in ("method", "experiments", "results")}}
 
@@ -25,7 +21,7 @@ def test_template_sets_the_default_page_limit():
     assert validate({"report": {"template": "conference", "page_limit": 4}}).report.page_limit == 4
 
 
-@needs_latex
+@NEEDS_LATEX
 @pytest.mark.parametrize(("template", "limit", "columns"), [("workshop", 4, False), ("conference", 8, True)])
 def test_both_templates_compile_within_their_limit(tmp_path, template, limit, columns):
     run = make_run(tmp_path)
@@ -39,7 +35,7 @@ def test_both_templates_compile_within_their_limit(tmp_path, template, limit, co
     assert f"The paper must fit in {limit} pages" in client.calls[0]["messages"][-1]["content"]
 
 
-@needs_latex
+@NEEDS_LATEX
 def test_long_paper_overruns_the_workshop_but_fits_the_conference(tmp_path):
     run = make_run(tmp_path / "w")
     client = ScriptedClient(default_responder(sections=(LONG,)))

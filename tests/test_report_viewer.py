@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from components import needs
 from test_report_support import NODES, make_run
 
 from ai_scientist.base.fileio import atomic_write_json
@@ -91,7 +92,7 @@ def test_cmd_view_default_path_and_bad_dir(tmp_path, capsys):
 
 
 @pytest.mark.slow  # two headless Chromium launches: ~10-20 s on 2 cores
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y chromium)")
+@needs("chromium", CHROMIUM is None, "chromium not installed (apt-get install -y chromium)")
 def test_viewer_renders_every_node_in_headless_chromium(tmp_path):
     run = _hostile_run(tmp_path)
     page = write_view(run, tmp_path / "view.html")

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from components import needs_latex
 from PIL import Image
 from test_report_support import (
     SECTIONS,
@@ -144,7 +144,7 @@ def test_perceptual_duplicates_are_found(tmp_path):
     assert [(a.name, b.name) for a, b, _ in dups] == [("loss.png", "loss_copy.jpg")] and dups[0][2] <= 6
 
 
-@pytest.mark.skipif(not shutil.which("pdflatex"), reason="LaTeX not installed (see docs/reporting.md)")
+@needs_latex(("pdflatex",))
 def test_duplicate_figure_is_removed_and_fed_back(tmp_path):
     run = make_run(tmp_path)
     _figures(run)
@@ -212,7 +212,7 @@ def _reflect_run(tmp_path, reflect_sections):
     return run, write_paper(run, cfg, llm)
 
 
-@pytest.mark.skipif(not shutil.which("pdflatex"), reason="LaTeX not installed (see docs/reporting.md)")
+@needs_latex(("pdflatex",))
 def test_reflection_round_feeds_problems_back_and_is_prompt_logged(tmp_path):
     revised = {**SECTIONS, "introduction": "Warm-up matters.", "related_work": "Prior work.",
                "results": "Figure \\ref{fig:1} shows the loss; Figure \\ref{fig:2} the accuracy, now labelled."}  # fmt: skip
@@ -231,7 +231,7 @@ def test_reflection_round_feeds_problems_back_and_is_prompt_logged(tmp_path):
     assert all(f"- {f}" in sent for f in fb) and "Reflection round 1 of 1" in sent
 
 
-@pytest.mark.skipif(not shutil.which("pdflatex"), reason="LaTeX not installed (see docs/reporting.md)")
+@needs_latex(("pdflatex",))
 def test_a_revision_that_breaks_the_build_is_reverted(tmp_path):
     broken = {**SECTIONS, "results": "Loss fell as $x^$ shows, see \\ref{fig:2}."}
     run, summary = _reflect_run(tmp_path, broken)
@@ -245,7 +245,7 @@ def test_a_revision_that_breaks_the_build_is_reverted(tmp_path):
     assert summary["sections"]["results"] == "See Figure \\ref{fig:1}."
 
 
-@pytest.mark.skipif(not shutil.which("pdflatex"), reason="LaTeX not installed (see docs/reporting.md)")
+@needs_latex(("pdflatex",))
 def test_revision_that_drops_every_citation_still_builds(tmp_path):
     # the first draft cites the one reference; the reflection's revision cites nothing: the
     # rebuild must not fail on the first build's bibtex state
@@ -285,7 +285,7 @@ class _NamedBackend(ScriptedBackend):
         self.name = name
 
 
-@pytest.mark.skipif(not shutil.which("pdflatex"), reason="LaTeX not installed (see docs/reporting.md)")
+@needs_latex(("pdflatex",))
 @pytest.mark.parametrize("backend", ["local", "openai"])
 def test_a_local_models_sections_fit_its_max_tokens(tmp_path, backend):
     """The embedded model filled 20,000-character sections until the call timed out (three

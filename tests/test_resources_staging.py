@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from components import backend_or_skip
 
 from ai_scientist.base.config import ConfigError
 from ai_scientist.cli.main import main
@@ -116,15 +117,13 @@ def test_fetch_runs_in_sandbox_when_network_allowed(base):
 @pytest.mark.parametrize("backend", ["subprocess", "bwrap", "docker"])
 def test_every_backend_sees_resources(base, backend):
     from ai_scientist.base.config import load_config
-    from ai_scientist.execution import SandboxError, make_executor
+    from ai_scientist.execution import make_executor
 
     run = base / "run"
     stage_resources(load_resources(_spec(base)), run)
     cfg = load_config(overrides=["exec.docker_reuse_container=false"])
-    try:
-        ex = make_executor(cfg, backend, resources_dir=run / "resources")
-    except SandboxError as exc:
-        pytest.skip(f"{backend} unavailable: {exc}")
+    backend_or_skip(backend)
+    ex = make_executor(cfg, backend, resources_dir=run / "resources")
     ws = run / "nodes/n0001/workspace"
     ws.mkdir(parents=True)
     for d in (run, run / "nodes", ws.parent):

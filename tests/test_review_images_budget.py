@@ -9,10 +9,9 @@ the review happens, within its budget. Expectations from the run's own files.
 from __future__ import annotations
 
 import json
-import shutil
 
-import pytest
-from pipeline_support import events, python_has, start_run
+from components import latex_or_skip, matplotlib_or_skip
+from pipeline_support import events, start_run
 
 
 def _images(rec: dict) -> int:
@@ -26,8 +25,8 @@ def _images(rec: dict) -> int:
 
 
 def test_a_review_whose_figures_do_not_fit_is_sent_with_fewer(tmp_path):
-    if not (shutil.which("pdflatex") and python_has("matplotlib")):
-        pytest.skip("LaTeX or matplotlib missing (scripts/setup.sh installs them)")
+    latex_or_skip(("pdflatex",))
+    matplotlib_or_skip()
     code, run_dir, _ = start_run(
         tmp_path,
         "report.enabled=true",

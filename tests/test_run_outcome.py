@@ -4,11 +4,11 @@ review, and the commands to inspect it — every printed value read back from th
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-from pipeline_support import journal_nodes, python_has, start_run
+from components import latex_or_skip, matplotlib_or_skip
+from pipeline_support import journal_nodes, start_run
 
 from ai_scientist.testing.scripted import ExampleResponder
 
@@ -83,10 +83,8 @@ def test_failed_run_says_how_many_nodes_failed_per_stage(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_reporting_run_prints_figures_paper_and_review(tmp_path, capsys):
-    if not (shutil.which("pdflatex") and shutil.which("bibtex")):
-        pytest.skip("LaTeX not installed (scripts/setup.sh installs texlive + latexmk)")
-    if not python_has("matplotlib"):
-        pytest.skip("/usr/bin/python3 lacks matplotlib (scripts/setup.sh installs python3-matplotlib)")
+    latex_or_skip()
+    matplotlib_or_skip()
     code, run_dir, _ = start_run(
         tmp_path,
         "report.enabled=true",
@@ -123,8 +121,7 @@ class NoPaperResponder(ExampleResponder):
 def test_a_report_step_that_failed_is_named_with_its_reason(tmp_path, capsys):
     """No paper: the block says so with the writeup's recorded reason, and that the review was
     skipped for it (both read from the run's report_step events), instead of staying silent."""
-    if not python_has("matplotlib"):
-        pytest.skip("/usr/bin/python3 lacks matplotlib (scripts/setup.sh installs python3-matplotlib)")
+    matplotlib_or_skip()
     code, run_dir, _ = start_run(
         tmp_path,
         "report.enabled=true",

@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from components import bwrap_or_skip, docker_or_skip
 from pipeline_support import events, journal_nodes, start_run
 
 from ai_scientist.base.config import load_config
@@ -114,11 +115,7 @@ def _check_environment_layer(run_dir: Path, backend: str, host_only: str) -> str
 
 @pytest.fixture(scope="module")
 def bwrap_run(tmp_path_factory):
-    from ai_scientist.execution.bwrap_backend import bwrap_usable
-
-    ok, detail = bwrap_usable()
-    if not ok:
-        pytest.skip(f"bwrap unusable here: {detail}")
+    bwrap_or_skip()
     tmp = tmp_path_factory.mktemp("bwrap-env")
     mp = pytest.MonkeyPatch()
     try:
@@ -172,10 +169,8 @@ def test_absent_compiler_is_refused_and_the_problem_reaches_the_next_prompt(bwra
 def test_docker_environment_layer_lacks_a_host_tool_the_image_lacks(tmp_path):
     from ai_scientist.execution.docker_backend import DockerExecutor
 
-    try:
-        DockerExecutor(IMAGE).close()
-    except SandboxError as exc:
-        pytest.skip(f"docker backend unavailable ({exc}); start one with scripts/docker_ci.sh start")
+    docker_or_skip(IMAGE)
+    DockerExecutor(IMAGE).close()
     mp = pytest.MonkeyPatch()
     try:
         _fake_tool(tmp_path, mp, "ifx")

@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from components import IMAGE, bwrap_or_skip, docker_or_skip
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -57,19 +58,12 @@ def test_attacker_in_a_real_run_under_an_untraversable_directory(tmp_path, backe
     if backend == "subprocess" and not ROOT_USER:
         pytest.skip("not root: the subprocess backend refuses (test_pipeline_refuses_unsafe_backend)")
     if backend == "docker":
-        from ai_scientist.execution.base import SandboxError
         from ai_scientist.execution.docker_backend import DockerExecutor
 
-        try:
-            DockerExecutor(os.environ.get("AI_SCI_SANDBOX_IMAGE", "ai-scientist-sandbox:latest")).close()
-        except SandboxError as exc:
-            pytest.skip(f"docker backend unavailable ({exc}); start one with scripts/docker_ci.sh start")
+        docker_or_skip(IMAGE)
+        DockerExecutor(IMAGE).close()
     if backend == "bwrap":
-        from ai_scientist.execution.bwrap_backend import bwrap_usable
-
-        ok, detail = bwrap_usable()
-        if not ok:
-            pytest.skip(f"bwrap unusable here: {detail}")
+        bwrap_or_skip()
     out = drive(tmp_path, backend)
     proc = out["proc"]
     try:

@@ -22,8 +22,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-
-from ai_scientist.execution.base import SandboxError
+from components import bwrap_or_skip, docker_or_skip
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -35,18 +34,12 @@ ROOT_USER = os.geteuid() == 0
 
 def _skip_unless_usable(backend: str) -> None:
     if backend.startswith("bwrap"):
-        from ai_scientist.execution.bwrap_backend import bwrap_usable
-
-        ok, detail = bwrap_usable()
-        if not ok:
-            pytest.skip(f"bwrap unusable here: {detail}")
+        bwrap_or_skip()
     if backend.startswith("docker"):
         from ai_scientist.execution.docker_backend import DockerExecutor
 
-        try:
-            DockerExecutor(IMAGE).close()
-        except SandboxError as exc:
-            pytest.skip(f"docker backend unavailable ({exc}); start one with scripts/docker_ci.sh start")
+        docker_or_skip(IMAGE)
+        DockerExecutor(IMAGE).close()
 
 
 def run_attack(tmp_path: Path, backend: str, allow_unsafe: bool = False) -> dict:

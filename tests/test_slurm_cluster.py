@@ -19,27 +19,15 @@ import time
 from pathlib import Path
 
 import pytest
+from components import needs, slurm_down
 from pipeline_support import events, journal_nodes, start_run
 
 from ai_scientist.base.config import load_config
 from ai_scientist.execution.base import Limits
 from ai_scientist.execution.slurm_backend import SlurmExecutor
 
-
-def _cluster_down() -> str | None:
-    if not os.environ.get("SLURM_CONF"):
-        return 'no Slurm cluster: SLURM_CONF is not set (eval "$(scripts/slurm_ci.sh start)")'
-    try:
-        ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"no Slurm cluster: scontrol ping failed ({exc})"
-    if ping.returncode != 0 or "UP" not in ping.stdout:
-        return f"no Slurm cluster: {(ping.stdout + ping.stderr).strip()[:200]}"
-    return None
-
-
-DOWN = _cluster_down()
-pytestmark = pytest.mark.skipif(DOWN is not None, reason=DOWN or "")
+DOWN = slurm_down()
+pytestmark = needs("slurm", DOWN is not None, DOWN or "")
 DRIVER = Path(__file__).parent / "drive_run.py"
 SLURM_RUN = ["exec.backend=slurm", "exec.slurm.poll_interval_s=0.2", "exec.slurm.lost_grace_s=3"]
 

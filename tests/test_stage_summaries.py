@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from components import latex_or_skip
 from pipeline_support import events, journal_nodes, prompt_records, start_run
 
 from ai_scientist.base.fileio import read_json
@@ -185,8 +185,7 @@ def test_a_failed_summary_call_is_recorded_and_the_run_goes_on(tmp_path):
 
 @pytest.mark.slow
 def test_the_writeup_prompt_carries_the_summaries(tmp_path):
-    if not (shutil.which("pdflatex") and shutil.which("bibtex")):
-        pytest.skip("LaTeX not installed (scripts/setup.sh installs texlive + latexmk)")
+    latex_or_skip()
     code, run_dir, _ = start_run(
         tmp_path,
         "report.enabled=true",

