@@ -1,12 +1,14 @@
-"""Forest/MCTS decisions from the journal's indexes equal the ones made by scanning the nodes.
+"""Forest/MCTS decisions from the journal's indexes equal an independent reference's.
 
 Seeded random histories (two stages searched by mcts, three forest trees, children of random
 parents, statuses changing back and forth, metrics of two keys with ties, NaN, inf and
 -0.0, a carried node from stage 2 that may be good, buggy or carry an odd metric) are
 written through a real journal; after every write the indexed ``MCTSPolicy`` (UCB
 statistics of every tree, the chosen action with its evidence) and the forest's tree
-votes are compared with the scanning versions in ``ai_scientist/testing/search_scan.py``
-(the code they replaced), on the journal and on a snapshot.
+votes are compared with ``ai_scientist/testing/mcts_reference.py``, an independent
+implementation of the policy's definitions (node records only, ancestor chains, exact sums), on
+the journal and on a snapshot. Its values are exact sums rounded once, the policy's are float
+sums: the UCB numbers agree to 1e-12, the decisions exactly.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import random
 
 import pytest
 
-from ai_scientist.testing import search_scan as scan
+from ai_scientist.testing import mcts_reference as reference
 from ai_scientist.treesearch import Journal, Metric, StageState
 from ai_scientist.treesearch.policies import MCTSPolicy, final_choice, tree_stats
 from ai_scientist.treesearch.policies.forest import tree_bests
@@ -41,22 +43,36 @@ def _metric(rng: random.Random) -> Metric | None:
     return Metric(name, rng.choice(VALUES), direction, dataset)
 
 
-def _compare(view, carried_id: str, policies: tuple[MCTSPolicy, MCTSPolicy], step_no: int) -> None:
+def _same_stats(mine, exact) -> None:
+    assert (mine.tree, mine.anchor, mine.visits, mine.parent_visits, mine.children) == (
+        exact.tree, exact.anchor, exact.visits, exact.parent_visits, exact.children,
+    )  # fmt: skip
+    for field in ("reward", "value", "ucb"):
+        a, b = getattr(mine, field), getattr(exact, field)
+        assert a.keys() == b.keys(), field
+        bad = {k: (a[k], b[k]) for k in a if not math.isclose(a[k], b[k], rel_tol=1e-12, abs_tol=1e-12)}
+        assert not bad, (field, bad)
+
+
+def _compare(
+    view, carried_id: str, policies: tuple[MCTSPolicy, reference.ReferenceMCTS], step_no: int
+) -> None:
     fast, ref = policies
     for state in (StageState(1), StageState(3, carried_id=carried_id)):
         for t in range(TREES):
-            assert tree_stats(view, state, t, fast.c, fast.gamma) == scan.tree_stats(
-                view, state, t, ref.c, ref.gamma
-            ), (state, t)
+            _same_stats(
+                tree_stats(view, state, t, fast.c, fast.gamma),
+                reference.tree_stats(view, state, t, ref.c, ref.gamma),
+            )
         seed = step_no * 7 + state.stage
         mine = fast.next_action(view, state, random.Random(seed))
         theirs = ref.next_action(view, state, random.Random(seed))
         assert mine == theirs, state
-        assert tree_bests(view, state, TREES) == scan.tree_bests(view, state, TREES), state
+        assert tree_bests(view, state, TREES) == reference.tree_bests(view, state, TREES), state
 
 
 def _history(j: Journal, rng: random.Random, steps: int, carried: str, policies) -> None:
-    """``steps`` random writes; after each, the indexed and the scanning answers are compared."""
+    """``steps`` random writes; after each, the indexed and the reference answers are compared."""
     a = j.new_node(stage=1, operation="draft", tree=0)
     c = j.new_node(stage=2, operation="tune", parent_id=a.id, idea="lr 0.1")
     status, metric = CARRIED[carried]
@@ -93,7 +109,7 @@ def _history(j: Journal, rng: random.Random, steps: int, carried: str, policies)
 
 
 @pytest.mark.parametrize("carried", sorted(CARRIED))
-def test_indexed_mcts_decides_as_the_scan(tmp_path, carried):
+def test_indexed_mcts_decides_as_the_reference(tmp_path, carried):
     for seed in range(12):
         rng = random.Random(f"{carried}-{seed}")
         kw = dict(
@@ -102,13 +118,13 @@ def test_indexed_mcts_decides_as_the_scan(tmp_path, carried):
             max_expand=rng.choice([1, 2, 3]),
             tree_nums=TREES,
         )
-        policies = (MCTSPolicy(**kw), scan.ScanMCTS(**kw))
+        policies = (MCTSPolicy(**kw), reference.ReferenceMCTS(**kw))
         _history(Journal(tmp_path / f"journal-{seed}.jsonl"), rng, 70, carried, policies)
 
 
-def test_consensus_on_a_large_forest_matches_the_scan():
+def test_consensus_on_a_large_forest_matches_the_reference():
     """A 2,000-node stage 3 with many equal metrics: every final choice agrees with the votes
-    the scan gives (the consensus and its evidence are computed from those votes)."""
+    the reference gives (the consensus and its evidence are computed from those votes)."""
     rng = random.Random(3)
     from ai_scientist.treesearch import JournalView, Node
 
@@ -139,11 +155,11 @@ def test_consensus_on_a_large_forest_matches_the_scan():
         )
     view = JournalView(nodes)
     state = StageState(3, carried_id="n0001")
-    assert tree_bests(view, state, TREES) == scan.tree_bests(view, state, TREES)
+    assert tree_bests(view, state, TREES) == reference.tree_bests(view, state, TREES)
     for method in ("consensus", "score"):
         assert (
             final_choice(view, state, TREES, method=method).node_id
-            in scan.tree_bests(view, state, TREES).values()
+            in reference.tree_bests(view, state, TREES).values()
         )
-    policies = (MCTSPolicy(tree_nums=TREES), scan.ScanMCTS(tree_nums=TREES))
+    policies = (MCTSPolicy(tree_nums=TREES), reference.ReferenceMCTS(tree_nums=TREES))
     _compare(view, "n0001", policies, 0)

@@ -2,9 +2,9 @@
 
 ``treesearch/policies/mcts.py`` and ``forest.py`` answer from the journal's indexes
 (``SearchIndex.trees``, ``tree_ranked``, ``ranked``); these are the versions they
-replaced, kept as the reference: ``tests/test_search_mcts_index.py`` checks that both
-give the same decisions on random histories, and ``bench/search_decisions.py`` times
-both in the same run.
+replaced, kept as the baseline ``bench/search_decisions.py`` times in the same run. They are
+the policy's own code with scans for index reads, so they are no test oracle: the test of
+the decisions compares with ``mcts_reference.py``, written from the definitions.
 """
 
 from __future__ import annotations
