@@ -6,12 +6,13 @@ model writes no review."""
 from __future__ import annotations
 
 import json
+import os
 from types import SimpleNamespace
 
 import pytest
 from components import latex_or_skip, matplotlib_or_skip
 from pipeline_support import events, start_run
-from test_report_support import ScriptedClient, default_responder, make_run, report_cfg
+from test_report_support import REVIEW, ScriptedClient, default_responder, make_run, report_cfg
 
 from ai_scientist.reporting.claims import (
     Claim,
@@ -19,9 +20,12 @@ from ai_scientist.reporting.claims import (
     check_claims,
     extract_numbers,
     match_claim,
+    nearest,
     paper_body,
 )
 from ai_scientist.reporting.pipeline import LOCAL_REVIEW_SKIPPED, run_reporting
+from ai_scientist.reporting.review import review_paper
+from ai_scientist.reporting.writeup import stage_summaries
 from ai_scientist.testing.scripted import PAPER_SECTIONS, ExampleResponder
 
 
@@ -84,6 +88,23 @@ def test_closest_source_wins():
     assert match_claim(_claim("0.79"), ms).source == "n0010 val_accuracy"
 
 
+def test_nearest_names_results_first_one_per_value_and_never_the_config():
+    ms = [
+        Measurement(2000.0, "config memory.core_max_chars", "config", True),
+        Measurement(0.81, "n0001 acc", "metric"),
+        Measurement(0.97, "n0001/curve.json:[3]", "result file"),
+        Measurement(0.815, "stage 1 seed re-runs of n0001: mean", "seed statistic"),
+        Measurement(0.81, "n0002 acc (seed 1 re-run of n0001)", "metric"),
+        Measurement(0.2, "n0003 acc", "metric"),  # more than NEAR away
+    ]
+    assert [m.source for m in nearest(_claim("97.3 %"), ms)] == [
+        "stage 1 seed re-runs of n0001: mean",  # results first, the closest first
+        "n0001 acc",  # (n0002's 0.81 is the same value: named once)
+        "n0001/curve.json:[3]",  # a saved file's number after the results, however close
+    ]
+    assert nearest(_claim("2019"), ms) == []  # the pipeline's config is no result a year stood for
+
+
 def test_check_claims_on_a_run(tmp_path):
     run = make_run(tmp_path)
     (run / "config.resolved.yaml").write_text("agent:\n  multi_seed_eval:\n    num_seeds: 2\n")
@@ -100,6 +121,35 @@ def test_check_claims_on_a_run(tmp_path):
     assert src["0.305"].endswith(": mean") and src["0.015"].endswith(": stderr")
     assert src["3"] == "stage number" and src["2"]
     assert result["unmatched_numbers"] == ["97.3%", "2031"] and result["unmatched"] == 2
+    assert all("nearest" in c for c in result["claims"] if c["source"] is None)
+    assert all("nearest" not in c for c in result["claims"] if c["source"] is not None)
+
+
+def test_the_reviewers_see_the_claims_of_the_paper_they_read_and_the_measurements(tmp_path):
+    run = make_run(tmp_path)
+    (run / "paper").mkdir()
+    (run / "paper" / "paper.tex").write_text(
+        "\\begin{document}\nThe best val loss is 0.25; the draft reached 0.61.\n\\end{document}\n"
+    )
+    # a claims file of an earlier paper (older than paper.tex) is not what the reviewers get
+    (run / "paper" / "claims.json").write_text(json.dumps({"claims": [], "numbers": 0, "unmatched": 0}))
+    os.utime(run / "paper" / "claims.json", (1, 1))
+    client = ScriptedClient(lambda *a: json.dumps(REVIEW), supports_vision=False)
+    review_paper(run, report_cfg(tmp_path, num_reviews=1, num_reflections=0), client)
+    claims = json.loads((run / "paper" / "claims.json").read_text())  # checked again for the review
+    assert claims["unmatched_numbers"] == ["0.61"]
+    (call,) = client.calls
+    measured = _layer({"messages": call["messages"]}, "What the run measured")
+    (row,) = [c for c in claims["claims"] if c["source"] is None]
+    near = "; ".join(f"{n['source']} = {n['value']:.6g}" for n in row["nearest"])
+    assert f'- "0.61" in "... {row["context"]} ..." (nearest measured: {near}).' in measured
+    assert (
+        "2 numbers in the paper's text, tables and captions: 1 traced to a measurement of the run, 1 not traced:"
+        in measured
+    )
+    for stage in stage_summaries(run):  # each stage's best with the metrics its records hold
+        if stage.get("best_node") and not stage.get("best_from_stage"):
+            assert f"  Best: {stage['best_node']}: {stage['metrics']}" in measured
 
 
 class TypingWriter(ExampleResponder):
@@ -140,12 +190,39 @@ def test_model_writer_still_writes_and_an_unmeasured_number_is_listed(tmp_path, 
     assert "97.3" in unmatched[0]["context"] and unmatched[0]["line"] > 0
     review = json.loads((run_dir / "review.json").read_text())
     assert review["reviews"] and not review.get("skipped")  # a capable reviewer still reviews
+    # the reflection prompt really sent named each, where it stands; the reviewers were told
+    logs = {p.stem.split("_", 1)[1]: json.loads(p.read_text()) for p in (run_dir / "nodes" / "run" / "prompt_logs").glob("*.json")}  # fmt: skip
+    reflect = logs["writeup_reflect_1"]["messages"][-1]["content"]
+    reviews = [r for k, r in logs.items() if k.startswith("review_review")]
+    assert len(reviews) == 2  # the review and its reflection
+    for c in unmatched:
+        assert f'  - "{c["text"]}" in "... {c["context"]} ...": ' in reflect
+        for r in reviews:
+            assert f'- "{c["text"]}" in "... {c["context"]} ..."' in _layer(r, "What the run measured")
+    writeup = json.loads((run_dir / "paper" / "writeup.json").read_text())
+    assert [r["unmatched"] for r in writeup["reflections"]] == [claims["unmatched_numbers"]]
+    measured = _layer(reviews[0], "What the run measured")
+    assert f"{claims['numbers']} numbers in the paper's text, tables and captions: 0 traced" in measured
+    # the stage's best as its end chose it, with the metric its record holds
+    state = json.loads((run_dir / "state.json").read_text())
+    best1 = state["stages"]["1"]["best"]["node_id"]
+    node = json.loads((run_dir / "nodes" / best1 / "node.json").read_text())
+    assert f"  Best: {best1}: {node['metric']['name']}={node['metric']['value']:.6g}" in measured
     err = capsys.readouterr().err
     assert "  written by: the writer model; report.writer=auto" in err
     assert (
         f"  claims: {claims['numbers']} numbers in the paper, 2 unmatched by any measurement: 97.3 %, 2019"
         in err
     )
+
+
+def _layer(record: dict, title: str) -> str:
+    """The text of the layer titled ``title`` in a prompt-log record's messages."""
+    parts = [[m["content"]] if isinstance(m["content"], str) else m["content"] for m in record["messages"]]
+    text = "\n".join(p if isinstance(p, str) else p.get("text", "") for ps in parts for p in ps)
+    start = text.index(f"## {title}")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end > 0 else len(text)]
 
 
 def test_embedded_model_writes_no_review(tmp_path):

@@ -74,6 +74,9 @@ LAYERS: dict[str, Layer] = {
         # the stage's goal, one sentence (phases/stage_goal.j2): the same for every node of a stage,
         # so it sits with the stage's layers, before the lineage, where the prefix cache holds it
         _L("stage_goal", "user", 93, "head", min_tokens=40, title="This stage's goal"),
+        # the metric and the data / split / size / noise / seed parameters the stage's first working
+        # node fixed (runloop/protocol.py): a node that changes them is not ranked
+        _L("evaluation_protocol", "user", 91, "head", min_tokens=80, title="Evaluation protocol"),
         # the stage being summarised: counts, best node, every node ranked (summary prompt only)
         _L("stage_facts", "user", 85, "head_rows", min_tokens=150, title="This stage"),
         _L(
@@ -107,6 +110,17 @@ LAYERS: dict[str, Layer] = {
             required=True,
             min_tokens=800,
             title="Paper (LaTeX source)",
+        ),
+        # the run's records beside the paper: each stage's measurements and which of the paper's
+        # numbers no measurement matches (reporting/review.measured_facts); untraced numbers first
+        _L(
+            "measured",
+            "user",
+            88,
+            "head",
+            template="reporting/text.j2",
+            min_tokens=200,
+            title="What the run measured (the pipeline's records)",
         ),
         _L("review_so_far", "user", 85, template="reporting/review_so_far.j2", title="Your review so far"),
         _L("reviews", "user", 85, template="reporting/review_reviews.j2", title="The reviews"),
@@ -191,9 +205,9 @@ _TAIL = ["instructions", "response_format"]
 _STABLE = [*_SYS, "task", *_TAIL]
 
 _REVIEW: dict[str, list[str]] = {
-    "review": ["reviewer", "fewshot", "paper", "instructions", "response_format"],
-    "review_reflect": ["reviewer", "paper", "instructions", "response_format", "review_so_far"],
-    "review_meta": ["reviewer", "paper", "instructions", "response_format", "reviews"],
+    "review": ["reviewer", "fewshot", "paper", "measured", "instructions", "response_format"],
+    "review_reflect": ["reviewer", "paper", "measured", "instructions", "response_format", "review_so_far"],
+    "review_meta": ["reviewer", "paper", "measured", "instructions", "response_format", "reviews"],
     # the aggregation script over the run's data (its retry's problems go to node_brief, last)
     "plot_aggregate": ["plotter", "manifest", "instructions", "response_format", "node_brief"],
     # the paper's sections, a compile fix and a reflection round: one prompt whose node_brief (the
@@ -215,6 +229,7 @@ PROMPTS: dict[str, list[str]] = {
         "seed_code",
         "stage_summary",
         "stage_goal",
+        "evaluation_protocol",
         "resource_index",
         "memory",
         "history",
@@ -238,6 +253,7 @@ PROMPTS: dict[str, list[str]] = {
         "seed_code",
         "stage_summary",
         "stage_goal",
+        "evaluation_protocol",
         "resource_index",
         "memory",
         "history",
@@ -280,6 +296,7 @@ PROMPTS: dict[str, list[str]] = {
         "task",
         *_TAIL,
         "stage_summary",
+        "evaluation_protocol",
         "memory",
         "ablation_plan",
         "tried_hyperparams",

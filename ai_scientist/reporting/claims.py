@@ -36,11 +36,12 @@ import yaml
 
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import NodePaths, RunPaths
-from .runread import RunView, load_run, read_text
-from .writeup import seed_statistics
+from .runread import RunView, load_run, read_text, seed_statistics
 
 MAX_FILE_NUMBERS = 5_000  # numbers taken from saved result files (a long curve is not a claim's source)
-CONTEXT_CHARS = 50
+CONTEXT_CHARS = 100
+NEAREST = 3  # measured values named beside an unmatched number (what the writer may have meant)
+NEAR = 0.5  # ... each within this relative distance of the printed value
 
 # \cmd[opt]{arg}: the argument is a key, a file name or a length, never a claim
 _KEY_COMMANDS = (
@@ -129,6 +130,18 @@ def paper_body(tex: str) -> tuple[str, int]:
     return body, tex.count("\n", 0, start) + 1
 
 
+def _context(text: str, start: int, end: int) -> str:
+    """The sentence around ``text[start:end]`` (a table row: its line), at most
+    :data:`CONTEXT_CHARS` on either side: what the writer and the reviewers are shown of where a
+    number stands."""
+    lo = max(text.rfind("\n", 0, start) + 1, text.rfind(". ", 0, start) + 2, start - CONTEXT_CHARS)
+    ends = [i for i in (text.find("\n", end), text.find(". ", end)) if i >= 0]
+    hi = min([*ends, len(text), end + CONTEXT_CHARS])
+    if hi < len(text) and text[hi] == ".":
+        hi += 1  # the sentence's own full stop
+    return " ".join(text[lo:hi].split())
+
+
 def extract_numbers(text: str, first_line: int = 1) -> list[Claim]:
     """Every number of ``text`` (see the module docstring for what is not one), in order."""
     out = []
@@ -138,8 +151,7 @@ def extract_numbers(text: str, first_line: int = 1) -> list[Claim]:
         exp = int(m.group("exp")) if m.group("exp") else 0
         value = float(f"{whole}.{frac or 0}") * 10.0**exp
         decimals = len(frac) - exp  # negative for 1.2e+04: rounded to the hundreds
-        lo, hi = max(0, m.start() - CONTEXT_CHARS), min(len(text), m.end() + CONTEXT_CHARS)
-        context = " ".join(text[lo:hi].split())
+        context = _context(text, m.start(), m.end())
         out.append(
             Claim(
                 text=m.group(0).strip().replace("\\%", "%"),
@@ -303,10 +315,36 @@ def match_claim(claim: Claim, measurements: list[Measurement]) -> Measurement | 
     return min(found, key=lambda t: (t[0], t[1]))[2] if found else None
 
 
+# what a number is most likely to state: the run's results, then its bookkeeping; the pipeline's
+# config, the idea and the references are no result a misprinted number could have meant
+_NEAR_RANK = {"metric": 0, "seed statistic": 0, "count": 1, "seed": 1, "stage": 1, "result file": 2}
+
+
+def nearest(claim: Claim, measurements: list[Measurement], k: int = NEAREST) -> list[Measurement]:
+    """For a number no measurement matches: up to ``k`` measured values within :data:`NEAR` of it
+    (relative; a percentage against a fraction x 100), results (metrics, seed statistics) first,
+    then counts, seeds and stages, then result files; the closest first within each; one per
+    value. What the writer may have meant, so it can print the measured value instead."""
+    found = []
+    for i, m in enumerate(measurements):
+        scale = 100.0 if claim.percent and abs(m.value) <= 1 else 1.0
+        dist = abs(abs(m.value) * scale - claim.value) / max(claim.value, 1e-12)
+        if dist <= NEAR and m.kind in _NEAR_RANK:
+            found.append((_NEAR_RANK[m.kind], dist, i, m))
+    out: list[Measurement] = []
+    for *_, m in sorted(found, key=lambda t: t[:3]):
+        if f"{m.value:.6g}" not in {f"{x.value:.6g}" for x in out}:
+            out.append(m)
+        if len(out) == k:
+            break
+    return out
+
+
 def check_claims(run_dir: str | Path, writer: str | None = None) -> dict[str, Any]:
     """Match every number of ``paper/paper.tex``; writes and returns ``paper/claims.json``:
-    ``{"writer", "numbers", "matched", "unmatched", "claims": [{text, value, line, context,
-    source, kind}]}`` (``source`` null and ``kind`` ``"unmatched"`` when nothing matches)."""
+    ``{"writer", "numbers", "matched", "unmatched", "unmatched_numbers", "claims": [{text, value,
+    line, context, source, kind}]}`` (``source`` null and ``kind`` ``"unmatched"`` when nothing
+    matches; an unmatched claim also has ``nearest``: [{value, source, kind}], see :func:`nearest`)."""
     paths = RunPaths(run_dir)
     tex = read_text(paths.paper_tex, 2_000_000)
     if not tex:
@@ -318,6 +356,10 @@ def check_claims(run_dir: str | Path, writer: str | None = None) -> dict[str, An
         found = match_claim(claim, measurements)
         row = {k: v for k, v in asdict(claim).items() if k in ("text", "value", "line", "context")}
         row.update(source=found.source if found else None, kind=found.kind if found else "unmatched")
+        if not found:
+            row["nearest"] = [
+                {"value": m.value, "source": m.source, "kind": m.kind} for m in nearest(claim, measurements)
+            ]
         claims.append(row)
     unmatched = [c for c in claims if c["source"] is None]
     result = {

@@ -30,8 +30,8 @@ from ..llm.client import backend_name
 from ..treesearch.best import NodeCounts
 from . import latex
 from .errors import StepFailed
-from .runread import SEED_STATISTIC, RunView, load_run, read_text
-from .writeup import STAGE_NAMES, ReportOptions, seed_statistics, stage_paper_figures
+from .runread import SEED_STATISTIC, RunView, load_run, read_text, seed_statistics
+from .writeup import STAGE_NAMES, ReportOptions, stage_paper_figures
 
 if TYPE_CHECKING:
     from ..base.config import Config

@@ -29,11 +29,13 @@ from ..llm.prompting import Prompter, ask
 from ..llm.types import CallContext, LLMError
 from ..llm.vision import is_vision_refusal
 from . import prompts
+from .claims import check_claims
 from .errors import StepFailed, StepSkipped
 from .fewshot import FewShot, budget_examples, load_examples
 from .images import image_part
-from .runread import read_text
+from .runread import SEED_STATISTIC, read_text
 from .vlm import NoVision, review_figures, vision_skip_reason
+from .writeup import stage_summaries
 
 if TYPE_CHECKING:
     from ..base.config import Config
@@ -68,6 +70,7 @@ REVIEW_SCHEMA: dict[str, Any] = {
     "required": ["summary", *_LISTS, "ethical_concerns", *SCORES, "decision"],
     "additionalProperties": False,
 }
+MAX_UNTRACED = 20  # untraced numbers named to the reviewers (the rest are counted)
 # read at most this much of paper.tex (a guard against a runaway file); what a prompt shows of it is
 # decided by the budget: the ``paper`` layer keeps its head and tail (context.spec)
 PAPER_CHARS = 2_000_000
@@ -196,8 +199,46 @@ def paper_view(run_dir: Path, cfg: Config, client: LLMClient) -> PaperView:
     values = {
         "venue": VENUES.get(cfg.report.template, VENUES["workshop"]),
         "figures": [{k: f.get(k) for k in ("label", "file", "caption")} for f in figures],
+        "measured": measured_facts(run_dir),
     }
     return PaperView(values, images)
+
+
+def paper_claims(run_dir: Path) -> tuple[dict[str, Any] | None, str]:
+    """(``paper/claims.json`` of the paper under review, why none): the claims step's file when it
+    is at least as new as ``paper.tex``; else (a paper re-assembled since, a claims step that
+    failed) the check is run again now, so the reviewers' facts are about the paper they read."""
+    paths = RunPaths(run_dir)
+    file = paths.paper / "claims.json"
+    try:
+        if file.exists() and file.stat().st_mtime >= paths.paper_tex.stat().st_mtime:
+            claims = read_json(file, default=None)
+            if isinstance(claims, dict) and isinstance(claims.get("claims"), list):
+                return claims, ""
+        writer = (read_json(paths.writeup_json, default={}) or {}).get("writer")
+        return check_claims(run_dir, writer), ""
+    except (OSError, ValueError) as exc:
+        return None, f"the numbers of the paper could not be checked: {type(exc).__name__}: {exc}"
+
+
+def measured_facts(run_dir: Path) -> str:
+    """The ``measured`` layer of every review prompt: what the run measured (per stage: node
+    counts, the best node's metrics and seed statistic, every other good node's metrics, from
+    :func:`writeup.stage_summaries`) and the check of the paper's numbers against it
+    (:func:`paper_claims`: how many were traced, each untraced one with its context and the
+    nearest measured values). The pipeline's records, not the authors' text: what the reviewer
+    needs to tell a reported result from an invented one."""
+    claims, why = paper_claims(run_dir)
+    unmatched = [c for c in (claims or {}).get("claims") or [] if c.get("source") is None]
+    return prompts.render(
+        "review_measured.j2",
+        claims=claims,
+        claims_error=why,
+        unmatched=unmatched[:MAX_UNTRACED],
+        unmatched_more=max(0, len(unmatched) - MAX_UNTRACED),
+        stages=stage_summaries(run_dir),
+        seed_statistic=SEED_STATISTIC,
+    )
 
 
 def one_review(

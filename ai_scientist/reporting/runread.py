@@ -25,7 +25,8 @@ from ..treesearch.best import (
     recorded_best,
     select_best,
 )
-from ..treesearch.node import Node, NodeError
+from ..treesearch.node import Metric, Node, NodeError
+from ..treesearch.seeds import aggregate_seeds
 
 # the one seed statistic of the run (the orchestrator's ``treesearch.seeds.aggregate_seeds`` over
 # the re-runs): stated in the plots' manifest, the writer's findings and the standard figure
@@ -128,6 +129,24 @@ def load_run(run_dir: str | Path) -> RunView:
         if isinstance(node, dict) and node.get("id"):
             nodes[str(node["id"])] = node
     return RunView(run_dir, nodes)
+
+
+def seed_statistics(view: RunView, stage_info: dict[str, Any], best_id: str) -> dict[str, Any] | None:
+    """The seed re-runs of ``best_id`` as the stage's end aggregated them (``state.json``;
+    :data:`SEED_STATISTIC`); for a stage that never aggregated (a stopped run), the same statistic
+    over the good re-runs in the journal."""
+    agg = ((stage_info.get("seeds") or {}) if isinstance(stage_info, dict) else {}).get("aggregate")
+    if not (isinstance(agg, dict) and isinstance(agg.get("mean"), (int, float))):
+        metrics = [
+            Metric.from_dict(s["metric"])
+            for s in view.seed_runs(best_id)
+            if s.get("status") == "good" and isinstance(s.get("metric"), dict)
+        ]
+        try:
+            agg = aggregate_seeds(metrics).to_dict() if metrics else None
+        except (ValueError, TypeError):  # mixed or non-finite metrics: no statistic to report
+            agg = None
+    return agg
 
 
 def read_text(path: Path, limit: int = 20_000) -> str:

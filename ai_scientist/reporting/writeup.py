@@ -31,8 +31,6 @@ from ..llm.client import backend_name
 from ..llm.prompting import Prompter, ask
 from ..llm.types import CallContext
 from ..treesearch.best import NodeCounts
-from ..treesearch.node import Metric
-from ..treesearch.seeds import aggregate_seeds
 from . import latex, prompts
 from .citations import (
     DEFAULT_BASE_URL,
@@ -43,10 +41,11 @@ from .citations import (
     collect,
     to_bibtex,
 )
+from .claims import check_claims
 from .errors import StepFailed, StepSkipped
 from .images import duplicate_figures
 from .reflection import chktex_for_writer, overflow_message, paper_feedback
-from .runread import SEED_STATISTIC, RunView, load_run, read_text
+from .runread import SEED_STATISTIC, load_run, read_text, seed_statistics
 
 if TYPE_CHECKING:
     from ..base.config import Config
@@ -117,24 +116,6 @@ def metrics_text(metrics: list[dict[str, Any]]) -> str:
             f"{m.get('name', 'metric')}={shown}{arrow}" + (f" ({m['dataset']})" if m.get("dataset") else "")
         )
     return "; ".join(out) or "no metric"
-
-
-def seed_statistics(view: RunView, stage_info: dict[str, Any], best_id: str) -> dict[str, Any] | None:
-    """The seed re-runs of ``best_id`` as the stage's end aggregated them (``state.json``;
-    :data:`SEED_STATISTIC`); for a stage that never aggregated (a stopped run), the same statistic
-    over the good re-runs in the journal."""
-    agg = ((stage_info.get("seeds") or {}) if isinstance(stage_info, dict) else {}).get("aggregate")
-    if not (isinstance(agg, dict) and isinstance(agg.get("mean"), (int, float))):
-        metrics = [
-            Metric.from_dict(s["metric"])
-            for s in view.seed_runs(best_id)
-            if s.get("status") == "good" and isinstance(s.get("metric"), dict)
-        ]
-        try:
-            agg = aggregate_seeds(metrics).to_dict() if metrics else None
-        except (ValueError, TypeError):  # mixed or non-finite metrics: no statistic to report
-            agg = None
-    return agg
 
 
 def stage_summaries(run_dir: Path) -> list[dict[str, Any]]:
@@ -454,42 +435,72 @@ def _reflect(
     opts: ReportOptions,
 ) -> tuple[dict, latex.CompileResult, list[dict[str, Any]]]:
     """``report.writeup_reflections`` rounds on a compiled paper (see :mod:`.reflection`); a revision
-    that no longer compiles is reverted, so the PDF left behind is always the last good one."""
+    that no longer compiles is reverted, so the PDF left behind is always the last good one. The
+    numbers of the paper no measurement of the run matches (:func:`claims.check_claims`, run on
+    each build) go back to the writer with their context and the nearest measured values; each
+    round's log names those it was given and those left after it (``unmatched_after``)."""
     paper_dir = RunPaths(run_dir).paper
     vlm = (read_json(RunPaths(run_dir).vlm_json, default={}) or {}).get("figures") or {}
     rounds = cfg.report.writeup_reflections
     log: list[dict[str, Any]] = []
+    unmatched = _unmatched(run_dir) if rounds else []
     for r in range(1, rounds + 1):
         pages = result.main_pages or result.pages
         tex = read_text(paper_dir / "paper.tex", 2_000_000)
         chktex = chktex_for_writer(result.chktex, tex, _own_texts(sections, values["figures"], papers))
         feedback = paper_feedback(sections, values["figures"], vlm, chktex, pages,
                                   _page_limit(cfg), values["figure_problems"])  # fmt: skip
-        if not feedback:
-            log.append({"round": r, "feedback": [], "outcome": "nothing left to fix"})
+        entry: dict[str, Any] = {
+            "round": r,
+            "feedback": feedback,
+            "unmatched": [c["text"] for c in unmatched],
+        }
+        if not feedback and not unmatched:
+            log.append({**entry, "outcome": "nothing left to fix"})
             break
         good = _snapshot(paper_dir)
-        ask = {**values, "sections_json": sections, "feedback": feedback, "round": r, "rounds": rounds}
+        ask = {
+            **values,
+            "sections_json": sections,
+            "feedback": feedback,
+            "unmatched": unmatched[:MAX_UNMATCHED],
+            "unmatched_more": max(0, len(unmatched) - MAX_UNMATCHED),
+            "round": r,
+            "rounds": rounds,
+        }
         revised = _sections_call(client, "writeup_reflect_user.j2", f"reflect_{r}", ask)
         revised, new_result, attempts = _compile_with_fixes(
             client, paper_dir, revised, papers, values, cfg, opts
         )
-        if new_result.ok:
-            sections, result = revised, new_result
-            log.append(
-                {"round": r, "feedback": feedback, "outcome": "applied", "failed_builds": len(attempts)}
-            )
-            continue
-        _restore(paper_dir, good)
+        if not new_result.ok:
+            _restore(paper_dir, good)
+            log.append({**entry, "outcome": f"reverted: the revision did not compile ({attempts[-1][:300]})"})
+            break
+        sections, result = revised, new_result
+        unmatched = _unmatched(run_dir)  # the revision's numbers, checked again
         log.append(
             {
-                "round": r,
-                "feedback": feedback,
-                "outcome": f"reverted: the revision did not compile ({attempts[-1][:300]})",
+                **entry,
+                "outcome": "applied",
+                "failed_builds": len(attempts),
+                "unmatched_after": [c["text"] for c in unmatched],
             }
         )
-        break
     return sections, result, log
+
+
+MAX_UNMATCHED = 15  # unmatched numbers named in one reflection prompt (the rest are counted)
+
+
+def _unmatched(run_dir: Path) -> list[dict[str, Any]]:
+    """The claims of the current ``paper.tex`` no measurement matches, each with its context and
+    nearest measured values (``paper/claims.json`` is written; the claims step after the writeup
+    checks the final paper again and records its own failure, so a check that fails here leaves
+    the reflection to the paper's other problems)."""
+    try:
+        return [c for c in check_claims(run_dir, "model")["claims"] if c["source"] is None]
+    except (OSError, ValueError):
+        return []
 
 
 def write_paper(
