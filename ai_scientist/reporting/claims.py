@@ -16,6 +16,10 @@ Matching rules (a number matches a source when one of them holds):
 - an integer matches an integer source exactly (counts, stages, seeds, config values, years), or a
   measured value of at least 10 that rounds to it.
 
+A number nothing matches is ``unmatched``, with the measured values nearest to it
+(:func:`nearest`): the model writer gets those back in its reflection rounds
+(:func:`writeup._reflect`) and the reviewers see them (:func:`review.measured_facts`).
+
 Not numbers of the paper's: anything inside ``\\ref``/``\\label``/``\\cite``/``\\includegraphics``
 arguments (keys, figure file names, sizes), a digit that is part of a word (``n0007``, ``L2``,
 ``GPT-4``, ``135M``), the preamble and comments, and the pipeline's quoted records: ``\\texttt{}``

@@ -1,8 +1,10 @@
 """Review of the paper: an ensemble with reflections, a meta-review, a figure review.
 
 The reviewers are framed for the venue of ``report.template`` (a workshop or a conference; the
-form is NeurIPS-style). They get the paper's LaTeX and its figures' captions, and the figures
-themselves when the review model is the vision model that already saw them in the VLM step.
+form is NeurIPS-style). They get the paper's LaTeX, the run's own records beside it (layer
+``measured``: each stage's measurements and which of the paper's numbers no measurement matches,
+:func:`measured_facts`) and its figures' captions, and the figures themselves when the review
+model is the vision model that already saw them in the VLM step.
 With a single review there is no meta-review: ``meta_review`` is null and ``decision`` is that
 review's (an "area chair" restating one review would pass it off as a consensus).
 

@@ -6,7 +6,8 @@ by id and title; entries failing the BibTeX check dropped). Figures that are
 perceptual duplicates of another are removed and the writer is told. After a
 clean compile, ``report.writeup_reflections`` rounds feed the paper's problems
 (unreferenced figures, the VLM's figure/caption findings, chktex warnings, a
-page overrun; :mod:`.reflection`) back to the writer.
+page overrun; :mod:`.reflection`; and every number no measurement of the run
+matches, with the nearest measured values: :mod:`.claims`) back to the writer.
 The model (role ``writeup``) fills the sections as JSON; the ``.tex`` is
 assembled from ``prompt/reporting/latex/<report.template>.tex.j2`` (``workshop``: one
 column, ``conference``: two columns) with every string made
