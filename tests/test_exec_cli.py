@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import time
+import threading
 import uuid
 
 import psutil
+from waiting import wait_until
 
 from ai_scientist.base.config import load_config
 from ai_scientist.cli.main import main
@@ -13,35 +14,34 @@ from ai_scientist.execution.doctor import check_sandboxes
 from ai_scientist.execution.registry import make_executor, resolve_backend
 
 
-def _survivors(marker: str) -> list[int]:
-    time.sleep(0.3)
-    return [
-        p.pid
-        for p in psutil.process_iter(["cmdline"])
-        if marker in " ".join(p.info["cmdline"] or []) and p.status() != psutil.STATUS_ZOMBIE
-    ]
+def _marked(marker: str) -> list[int]:
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if marker in " ".join(p.info["cmdline"] or []) and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return found
 
 
 def test_exec_timeout_leaves_no_process_behind(capsys):
     marker = f"aisci_cli_{uuid.uuid4().hex}"
-    code = main(
-        [
-            "exec",
-            "--backend",
-            "subprocess",
-            "--timeout",
-            "2",
-            "--",
-            "bash",
-            "-c",
-            "(sleep 300) & sleep 300",
-            marker,
-        ]
-    )
-    assert code == 124
+    sleeper = f'python3 -c "import time; time.sleep(300)" {marker}'
+    argv = ["exec", "--backend", "subprocess", "--timeout", "5", "--",
+            "bash", "-c", f"({sleeper}) & {sleeper} & wait", marker]  # fmt: skip
+    box: dict[str, int] = {}
+    runner = threading.Thread(target=lambda: box.update(code=main(argv)))
+    runner.start()
+    try:
+        # both sleepers (and the shell) run before the timeout: their absence later is the kill's
+        wait_until(lambda: len(_marked(marker)) >= 3, "the shell and both sleepers are running", 30)
+    finally:
+        runner.join(120)
+    assert box.get("code") == 124
     err = capsys.readouterr().err
     assert "killed_by=timeout" in err and "backend=subprocess" in err
-    assert _survivors(marker) == []
+    wait_until(lambda: not _marked(marker), "no process of the command is left", 30)
 
 
 def test_exec_prints_output_and_returns_exit_code(capsys, tmp_path):

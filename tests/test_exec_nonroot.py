@@ -15,16 +15,18 @@ import os
 import re
 import shutil
 
+import pytest
 from nonroot_support import ROOT, pytest_as_nobody
 
 
+@pytest.mark.timeout(1200)  # the inner run's own limit is 900 s
 def test_hostile_suite_as_an_unprivileged_user():
     out = pytest_as_nobody(
         "ai-sci-nonroot-",
         lambda work: ["-q", "-rs", "-p", "no:cacheprovider", "--rootdir", str(work), "-k", "subprocess or bwrap",
                       str(work / "test_exec_hostile.py"), "-c", os.devnull],
         timeout=900,
-        prepare=lambda work: [shutil.copy(ROOT / "tests" / f, work) for f in ("test_exec_hostile.py", "components.py")],
+        prepare=lambda work: [shutil.copy(ROOT / "tests" / f, work) for f in ("test_exec_hostile.py", "components.py", "waiting.py")],
     )  # fmt: skip
     passed = int(re.search(r"(\d+) passed", out).group(1))
     assert passed >= 20, out[-3000:]

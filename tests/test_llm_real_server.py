@@ -175,6 +175,7 @@ def test_doctor_reports_the_negotiated_mode(llama_server: RecordingProxy) -> Non
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # the CLI run's own limit is 900 s
 def test_a_run_through_the_real_server_in_auto_mode(llama_server: RecordingProxy, tmp_path: Path) -> None:
     before = len(llama_server.posts())
     overrides = [

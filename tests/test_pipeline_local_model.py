@@ -55,6 +55,7 @@ EXAMPLE = Path(__file__).parents[1] / "examples" / "label_noise"
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3300)  # its run's own limit is 3000 s (the main job's command, cut short)
 def test_local_model_reaches_stage_2_from_the_seed_code(tmp_path):
     """The main job's command, cut to one draft and one stage-2 node (greedy decoding, no plots,
     no report): the draft answers with edits against the seed code (or none), its run is good,

@@ -13,6 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 from pipeline_support import events, journal_nodes
+from waiting import wait_until
 
 from ai_scientist.treesearch.journal import Journal
 
@@ -67,6 +68,19 @@ def _survivors(root: Path) -> list[psutil.Process]:
     return out
 
 
+def _survivors_seen(root: Path) -> None:
+    """A control process with its cwd under ``root`` is found by ``_survivors``: its absence
+    later means the processes are gone, not that the check cannot see them."""
+    probe = root / "survivor-probe"
+    probe.mkdir(exist_ok=True)
+    ctl = subprocess.Popen(["sleep", "60"], cwd=probe)
+    try:
+        wait_until(lambda: any(p.pid == ctl.pid for p in _survivors(root)), "the control process is seen", 30)
+    finally:
+        ctl.kill()
+        ctl.wait()
+
+
 def _resume_and_check(run_dir: Path, tmp_path: Path) -> None:
     before = _finished_snapshot(run_dir)
     Journal(run_dir / "journal.jsonl")  # the journal parses (a torn tail is repaired)
@@ -88,8 +102,8 @@ def _resume_and_check(run_dir: Path, tmp_path: Path) -> None:
     assert "run_resumed" in kinds and kinds.count("stage_completed") >= 4
     for line in (run_dir / "journal.jsonl").read_text().splitlines():
         json.loads(line)
-    time.sleep(0.2)
-    assert not _survivors(tmp_path), "a sandboxed process outlived the run"
+    _survivors_seen(tmp_path)  # the check below can see a process there
+    wait_until(lambda: not _survivors(tmp_path), "no sandboxed process outlives the run", 30)
 
 
 def _kill(proc: subprocess.Popen) -> None:

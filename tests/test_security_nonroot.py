@@ -5,7 +5,7 @@ bwrap then relies on its user namespace, and the subprocess backend refuses to s
 naming ``exec.allow_unsafe_sandbox``) because the command would run as the orchestrator's user.
 This runs ``tests/test_security_sandbox.py`` and ``tests/test_security_pipeline.py`` under
 ``setpriv`` with the system-python venv that ``scripts/setup.sh --with-test-tools`` builds in
-``/tmp/ai-scientist-nonroot`` (its dependencies; the code under test comes from this tree, or from
+``$AI_SCI_TMP/nonroot`` (``tests/ci_paths.py``) (its dependencies; the code under test comes from this tree, or from
 a world-readable copy of it when the checkout sits below a directory other users cannot enter).
 """
 
@@ -41,6 +41,7 @@ def _readable_tree() -> tuple[Path, Path | None]:
     return copy, copy
 
 
+@pytest.mark.timeout(1800)  # the inner run's own limit is 1500 s
 def test_security_suite_as_an_unprivileged_user():
     if os.geteuid() != 0:
         pytest.skip("already unprivileged: tests/test_security_*.py cover this user directly")

@@ -1,0 +1,22 @@
+"""Waiting for a condition instead of sleeping: a test proves what happened (or that it cannot
+happen) by waiting for an observable event, with a deadline that only bounds a failure."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def wait_until(cond: Callable[[], T], what: str, timeout: float = 30.0, every: float = 0.02) -> T:
+    """``cond()``'s first truthy value; an AssertionError naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"after {timeout:.0f} s still not true: {what}")
+        time.sleep(every)
