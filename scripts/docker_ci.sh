@@ -7,11 +7,12 @@
 #
 # Installs nothing (CI apt-installs docker.io and bubblewrap first). The daemon gets its own
 # --data-root, --exec-root, --pidfile and unix socket under $AI_SCI_DOCKER_DIR
-# (default /tmp/ai-sci-dockerd) and no iptables / ip-forward / bridge, so it touches neither
+# (default $AI_SCI_TMP/dockerd, per checkout: scripts/ci_paths.sh) and no iptables / ip-forward / bridge, so it touches neither
 # the host's firewall nor a system dockerd. Needs root. Exit 0 with DOCKER_HOST printed on
 # success; exit 1 with the reason (and the daemon log tail) on stderr otherwise.
 set -euo pipefail
-DIR="${AI_SCI_DOCKER_DIR:-/tmp/ai-sci-dockerd}"
+source "$(dirname "$0")/ci_paths.sh"
+DIR="${AI_SCI_DOCKER_DIR:-$AI_SCI_TMP/dockerd}"
 SOCK="$DIR/docker.sock"
 PIDFILE="$DIR/dockerd.pid"
 LOG="$DIR/dockerd.log"

@@ -51,7 +51,8 @@ fi
 if [ "$want_test_tools" = 1 ] && [ "$(id -u)" = "0" ] && [ -x /usr/bin/python3 ]; then
   # For tests/test_exec_nonroot.py: the project (non-editable) in a venv of the system python,
   # in a world-readable place, so the sandbox tests can also run as an unprivileged user.
-  NR="${AI_SCI_NONROOT_DIR:-/tmp/ai-scientist-nonroot}"
+  source scripts/ci_paths.sh  # per checkout: two CI runs on one machine do not rebuild one venv
+  NR="${AI_SCI_NONROOT_DIR:-$AI_SCI_TMP/nonroot}"
   echo "[setup] non-root test venv in $NR"
   [ -x "$NR/venv/bin/python" ] || /usr/bin/python3 -m venv "$NR/venv"
   "$NR/venv/bin/pip" install -q --upgrade pip wheel 'setuptools>=77' >/dev/null

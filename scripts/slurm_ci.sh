@@ -6,14 +6,16 @@
 #   scripts/slurm_ci.sh status
 #
 # Installs nothing (scripts/setup.sh --with-test-tools apt-installs slurmctld slurmd slurm-client
-# munge). Everything lives under $AI_SCI_SLURM_DIR (default /tmp/ai-sci-slurm): slurm.conf, munge
+# munge). Everything lives under $AI_SCI_SLURM_DIR (default $AI_SCI_TMP/slurm, per checkout:
+# scripts/ci_paths.sh): slurm.conf, munge
 # key / socket / pid, spool and state directories, logs and pid files. No systemd, no cgroups, no
 # accounting database: the job's own exit file is the source of truth for exit codes (see
 # ai_scientist/execution/slurm_backend.py). Needs root. The daemons are started in their own
 # session (setsid) and stopped by their pid files, never by name. The partition oversubscribes
 # cores 4x (OverSubscribe=FORCE:4) so 4 one-CPU jobs run at once on a 2-core CI machine.
 set -euo pipefail
-DIR="${AI_SCI_SLURM_DIR:-/tmp/ai-sci-slurm}"
+source "$(dirname "$0")/ci_paths.sh"
+DIR="${AI_SCI_SLURM_DIR:-$AI_SCI_TMP/slurm}"
 CONF="$DIR/slurm.conf"
 MUNGE_SOCK="$DIR/munge/munge.socket"
 MUNGE_PID="$DIR/munge/munged.pid"
@@ -37,8 +39,8 @@ SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=$MUNGE_SOCK
-SlurmctldPort=${AI_SCI_SLURMCTLD_PORT:-16817}
-SlurmdPort=${AI_SCI_SLURMD_PORT:-16818}
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$SLURMD_PORT
 StateSaveLocation=$DIR/state
 SlurmdSpoolDir=$DIR/spool
 SlurmctldPidFile=$CTLD_PID
@@ -65,6 +67,22 @@ EOF
   [ -n "$mem" ] || die "could not read RealMemory from slurmd -C: $node"
 }
 
+# The daemons' ports: $AI_SCI_SLURMCTLD_PORT / $AI_SCI_SLURMD_PORT when set; else the ones this
+# cluster already runs on ($DIR/ports); else two ports free now (a second checkout's cluster on
+# the same machine gets its own).
+pick_ports() {
+  if [ -n "${AI_SCI_SLURMCTLD_PORT:-}" ]; then
+    CTLD_PORT="$AI_SCI_SLURMCTLD_PORT"; SLURMD_PORT="${AI_SCI_SLURMD_PORT:-$((AI_SCI_SLURMCTLD_PORT + 1))}"
+  elif [ -s "$DIR/ports" ] && { alive "$CTLD_PID" || alive "$SLURMD_PID"; }; then
+    read -r CTLD_PORT SLURMD_PORT <"$DIR/ports"
+  else
+    CTLD_PORT="$(free_port)"
+    SLURMD_PORT="$(free_port)"
+    while [ "$SLURMD_PORT" = "$CTLD_PORT" ]; do SLURMD_PORT="$(free_port)"; done
+  fi
+  echo "$CTLD_PORT $SLURMD_PORT" >"$DIR/ports"
+}
+
 start() {
   [ "$(id -u)" = 0 ] || die "the private cluster needs root (running as uid $(id -u))"
   for b in munged slurmctld slurmd sbatch squeue scontrol scancel sinfo; do
@@ -84,6 +102,7 @@ start() {
     for _ in $(seq 1 40); do [ -S "$MUNGE_SOCK" ] && break; sleep 0.1; done
     [ -S "$MUNGE_SOCK" ] || die "munged did not come up (log: $DIR/log/munged.log)"
   fi
+  pick_ports
   write_conf
   if ! alive "$CTLD_PID"; then
     setsid slurmctld -f "$CONF" -i </dev/null >>"$DIR/log/slurmctld.out" 2>&1

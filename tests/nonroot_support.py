@@ -2,7 +2,7 @@
 that must hold when the orchestrator is not root.
 
 The interpreter is the system-python venv that ``scripts/setup.sh --with-test-tools`` builds in a
-world-readable directory (``/tmp/ai-scientist-nonroot``); it provides only the dependencies, the
+world-readable directory (``$AI_SCI_TMP/nonroot``, per checkout: ``tests/ci_paths.py``); it provides only the dependencies, the
 code under test comes from this tree through ``PYTHONPATH``.
 """
 
@@ -16,9 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from ci_paths import nonroot_dir
 
 ROOT = Path(__file__).resolve().parents[1]
-NONROOT_DIR = Path(os.environ.get("AI_SCI_NONROOT_DIR", "/tmp/ai-scientist-nonroot"))
+NONROOT_DIR = nonroot_dir()
 UID = 65534  # nobody
 
 

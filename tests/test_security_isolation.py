@@ -13,13 +13,14 @@ import time
 from pathlib import Path
 
 import pytest
+from ci_paths import nonroot_dir
 
 from ai_scientist.base.fileio import append_jsonl, atomic_write_json, create_private
 from ai_scientist.execution.isolation import harden_orchestrator, plan_mounts
 from ai_scientist.execution.subprocess_backend import isolation_gap
 
 ROOT = Path(__file__).resolve().parents[1]
-NONROOT_PY = Path(os.environ.get("AI_SCI_NONROOT_DIR", "/tmp/ai-scientist-nonroot")) / "venv/bin/python"
+NONROOT_PY = nonroot_dir() / "venv/bin/python"
 
 
 @pytest.fixture
