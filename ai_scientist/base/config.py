@@ -52,6 +52,12 @@ class SearchKnobs(_Strict):
 
 class MultiSeedConfig(_Strict):
     num_seeds: int = Field(2, ge=1, le=100)
+    # before a stage hands on its best: up to this many runners-up whose metric is within seed noise
+    # of it are re-run over the same seeds and the best mean wins (0: off); each costs num_seeds
+    # runs of existing code, no LLM call (docs/pipeline.md, "Selection that survives seed noise")
+    rerank_candidates: int = Field(2, ge=0, le=20)
+    # within noise: |difference| <= noise_z * sigma * sqrt(2), sigma estimated from seed re-runs
+    noise_z: float = Field(2.0, gt=0.0, le=10.0)
 
 
 class PlotsConfig(_Strict):
@@ -371,6 +377,15 @@ class ReportConfig(_Strict):
     review: ReviewConfig = ReviewConfig()
 
 
+class GraderConfig(_Strict):
+    """A grader out of the generated code's reach (``run --grader DIR``, an idea's ``grader``)."""
+
+    dir: str | None = None  # the grader's directory (absolute once the run is made); null = none
+    # a self-reported value further than tolerance * max(1, |graded|) from the graded one is a mismatch
+    tolerance: float = Field(0.01, ge=0)
+    timeout: float = Field(600.0, gt=0, le=7 * 24 * 3600)  # seconds one grading may take
+
+
 # ----------------------------------------------------------------- root ----
 
 
@@ -382,6 +397,7 @@ class Config(_Strict):
     context: ContextConfig = ContextConfig()
     search: SearchConfig = SearchConfig()
     report: ReportConfig = ReportConfig()
+    grader: GraderConfig = GraderConfig()
 
     def role(self, name: str) -> RoleConfig:
         """The settings of one LLM role (``code``, ``feedback``, ...)."""

@@ -16,6 +16,11 @@ JSON form: an object (or a list of objects; pick one with ``FILE#N``) with the
 AI-Scientist-v2 keys ``Name, Title, Short Hypothesis, Related Work, Abstract,
 Experiments, Risk Factors and Limitations``.
 
+Grader: a markdown section ``## Grader`` whose first line names a directory (in backticks or
+not), or a JSON key ``grader``; a relative path is taken from the idea file's folder. It is the
+same as ``run --grader DIR`` (which wins when both are given) and, like the seed code, never
+appears in a prompt: describe what is graded in ``## Evaluation``.
+
 Seed code (AI-Scientist-v2's ``--load_code``): the starting point of the first drafts. It comes
 from ``run --load-code FILE`` (:func:`with_seed_code`), from a markdown section ``## Code`` (also
 ``## Seed Code``, ``## Code To Use``, ``## Code To Potentially Use``) holding one fenced block
@@ -55,6 +60,9 @@ class Idea:
     code: str = ""  # seed code for the first drafts (not part of to_markdown)
     code_file: str = ""  # its file name, as the drafts' prompts show it
     code_source: str = ""  # where it came from ("--load-code x.py", "idea section '## Code'", ...)
+    # the grader's directory (a '## Grader' section, a JSON 'grader' key; resolved against the
+    # idea file's folder); never part of to_markdown: no prompt names it
+    grader: str = ""
 
     def to_markdown(self) -> str:
         parts = [f"# {self.title}", ""]
@@ -201,7 +209,11 @@ def parse_markdown(text: str, source: str = "idea") -> Idea:
     fields: dict[str, str] = {}
     extra: dict[str, str] = {}
     code = code_file = code_source = ""
+    grader = ""
     for head, lines in sections.items():
+        if head.lower().rstrip(":") == "grader":
+            grader = _grader_line(lines, f"{source}: section '## {head}'")
+            continue
         if head.lower().rstrip(":") in _CODE_HEADINGS:
             if code:
                 raise IdeaError(
@@ -218,7 +230,17 @@ def parse_markdown(text: str, source: str = "idea") -> Idea:
             extra[head] = body
     idea = _build(title, fields, extra, source)
     idea.code, idea.code_file, idea.code_source = code, code_file, code_source
+    idea.grader = grader
     return idea
+
+
+def _grader_line(lines: list[str], where: str) -> str:
+    """The directory a ``## Grader`` section names: its first non-empty line, backticks removed."""
+    for line in lines:
+        text = line.strip().strip("`").strip()
+        if text:
+            return text
+    raise IdeaError(f"{where} names no directory; write the grader's directory on its first line")
 
 
 def parse_json(data: object, source: str = "idea") -> Idea:
@@ -227,9 +249,14 @@ def parse_json(data: object, source: str = "idea") -> Idea:
     fields: dict[str, str] = {}
     extra: dict[str, str] = {}
     title = _text(data.get("Title") or data.get("title") or "")
-    code = code_file = code_source = ""
+    code = code_file = code_source = grader = ""
     for k, v in data.items():
         if k.lower() == "title":
+            continue
+        if k.lower() == "grader":
+            if not isinstance(v, str) or not v.strip():
+                raise IdeaError(f"{source}: key {k!r} must name the grader's directory (a string)")
+            grader = v.strip()
             continue
         if k.lower() == "code":
             code, code_file = _json_code(v, f"{source}: key {k!r}")
@@ -242,6 +269,7 @@ def parse_json(data: object, source: str = "idea") -> Idea:
             extra[k] = _text(v)
     idea = _build(title, fields, extra, source)
     idea.code, idea.code_file, idea.code_source = code, code_file, code_source
+    idea.grader = grader
     return idea
 
 
@@ -329,6 +357,13 @@ def load_idea(spec: str | Path) -> Idea:
             i = index or 0
             if i >= len(data):
                 raise IdeaError(f"--idea {path}#{i}: the file holds {len(data)} ideas (0..{len(data) - 1})")
-            return parse_json(data[i], f"--idea {path}#{i}")
-        return parse_json(data, f"--idea {path}")
-    return parse_markdown(text, f"--idea {path}")
+            return _grader_from(parse_json(data[i], f"--idea {path}#{i}"), path)
+        return _grader_from(parse_json(data, f"--idea {path}"), path)
+    return _grader_from(parse_markdown(text, f"--idea {path}"), path)
+
+
+def _grader_from(idea: Idea, path: Path) -> Idea:
+    """``idea`` with its grader directory taken from the idea file's folder when relative."""
+    if idea.grader and not Path(idea.grader).expanduser().is_absolute():
+        idea.grader = str((path.parent / idea.grader).resolve())
+    return idea

@@ -11,7 +11,7 @@ layout of ARCHITECTURE.md ("Run directory") is written down once::
             resources/ (index.json + staged items)   figures/ (figures.json, vlm.json, exec/)
             paper/ (paper.tex, paper.pdf, writeup.json, s2_cache/)   slurm/ (job folders)
             nodes/<node_id>/  node.json  state.md  plan.json  phase1.json  code_answer.json
-                              compile.json  run.json  review.json  metrics.json
+                              compile.json  run.json  grade.json  review.json  metrics.json
                               plots.json  vlm.json  (the node's figures and their critique)
                               prompt_logs/NNN_<phase>_<label>.json (+ .md)
                               exec/NNN_<phase>_<label>.json  workspace/  env/  plots/
@@ -199,6 +199,9 @@ INSTALL_FILE = "phase1.json"  # phase 1: installer steps and their state
 CODE_FILE = "code_answer.json"  # phase 2
 COMPILE_FILE = "compile.json"  # phase 3
 RUN_FILE = "run.json"  # phase 4
+# a grader's verdict on the node (grader.dir): the graded metrics, the program's self-reported
+# ones, the mismatches beyond grader.tolerance, or why the grading failed
+GRADE_FILE = "grade.json"
 REVIEW_FILE = "review.json"  # execution review (is_bug, summary)
 PLOTS_FILE = "plots.json"  # the node's plotting step: kept figures, rejected ones with the reason
 VLM_FILE = "vlm.json"  # the vision model's critique of the node's figures (or why it was skipped)
@@ -211,6 +214,7 @@ NODE_FILES = (
     CODE_FILE,
     COMPILE_FILE,
     RUN_FILE,
+    GRADE_FILE,
     REVIEW_FILE,
     PLOTS_FILE,
     VLM_FILE,

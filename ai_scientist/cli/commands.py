@@ -78,6 +78,35 @@ def _preflight_sandbox(cfg: Config) -> None:
         raise ConfigError(f"exec.backend: {exc}") from None
 
 
+def _grader_choice(args: argparse.Namespace, from_idea: str) -> tuple[str, str] | None:
+    """(directory, where it was given): ``--grader`` wins over the idea's, the idea's over ``grader.dir``."""
+    if getattr(args, "grader", None):
+        return args.grader, "--grader"
+    if from_idea:
+        return from_idea, "the idea's grader"
+    return None
+
+
+def _preflight_grader(
+    cfg: Config, given: tuple[str, str] | None, out_root: str, resources: ResourceSpec | None
+) -> None:
+    """The grader (``--grader DIR``, the idea's, or ``grader.dir``) must be usable and exposed
+    neither by the run directory nor by a resource; it is saved as an absolute ``grader.dir``.
+    A broken grader exits 2 before the run directory is made."""
+    from ..execution.grader import check_placement, load_grader
+
+    path, where = given or (cfg.grader.dir, "grader.dir")
+    if not path:
+        return
+    grader = load_grader(path, where)
+    sources = []
+    if resources is not None:
+        base = Path(resources.source).parent
+        sources = [(base / Path(e.path).expanduser()) for e in resources.entries if e.path]
+    check_placement(grader, Path(out_root), sources)
+    cfg.grader.dir = str(grader.dir)
+
+
 def setup_run(args: argparse.Namespace) -> tuple[Run, ResourceSpec | None]:
     """Validate everything and create the run directory (no token spent yet): (run, resources)."""
     cfg = load_config(args.config, args.overrides)
@@ -89,6 +118,7 @@ def setup_run(args: argparse.Namespace) -> tuple[Run, ResourceSpec | None]:
         from ..execution.resources import load_resources
 
         resources = load_resources(args.resources)
+    _preflight_grader(cfg, _grader_choice(args, idea.grader), args.out, resources)
     _preflight_reporting(cfg)
     _preflight_sandbox(cfg)
     _preflight_context_window(cfg)
@@ -132,6 +162,10 @@ def open_locked(run_dir: str, overrides: list[str] | None) -> Run:
 def cmd_resume(args: argparse.Namespace) -> int:
     run = open_locked(args.run_dir, args.overrides)
     try:
+        if run.cfg.grader.dir:  # removed or broken since the run started: exit 2, nothing run
+            from ..execution.grader import load_grader
+
+            load_grader(run.cfg.grader.dir, "grader.dir")
         if run.state.get("status") == "completed":
             print(f"{run.dir}: already completed (exit {run.state.get('exit_code')})", file=sys.stderr)
             return int(run.state.get("exit_code") or 0)

@@ -163,6 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="experiments", help="output root (default: experiments/)")
     p.add_argument("--name", default=None, help="run name (default: timestamp + idea name)")
     p.add_argument(
+        "--grader",
+        default=None,
+        metavar="DIR",
+        help="grader directory (grade or grade.py + hidden data): it decides each node's metric, "
+        "out of the generated code's reach (sets grader.dir; wins over the idea's)",
+    )
+    p.add_argument(
         "--from-phase",
         default=None,
         choices=["plots", "writeup", "review"],
@@ -201,6 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("node_a")
     q.add_argument("node_b")
     lsub.add_parser("cost", help="tokens and USD by role, phase and node")
+    lsub.add_parser(
+        "stages", help="each stage's best: how it was chosen (seed re-ranking), nodes not comparable"
+    )
     for q in lsub.choices.values():
         # SUPPRESS: `logs RUN --json nodes` and `logs RUN nodes --json` both work
         q.add_argument(

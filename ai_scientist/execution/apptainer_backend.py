@@ -99,6 +99,8 @@ class ApptainerExecutor(SandboxBackend):
             args += [a for src in bind_sources(self.resources_dir) for a in ("--bind", f"{src}:{src}:ro")]
         if install_dir:
             args += ["--bind", f"{Path(install_dir).resolve()}:{SANDBOX_ENV}"]
+        for name, host in self.mounts:  # a grader run's submission/ and grader/
+            args += ["--bind", f"{Path(host).resolve()}:{SANDBOX_WORKSPACE}/{name}:ro"]
         if not limits.network:
             args += ["--net", "--network", "none"]
         if limits.gpus:

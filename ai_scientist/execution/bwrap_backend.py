@@ -153,12 +153,28 @@ class BwrapExecutor(SandboxBackend):
                 args += ["--ro-bind", str(src), str(src)]
         if install_dir:
             args += ["--bind", str(Path(install_dir).resolve()), SANDBOX_ENV]
+        for name, src in self.mounts:
+            args += ["--ro-bind", str(Path(src).resolve()), f"{SANDBOX_WORKSPACE}/{name}"]
+        for hidden in self.hidden:  # visible only where a bound host tree holds it (/usr, /etc...)
+            real = os.path.realpath(hidden)
+            if os.path.isdir(real) and any(
+                real == b or real.startswith(b.rstrip("/") + "/") for b in self._bound(install_dir)
+            ):
+                args += ["--tmpfs", real]
         for dev in _gpu_devices(limits.gpus):
             args += ["--dev-bind", dev, dev]
         args.append("--clearenv")
         for key, value in env.items():
             args += ["--setenv", key, value]
         return args
+
+    def _bound(self, install_dir: Path | None) -> list[str]:
+        """The host trees this sandbox binds (a hidden directory inside one gets a tmpfs over it)."""
+        trees = ["/usr", "/etc", *(os.path.realpath(d) for d in _SYSTEM_DIRS if os.path.isdir(d))]
+        if self.resources_dir:
+            trees += [os.path.realpath(self.resources_dir)]
+            trees += [os.path.realpath(s) for s in bind_sources(self.resources_dir)]
+        return trees
 
     def _launch(self, setup: RunSetup) -> ExecResult:
         if self.drop:
@@ -174,6 +190,7 @@ class BwrapExecutor(SandboxBackend):
             # the fresh uid must reach what bwrap binds: hidden ancestors are covered, paths bound
             # back (no mount namespace at all when nothing is hidden on the way)
             needed = needed_paths(ws, install_dir, self.resources_dir, None)
+            needed += [(src, "reach") for _, src in self.mount_targets(ws)]
             plan = plan_mounts(needed, workdir=ws, drop_uid=True, private_tmp=False)
         host_env = {"PATH": "/usr/bin:/bin"}  # bwrap's own environment; the command's is --setenv
         networks = self.networks if uid is not None and not limits.network else None

@@ -189,6 +189,8 @@ class DockerExecutor(SandboxBackend):
         )
         for src in bind_sources(self.resources_dir):
             volumes[str(src)] = {"bind": str(src), "mode": "ro"}
+        for name, host in self.mounts:  # a grader run's submission/ and grader/
+            volumes[str(Path(host).resolve())] = {"bind": f"{SANDBOX_WORKSPACE}/{name}", "mode": "ro"}
         if self.resources_dir and not (ws / "resources").is_symlink():
             kw["volumes"][str(self.resources_dir) + "/."] = {
                 "bind": f"{SANDBOX_WORKSPACE}/resources",

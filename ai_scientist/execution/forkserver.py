@@ -96,11 +96,13 @@ def _check(ret: int, what: str) -> None:
 
 @dataclass(frozen=True)
 class Bind:
-    """A host path the command needs, mounted back at its own path (read-only if ``read_only``)."""
+    """A host path the command needs, mounted back at its own path (read-only if ``read_only``);
+    with ``source``, that host path is mounted at ``path`` instead (a grader's ``submission/``)."""
 
     path: str
     read_only: bool
     flags: int = 0  # mount flags of the source that a read-only remount must keep
+    source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,7 @@ class MountPlan:
             _check(_libc.unshare(CLONE_NEWNS | self.namespaces), "unshare(mount)")
         _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
         # handles first: a cover may hide the path, /proc/self/fd/N still reaches it
-        fds = [os.open(b.path, os.O_PATH | os.O_CLOEXEC) for b in self.binds]
+        fds = [os.open(b.source or b.path, os.O_PATH | os.O_CLOEXEC) for b in self.binds]
         size = f"size={self.tmp_size_mb}m".encode()
         for d in self.tmpfs:
             opts = b"mode=1777," + size

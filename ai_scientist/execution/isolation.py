@@ -139,6 +139,8 @@ def plan_mounts(
     private_tmp: bool = True,
     user_ns: tuple[int, int] | None = None,
     tmp_size_mb: int = 1024,
+    hidden: tuple[str, ...] = (),
+    mounts: tuple[tuple[Path, Path], ...] = (),
 ) -> MountPlan:
     """The mount namespace for a command needing ``needed`` = [(host path, access)].
 
@@ -146,6 +148,11 @@ def plan_mounts(
     when hidden, e.g. an interpreter under ``/root``). A path hidden by a private tmp dir or,
     with ``drop_uid``, below a directory other users cannot enter is bound back at its own
     path; everything else under such a directory disappears. Missing paths are skipped.
+
+    ``hidden``: directories covered by an empty tmpfs whoever may read them (a grader's
+    directory: its hidden data). ``mounts``: ``(target, source)`` pairs, ``source`` bound
+    read-only at ``target`` (a grader's ``submission/`` and ``grader/``; the handle is opened
+    before any cover, so a hidden source still binds).
     """
     tmpfs: list[str] = []
     if private_tmp:
@@ -167,6 +174,14 @@ def plan_mounts(
             prev = binds.get(p)
             ro = access != "rw" and (prev is None or prev.read_only)
             binds[p] = Bind(p, ro, _kept_flags(p) if ro else 0)
+    for h in hidden:
+        real = os.path.realpath(h)
+        if os.path.isdir(real) and not any(_under(real, t) for t in tmp):
+            covers.add(real)
+    for target, source in mounts:
+        src = os.path.realpath(source)
+        if os.path.exists(src):
+            binds[str(target)] = Bind(str(target), True, _kept_flags(src), src)
     # only the topmost covers: a cover inside another (or inside a private tmp dir) is already hidden
     top = sorted(c for c in covers if not any(_under(c, o) and c != o for o in [*covers, *tmp]))
     ordered = tuple(sorted(binds.values(), key=lambda b: (b.path.count("/"), b.path)))

@@ -17,19 +17,34 @@ BACKENDS = ("subprocess", "bwrap", "docker", "apptainer", "slurm")
 AUTO_ORDER = ("docker", "apptainer", "bwrap", "subprocess")
 
 
-def make_executor(cfg: Config, backend: str | None = None, *, resources_dir: Path | None = None) -> Executor:
+def make_executor(
+    cfg: Config,
+    backend: str | None = None,
+    *,
+    resources_dir: Path | None = None,
+    mounts: tuple[tuple[str, Path], ...] = (),
+) -> Executor:
     """An executor for ``backend`` (default ``cfg.exec.backend``; ``auto`` resolves first).
 
-    Raises :class:`SandboxError` when the backend cannot run here, with what to do.
+    Every executor made here hides ``grader.dir`` from its commands (the grader's hidden data);
+    ``mounts`` (workspace name -> host path, read-only) make a grader's own executor instead,
+    which hides nothing (see :mod:`.grader`). Raises :class:`SandboxError` when the backend
+    cannot run here, with what to do.
     """
     ex = cfg.exec
     name = backend or ex.backend
     unsafe = bool(ex.allow_unsafe_sandbox)  # else a backend that cannot isolate here refuses (exit 2)
     if name == "auto":
         name, _ = resolve_backend(cfg)
+    if mounts and name == "slurm":  # grading is short: the inner sandbox kind, on this host
+        name = ex.slurm.sandbox
     executor = _make(cfg, name, resources_dir, unsafe)
     if hasattr(executor, "fork_server"):  # the local backends (see .forkserver)
         executor.fork_server = bool(ex.fork_server)
+    if mounts:
+        executor.mounts = tuple(mounts)  # type: ignore[attr-defined]
+    elif cfg.grader.dir:
+        executor.hidden = (str(Path(cfg.grader.dir).resolve()),)  # type: ignore[attr-defined]
     return executor
 
 

@@ -93,6 +93,11 @@ class SandboxBackend:
     resources_dir: Path | None
     host_paths = False
     fork_server = True  # commands forked by the fork server when it runs (exec.fork_server)
+    # directories no command may see, whatever their permissions (a grader's directory and its
+    # hidden data: ``grader.dir``), and read-only mounts into the workspace (name -> host path:
+    # a grader run's ``submission/`` and ``grader/``); set by ``registry.make_executor``
+    hidden: tuple[str, ...] = ()
+    mounts: tuple[tuple[str, Path], ...] = ()
 
     if TYPE_CHECKING:  # each backend defines it (what it holds differs); declared for the type checker
 
@@ -121,7 +126,13 @@ class SandboxBackend:
             resources=self.resources_dir,
             host_paths=self.host_paths,
         )
+        for name, _ in self.mounts:  # the mount points, empty on the host
+            (setup.workspace / name).mkdir(exist_ok=True)
         return self._launch(setup)
+
+    def mount_targets(self, workspace: Path) -> tuple[tuple[Path, Path], ...]:
+        """``(host target under workspace, host source)`` of each read-only mount."""
+        return tuple((workspace / name, Path(src).resolve()) for name, src in self.mounts)
 
     def _launch(self, setup: RunSetup) -> ExecResult:
         raise NotImplementedError(f"{type(self).__name__} must implement _launch(setup)")

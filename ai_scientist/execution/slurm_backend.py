@@ -71,6 +71,7 @@ class SlurmExecutor:
     """Runs each command as a Slurm job; see the module docstring. Thread-safe: many jobs in flight."""
 
     name = "slurm"
+    hidden: tuple[str, ...] = ()  # directories the inner sandbox hides (see run_setup.SandboxBackend)
 
     def __init__(
         self, exec_cfg: ExecConfig, *, resources_dir: Path | None = None, cli: SlurmCLI | None = None
@@ -232,6 +233,7 @@ class SlurmExecutor:
                 "sandbox": self.cfg.sandbox,
                 "python": self.exec_cfg.python,
                 "resources_dir": str(self.resources_dir) if self.resources_dir else None,
+                "hidden": list(self.hidden),  # grader.dir: hidden by the inner sandbox too
                 "apptainer_image": self.exec_cfg.apptainer_image,
                 "apptainer_binary": self.exec_cfg.apptainer_binary,
                 "allow_unsafe": bool(getattr(self.exec_cfg, "allow_unsafe_sandbox", False)),

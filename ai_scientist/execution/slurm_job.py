@@ -91,6 +91,7 @@ def run_job(job_dir: Path) -> int:
     limits["gpus"] = tuple(limits.get("gpus") or ())
     try:
         executor = inner_executor(spec)
+        executor.hidden = tuple(spec.get("hidden") or ())  # a grader's directory (grader.dir)
         if hasattr(executor, "fork_server"):
             # one command per job from a small fresh process: a fork server would only add its start
             executor.fork_server = False

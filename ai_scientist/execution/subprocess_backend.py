@@ -41,7 +41,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .base import ExecResult, Limits
+from .base import ExecResult, Limits, SandboxError
 from .forkserver import ChildSpec
 from .isolation import (
     CLONE_NEWIPC,
@@ -335,6 +335,8 @@ class SubprocessExecutor(SandboxBackend):
             drop_uid=uid is not None,
             user_ns=ids,
             tmp_size_mb=setup.limits.memory_mb,
+            hidden=self.hidden,
+            mounts=self.mount_targets(setup.workspace),
         )
         if direct:  # the child is the init of its pid namespace: it makes the others and /proc
             net = 0 if setup.limits.network or shared_net else CLONE_NEWNET
@@ -343,6 +345,11 @@ class SubprocessExecutor(SandboxBackend):
 
     def _launch(self, setup: RunSetup) -> ExecResult:
         ws = setup.workspace
+        if (self.hidden or self.mounts) and not self.caps["mount_namespace"]:
+            raise SandboxError(
+                "subprocess: a grader needs a mount namespace (to hide grader.dir and mount the "
+                "submission read-only) and this host refuses one; use exec.backend: bwrap or docker"
+            )
         if self.resources_dir and not (ws / "resources").exists():
             (ws / "resources").symlink_to(self.resources_dir)
         if self.caps["drop_uid"] and self.caps["mount_namespace"]:

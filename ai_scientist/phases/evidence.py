@@ -116,13 +116,15 @@ def run_result_text(
     """The ``run_result`` layer: each build command (``builds``, from ``compile.json``: a
     benchmark's flags matter) and run command with its exit code (``commands``), then every
     metric with its value, direction and dataset, and where the metrics came from
-    (``from_review``: none yet, the review reads them from the output)."""
+    (``from_review``: none yet, the review reads them from the output); with a grader, each
+    value the program claimed that the grader did not confirm."""
     return render(
         "context/_run_result.j2",
         builds=builds or [],
         outputs=(run_record.get("outputs") or []) if commands else [],
         metrics=list(metrics or []),
         metrics_source=run_record.get("metrics_source") or "",
+        mismatches=run_record.get("mismatches") or [],
         from_review=from_review,
     ).strip()
 

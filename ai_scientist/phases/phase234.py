@@ -5,11 +5,19 @@ Metrics contract: the experiment writes ``metrics.json`` in its workspace
 (``{"metrics": [{"name", "value", "direction", "dataset"}]}`` or a list of such
 objects). Only when it is missing does an LLM-written parse of stdout stand in,
 and the node records that the metrics came from the fallback.
+
+Provenance: a metric counts only if the run produced it. A ``metrics.json`` the answer wrote as
+a file, or one that was there before the first run command and that no run command rewrote
+(the build made it, or it is left over), is refused with the reason, and no fallback stands in.
+With a grader (``grader.dir``, :mod:`.grading`) the graded metrics are the node's and the
+program's own are kept as self-reported.
 """
 
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 from ..base.fileio import read_file_inside
@@ -36,6 +44,7 @@ from .schemas import (
 )
 
 MAX_METRICS_BYTES = 10_000_000
+METRICS_FILE = "metrics.json"
 # metrics_source of a run whose metrics the execution review's answer carries (agent.merge_calls)
 METRICS_FROM_REVIEW = "review"
 
@@ -204,6 +213,7 @@ def run_experiment(ctx: NodeContext, answer: dict) -> dict:
 
 def _run(ctx: NodeContext, answer: dict) -> dict:
     run = answer.get("run") or {}
+    before = file_signature(ctx.workspace / METRICS_FILE)  # what was there before the run
     outputs, total = [], 0.0
     failure = None
     for i, cmd in enumerate(run.get("commands") or [], 1):
@@ -229,18 +239,65 @@ def _run(ctx: NodeContext, answer: dict) -> dict:
         failure = f"expected outputs missing: {', '.join(missing)}"
     record["failure"] = failure
     if failure is None:
-        record["metrics"], record["metrics_source"] = read_metrics(ctx, outputs)
+        graded = bool(ctx.cfg.grader.dir)
+        own, source = read_metrics(ctx, outputs, answer=answer, before=before, fallback=not graded)
+        record["metrics"], record["metrics_source"] = own, source
+        if graded:  # the grader's metrics decide; the program's own are kept as self-reported
+            from .grading import grade_node
+
+            record.update(grade_node(ctx, own, source, run_s=total))
+            failure = record.get("failure")
     return record
 
 
-def read_metrics(ctx: NodeContext, outputs: list[dict]) -> tuple[list[dict], str]:
-    path = ctx.workspace / "metrics.json"
+def file_signature(path: Path) -> tuple[int, int, int] | None:
+    """(inode, size, mtime in ns) of ``path`` (not followed), or None when nothing is there."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def refused_metrics(answer: dict | None, path: Path, before: tuple[int, int, int] | None) -> str | None:
+    """Why ``metrics.json`` does not count as measured (None when the run produced it)."""
+    files = (answer or {}).get("files") or []
+    names = {os.path.normpath(str(f.get("path") or "").strip()) for f in files if isinstance(f, dict)}
+    if METRICS_FILE in names:
+        return (
+            f"{METRICS_FILE} refused: the answer wrote it as a file; the run must compute and write "
+            "the metrics itself"
+        )
+    if before is not None and file_signature(path) == before:
+        return f"{METRICS_FILE} refused: it existed before the run command and no run command wrote it"
+    return None
+
+
+def read_metrics(
+    ctx: NodeContext,
+    outputs: list[dict],
+    *,
+    answer: dict | None = None,
+    before: tuple[int, int, int] | None = None,
+    fallback: bool = True,
+) -> tuple[list[dict], str]:
+    """The metrics the run wrote and where they came from (or ``[]`` and why none count).
+
+    ``answer``/``before``: the code answer and :func:`file_signature` of ``metrics.json`` before
+    the first run command (see :func:`refused_metrics`); ``fallback``: parse stdout when the
+    run wrote no ``metrics.json`` (not with a grader, which measures instead)."""
+    path = ctx.workspace / METRICS_FILE
     if path.exists() or path.is_symlink():
+        refused = refused_metrics(answer, path, before)
+        if refused:
+            return [], refused
         try:  # written by generated code: no symlink out, no FIFO / device, bounded size
             data = read_file_inside(ctx.workspace, path, MAX_METRICS_BYTES)
             return normalise_metrics(json.loads(data.decode("utf-8"))), "metrics.json"
         except (ValueError, TypeError) as exc:
             return [], f"metrics.json unreadable: {exc}"
+    if not fallback:
+        return [], f"no {METRICS_FILE}"
     stdout = "\n".join(o["stdout_tail"] for o in outputs)[-4000:]
     if not stdout.strip():
         return [], "no metrics.json and no output"

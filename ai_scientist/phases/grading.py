@@ -1,0 +1,111 @@
+"""Grading a node's run (``grader.dir``): the grader's metrics are the node's metrics.
+
+Called by phase 4 after the run commands succeeded. The grading is one more command of the
+node: its record is ``exec/NNN_grade_grade.json`` (command, exit code, output; the grader's
+logs are its stdout/stderr there), and ``grade.json`` holds the verdict: the graded metrics,
+the program's own (self-reported) metrics and where they came from, each mismatch beyond
+``grader.tolerance`` and the grader's and the run's wall times. A mismatch is also a run event
+(``metric_mismatch``) and a line of the execution review's ``run_result`` layer.
+
+``replay`` answers the grading from the recording like any command: the recorded command
+record, and the graded metrics from the recorded ``grade.json`` (the grader is not run again,
+so a replay needs no grader directory).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..base.fileio import atomic_write_json, read_json
+from ..base.paths import GRADE_FILE, RunPaths, claim_numbered
+from ..execution.grader import GraderError, grade, load_grader
+from .base import NodeContext
+from .phase234 import normalise_metrics
+
+GRADER_SOURCE = "grader"
+
+
+def mismatches(graded: list[dict], claimed: list[dict], tolerance: float) -> list[dict]:
+    """Self-reported values further than ``tolerance * max(1, |graded|)`` from the graded value
+    of the same metric name (the primary metrics are compared when no name is shared)."""
+    by_name = {m["name"]: m for m in claimed}
+    pairs = [(g, by_name[g["name"]]) for g in graded if g["name"] in by_name]
+    if not pairs and graded and claimed:
+        pairs = [(graded[0], claimed[0])]
+    out = []
+    for g, c in pairs:
+        allowed = tolerance * max(1.0, abs(g["value"]))
+        if abs(c["value"] - g["value"]) > allowed:
+            out.append(
+                {
+                    "name": g["name"],
+                    "graded": g["value"],
+                    "self_reported": c["value"],
+                    "self_reported_name": c["name"],
+                    "difference": c["value"] - g["value"],
+                    "tolerance": allowed,
+                }
+            )
+    return out
+
+
+def grade_node(ctx: NodeContext, own: list[dict], own_source: str, *, run_s: float) -> dict[str, Any]:
+    """Grade ``ctx``'s workspace; the fields phase 4's record takes over (``metrics`` and
+    ``metrics_source`` from the grader, ``self_reported``, ``mismatches``, or ``failure``)."""
+    recorded = _recorded(ctx)
+    _, exec_path = claim_numbered(ctx.paths.exec, "grade", "grade")
+    verdict: dict[str, Any] = {
+        "self_reported": own,
+        "self_reported_source": own_source,
+        "tolerance": float(ctx.cfg.grader.tolerance),
+        "run_s": round(run_s, 3),
+    }
+    if recorded is not None:  # replay: the recorded command and verdict
+        result = ctx.executor.run(list(recorded.get("command") or []), workspace=ctx.workspace)
+        data, error, took = recorded.get("raw"), recorded.get("error"), recorded.get("grade_s", 0.0)
+    else:
+        try:
+            grader = load_grader(str(ctx.cfg.grader.dir), "grader.dir")
+        except GraderError as exc:  # removed or changed since the run started
+            return _failed(ctx, verdict, f"grader unusable: {exc}")
+        run = grade(grader, ctx.workspace, ctx.cfg)
+        result, data, error, took = run.result, run.data, run.error, run.duration_s
+    record = {"phase": "phase4", "label": "grade", **result.to_dict()}
+    atomic_write_json(exec_path, ctx.run.redactor.redact_obj(record), durable=False)
+    verdict.update(command=list(result.command), raw=data, grade_s=round(took, 3), error=error)
+    if error is None:
+        try:
+            graded = normalise_metrics(data)
+            if not graded:
+                raise ValueError("no metric in it")
+        except (ValueError, TypeError) as exc:
+            error = f"the grader's metrics.json is invalid: {exc}"
+    if error is not None:
+        return _failed(ctx, verdict, error)
+    found = mismatches(graded, own, float(ctx.cfg.grader.tolerance))
+    verdict.update(graded=graded, mismatches=found)
+    ctx.save(GRADE_FILE, verdict)
+    if found:
+        ctx.run.event("metric_mismatch", node_id=ctx.node.id, mismatches=found)
+    return {
+        "metrics": graded,
+        "metrics_source": GRADER_SOURCE,
+        "self_reported": own,
+        "self_reported_source": own_source,
+        "mismatches": found,
+    }
+
+
+def _failed(ctx: NodeContext, verdict: dict[str, Any], reason: str) -> dict[str, Any]:
+    """A grader that fails is the node's error (phase 4), never a crash of the run."""
+    ctx.save(GRADE_FILE, {**verdict, "error": reason})
+    return {"metrics": [], "metrics_source": GRADER_SOURCE, "failure": f"grading failed: {reason}"[:2000]}
+
+
+def _recorded(ctx: NodeContext) -> dict[str, Any] | None:
+    """The recorded verdict when the node is being replayed (its executor is the replay runner)."""
+    src = getattr(ctx.executor, "src", None)
+    if getattr(ctx.executor, "name", "") != "replay" or src is None:
+        return None
+    data = read_json(RunPaths(src).node(ctx.node.id).file(GRADE_FILE))
+    return data if isinstance(data, dict) else None
