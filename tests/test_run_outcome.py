@@ -32,9 +32,11 @@ def _expected_stage_lines(run_dir: Path) -> list[str]:
     out = []
     for stage in stages:
         mine = [n for n in nodes if n["stage"] == stage]
-        good = sum(n["status"] == "good" for n in mine)
+        good = sum(n["status"] == "good" and not n.get("incomparable") for n in mine)
+        other = sum(n["status"] == "good" and bool(n.get("incomparable")) for n in mine)
         buggy = sum(n["status"] == "buggy" for n in mine)
-        text = f"  stage {stage}: {good} of {len(mine)} nodes worked" + (f", {buggy} buggy" if buggy else "")
+        text = f"  stage {stage}: {good} of {len(mine)} nodes worked"
+        text += (f", {other} not comparable" if other else "") + (f", {buggy} buggy" if buggy else "")
         info = (state.get("stages") or {}).get(str(stage)) or {}
         best = (info.get("best") or {}).get("node_id")
         if not best:
@@ -48,6 +50,9 @@ def _expected_stage_lines(run_dir: Path) -> list[str]:
         if agg:
             text += f" (over {agg['n']} seed{'' if agg['n'] == 1 else 's'}: mean {agg['mean']:.4g}"
             text += f" ± {agg['stderr']:.2g} s.e.)" if isinstance(agg.get("stderr"), (int, float)) else ")"
+        rerank = (info["best"].get("evidence") or {}).get("seed_rerank") or {}
+        if rerank.get("changed"):  # the seed re-ranking replaced the metric's choice (issue 30)
+            text += f"; chosen over {rerank['node_id']} by the mean over seed re-runs"
         out.append(text)
     return out
 

@@ -87,6 +87,7 @@ def test_node_round_trip_and_contract_fields():
         "state_op",
         "created_at",
         "finished_at",
+        "incomparable",
     ]
     assert d["metric"] == {"name": "acc", "value": 0.5, "direction": "maximize", "dataset": "val"}
     back = Node.from_dict(json.loads(json.dumps(d)))

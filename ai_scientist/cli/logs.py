@@ -124,12 +124,52 @@ def _children(nodes: dict[str, dict[str, Any]]) -> dict[str | None, list[str]]:
     return kids
 
 
+def _status(node: dict[str, Any]) -> str:
+    """The node's status as shown: ``incomparable`` for a working node that changed its stage's
+    evaluation protocol (``Node.incomparable``), never ranked against the others."""
+    if node.get("status") == "good" and node.get("incomparable"):
+        return "incomparable"
+    return str(node.get("status", "?"))
+
+
 def _node_line(node: dict[str, Any]) -> str:
     return (
         f"{node['id']}  stage {node.get('stage', '?')}  {node.get('operation', '?'):<9} "
-        f"{node.get('status', '?'):<7} {_metric_text(node.get('metric')):<18} "
+        f"{_status(node):<7} {_metric_text(node.get('metric')):<18} "
         f"state:{node.get('state_op') or '-'}"
     )
+
+
+def stage_choices(run: Path) -> list[dict[str, Any]]:
+    """Each ended stage's choice of its best (``state.json`` ``stages.<N>.best``): the node, how it
+    was chosen and why, with the re-ranking over seeds when the stage made one."""
+    try:
+        state = read_json(RunPaths(run).state, default={}) or {}
+    except ValueError:
+        return []
+    out = []
+    for key, info in sorted((state.get("stages") or {}).items(), key=lambda kv: int(kv[0])):
+        best = (info or {}).get("best") or {}
+        out.append(
+            {
+                "stage": int(key),
+                "node_id": best.get("node_id"),
+                "method": best.get("method"),
+                "reason": best.get("reason"),
+                "seed_rerank": (best.get("evidence") or {}).get("seed_rerank"),
+            }
+        )
+    return out
+
+
+def _stage_lines(choices: list[dict[str, Any]]) -> list[str]:
+    from ..runloop.stage_summary import rerank_lines
+
+    lines = []
+    for c in choices:
+        lines.append(f"stage {c['stage']} best: {c['node_id'] or '-'} ({c['method']}: {c['reason']})")
+        lines += [f"  {line}" for line in rerank_lines(c["seed_rerank"])]
+    return lines
 
 
 def cmd_nodes(run: Path, args: argparse.Namespace) -> int:
@@ -144,14 +184,40 @@ def cmd_nodes(run: Path, args: argparse.Namespace) -> int:
 
     for root in kids.get(None, []):
         walk(root, 0)
-    good = sum(1 for n in nodes.values() if n.get("status") == "good")
-    lines.append(f"{len(nodes)} nodes, {good} good")
+    good = sum(1 for n in nodes.values() if _status(n) == "good")
+    other = sum(1 for n in nodes.values() if _status(n) == "incomparable")
+    changed = f", {other} not comparable (changed the evaluation protocol)" if other else ""
+    lines.append(f"{len(nodes)} nodes, {good} good{changed}")
+    for c in stage_choices(run):  # one line each; `logs RUN stages` gives the evidence
+        rerank = c["seed_rerank"] or {}
+        how = f"re-ranked over seeds, over {rerank['node_id']}" if rerank.get("changed") else c["method"]
+        lines.append(f"stage {c['stage']} best: {c['node_id'] or '-'} ({how})")
     lines.append(f"whole run (nodes and run-level calls) {llm_line(run_counts(run))}")
     data = [
         {**n, "children": kids.get(nid, []), "llm": call_counts(read_records(run, nid))}
         for nid, n in nodes.items()
     ]
     return _emit(args, data, "\n".join(lines))
+
+
+def cmd_stages(run: Path, args: argparse.Namespace) -> int:
+    """Each ended stage's best node, how it was chosen (re-ranking over seeds with its evidence),
+    and the stage's nodes that changed the evaluation protocol, with why."""
+    nodes = load_nodes(run)
+    choices = stage_choices(run)
+    for c in choices:
+        c["incomparable"] = {
+            nid: n["incomparable"]
+            for nid, n in nodes.items()
+            if n.get("stage") == c["stage"] and _status(n) == "incomparable"
+        }
+    lines = []
+    for c in choices:
+        lines += _stage_lines([c])
+        lines += [f"  not comparable: {nid}: {why}" for nid, why in c["incomparable"].items()]
+    if not choices:
+        lines.append("no stage has ended yet (state.json has no stages)")
+    return _emit(args, choices, "\n".join(lines))
 
 
 def cmd_inspect(run: Path, args: argparse.Namespace, full: bool) -> int:
@@ -169,6 +235,8 @@ def cmd_inspect(run: Path, args: argparse.Namespace, full: bool) -> int:
         head.append(f"idea: {node['idea']}")
     if node.get("error"):
         head.append(f"error: {node['error']}")
+    if node.get("incomparable"):
+        head.append(f"not comparable (never ranked): {node['incomparable']}")
     if node.get("summary"):
         head.append(f"summary: {node['summary']}")
     plan = _plan(run, nid)
@@ -389,6 +457,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
         return cmd_diff(run, args)
     if what == "cost":
         return cmd_cost(run, args)
+    if what == "stages":
+        return cmd_stages(run, args)
     if what == "memory":
         return cmd_memory(run, args)
     raise UsageError(f"unknown logs command {what!r}")

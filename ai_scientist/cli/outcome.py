@@ -45,6 +45,16 @@ def _seeds_note(info: dict) -> str:
     )
 
 
+def _rerank_note(info: dict) -> str:
+    """``; chosen over n0005 by the mean over seed re-runs`` when re-ranking changed the best."""
+    rerank = ((info.get("best") or {}).get("evidence") or {}).get("seed_rerank") or {}
+    return (
+        f"; chosen over {rerank.get('node_id')} by the mean over seed re-runs"
+        if rerank.get("changed")
+        else ""
+    )
+
+
 def _writer_note(paths: RunPaths) -> str:
     """Who wrote the paper (``writeup.json``'s ``writer``) and why (the ``report_writer`` event)."""
     writer = (read_json(paths.writeup_json, default={}) or {}).get("writer")
@@ -107,6 +117,8 @@ def produced_lines(run: Run) -> list[str]:
     for stage in sorted(set(stages) | set(counts)):
         c = counts.get(stage, NodeCounts())
         worked = f"{c.good} of {c.nodes} nodes worked"
+        if c.incomparable:  # worked, but changed the stage's evaluation protocol: not ranked
+            worked += f", {c.incomparable} not comparable"
         if c.buggy:
             worked += f", {c.buggy} buggy"
         info = stages.get(stage, {})
@@ -114,6 +126,7 @@ def produced_lines(run: Run) -> list[str]:
         if best:
             lines.append(
                 f"  stage {stage}: {worked}; best {_metric(run_dir, best, stage)}{_seeds_note(info)}"
+                + _rerank_note(info)
             )
         else:
             lines.append(f"  stage {stage}: {worked}; no best node")

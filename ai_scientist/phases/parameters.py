@@ -76,6 +76,16 @@ def _clip(text: str, limit: int) -> str:
 def code_parameters(files: dict[str, str], limit: int = LIMIT) -> list[str]:
     """One line per parameter the ``files`` (path -> text) expose, in file order, each name once;
     at most ``limit`` lines, the last saying how many more were found."""
+    found = parameters(files)
+    lines = [p.line() for p in found[:limit]]
+    if len(found) > limit:
+        lines.append(f"... {len(found) - limit} more parameters not listed")
+    return lines
+
+
+def parameters(files: dict[str, str]) -> list[Parameter]:
+    """Every parameter the ``files`` expose, in file order, each (name, kind) once (unbounded:
+    the evaluation protocol compares them, runloop/protocol.py)."""
     found: list[Parameter] = []
     seen: set[tuple[str, str]] = set()
     for path, text in files.items():
@@ -83,10 +93,7 @@ def code_parameters(files: dict[str, str], limit: int = LIMIT) -> list[str]:
             if (p.name, p.kind) not in seen:
                 seen.add((p.name, p.kind))
                 found.append(p)
-    lines = [p.line() for p in found[:limit]]
-    if len(found) > limit:
-        lines.append(f"... {len(found) - limit} more parameters not listed")
-    return lines
+    return found
 
 
 def _python(path: str, text: str) -> list[Parameter]:

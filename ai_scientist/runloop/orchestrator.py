@@ -37,6 +37,7 @@ from ..llm.types import LLMError
 from ..phases.base import NodeContext
 from ..phases.node_memory import open_branch, record_outcome
 from ..phases.pipeline import run_node
+from ..treesearch.best import Choice
 from ..treesearch.journal import Journal, JournalView
 from ..treesearch.node import Node
 from ..treesearch.policies import decision_rng, dedupe_ideas, make_policy
@@ -45,6 +46,7 @@ from ..treesearch.stages import (
     StageOutcome,
     StageRules,
     StageState,
+    handover,
     next_stage_state,
     stage_outcome,
 )
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
 
     from ..base.run import Run
     from ..treesearch.policies.base import Action
+    from ..treesearch.seeds import SeedAggregate
 
 
 class Orchestrator:
@@ -81,6 +84,9 @@ class Orchestrator:
         # resumed run starts with those a kill -9 left unwritten
         self._unrecorded: list[str] = self._missing_outcomes()
         self._contexts: dict[str, NodeContext] = {}  # the free scheduler's nodes, until recorded
+        # working nodes already checked against their stage's evaluation protocol (a resumed run
+        # checks them again: the check is a pure function of recorded files, see _protocol_step)
+        self._protocol_checked: set[str] = set()
         # a replay of a free-running recording follows its recorded order (None: not a replay of one)
         self.replay_order: dict[str, frozenset[str]] | None = None
         if self.cfg.llm.backend == "replay" and self.cfg.llm.replay_dir and self.scheduler == "free":
@@ -133,6 +139,7 @@ class Orchestrator:
         if leftover:
             self._run_batch(leftover)
         while True:
+            state, _ = self._protocol_step(state, self.journal.snapshot())
             outcome = self._outcome(state)
             self._progress(state.stage, force=outcome.done)
             if outcome.done:
@@ -157,6 +164,9 @@ class Orchestrator:
             while True:
                 self._replay_prepare(pool)
                 view = self._settled_view(pool)
+                state, marked = self._protocol_step(state, view)
+                if marked:  # the view lists them as good: decide on a new one
+                    continue
                 outcome = self._outcome(state, view)
                 self._progress(state.stage, force=outcome.done)
                 if outcome.done and pool.idle:
@@ -508,25 +518,82 @@ class Orchestrator:
         self.run_.event("input_diversity", node_id=node.id, tree=node.tree, example=example)
         return {"prior_code": f"Solved example from node {example} (another tree):\n{code_text(answer)}"}
 
+    # ------------------------------------------------------- protocol --
+    def _protocol_step(self, state: StageState, view: JournalView) -> tuple[StageState, int]:
+        """Fix the stage's evaluation protocol and mark the working nodes of ``view`` that changed
+        it (:mod:`.protocol`); returns the stage state and how many nodes were marked (the caller
+        then decides on a new view: the marked ones are no longer good).
+
+        The protocol is fixed once, by the stage's first working node: the node the stage starts
+        from (stages 2-4), else the earliest-created good node of the first view that has one.
+        Runs on the main thread at each decision, on the view the decision sees, so a replay (the
+        same finished nodes at each decision) fixes and marks the same; it is saved in the stage
+        state (``state.json``) and the ``eval_protocol`` event, each mark in the journal
+        (``Node.incomparable``) and a ``node_incomparable`` event."""
+        from .protocol import EvalProtocol, node_answer, protocol_change, protocol_of
+
+        stage = state.stage
+        if state.protocol is None:
+            carried = view.get(state.carried_id) if state.carried_id and state.carried_id in view else None
+            first = carried if carried is not None and carried.is_good else None
+            first = first or next(iter(view.good_nodes(stage)), None)
+            if first is None:
+                return state, 0
+            fixed = protocol_of(first, node_answer(self.run_.dir, first.id))
+            state = state.with_protocol(fixed.to_dict())
+            self._save_stage_state(state)
+            self.run_.event("eval_protocol", stage=stage, **fixed.to_dict())
+            self._protocol_checked.add(first.id)
+        reference = EvalProtocol.from_dict(state.protocol)  # type: ignore[arg-type]
+        marked = 0
+        for node in view.good_nodes(stage):
+            if node.id in self._protocol_checked:
+                continue
+            self._protocol_checked.add(node.id)
+            reason = protocol_change(reference, protocol_of(node, node_answer(self.run_.dir, node.id)))
+            if reason is not None:
+                self.journal.update(node.id, incomparable=reason)
+                self.run_.event(
+                    "node_incomparable",
+                    node_id=node.id,
+                    stage=stage,
+                    reason=reason,
+                    protocol=reference.node_id,
+                )
+                marked += 1
+        return state, marked
+
     # ------------------------------------------------------ stage end --
     def _finish_stage(self, state: StageState) -> StageState | None:
+        state, _ = self._protocol_step(state, self.journal.snapshot())  # nodes that ended last
         tie_break = self._tie_break if self.cfg.agent.llm_tie_break else None
-        nxt, choice = next_stage_state(
+        _, first = next_stage_state(
             self.journal,
             state,
             self.policy,
             rng=decision_rng(self.cfg.agent.seed, f"best{state.stage}"),
             tie_break=tie_break,
         )
+        choice = first
+        if first.node_id:  # its seed re-runs, then the runners-up within their noise (if any)
+            self._run_seeds(state.stage, first.node_id)
+            choice = self._seed_rerank(state, first)
+        nxt = handover(state, choice.node_id)
         self.run_.event("stage_best", stage=state.stage, **choice.to_dict())
         failpoints.hit(f"stage_end:{state.stage}")
-        seeds = self._seed_eval(state.stage, choice.node_id) if choice.node_id else None
+        seeds = self._seed_result(state.stage, choice.node_id) if choice.node_id else None
         self._progress(state.stage, force=True)  # the stage's final counts, its seed re-runs included
         from .stage_summary import write_stage_summary
 
         # the summary role's account of the stage (asked once; a resume reads the stored one)
         summary = write_stage_summary(
-            self.run_, self.services, self.journal, state.stage, choice.node_id, seeds
+            self.run_,
+            self.services,
+            self.journal,
+            state.stage,
+            choice.node_id,
+            seeds,
+            rerank=choice.evidence.get("seed_rerank"),
         )
         failpoints.hit(f"stage_summary:{state.stage}")
         stages = dict(self.run_.state.get("stages") or {})
@@ -540,16 +607,17 @@ class Orchestrator:
         )
         return nxt
 
-    def _seed_eval(self, stage: int, best_id: str) -> dict | None:
-        from ..treesearch.seeds import aggregate_seeds
+    def _run_seeds(self, stage: int, node_id: str) -> None:
+        """Run the seed re-runs of ``node_id`` it lacks (``seeds.seed_plan``: agent.seed + 1 ..
+        agent.seed + num_seeds), and those a crash left unfinished; no LLM call (its code is run
+        again with SEED set)."""
+        from ..treesearch.seeds import missing_seeds, seed_plan
 
-        n = self.cfg.agent.multi_seed_eval.num_seeds
-        runs = list(self.journal.seed_runs(best_id))
-        pending = [r for r in runs if not r.is_finished]
-        for i in range(len(runs), n):
-            seed = self.cfg.agent.seed + 1 + i
+        plan = seed_plan(self.cfg.agent.seed, self.cfg.agent.multi_seed_eval.num_seeds)
+        pending = [r for r in self.journal.seed_runs(node_id) if not r.is_finished]
+        for seed in missing_seeds(self.journal, node_id, plan):
             pending.append(
-                self.journal.new_node(stage=stage, operation="seed_eval", parent_id=best_id, seed=seed)
+                self.journal.new_node(stage=stage, operation="seed_eval", parent_id=node_id, seed=seed)
             )
         if self.scheduler == "free":  # no decision depends on their order: a worker takes the next at once
             pool = self._pool()
@@ -566,6 +634,11 @@ class Orchestrator:
         else:
             for start in range(0, len(pending), self.cfg.agent.num_workers):
                 self._run_batch(pending[start : start + self.cfg.agent.num_workers])
+
+    def _seed_result(self, stage: int, best_id: str) -> dict[str, Any]:
+        """The aggregate of the stage's best's seed re-runs (``seed_eval`` event, ``state.json``)."""
+        from ..treesearch.seeds import aggregate_seeds
+
         measured = [(r, r.metric) for r in self.journal.seed_runs(best_id) if r.is_good and r.metric]
         # only re-runs measuring what the node measured are averaged: a model that put the seed in
         # its metric's dataset label made every re-run another metric (recorded, not a crash)
@@ -588,6 +661,99 @@ class Orchestrator:
             )
         self.run_.event("seed_eval", stage=stage, **result)
         return result
+
+    def _seed_rerank(self, state: StageState, first: Choice) -> Choice:
+        """The stage's best after re-ranking over seeds: the runners-up whose metric is within the
+        seed noise of ``first`` (the metric's choice, already re-run over seeds) are re-run over
+        the same seeds, and the best mean wins (:mod:`..treesearch.seeds`: estimator, threshold,
+        ranking). Bounded by ``agent.multi_seed_eval.rerank_candidates`` (0: off). The decision and
+        its evidence go to the ``seed_rerank`` event and the choice's evidence (``stage_best``,
+        ``state.json``, the stage summary). The ablation stage keeps its carried node."""
+        from ..treesearch.best import ABLATION_STAGE, comparable_metric, rank_nodes
+        from ..treesearch.seeds import noise_threshold, rank_by_mean, seed_noise, within_noise
+
+        cfg = self.cfg.agent.multi_seed_eval
+        best = self.journal.get(first.node_id)  # type: ignore[arg-type]
+        m = best.metric
+        if state.stage == ABLATION_STAGE or cfg.rerank_candidates == 0 or m is None or not m.is_valid:
+            return first
+        pool = self.journal.good_nodes(state.stage)
+        carried = self.journal.get(state.carried_id) if state.carried_id else None
+        if carried is not None and carried.is_good:
+            pool = [carried, *pool]
+        ranked = [
+            (n.id, c.score)
+            for n in rank_nodes(pool)
+            if n.id != best.id and (c := comparable_metric(n, m.key))
+        ]
+        noise = seed_noise(self._seed_groups(m.key))
+        record: dict[str, Any] = {
+            "node_id": best.id,
+            "metric": list(m.key),
+            "search_value": m.value,
+            "noise": noise.to_dict(),
+            "noise_z": cfg.noise_z,
+            "rerank_candidates": cfg.rerank_candidates,
+            "seeds": self.cfg.agent.multi_seed_eval.num_seeds,
+        }
+        if noise.sigma is None:
+            record["decision"] = (
+                f"no noise estimate (no node has 2 good seed re-runs of {m.name}): {best.id} stays"
+            )
+        else:
+            threshold = noise_threshold(noise.sigma, cfg.noise_z)
+            candidates = within_noise(m.score, ranked, threshold, cfg.rerank_candidates)
+            values = {n.id: n.metric.value for n in pool if n.metric is not None}
+            record["threshold"] = threshold
+            record["runners_up"] = [{"node_id": i, "value": values[i]} for i, _ in ranked[:5]]
+            record["candidates"] = candidates
+            if not candidates:
+                record["decision"] = f"no runner-up within the seed noise of {best.id}: it stays"
+            else:
+                for nid in candidates:
+                    self._run_seeds(state.stage, nid)
+                aggs = [(nid, self._seed_aggregate(nid, m.key)) for nid in [best.id, *candidates]]
+                order = rank_by_mean(aggs)
+                chosen = order[0] if order else best.id
+                record["means"] = {nid: (a.to_dict() if a else None) for nid, a in aggs}
+                record["ranking"] = order
+                record["chosen"] = chosen
+                record["decision"] = (
+                    f"{chosen} has the best mean over the seed re-runs of {', '.join([best.id, *candidates])}"
+                    + (f"; it replaces {best.id}" if chosen != best.id else f": {best.id} stays")
+                )
+        record["changed"] = record.get("chosen", best.id) != best.id
+        self.run_.event("seed_rerank", stage=state.stage, **record)
+        evidence = {**first.evidence, "seed_rerank": record}
+        if not record["changed"]:
+            return Choice(
+                first.node_id, first.method, first.reason, first.candidates, first.reasoning, evidence
+            )
+        reason = (
+            f"{record['chosen']} has the best {m.name} mean over seed re-runs among {best.id} (best single "
+            f"search run, {m.value:.4g}) and the runner-up(s) within its seed noise; {first.reason}"
+        )
+        return Choice(record["chosen"], "seed_mean", reason, (best.id, *record["candidates"]), None, evidence)
+
+    def _seed_groups(self, key: tuple[str, str, str | None]) -> dict[str, list[float]]:
+        """Node id -> the values of its good seed re-runs of metric ``key`` (every stage)."""
+        groups: dict[str, list[float]] = {}
+        for n in self.journal.nodes:
+            if n.is_seed_eval and n.is_good and n.parent_id and n.metric is not None:
+                if n.metric.key == key and n.metric.is_valid:
+                    groups.setdefault(n.parent_id, []).append(n.metric.value)
+        return groups
+
+    def _seed_aggregate(self, node_id: str, key: tuple[str, str, str | None]) -> SeedAggregate | None:
+        """Mean ± s.e. of the node's good seed re-runs of metric ``key``; None without one."""
+        from ..treesearch.seeds import aggregate_seeds
+
+        same = [
+            r.metric
+            for r in self.journal.seed_runs(node_id)
+            if r.is_good and r.metric is not None and r.metric.key == key and r.metric.is_valid
+        ]
+        return aggregate_seeds(same) if same else None
 
     def _tie_break(self, candidates: Sequence[Node]) -> tuple[str, str]:
         from ..phases.schemas import TIEBREAK_SCHEMA

@@ -1,6 +1,8 @@
 """What the stage shows one node besides its parent: the stage's own results so far.
 
 * every node of stage 2-4: ``stage_summary`` (the summaries of the stages before it);
+* every node scheduled once its stage's first working node fixed the evaluation protocol:
+  ``evaluation_protocol`` (:mod:`.protocol`), which it must keep to be ranked;
 * stage 2 (tuning): ``tried_hyperparams``, the settings tried in the stage with their results;
 * stage 4 (ablations): ``ablation_plan`` (the planned ablations, each marked done / running /
   this node / to do, with how many nodes the stage may still create) and ``tried_ablations`` with
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
 def compute_stage_inputs(run: Run, view: JournalView, node: Node, state: StageState | None) -> dict[str, Any]:
     """The stage-input values for ``node`` from the journal as it is now (empty ones left out)."""
     values: dict[str, Any] = {"stage_summary": summaries_text(run.dir, before=node.stage)}
+    values["evaluation_protocol"] = protocol_value(state, node.stage)
     carried_id = state.carried_id if state is not None and state.stage == node.stage else None
     carried = view.get(carried_id) if carried_id and carried_id in view else None
     if node.stage == 2:
@@ -69,6 +72,12 @@ def compute_stage_inputs(run: Run, view: JournalView, node: Node, state: StageSt
         view, node.stage, node_id=node.id, parent_id=node.parent_id, designs=designs
     )
     return {k: v for k, v in values.items() if v}
+
+
+def protocol_value(state: StageState | None, stage: int) -> dict[str, Any] | None:
+    """The ``evaluation_protocol`` layer's value: the protocol ``stage``'s first working node fixed
+    (:mod:`.protocol`), None before one has (a stage's first drafts)."""
+    return state.protocol if state is not None and state.stage == stage else None
 
 
 def _designs(run: Run, view: JournalView, node: Node) -> dict[str, str]:
@@ -120,6 +129,7 @@ def proposal_inputs(
         ("tried_hyperparams" if kind == "tune" else "tried_ablations"): table,
         "ablation_plan": ablation_plan(view, state.stage, state.ideas) if kind == "ablate" else [],
         "stage_summary": summaries_text(run.dir, before=state.stage),
+        "evaluation_protocol": protocol_value(state, state.stage),
         # the stage's nodes the tried table does not list (debug children, improve nodes)
         "siblings": "\n".join(sibling_table(view, state.stage, parent_id=parent.id)),
     }

@@ -48,9 +48,17 @@ ERROR_CHARS = 200
 
 
 def write_stage_summary(
-    run: Run, services: Services, view: JournalView, stage: int, best_id: str | None, seeds: dict | None
+    run: Run,
+    services: Services,
+    view: JournalView,
+    stage: int,
+    best_id: str | None,
+    seeds: dict | None,
+    rerank: dict | None = None,
 ) -> dict[str, Any]:
-    """The stored summary of ``stage``, asking the ``summary`` role once if there is none yet."""
+    """The stored summary of ``stage``, asking the ``summary`` role once if there is none yet.
+    ``rerank``: the stage end's re-ranking over seeds (the ``seed_rerank`` event's record), kept
+    in the file and shown in the facts."""
     path = RunPaths(run.dir).stage_summary(stage)
     stored = read_json(path)
     if stored is not None:
@@ -68,6 +76,7 @@ def write_stage_summary(
         "best_metric": best.metric.to_dict() if best is not None and best.metric else None,
         "seeds": (seeds or {}).get("aggregate"),
         **counts.to_dict(),
+        "seed_rerank": rerank,
         "summary": None,
         "error": None,
     }
@@ -79,7 +88,7 @@ def write_stage_summary(
     values = {
         "stage_number": stage,
         "stage_title": STAGES[stage].title,
-        "stage_facts": stage_facts(view, stage, best, seeds),
+        "stage_facts": stage_facts(view, stage, best, seeds, rerank),
         "stage_summary": summaries_text(run.dir, before=stage),
     }
     try:
@@ -120,9 +129,13 @@ def render_summary(data: dict[str, Any]) -> str:
     metric = data.get("best_metric")
     shown = f"{metric['name']}={metric['value']:.6g}" if metric else "no metric"
     head = f"### Stage {data.get('stage')} ({data.get('title')}): {data.get('nodes')} nodes, {data.get('good')} good"
+    if data.get("incomparable"):
+        head += f", {data['incomparable']} not comparable (changed the evaluation protocol)"
     if data.get("seed_runs"):  # re-measurements of the best, never counted as nodes
         head += f" (+{data['seed_runs']} seed re-runs of the best)"
     head += f"; best {best} ({shown})" if best else "; no node handed over"
+    if (data.get("seed_rerank") or {}).get("changed"):
+        head += f", chosen over {data['seed_rerank']['node_id']} by its mean over seed re-runs"
     body = data.get("summary") or {}
     lines = [head, *(f"{title}: {body[k]}" for k, title in FIELDS if body.get(k))]
     if not body:
@@ -192,9 +205,12 @@ def best_metric_text(node: Node) -> str:
 
 def result_cell(node: Node, limit: int = RESULT_CHARS) -> str:
     """A good node's metrics, primary first, each whole; those that do not fit in ``limit``
-    characters are counted (``+3 more``), never cut. A failed node: why; else still running."""
+    characters are counted (``+3 more``), never cut. A failed node: why; a node that changed the
+    evaluation protocol: its metric and how it changed it; else still running."""
     if node.is_buggy:
         return "failed: " + cut_words(failure_text(node.error), ERROR_CHARS)
+    if node.is_incomparable:  # its metric is not the stage's measurement: why, not a rank
+        return f"{best_metric_text(node)}, not comparable: {cut_words(node.incomparable or '', ERROR_CHARS)}"
     if not node.is_good:
         return "running (no result yet)"
     metrics = list(node.metrics) or ([node.metric] if node.metric is not None else [])
@@ -239,15 +255,55 @@ def seeds_text(agg: dict[str, Any] | None, node_id: str | None, seeds: Sequence[
     return out + "."
 
 
-def stage_facts(view: JournalView, stage: int, best: Node | None, seeds: dict | None) -> list[str]:
+def rerank_lines(record: dict[str, Any] | None) -> list[str]:
+    """The re-ranking over seeds at a stage's end as sentences (stage facts, ``logs``): the noise
+    estimate with its numbers, the threshold, the candidates, their means and the decision."""
+    if not record:
+        return []
+    noise = record.get("noise") or {}
+    name = (record.get("metric") or ["metric"])[0]
+    sigma = noise.get("sigma")
+    if sigma is None:
+        return [f"Re-ranking over seeds: {record.get('decision')}."]
+    groups = noise.get("groups") or {}
+    out = [
+        f"Re-ranking over seeds: {record['node_id']} led on its search run ({name} "
+        f"{num(record['search_value'])}); seed noise sigma {num(sigma)} ({noise.get('estimator')}, "
+        f"{len(groups)} node(s), {noise.get('dof')} degree(s) of freedom); within the noise: a difference "
+        f"up to {num(record['threshold'])} ({num(record['noise_z'])} x sigma x sqrt 2)."
+    ]
+    ups = record.get("runners_up") or []
+    if ups:
+        out.append("Runners-up: " + ", ".join(f"{u['node_id']} {num(u['value'])}" for u in ups) + ".")
+    means = record.get("means") or {}
+    if means:
+        parts = [
+            f"{nid} {num(a['mean'])}"
+            + (f" ± {_stderr(a['stderr'])}" if a.get("stderr") is not None else "")
+            + f" (n={a['n']})"
+            if a
+            else f"{nid} no good re-run"
+            for nid, a in means.items()
+        ]
+        out.append("Means over the seed re-runs: " + ", ".join(parts) + ".")
+    out.append(f"Decision: {record.get('decision')}.")
+    return out
+
+
+def stage_facts(
+    view: JournalView, stage: int, best: Node | None, seeds: dict | None, rerank: dict | None = None
+) -> list[str]:
     """What a stage did, for its summary: ``[header, row, ...]`` — counts, the stage's best node
     (worded per stage: handed to the next stage, or the run's best at the last; in the ablation
-    stage the node the ablations were run against), its seed re-runs, then every search node of
-    the stage ranked (the ``head_rows`` layer policy cuts the last rows first)."""
+    stage the node the ablations were run against), its seed re-runs and the re-ranking over
+    seeds (``rerank``), then every search node of the stage ranked (the ``head_rows`` layer policy
+    cuts the last rows first); a node that changed the evaluation protocol is listed with why."""
     nodes = [view.get(i) for i in view.ids("search", stage)]
     good = sum(n.is_good for n in nodes)
     buggy = sum(n.is_buggy for n in nodes)
-    head = [f"Nodes: {len(nodes)} ({good} good, {buggy} failed)."]
+    n_changed = sum(n.is_incomparable for n in nodes)
+    changed = f", {n_changed} not comparable: changed the evaluation protocol" if n_changed else ""
+    head = [f"Nodes: {len(nodes)} ({good} good, {buggy} failed{changed})."]
     last = stage == max(STAGES)
     if best is None:
         head.append("No node is the run's best." if last else "No node is handed to the next stage.")
@@ -272,6 +328,7 @@ def stage_facts(view: JournalView, stage: int, best: Node | None, seeds: dict | 
     reason = (seeds or {}).get("incomparable_reason")
     if reason:
         head.append(f"Seed re-runs not averaged: {reason}.")
+    head += rerank_lines(rerank)
     if stage == ABLATION_STAGE and best is not None and nodes:
         m = f" ({best.metric.name} {num(best.metric.value)})" if best.metric is not None else ""
         head.append(f"Ablations, each measured against {best.id}{m}:")

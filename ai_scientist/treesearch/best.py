@@ -215,7 +215,8 @@ def _brief(n: Node, key: tuple[str, str, str | None] | None) -> dict[str, Any]:
 class NodeCounts:
     """How many nodes a stage (or run) has. ``nodes`` are search nodes (drafts, improvements,
     tunings, debugs, ablations); a seed re-run re-measures a chosen node, so it is never a node
-    here: it is counted in ``seed_runs`` / ``seed_good`` only."""
+    here: it is counted in ``seed_runs`` / ``seed_good`` only. ``incomparable``: nodes that worked
+    but changed the stage's evaluation protocol (``Node.incomparable``), neither good nor buggy."""
 
     nodes: int = 0
     good: int = 0
@@ -223,10 +224,15 @@ class NodeCounts:
     running: int = 0  # created, not finished yet (pending or running)
     seed_runs: int = 0
     seed_good: int = 0
+    incomparable: int = 0
 
     def text(self) -> str:
-        """``"4 nodes (3 good, 1 buggy); 2 seed re-runs (2 good)"`` (the seed part only if any)."""
-        out = f"{self.nodes} node{'' if self.nodes == 1 else 's'} ({self.good} good, {self.buggy} buggy"
+        """``"4 nodes (3 good, 1 buggy); 2 seed re-runs (2 good)"`` (the seed part only if any;
+        ``, 1 not comparable`` after the good ones when a node changed the protocol)."""
+        out = f"{self.nodes} node{'' if self.nodes == 1 else 's'} ({self.good} good"
+        if self.incomparable:
+            out += f", {self.incomparable} not comparable"
+        out += f", {self.buggy} buggy"
         out += f", {self.running} running)" if self.running else ")"
         if self.seed_runs:
             s = "" if self.seed_runs == 1 else "s"
@@ -234,12 +240,15 @@ class NodeCounts:
         return out
 
     def to_dict(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in ("nodes", "good", "buggy", "running", "seed_runs", "seed_good")}
+        return {k: getattr(self, k) for k in _COUNT_FIELDS}
+
+
+_COUNT_FIELDS = ("nodes", "good", "buggy", "running", "seed_runs", "seed_good", "incomparable")
 
 
 def count_nodes(nodes: Iterable[Node]) -> NodeCounts:
     """:class:`NodeCounts` of ``nodes`` (any mix of stages; filter first for one stage)."""
-    c = dict.fromkeys(("nodes", "good", "buggy", "running", "seed_runs", "seed_good"), 0)
+    c = dict.fromkeys(_COUNT_FIELDS, 0)
     for n in nodes:
         if n.is_seed_eval:
             c["seed_runs"] += 1
@@ -249,6 +258,7 @@ def count_nodes(nodes: Iterable[Node]) -> NodeCounts:
         c["good"] += n.is_good
         c["buggy"] += n.is_buggy
         c["running"] += n.in_flight
+        c["incomparable"] += n.is_incomparable
     return NodeCounts(**c)
 
 

@@ -8,7 +8,7 @@ them is an error, never a silent average.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,3 +89,69 @@ def missing_seeds(view: JournalView, node_id: str, seeds: Sequence[int]) -> list
 def seed_metrics(view: JournalView, node_id: str) -> list[Metric]:
     """Primary metrics of the node's good seed re-runs, in creation order."""
     return [c.metric for c in view.seed_runs(node_id) if c.is_good and c.metric is not None]
+
+
+# ------------------------------------------------------ noise and re-ranking --
+
+
+@dataclass(frozen=True)
+class SeedNoise:
+    """The seed noise of one metric: the pooled within-node sample standard deviation of seed
+    re-run values, ``sigma = sqrt(sum_i sum_j (x_ij - mean_i)^2 / sum_i (n_i - 1))`` over every
+    node with at least two good re-runs (``groups``: node id -> its values); ``dof`` is
+    ``sum_i (n_i - 1)``. ``sigma`` is None when no node has two re-runs (``dof`` 0).
+
+    The search run of a node is left out on purpose: a stage's best was chosen *because* its
+    search value was high, so that value is biased upwards and would inflate the estimate."""
+
+    sigma: float | None
+    dof: int
+    groups: dict[str, tuple[float, ...]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "estimator": "pooled within-node sample standard deviation of seed re-run values",
+            "sigma": self.sigma,
+            "dof": self.dof,
+            "groups": {k: list(v) for k, v in self.groups.items()},
+        }
+
+
+def seed_noise(groups: Mapping[str, Sequence[float]]) -> SeedNoise:
+    """:class:`SeedNoise` of ``groups`` (node id -> seed re-run values of one metric, finite)."""
+    ss, dof = 0.0, 0
+    for values in groups.values():
+        if len(values) >= 2:
+            mean = math.fsum(values) / len(values)
+            ss += math.fsum((v - mean) ** 2 for v in values)
+            dof += len(values) - 1
+    sigma = math.sqrt(ss / dof) if dof else None
+    return SeedNoise(sigma, dof, {k: tuple(v) for k, v in groups.items()})
+
+
+def noise_threshold(sigma: float, z: float) -> float:
+    """The largest score difference two single-seed results may have and still be within the noise:
+    ``z * sigma * sqrt(2)`` (the difference of two independent runs has standard deviation
+    ``sigma * sqrt(2)``; ``z`` is ``agent.multi_seed_eval.noise_z``)."""
+    return z * sigma * math.sqrt(2.0)
+
+
+def within_noise(
+    best_score: float, ranked: Sequence[tuple[str, float]], threshold: float, limit: int
+) -> list[str]:
+    """Ids of ``ranked`` (id, score oriented so larger is better; best first, the stage's best left
+    out) whose score is within ``threshold`` of ``best_score``: at most ``limit``, in rank order."""
+    out = [nid for nid, score in ranked if abs(best_score - score) <= threshold]
+    return out[:limit]
+
+
+def rank_by_mean(aggregates: Sequence[tuple[str, SeedAggregate | None]]) -> list[str]:
+    """Ids ordered by their seed re-runs' mean, best first (``direction`` decides); ``aggregates``
+    are in preference order (the stage's best first), which breaks exact ties. A node without a
+    good re-run (None) cannot be ranked and is left out."""
+    scored = [
+        (-(a.mean if a.direction == "maximize" else -a.mean), i, nid)
+        for i, (nid, a) in enumerate(aggregates)
+        if a is not None
+    ]
+    return [nid for _, _, nid in sorted(scored)]

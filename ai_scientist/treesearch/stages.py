@@ -71,13 +71,15 @@ class StageState:
     ``carried_id``: node the stage starts from (stages 2-4). ``ideas``: planned
     hyper-parameter / ablation ideas, if the orchestrator asked for a list
     (policies then hand them out in order). ``ideas_exhausted``: the LLM offered
-    no untried idea (ends stages 2 and 4).
+    no untried idea (ends stages 2 and 4). ``protocol``: the stage's evaluation protocol once its
+    first working node fixed it (``runloop.protocol.EvalProtocol.to_dict()``; None before).
     """
 
     stage: int
     carried_id: str | None = None
     ideas: tuple[str, ...] = ()
     ideas_exhausted: bool = False
+    protocol: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.stage not in STAGES:
@@ -92,6 +94,7 @@ class StageState:
             "carried_id": self.carried_id,
             "ideas": list(self.ideas),
             "ideas_exhausted": self.ideas_exhausted,
+            "protocol": self.protocol,
         }
 
     @classmethod
@@ -101,7 +104,12 @@ class StageState:
             carried_id=data.get("carried_id"),
             ideas=tuple(data.get("ideas") or ()),
             ideas_exhausted=bool(data.get("ideas_exhausted", False)),
+            protocol=data.get("protocol"),
         )
+
+    def with_protocol(self, protocol: dict[str, Any]) -> StageState:
+        """This state with its evaluation protocol fixed."""
+        return replace(self, protocol=protocol)
 
     def with_ideas(self, fresh: Sequence[str]) -> StageState:
         """This state with ``fresh`` ideas planned after the others; none fresh means exhausted."""
@@ -293,6 +301,12 @@ def next_stage_state(
     go to ``policy.stage_best`` (``rng``, ``tie_break``).
     """
     choice = policy.stage_best(view, state, **best_kwargs)
-    if state.stage == 4 or choice.node_id is None:
-        return None, choice
-    return StageState(state.stage + 1, carried_id=choice.node_id), choice
+    return handover(state, choice.node_id), choice
+
+
+def handover(state: StageState, best_id: str | None) -> StageState | None:
+    """The state of the stage after ``state`` when it hands on ``best_id`` (None after stage 4 or
+    when it hands on no node)."""
+    if state.stage == 4 or best_id is None:
+        return None
+    return StageState(state.stage + 1, carried_id=best_id)

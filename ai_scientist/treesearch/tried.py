@@ -86,6 +86,8 @@ def result_text(node: Node, *, all_metrics: bool = False) -> str:
     or that it is still running."""
     if node.is_good:
         return metrics_text(node) if all_metrics else metric_text(node)
+    if node.is_incomparable:  # measured, but not what the others measure: never ranked with them
+        return f"{metric_text(node)}, not comparable: " + _cell(node.incomparable or "", ERROR_CHARS)
     if node.is_buggy:
         return "failed: " + _cell(failure_text(node.error), ERROR_CHARS)
     return "running (no result yet)"
@@ -101,12 +103,13 @@ def failure_text(error: str | None) -> str:
 
 
 def ranked(nodes: Sequence[Node]) -> list[Node]:
-    """Good nodes best first (primary metric; incomparable after), then failed, then unfinished;
-    ties in creation order."""
+    """Good nodes best first (primary metric; incomparable after), then those that changed the
+    evaluation protocol (unranked), then failed, then unfinished; ties in creation order."""
     good = rank_nodes([n for n in nodes if n.is_good])
+    changed = [n for n in nodes if n.is_incomparable]
     failed = [n for n in nodes if n.is_buggy]
     running = [n for n in nodes if not n.is_finished]
-    return [*good, *failed, *running]
+    return [*good, *changed, *failed, *running]
 
 
 def tried_table(

@@ -1,0 +1,139 @@
+"""A stage's evaluation protocol: what every node of the stage must measure the same way.
+
+The stage's first working node fixes it (stages 2-4: the node the stage starts from, which its
+own stage compared): the metric it reports (name, direction, dataset) and the *protocol
+parameters* of its code — the parameters (``phases/parameters.py``: constants, options,
+environment variables, hard-coded grids, and ``--name value`` flags of its run commands) whose
+name says they define the data, the split, the sizes, the noise, the seed or the evaluation
+(:func:`is_protocol_parameter`). Later nodes are shown it (layer ``evaluation_protocol``) and told
+to keep it. A working node that reports another metric, or gives a protocol parameter the
+reference also has another value, changed the protocol: it is marked ``incomparable`` with the
+reason (``Node.incomparable``) and never ranked against the others.
+
+What this cannot see: a parameter renamed or inlined (the reference's ``N_TRAIN = 300`` becomes a
+literal ``60``), or a change with no name at all; the layer asks the model not to do that.
+Detection is pure and deterministic (recorded files and metrics only), so ``resume`` and
+``replay`` mark the same nodes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..base.fileio import read_json
+from ..base.paths import CODE_FILE, RunPaths
+from ..phases.edits import text_files
+from ..phases.parameters import parameters
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..treesearch.node import Node
+
+# name tokens of a parameter that defines the task, the data or the evaluation ...
+PROTOCOL_WORDS = frozenset(
+    "n size train test val valid validation holdout eval evaluation sample samples points examples "
+    "dataset data split splits fold folds noise noisy draws repeats trials seed seeds classes "
+    "separation difficulty metric subset".split()
+)
+# ... unless another token says it is the method's own knob (N_EPOCHS, TRAIN_STEPS, BATCH_SIZE)
+METHOD_WORDS = frozenset(
+    "epoch epochs step steps iter iters iterations lr rate batch hidden layer layers dim width depth "
+    "units tile tiles block threads workers lambda reg l1 l2 decay momentum dropout grad clip warmup "
+    "patience beta alpha temperature heads".split()
+)
+_TOKEN = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+_FLAG = re.compile(r"(?:^|\s)--?([A-Za-z][\w-]*)(?:=|\s+)([^\s-][^\s]*)")
+VALUE_CHARS = 60
+
+
+def is_protocol_parameter(name: str) -> bool:
+    """Whether a parameter named ``name`` defines the data, split, sizes, noise, seed or metric
+    (by its name's tokens: ``N_TRAIN``, ``noise``, ``testSize``, ``SEED`` yes; ``N_EPOCHS``,
+    ``BATCH_SIZE``, ``LR`` no)."""
+    tokens = {t.lower() for t in _TOKEN.findall(name)}
+    return bool(tokens & PROTOCOL_WORDS) and not tokens & METHOD_WORDS
+
+
+@dataclass(frozen=True)
+class EvalProtocol:
+    """The protocol one node fixed: ``metric`` (name, direction, dataset) or None when it reported
+    none, and its protocol parameters ``(name, value)`` in file order."""
+
+    node_id: str
+    metric: tuple[str, str, str | None] | None
+    parameters: tuple[tuple[str, str], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node_id": self.node_id,
+            "metric": list(self.metric) if self.metric else None,
+            "parameters": [list(p) for p in self.parameters],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalProtocol:
+        m = data.get("metric")
+        return cls(
+            node_id=str(data["node_id"]),
+            metric=(str(m[0]), str(m[1]), None if m[2] is None else str(m[2])) if m else None,
+            parameters=tuple((str(n), str(v)) for n, v in data.get("parameters") or ()),
+        )
+
+
+def _norm(value: str) -> str:
+    one = " ".join(value.split()).strip("\"'")
+    return one if len(one) <= VALUE_CHARS else one[: VALUE_CHARS - 3] + "..."
+
+
+def protocol_parameters(answer: dict[str, Any] | None) -> tuple[tuple[str, str], ...]:
+    """The protocol parameters of a code answer: its files' parameters and its run commands'
+    ``--name value`` flags whose names :func:`is_protocol_parameter` accepts, each name once."""
+    found: dict[str, str] = {}
+    for p in parameters(text_files(answer)):
+        if p.kind != "argv" and is_protocol_parameter(p.name) and p.name not in found:
+            found[p.name] = _norm(p.value)
+    run = (answer or {}).get("run") if isinstance(answer, dict) else None
+    commands = run.get("commands") if isinstance(run, dict) else None
+    for cmd in commands if isinstance(commands, list) else []:
+        for m in _FLAG.finditer(str(cmd)):
+            name = "--" + m.group(1)
+            if is_protocol_parameter(m.group(1)) and name not in found:
+                found[name] = _norm(m.group(2))
+    return tuple(found.items())
+
+
+def node_answer(run_dir: Path, node_id: str) -> dict[str, Any] | None:
+    """The node's code answer as saved (``code_answer.json``, edits applied), or None."""
+    data = read_json(RunPaths(run_dir).node(node_id).file(CODE_FILE))
+    return data if isinstance(data, dict) else None
+
+
+def protocol_of(node: Node, answer: dict[str, Any] | None) -> EvalProtocol:
+    """The protocol ``node`` follows: its primary metric's key and its code's protocol parameters."""
+    m = node.metric
+    return EvalProtocol(node.id, m.key if m is not None else None, protocol_parameters(answer))
+
+
+def _metric_text(key: tuple[str, str, str | None]) -> str:
+    name, direction, dataset = key
+    return f"{name} ({direction}{', dataset ' + dataset if dataset else ''})"
+
+
+def protocol_change(reference: EvalProtocol, node: EvalProtocol) -> str | None:
+    """Why ``node`` does not follow ``reference`` (None when it does): another metric, or a
+    protocol parameter both name with another value. The reason names each difference."""
+    problems = []
+    if reference.metric is not None and node.metric is not None and node.metric != reference.metric:
+        problems.append(
+            f"reports {_metric_text(node.metric)} where the stage measures {_metric_text(reference.metric)}"
+        )
+    ref = dict(reference.parameters)
+    for name, value in node.parameters:
+        if name in ref and value != ref[name]:
+            problems.append(f"{name} = {value} instead of {ref[name]}")
+    if not problems:
+        return None
+    return f"changed the evaluation protocol fixed by {reference.node_id}: " + "; ".join(problems)
