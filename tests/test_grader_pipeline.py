@@ -154,4 +154,11 @@ def test_graded_metric_decides_and_hidden_labels_stay_hidden(tmp_path, grader_di
     # the command record of each grading is the node's; the hidden data never lands in the run
     assert list((run.dir / "nodes" / "n0001" / "exec").glob("*_grade_grade.json"))
     assert not [p for p in run.dir.rglob(SECRET)]
+    # no prompt named the grader's directory or its data before a program did (the attacking
+    # programs here embed the path, so later prompts quoting them do too)
+    drafts = [nid for nid, n in nodes.items() if n["operation"] == "draft"]
+    for nid in drafts:
+        first = sorted((run.dir / "nodes" / nid / "prompt_logs").glob("*_phase2_*.json"))[0]
+        sent = json.dumps(json.loads(first.read_text())["messages"])
+        assert "task" in sent.lower() and str(grader_dir) not in sent and SECRET not in sent
     assert os.stat(grader_dir / SECRET).st_size  # still there: nothing moved it

@@ -1,0 +1,153 @@
+"""Graders (issue 30, item 1): the contract at start (exit 2), the idea's grader, a grader that
+fails (a node error, not a crash), the tolerance, and replay of a graded run."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from pipeline_support import IDEA, journal_nodes, run_args
+
+from ai_scientist.base.idea import load_idea
+from ai_scientist.cli.commands import execute, setup_run
+from ai_scientist.cli.main import main
+from ai_scientist.llm.scripted_backend import ScriptedBackend
+from ai_scientist.phases.grading import mismatches
+from ai_scientist.runloop.replay import replay_run
+from ai_scientist.testing.scripted import ExampleResponder
+
+# grades the example's own val_accuracy, halved: a measurement the program cannot know
+HALVING_GRADER = """\
+import json, pathlib
+own = json.loads(pathlib.Path("submission/metrics.json").read_text())["metrics"][0]["value"]
+print("grading", own)
+pathlib.Path("metrics.json").write_text(json.dumps(
+    {"metrics": [{"name": "val_accuracy", "value": own / 2, "direction": "maximize"}]}))
+"""
+SMALL = [
+    "agent.stages.stage1_max_iters=2",
+    "agent.stages.stage2_max_iters=1",
+    "agent.stages.stage3_max_iters=1",
+    "agent.stages.stage4_max_iters=1",
+    "agent.multi_seed_eval.num_seeds=1",
+]
+
+
+def _grader(tmp_path: Path, body: str = HALVING_GRADER, name: str = "grade.py") -> Path:
+    d = tmp_path / "grader"
+    d.mkdir(mode=0o755, exist_ok=True)
+    (d / name).write_text(body)
+    (d / name).chmod(0o755)
+    return d
+
+
+def _cli_run(tmp_path: Path, *extra: str) -> int:
+    out = tmp_path / "out"
+    return main(["run", "--idea", str(IDEA), "--out", str(out), "--set", "exec.backend=subprocess",
+                 "--set", "report.enabled=false", "--stop-after", "setup", *extra])  # fmt: skip
+
+
+def test_a_broken_grader_at_start_is_exit_2_with_the_reason(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert _cli_run(tmp_path, "--grader", str(empty)) == 2
+    assert "no grade or grade.py" in capsys.readouterr().err
+    assert _cli_run(tmp_path, "--grader", str(tmp_path / "missing")) == 2
+    assert "not a directory" in capsys.readouterr().err
+    d = _grader(tmp_path, "#!/bin/sh\necho '{}' > metrics.json\n", name="grade")
+    (d / "grade").chmod(0o644)
+    assert _cli_run(tmp_path, "--grader", str(d)) == 2
+    assert "not executable" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())  # no run made
+    (d / "grade").chmod(0o755)
+    assert _cli_run(tmp_path, "--grader", str(d)) == 0
+    run_dir = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    assert f"dir: {d.resolve()}" in (run_dir / "config.resolved.yaml").read_text()
+
+
+def test_a_resource_inside_the_grader_dir_is_refused(tmp_path, capsys):
+    d = _grader(tmp_path)
+    (d / "labels.txt").write_text("1 0\n")
+    spec = tmp_path / "res.yaml"
+    spec.write_text(f"resources:\n  - id: leak\n    type: local\n    path: {d}\n")
+    assert _cli_run(tmp_path, "--grader", str(d), "--resources", str(spec)) == 2
+    assert "overlaps the resource" in capsys.readouterr().err
+
+
+def test_the_idea_names_its_grader_and_no_prompt_text_carries_it(tmp_path):
+    d = _grader(tmp_path)
+    text = IDEA.read_text() + "\n## Grader\n`grader`\n"
+    md = tmp_path / "idea.md"
+    md.write_text(text)
+    idea = load_idea(md)
+    assert idea.grader == str(d.resolve())
+    assert "Grader" not in idea.to_markdown() and str(d) not in idea.to_markdown()
+    js = tmp_path / "idea.json"
+    js.write_text(json.dumps({"Title": "T", "Short Hypothesis": "h", "Experiments": "e", "grader": "grader"}))
+    assert load_idea(js).grader == str(d.resolve())
+
+
+def test_mismatch_tolerance_is_absolute_below_one_and_relative_above():
+    g = [{"name": "acc", "value": 0.5}]
+    assert mismatches(g, [{"name": "acc", "value": 0.509}], 0.01) == []
+    (m,) = mismatches(g, [{"name": "acc", "value": 0.99}], 0.01)
+    assert m["graded"] == 0.5 and m["self_reported"] == 0.99
+    big = [{"name": "gflops", "value": 200.0}]
+    assert mismatches(big, [{"name": "gflops", "value": 201.9}], 0.01) == []  # within 1 % of 200
+    assert mismatches(big, [{"name": "gflops", "value": 203.0}], 0.01)
+    # no shared name: the primary metrics are compared
+    assert mismatches(g, [{"name": "accuracy", "value": 0.9}], 0.01)[0]["self_reported_name"] == "accuracy"
+
+
+def test_a_failing_grader_is_a_node_error_not_a_crash(tmp_path):
+    d = _grader(tmp_path, "import sys\nprint('labels missing', file=sys.stderr)\nsys.exit(3)\n")
+    args = run_args(tmp_path, *SMALL)
+    args.grader = str(d)
+    run, resources = setup_run(args)
+    code = execute(run, resources=resources, backend=ScriptedBackend(ExampleResponder(buggy_nodes=())))
+    assert code == 3  # the run finished, with no working experiment
+    nodes = journal_nodes(run.dir)
+    ran = [n for n in nodes.values() if (run.dir / "nodes" / n["id"] / "grade.json").exists()]
+    assert ran
+    for n in ran:
+        verdict = json.loads((run.dir / "nodes" / n["id"] / "grade.json").read_text())
+        assert n["status"] == "buggy" and "grading failed" in n["error"] and "labels missing" in n["error"]
+        assert "exit 3" in verdict["error"]
+
+
+def test_graded_run_replays_from_its_records(tmp_path):
+    d = _grader(tmp_path)
+    args = run_args(tmp_path, *SMALL)
+    args.grader = str(d)
+    run, resources = setup_run(args)
+    assert execute(run, resources=resources, backend=ScriptedBackend(ExampleResponder(buggy_nodes=()))) == 0
+    nodes = journal_nodes(run.dir)
+    good = {nid for nid, n in nodes.items() if n["status"] == "good"}
+    for nid in good:  # the graded metric is half the program's own, as the grader computes it
+        verdict = json.loads((run.dir / "nodes" / nid / "grade.json").read_text())
+        assert nodes[nid]["metric"]["value"] == verdict["self_reported"][0]["value"] / 2
+        assert verdict["mismatches"]
+    # replay: the grader is not run again (its directory is gone), its records answer
+    for f in d.iterdir():
+        f.unlink()
+    os.rmdir(d)
+    again = replay_run(run.dir, tmp_path / "replays")
+    assert execute(again, resources=None, replay_from=run.dir) == 0
+    replayed = journal_nodes(again.dir)
+    assert {nid: (n["status"], n["metric"]) for nid, n in replayed.items()} == {
+        nid: (n["status"], n["metric"]) for nid, n in nodes.items()
+    }
+    for nid in good:
+        a = json.loads((run.dir / "nodes" / nid / "grade.json").read_text())
+        b = json.loads((again.dir / "nodes" / nid / "grade.json").read_text())
+        assert a["graded"] == b["graded"] and a["mismatches"] == b["mismatches"]
+
+
+@pytest.mark.parametrize("mode", [0o700])
+def test_a_grader_dir_others_cannot_enter_is_refused(tmp_path, capsys, mode):
+    d = _grader(tmp_path)
+    d.chmod(mode)
+    assert _cli_run(tmp_path, "--grader", str(d)) == 2
+    assert "not enterable by others" in capsys.readouterr().err
