@@ -129,6 +129,13 @@ def test_graded_run_replays_from_its_records(tmp_path):
         verdict = json.loads((run.dir / "nodes" / nid / "grade.json").read_text())
         assert nodes[nid]["metric"]["value"] == verdict["self_reported"][0]["value"] / 2
         assert verdict["mismatches"]
+    # the viewer shows the verdict (graded against self-reported, each mismatch)
+    from ai_scientist.reporting.viewer import build_view_data
+
+    shown = build_view_data(run.dir)["nodes"]
+    for nid in good:
+        verdict = json.loads((run.dir / "nodes" / nid / "grade.json").read_text())
+        assert shown[nid]["grade"]["mismatches"] == verdict["mismatches"]
     # replay: the grader is not run again (its directory is gone), its records answer
     for f in d.iterdir():
         f.unlink()

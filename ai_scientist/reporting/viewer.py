@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.fileio import atomic_write_text, read_json, read_jsonl, regular_file_inside
-from ..base.paths import PLAN_FILE, PLOTS_FILE, VLM_FILE, NodePaths, RunPaths, numbered_files
+from ..base.paths import GRADE_FILE, PLAN_FILE, PLOTS_FILE, VLM_FILE, NodePaths, RunPaths, numbered_files
 from ..base.redact import Redactor, redactor_for
 from .images import image_data_url
 from .runread import RunView, load_run, read_text
@@ -197,6 +197,7 @@ def node_view(
                 code.append({"name": str(p.relative_to(ws)), "text": read_text(p, TEXT_CAP)})
     calls = _calls(logs, page_dir, cap)
     plot_rec, vlm_rec = _node_json(nd, PLOTS_FILE), _node_json(nd, VLM_FILE)
+    grade_rec = _node_json(nd, GRADE_FILE)
     captions = {str(f.get("file")): str(f.get("caption") or "") for f in plot_rec.get("figures") or []}
     plots = [
         {**images.url(p), "caption": captions.get(p.name, "")}
@@ -213,6 +214,8 @@ def node_view(
         # the node's plotting step (figures rejected with the reason) and the VLM critique of its figures
         "plot_step": {k: plot_rec.get(k) for k in ("attempts", "rejected", "error")} if plot_rec else None,
         "vlm": {k: vlm_rec[k] for k in ("model", "critique", "skipped", "error") if k in vlm_rec} or None,
+        # the grader's verdict (grader.dir): graded vs self-reported values, mismatches, its error
+        "grade": {k: grade_rec.get(k) for k in ("graded", "self_reported", "mismatches", "tolerance", "error")} if grade_rec else None,
         "calls": calls,
         "state": read_text(NodePaths(nd).state_md, TEXT_CAP),
         "memory_snapshot": next((c["memory_snapshot"] for c in reversed(calls) if c.get("memory_snapshot")), None),
