@@ -31,6 +31,14 @@ every generation at its next token and takes each model's lock — once it holds
 saved by then, so the process leaves at once with ``os._exit(130)``, which runs no destructor.
 A worker that meets the stop parks instead of returning, so nothing it would write after the
 interruption (a failed call, a buggy node) reaches the run directory: ``resume`` redoes the node.
+
+The terminal stays ours: with ``verbose=False`` llama-cpp-python silences a model load (and some
+chat-format calls) by pointing the whole process's file descriptors 1 and 2 at ``/dev/null``
+(``suppress_stdout_stderr``, ``os.dup2``). That is not thread safe: a line the main thread printed
+while a worker loaded the model went nowhere — after a Ctrl-C in that window the run ended with
+exit 130 and the state saved, but without its outcome lines; two overlapping loads could leave
+fd 2 on ``/dev/null`` for good. :func:`_keep_terminal` turns that redirection off; llama.cpp's
+own messages still go through its log callback, which prints errors only when not verbose.
 """
 
 from __future__ import annotations
@@ -74,10 +82,38 @@ def default_local_model_path() -> str | None:
     return None if found is None else str(found)
 
 
+class _NoRedirect:
+    """Stands in for llama-cpp-python's ``suppress_stdout_stderr`` (see the module docstring)."""
+
+    def __init__(self, disable: bool = True):
+        pass
+
+    def __enter__(self) -> _NoRedirect:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def _keep_terminal() -> None:
+    """Every llama-cpp-python module that redirects fds 1 and 2 around a call gets :class:`_NoRedirect`."""
+    import importlib
+
+    for name in ("llama_cpp.llama", "llama_cpp._internals", "llama_cpp.llama_chat_format"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(module, "suppress_stdout_stderr"):
+            setattr(module, "suppress_stdout_stderr", _NoRedirect)  # noqa: B010 - untyped library
+
+
 @functools.cache
 def _kv_llama_class() -> Any:
     """``Llama`` that counts the tokens its ``eval`` decodes (imported on first use)."""
     from llama_cpp import Llama
+
+    _keep_terminal()
 
     class KVLlama(Llama):  # llama_cpp has no type information: Llama is Any to mypy
         """A ``Llama`` whose ``decoded`` counts every token ``eval`` has decoded: the prompt
