@@ -190,9 +190,13 @@ LARGE = [
 ]
 
 
-def run_ours(latency: float, port: int, keep: bool = False, large: bool = False) -> dict[str, Any] | None:
+def run_ours(
+    latency: float, port: int, keep: bool = False, large: bool = False, smoke: bool = False
+) -> dict[str, Any] | None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from calls_per_node import CONFIG, IDEA, ROOT
+
+    from ai_scientist.testing.bench_support import SMOKE_RUN
 
     FakeOpenAI.calls = 0
     with tempfile.TemporaryDirectory(prefix="ours_compare_") as tmp_root:
@@ -201,6 +205,7 @@ def run_ours(latency: float, port: int, keep: bool = False, large: bool = False)
         sets = [
             *CONFIG,
             *(LARGE if large else []),
+            *(SMOKE_RUN if smoke else []),
             "agent.plots.enabled=false",
             "llm.backend=openai",
             f"llm.base_url=http://127.0.0.1:{port}/v1",
@@ -274,7 +279,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="write the figures here as JSON")
     ap.add_argument("--ours-large", action="store_true", help="ours with about 20 LLM-calling nodes")
     ap.add_argument("--keep", action="store_true", help="keep our run directory (its path is printed)")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="ours only, a tiny run against the fake server with no latency (tests/test_bench_smoke.py)",
+    )
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.ours, args.latency = True, 0.0
     if not args.aide and not args.ours:
         ap.error("give --aide, --ours or both")
     FakeOpenAI.latency_s = args.latency
@@ -294,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             print(json.dumps({"aide": result["aide"]}))
         if args.ours:
-            result["ours"] = run_ours(args.latency, port, args.keep, args.ours_large)
+            result["ours"] = run_ours(args.latency, port, args.keep, args.ours_large, args.smoke)
             if result["ours"] is None:
                 return 1
             print(json.dumps({"ours": result["ours"]}))

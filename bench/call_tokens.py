@@ -146,7 +146,9 @@ def measure(run_dir: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", default=BASELINE_REV)
-    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument(
+        "--smoke", action="store_true", help="one tiny run of HEAD on both sides; writes no results file"
+    )
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument(
         "--set",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -172,7 +173,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency", type=float, default=1.0, help="seconds per LLM call (0: skip that part)")
     ap.add_argument("--plots", action="store_true", help="keep the node plotting step in the counts")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "calls_per_node.json"))
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, only to show the script runs (tests/test_bench_smoke.py); writes no results file",
+    )
     args = ap.parse_args(argv)
+    if args.smoke:
+        from ai_scientist.testing.bench_support import SMOKE_RUN
+
+        CONFIG.extend(SMOKE_RUN)  # later overrides win
+        args.latency, args.out = 0.0, os.devnull
     result: dict[str, Any] = {"plots": args.plots, "latency_s": args.latency, "config": CONFIG}
     with tempfile.TemporaryDirectory(prefix="calls_per_node_") as tmp:
         work = Path(tmp)

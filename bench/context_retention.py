@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import sys
@@ -511,7 +512,8 @@ def print_table(res: dict[str, Any]) -> None:
         row += f"{p['pinned_violations']:>8}{p['thinking_leaks']:>7}{100 * p['tokens_vs_naive']:>9.1f}%"
         print(row)
     rec = res["recoverability_at_5"]
-    print(f"recoverability@5 of facts missing from ours: {rec if isinstance(rec, str) else f'{100 * rec:.1f}%'}"
+    shown = "n/a (none missing)" if rec is None else rec if isinstance(rec, str) else f"{100 * rec:.1f}%"
+    print(f"recoverability@5 of facts missing from ours: {shown}"
           f" ({res['recoverability_pairs']} probe/fact pairs)")  # fmt: skip
 
 
@@ -520,7 +522,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=500)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "context_retention.json"))
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, only to show the script runs (tests/test_bench_smoke.py); writes no results file",
+    )
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.steps, args.out = 30, os.devnull
     started = time.time()
     res = run(args.steps, args.seed)
     res["elapsed_s"] = round(time.time() - started, 1)

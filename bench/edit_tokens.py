@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from argparse import Namespace
@@ -239,7 +240,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--keep", action="store_true", help="keep the run directory")
     ap.add_argument("--set", action="append", default=[], help="extra config override KEY=VALUE")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, only to show the script runs (tests/test_bench_smoke.py); writes no results file",
+    )
     args = ap.parse_args(argv)
+    if args.smoke:
+        from ai_scientist.testing.bench_support import SMOKE_RUN
+
+        args.set, args.out = [*SMOKE_RUN, *args.set], os.devnull
     work = Path(tempfile.mkdtemp(prefix="bench-edit-tokens-"))
     run_dir = scripted_run(work, args.set)
     result = measure(run_dir)

@@ -113,7 +113,14 @@ def main() -> None:
         help="grow this process by N MB of touched memory first (an orchestrator holding a model, a large tree)",
     )
     ap.add_argument("--write", default=None, help="benchmarks page to update (Execution section only)")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, only to show the script runs (tests/test_bench_smoke.py)",
+    )
     args = ap.parse_args()
+    if args.smoke:
+        args.n, args.variety_n = 1, 0
     ballast = bytearray(os.urandom(1024)) * (args.ballast_mb * 1024)  # touched: really resident
     top = Path(tempfile.mkdtemp(prefix="ai-sci-bench-", dir="/tmp"))
     top.chmod(0o755)

@@ -64,7 +64,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 4])
     ap.add_argument("--records", type=int, default=200)
     ap.add_argument("--dir", default=None)
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, only to show the script runs (tests/test_bench_smoke.py)",
+    )
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.threads, args.records = [1, 2], 10
     rows = []
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="group_commit_") as tmp:
         for threads in args.threads:

@@ -52,7 +52,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=48)
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, only to show the script runs (tests/test_bench_smoke.py)",
+    )
     args = ap.parse_args()
+    if args.smoke:
+        args.n, args.max_tokens = 1, 4
     port = _free_port()
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(default_local_model_path()),
            "--model_alias", "smollm2", "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048"]  # fmt: skip

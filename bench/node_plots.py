@@ -88,7 +88,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--latency", type=float, default=0.0, help="seconds per scripted LLM call")
     ap.add_argument("--out", type=Path, default=None, help="write the result as JSON here")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, only to show the script runs (tests/test_bench_smoke.py)",
+    )
     a = ap.parse_args()
+    if a.smoke:
+        from ai_scientist.testing.bench_support import SMOKE_RUN
+
+        CONFIG.extend(SMOKE_RUN)  # later overrides win
     with tempfile.TemporaryDirectory() as tmp:
         base = run_once(Path(tmp) / "off", False, a.latency)
         plots = run_once(Path(tmp) / "on", True, a.latency)

@@ -56,7 +56,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=500)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, only to show the script runs (tests/test_bench_smoke.py)",
+    )
     args = ap.parse_args()
+    if args.smoke:
+        args.files, args.rounds = 20, 1
     new, old = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):

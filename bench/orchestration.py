@@ -608,7 +608,17 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--hetero-mean", type=float, default=1.5, help="mean experiment duration in s (1.5)")
     ap.add_argument("--hetero-latency", type=float, default=0.1, help="fake LLM latency in s (0.1)")
     ap.add_argument("--no-warmup", action="store_true", help="skip the unmeasured warm-up run")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, only to show the script runs (tests/test_bench_smoke.py); writes no results file",
+    )
     a = ap.parse_args(argv)
+    if a.smoke:  # every measurement once, at the smallest sizes that still make a tree
+        a.quick, a.no_warmup, a.memory = True, True, "off"
+        a.sizes, a.drafts, a.hetero_drafts = a.sizes or "4,6", a.drafts or 1, a.hetero_drafts or 1
+        a.latency, a.hetero_latency, a.hetero_mean = 0.0, 0.0, 0.02
+        a.out = os.devnull if a.out == str(RESULTS) else a.out
     a.sizes = [int(x) for x in a.sizes.split(",")] if a.sizes else ([16, 40] if a.quick else [100, 2000])
     a.drafts = a.drafts or (8 if a.quick else 20)
     a.hetero_drafts = a.hetero_drafts or (8 if a.quick else 40)

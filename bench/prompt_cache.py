@@ -42,6 +42,7 @@ import bisect
 import hashlib
 import importlib.util
 import json
+import os
 import re
 import sys
 import tempfile
@@ -337,7 +338,14 @@ def main(argv: list[str] | None = None) -> int:
         help="a working node's code: the bundled example's experiment (default) or a one-line script",
     )
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra config override")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, only to show the script runs (tests/test_bench_smoke.py); writes no results file",
+    )
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.nodes, args.no_report, args.workload, args.out = 6, True, "trivial", os.devnull
     extra = [] if args.no_report else ["report.enabled=true", "report.citations.enabled=false"]
     extra += args.set
     with tempfile.TemporaryDirectory(prefix="ai-sci-cache-") as tmp:

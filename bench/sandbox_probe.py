@@ -61,7 +61,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=5)
     ap.add_argument("--backends", default="subprocess,bwrap,docker")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, only to show the script runs (tests/test_bench_smoke.py)",
+    )
     args = ap.parse_args()
+    if args.smoke:
+        args.n, args.backends = 1, "subprocess,bwrap"
     root = Path(tempfile.mkdtemp(prefix="ai-sci-bench-probe-", dir="/tmp"))
     root.chmod(0o755)
     rows = []

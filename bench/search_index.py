@@ -172,7 +172,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--repeats", type=int, default=None, help="builds per size (default 5)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, only to show the script runs (tests/test_bench_smoke.py); writes no results file",
+    )
     a = ap.parse_args(argv)
+    if a.smoke:
+        a.quick = True
+        a.out = a.out if a.out != str(RESULTS) else os.devnull
     sizes = [int(x) for x in a.sizes.split(",")] if a.sizes else ([40, 160] if a.quick else [200, 2000])
     if len(sizes) < 2 or sorted(sizes) != sizes or sizes[0] < 5:
         ap.error("--sizes: at least two increasing node counts, the first >= 5")

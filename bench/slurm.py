@@ -128,7 +128,14 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=12)
     ap.add_argument("--poll", type=float, default=0.2, help="exec.slurm.poll_interval_s")
     ap.add_argument("--write", default=None, help="benchmarks page to update (Slurm section only)")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, only to show the script runs (tests/test_bench_smoke.py)",
+    )
     args = ap.parse_args()
+    if args.smoke:
+        args.n, args.jobs = 1, 2
     if subprocess.run(["scontrol", "ping"], capture_output=True).returncode != 0:
         sys.exit('no Slurm cluster answers; start one: eval "$(scripts/slurm_ci.sh start)"')
     root = Path(tempfile.mkdtemp(prefix="ai-sci-bench-slurm-", dir="/tmp"))
@@ -144,7 +151,8 @@ def main() -> None:
         sl_med, sl_p90 = _stats(latency(slurm, root / "slurm", args.n))
         bare_med, bare_p90 = _stats(bare_sbatch(args.n, root))
         sub_tp = throughput(sub, root / "subtp", args.jobs, 1, 0)
-        rates = {k: throughput(slurm, root / f"tp{k}", args.jobs, k, 0) for k in (1, 2, 4)}
+        in_flight = (1, 2) if args.smoke else (1, 2, 4)
+        rates = {k: throughput(slurm, root / f"tp{k}", args.jobs, k, 0) for k in in_flight}
         squeue = slurm.cli.calls["squeue"]
         sbatch = slurm.cli.calls["sbatch"]
     finally:

@@ -184,6 +184,13 @@ def matplotlib_or_skip() -> None:
     present("matplotlib")
 
 
+def slurm_or_skip() -> None:
+    why = slurm_down()
+    if why:
+        require_or_skip("slurm", why)
+    present("slurm")
+
+
 def slurm_down() -> str | None:
     """Why no Slurm cluster answers here (None: ``scontrol ping`` says UP)."""
     if not os.environ.get("SLURM_CONF"):
