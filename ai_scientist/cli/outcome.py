@@ -71,11 +71,17 @@ def _writer_note(paths: RunPaths) -> str:
 
 
 def _claims_note(claims: dict) -> str:
-    """``"41 numbers, 0 unmatched"`` or ``"12 numbers, 2 unmatched: 97.3, 2024"``."""
+    """``"41 numbers, 0 unmatched"`` or ``"12 numbers, 2 unmatched: 97.3, 2024"``; with a grader,
+    also the numbers that state only a program's self-reported value (``"; 1 only self-reported
+    (not graded): 0.99"``)."""
     n, bad = claims.get("numbers", "?"), claims["unmatched"]
     text = f"{n} numbers in the paper, {bad} unmatched by any measurement"
     shown = [str(x) for x in claims.get("unmatched_numbers") or []][:8]
-    return text + (f": {', '.join(shown)}" if bad and shown else "")
+    text += f": {', '.join(shown)}" if bad and shown else ""
+    claimed = [str(x) for x in claims.get("self_reported_numbers") or []]
+    if claimed:
+        text += f"; {len(claimed)} only self-reported (not graded): {', '.join(claimed[:8])}"
+    return text
 
 
 def best_node(run: Run) -> str | None:

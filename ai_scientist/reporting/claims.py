@@ -2,10 +2,13 @@
 
 After the writeup, each number of the paper's text, tables and captions (``paper.tex`` between
 ``\\begin{document}`` and ``\\end{document}``) is matched against what the run measured or was
-told: every node's metrics (seed re-runs included), each stage's seed statistic (mean, standard
-error, number of re-runs, each value), the node counts of :mod:`ai_scientist.treesearch.best`, the
-stage numbers and seeds, the saved result files (JSON) of each stage's best node and its seed
-re-runs, the resolved config, the idea's own numbers and the references' years.
+told: every node's metrics (seed re-runs included; the grader's when the run has one, ``graded
+metric``), each stage's seed statistic (mean, standard error, number of re-runs, each value), the
+node counts of :mod:`ai_scientist.treesearch.best`, the stage numbers and seeds, the saved result files (JSON) of each stage's best node and its seed
+re-runs, the resolved config, the idea's own numbers and the references' years. With a grader,
+what each program reported about itself (``grade.json`` ``self_reported``) is matched last: a
+number only such a value matches is ``self-reported metric``, a claim the grader did not make
+(the program's own ``metrics.json`` is then not read as a result file).
 
 Matching rules (a number matches a source when one of them holds):
 
@@ -39,13 +42,14 @@ from typing import Any
 import yaml
 
 from ..base.fileio import atomic_write_json, read_json
-from ..base.paths import NodePaths, RunPaths
+from ..base.paths import GRADE_FILE, NodePaths, RunPaths
 from .runread import RunView, load_run, read_text, seed_statistics
 
 MAX_FILE_NUMBERS = 5_000  # numbers taken from saved result files (a long curve is not a claim's source)
 CONTEXT_CHARS = 100
 NEAREST = 3  # measured values named beside an unmatched number (what the writer may have meant)
 NEAR = 0.5  # ... each within this relative distance of the printed value
+SELF_REPORTED = "self-reported metric"  # what a graded node's program said of itself (grade.json)
 
 # \cmd[opt]{arg}: the argument is a key, a file name or a length, never a claim
 _KEY_COMMANDS = (
@@ -193,23 +197,45 @@ def _leaves(data: Any, path: str, out: list[tuple[str, float]], limit: int) -> N
         out.append((path, float(data)))
 
 
+def grade_record(view: RunView, node_id: str) -> dict[str, Any]:
+    """The grader's verdict on a node (``grade.json``; {} when the run has no grader or the node
+    was not graded): ``graded`` and ``self_reported`` metrics, ``mismatches``, or ``error``."""
+    try:
+        data = read_json(NodePaths(view.node_dir(node_id)).file(GRADE_FILE), default=None)
+    except (ValueError, OSError):
+        data = None
+    return data if isinstance(data, dict) else {}
+
+
+def _where(node: dict[str, Any]) -> str:
+    if node.get("operation") != "seed_eval":
+        return ""
+    return f" (seed {node.get('seed')} re-run of {node.get('parent_id')})"
+
+
 def _node_measurements(view: RunView) -> list[Measurement]:
+    """Every node's recorded metrics: the grader's (``graded metric``) when the node was graded,
+    else what its program wrote (``metric``)."""
     out = []
     for nid, node in view.nodes.items():
-        seed = node.get("seed")
-        where = (
-            f" (seed {seed} re-run of {node.get('parent_id')})"
-            if node.get("operation") == "seed_eval"
-            else ""
-        )
-        metrics = (
-            view.metrics(nid) + [node["metric"]]
-            if isinstance(node.get("metric"), dict)
-            else view.metrics(nid)
-        )
+        kind = "graded metric" if isinstance(grade_record(view, nid).get("graded"), list) else "metric"
+        metrics = view.metrics(nid) + ([node["metric"]] if isinstance(node.get("metric"), dict) else [])
         for metric in metrics:
             if isinstance(metric, dict) and _num(metric.get("value")):
-                out.append(_m(metric["value"], f"{nid} {metric.get('name', 'metric')}{where}", "metric"))
+                out.append(_m(metric["value"], f"{nid} {metric.get('name', 'metric')}{_where(node)}", kind))
+    return out
+
+
+def _self_reported_measurements(view: RunView) -> list[Measurement]:
+    """With a grader: what each graded node's program reported about itself (``grade.json``
+    ``self_reported``), last in priority: a number that matches only one of these states a claim
+    the grader did not make (``self-reported metric``)."""
+    out = []
+    for nid, node in view.nodes.items():
+        for metric in grade_record(view, nid).get("self_reported") or []:
+            if isinstance(metric, dict) and _num(metric.get("value")):
+                name = metric.get("name", "metric")
+                out.append(_m(metric["value"], f"{nid} {name}{_where(node)}, self-reported", SELF_REPORTED))
     return out
 
 
@@ -232,9 +258,11 @@ def _stage_measurements(run_dir: Path, view: RunView) -> list[Measurement]:
         if not agg:
             continue
         where = f"stage {stage} seed re-runs of {node['id']}"
-        for key in ("mean", "stderr", "n"):
+        for key in ("mean", "stderr"):
             if _num(agg.get(key)):
                 out.append(_m(agg[key], f"{where}: {key}", "seed statistic"))
+        if _num(agg.get("n")):
+            out.append(_m(agg["n"], f"{where}: n", "count"))
         out += [_m(v, f"{where}: value", "seed statistic") for v in agg.get("values") or [] if _num(v)]
     return out
 
@@ -249,10 +277,13 @@ def _file_measurements(view: RunView) -> list[Measurement]:
     found: list[tuple[str, float]] = []
     for nid in ids:
         ws = NodePaths(view.node_dir(nid)).workspace
+        graded = bool(grade_record(view, nid))
         for path in sorted(ws.rglob("*.json")) if ws.is_dir() else []:
             rel = path.relative_to(ws)
             if any(p.startswith(".") or p in ("resources", "__pycache__") for p in rel.parts):
                 continue
+            if graded and rel.as_posix() == "metrics.json":
+                continue  # the program's own claim about itself: a self-reported metric, not a result
             try:
                 data = read_json(path, default=None)
             except (ValueError, OSError):
@@ -287,6 +318,7 @@ def run_measurements(run_dir: str | Path) -> list[Measurement]:
         *_config_measurements(run_dir),
         *idea,
         *years,
+        *_self_reported_measurements(view),
     ]
 
 
@@ -321,7 +353,15 @@ def match_claim(claim: Claim, measurements: list[Measurement]) -> Measurement | 
 
 # what a number is most likely to state: the run's results, then its bookkeeping; the pipeline's
 # config, the idea and the references are no result a misprinted number could have meant
-_NEAR_RANK = {"metric": 0, "seed statistic": 0, "count": 1, "seed": 1, "stage": 1, "result file": 2}
+_NEAR_RANK = {
+    "graded metric": 0,
+    "metric": 0,
+    "seed statistic": 0,
+    "count": 1,
+    "seed": 1,
+    "stage": 1,
+    "result file": 2,
+}
 
 
 def nearest(claim: Claim, measurements: list[Measurement], k: int = NEAREST) -> list[Measurement]:
@@ -333,6 +373,8 @@ def nearest(claim: Claim, measurements: list[Measurement], k: int = NEAREST) -> 
     for i, m in enumerate(measurements):
         scale = 100.0 if claim.percent and abs(m.value) <= 1 else 1.0
         dist = abs(abs(m.value) * scale - claim.value) / max(claim.value, 1e-12)
+        if claim.decimals > 0 and m.integer and _NEAR_RANK.get(m.kind) == 1:
+            continue  # a count, seed or stage is no value a decimal stood for
         if dist <= NEAR and m.kind in _NEAR_RANK:
             found.append((_NEAR_RANK[m.kind], dist, i, m))
     out: list[Measurement] = []
@@ -346,32 +388,40 @@ def nearest(claim: Claim, measurements: list[Measurement], k: int = NEAREST) -> 
 
 def check_claims(run_dir: str | Path, writer: str | None = None) -> dict[str, Any]:
     """Match every number of ``paper/paper.tex``; writes and returns ``paper/claims.json``:
-    ``{"writer", "numbers", "matched", "unmatched", "unmatched_numbers", "claims": [{text, value,
-    line, context, source, kind}]}`` (``source`` null and ``kind`` ``"unmatched"`` when nothing
-    matches; an unmatched claim also has ``nearest``: [{value, source, kind}], see :func:`nearest`)."""
+    ``{"writer", "numbers", "matched", "unmatched", "unmatched_numbers", "self_reported_only",
+    "self_reported_numbers", "claims": [{text, value, line, context, source, kind}]}`` (``source``
+    null and ``kind`` ``"unmatched"`` when nothing matches). A number that only a graded node's
+    self-reported value matches is ``self-reported metric`` (with a grader; any other source
+    wins). An unmatched or only self-reported claim also has ``nearest``: [{value, source, kind}]
+    (:func:`nearest`)."""
     paths = RunPaths(run_dir)
     tex = read_text(paths.paper_tex, 2_000_000)
     if not tex:
         raise FileNotFoundError(f"{paths.paper_tex}: no paper to check (the writeup step did not write one)")
     body, first = paper_body(tex)
-    measurements = run_measurements(run_dir)
+    everything = run_measurements(run_dir)
+    measured = [m for m in everything if m.kind != SELF_REPORTED]
+    claimed = [m for m in everything if m.kind == SELF_REPORTED]
     claims = []
     for claim in extract_numbers(body, first):
-        found = match_claim(claim, measurements)
+        found = match_claim(claim, measured) or match_claim(claim, claimed)
         row = {k: v for k, v in asdict(claim).items() if k in ("text", "value", "line", "context")}
         row.update(source=found.source if found else None, kind=found.kind if found else "unmatched")
-        if not found:
+        if not found or found.kind == SELF_REPORTED:
             row["nearest"] = [
-                {"value": m.value, "source": m.source, "kind": m.kind} for m in nearest(claim, measurements)
+                {"value": m.value, "source": m.source, "kind": m.kind} for m in nearest(claim, measured)
             ]
         claims.append(row)
     unmatched = [c for c in claims if c["source"] is None]
+    self_reported = [c for c in claims if c["kind"] == SELF_REPORTED]
     result = {
         "writer": writer,
         "numbers": len(claims),
         "matched": len(claims) - len(unmatched),
         "unmatched": len(unmatched),
         "unmatched_numbers": [c["text"] for c in unmatched],
+        "self_reported_only": len(self_reported),
+        "self_reported_numbers": [c["text"] for c in self_reported],
         "rules": "ai_scientist/reporting/claims.py (docs/reporting.md, 'Every number traced')",
         "claims": claims,
     }

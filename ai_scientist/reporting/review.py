@@ -31,11 +31,11 @@ from ..llm.prompting import Prompter, ask
 from ..llm.types import CallContext, LLMError
 from ..llm.vision import is_vision_refusal
 from . import prompts
-from .claims import check_claims
+from .claims import SELF_REPORTED, check_claims, grade_record
 from .errors import StepFailed, StepSkipped
 from .fewshot import FewShot, budget_examples, load_examples
 from .images import image_part
-from .runread import SEED_STATISTIC, read_text
+from .runread import SEED_STATISTIC, load_run, read_text
 from .vlm import NoVision, review_figures, vision_skip_reason
 from .writeup import stage_summaries
 
@@ -228,16 +228,26 @@ def measured_facts(run_dir: Path) -> str:
     counts, the best node's metrics and seed statistic, every other good node's metrics, from
     :func:`writeup.stage_summaries`) and the check of the paper's numbers against it
     (:func:`paper_claims`: how many were traced, each untraced one with its context and the
-    nearest measured values). The pipeline's records, not the authors' text: what the reviewer
+    nearest measured values); with a grader, which numbers state only a program's self-reported
+    value and which nodes' programs reported other values than the grader measured
+    (``grade.json`` mismatches). The pipeline's records, not the authors' text: what the reviewer
     needs to tell a reported result from an invented one."""
     claims, why = paper_claims(run_dir)
-    unmatched = [c for c in (claims or {}).get("claims") or [] if c.get("source") is None]
+    rows = (claims or {}).get("claims") or []
+    unmatched = [c for c in rows if c.get("source") is None]
+    view = load_run(run_dir)
+    grades = {nid: grade_record(view, nid) for nid in view.nodes}
+    mismatches = [{"node": nid, **m} for nid, g in grades.items() for m in g.get("mismatches") or []]
     return prompts.render(
         "review_measured.j2",
         claims=claims,
         claims_error=why,
         unmatched=unmatched[:MAX_UNTRACED],
         unmatched_more=max(0, len(unmatched) - MAX_UNTRACED),
+        self_reported=[c for c in rows if c.get("kind") == SELF_REPORTED][:MAX_UNTRACED],
+        graded=any(isinstance(g.get("graded"), list) for g in grades.values()),
+        mismatches=mismatches[:MAX_UNTRACED],
+        mismatches_more=max(0, len(mismatches) - MAX_UNTRACED),
         stages=stage_summaries(run_dir),
         seed_statistic=SEED_STATISTIC,
     )

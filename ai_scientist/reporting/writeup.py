@@ -42,7 +42,7 @@ from .citations import (
     collect,
     to_bibtex,
 )
-from .claims import check_claims
+from .claims import SELF_REPORTED, check_claims
 from .errors import StepFailed, StepSkipped
 from .images import duplicate_figures
 from .reflection import chktex_for_writer, overflow_message, paper_feedback
@@ -451,11 +451,7 @@ def _reflect(
         chktex = chktex_for_writer(result.chktex, tex, _own_texts(sections, values["figures"], papers))
         feedback = paper_feedback(sections, values["figures"], vlm, chktex, pages,
                                   _page_limit(cfg), values["figure_problems"])  # fmt: skip
-        entry: dict[str, Any] = {
-            "round": r,
-            "feedback": feedback,
-            "unmatched": [c["text"] for c in unmatched],
-        }
+        entry: dict[str, Any] = {"round": r, "feedback": feedback, **_texts(unmatched)}
         if not feedback and not unmatched:
             log.append({**entry, "outcome": "nothing left to fix"})
             break
@@ -484,7 +480,7 @@ def _reflect(
                 **entry,
                 "outcome": "applied",
                 "failed_builds": len(attempts),
-                "unmatched_after": [c["text"] for c in unmatched],
+                **{f"{k}_after": v for k, v in _texts(unmatched).items()},
             }
         )
     return sections, result, log
@@ -494,14 +490,24 @@ MAX_UNMATCHED = 15  # unmatched numbers named in one reflection prompt (the rest
 
 
 def _unmatched(run_dir: Path) -> list[dict[str, Any]]:
-    """The claims of the current ``paper.tex`` no measurement matches, each with its context and
-    nearest measured values (``paper/claims.json`` is written; the claims step after the writeup
-    checks the final paper again and records its own failure, so a check that fails here leaves
-    the reflection to the paper's other problems)."""
+    """The claims of the current ``paper.tex`` no measurement matches, and (with a grader) those
+    only a program's self-reported value matches, each with its context and nearest measured
+    values (``paper/claims.json`` is written; the claims step after the writeup checks the final
+    paper again and records its own failure, so a check that fails here leaves the reflection to
+    the paper's other problems)."""
     try:
-        return [c for c in check_claims(run_dir, "model")["claims"] if c["source"] is None]
+        claims = check_claims(run_dir, "model")["claims"]
     except (OSError, ValueError):
         return []
+    return [c for c in claims if c["source"] is None or c["kind"] == SELF_REPORTED]
+
+
+def _texts(flagged: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """A reflection round's log of the numbers it sent: ``unmatched`` (no measurement) and, when
+    there are any, ``self_reported`` (only a program's own claim)."""
+    out = {"unmatched": [c["text"] for c in flagged if c["source"] is None]}
+    claimed = [c["text"] for c in flagged if c["source"] is not None]
+    return out | ({"self_reported": claimed} if claimed else {})
 
 
 def write_paper(
