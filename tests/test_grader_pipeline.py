@@ -145,6 +145,12 @@ def test_graded_metric_decides_and_hidden_labels_stay_hidden(tmp_path, grader_di
     assert "n0001" in graded, "the cheating draft must be graded"
     cheat = json.loads((run.dir / "nodes" / "n0001" / "grade.json").read_text())
     assert cheat["self_reported"][0]["value"] == 0.99 and cheat["mismatches"][0]["graded"] == graded["n0001"]
+    # the execution review saw the measured value and the unconfirmed claim, not the claim alone
+    (review_log,) = sorted((run.dir / "nodes" / "n0001" / "prompt_logs").glob("*_review_exec_review*.json"))
+    sent = json.dumps(json.loads(review_log.read_text())["messages"])
+    m = cheat["mismatches"][0]
+    assert f"claimed {m['name']} = {m['self_reported']}; the grader measured {m['graded']}" in sent
+    assert f"- {m['name']} = {m['graded']} " in sent and "from grader" in sent
     events = list(read_jsonl(run.dir / "events.jsonl"))
     assert any(e["type"] == "metric_mismatch" and e.get("node_id") == "n0001" for e in events)
     stage1 = [e for e in events if e["type"] == "stage_best" and e.get("stage") == 1]

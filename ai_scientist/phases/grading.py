@@ -27,11 +27,10 @@ GRADER_SOURCE = "grader"
 
 def mismatches(graded: list[dict], claimed: list[dict], tolerance: float) -> list[dict]:
     """Self-reported values further than ``tolerance * max(1, |graded|)`` from the graded value
-    of the same metric name (the primary metrics are compared when no name is shared)."""
+    of the same metric name (a self-reported metric the grader does not measure, e.g. a
+    validation accuracy beside a graded test accuracy, is no claim about it)."""
     by_name = {m["name"]: m for m in claimed}
     pairs = [(g, by_name[g["name"]]) for g in graded if g["name"] in by_name]
-    if not pairs and graded and claimed:
-        pairs = [(graded[0], claimed[0])]
     out = []
     for g, c in pairs:
         allowed = tolerance * max(1.0, abs(g["value"]))
@@ -41,7 +40,6 @@ def mismatches(graded: list[dict], claimed: list[dict], tolerance: float) -> lis
                     "name": g["name"],
                     "graded": g["value"],
                     "self_reported": c["value"],
-                    "self_reported_name": c["name"],
                     "difference": c["value"] - g["value"],
                     "tolerance": allowed,
                 }
