@@ -158,3 +158,25 @@ def test_a_grader_dir_others_cannot_enter_is_refused(tmp_path, capsys, mode):
     d.chmod(mode)
     assert _cli_run(tmp_path, "--grader", str(d)) == 2
     assert "not enterable by others" in capsys.readouterr().err
+
+
+def test_apptainer_mounts_submission_and_grader_read_only(tmp_path):
+    """No apptainer here: the command line it would get (``build_argv`` is pure)."""
+    from ai_scientist.base.config import validate
+    from ai_scientist.execution import make_executor
+    from ai_scientist.execution.base import Limits
+
+    fake = tmp_path / "apptainer"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    d, ws, work = _grader(tmp_path), tmp_path / "ws", tmp_path / "work"
+    ws.mkdir()
+    work.mkdir()
+    cfg = validate({"exec": {"backend": "apptainer", "apptainer_binary": str(fake), "apptainer_image": "/x.sif",
+                             "allow_unsafe_sandbox": True}})  # fmt: skip
+    ex = make_executor(cfg, mounts=(("submission", ws), ("grader", d)))
+    argv = ex.build_argv(["true"], work, Limits(), {})
+    assert (
+        f"{ws.resolve()}:/workspace/submission:ro" in argv and f"{d.resolve()}:/workspace/grader:ro" in argv
+    )
+    assert argv[argv.index("exec") + 1] == "--containall"  # no host directory of its own (home, /tmp, cwd)
