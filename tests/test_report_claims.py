@@ -94,12 +94,14 @@ def test_nearest_names_results_first_one_per_value_and_never_the_config():
         Measurement(0.81, "n0001 acc", "metric"),
         Measurement(0.97, "n0001/curve.json:[3]", "result file"),
         Measurement(0.815, "stage 1 seed re-runs of n0001: mean", "seed statistic"),
-        Measurement(0.81, "n0002 acc (seed 1 re-run of n0001)", "metric"),
+        Measurement(0.81, "n0002 acc (seed 1 re-run of n0001)", "metric", one_seed=True),
+        Measurement(0.9, "n0004 acc (seed 2 re-run of n0001)", "metric", one_seed=True),
         Measurement(0.2, "n0003 acc", "metric"),  # more than NEAR away
     ]
-    assert [m.source for m in nearest(_claim("97.3 %"), ms)] == [
+    assert [m.source for m in nearest(_claim("97.3 %"), ms, k=4)] == [
         "stage 1 seed re-runs of n0001: mean",  # results first, the closest first
         "n0001 acc",  # (n0002's 0.81 is the same value: named once)
+        "n0004 acc (seed 2 re-run of n0001)",  # one seed's value after the summaries, however close
         "n0001/curve.json:[3]",  # a saved file's number after the results, however close
     ]
     assert nearest(_claim("2019"), ms) == []  # the pipeline's config is no result a year stood for

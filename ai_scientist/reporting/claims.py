@@ -77,6 +77,7 @@ class Measurement:
     source: str
     kind: str  # metric, seed statistic, count, stage, seed, result file, config, idea, reference
     integer: bool = False
+    one_seed: bool = False  # one seed re-run's value (a node's search run and the seed mean are not)
 
 
 @dataclass(frozen=True)
@@ -180,8 +181,8 @@ def _num(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _m(value: float, source: str, kind: str) -> Measurement:
-    return Measurement(float(value), source, kind, float(value).is_integer())
+def _m(value: float, source: str, kind: str, one_seed: bool = False) -> Measurement:
+    return Measurement(float(value), source, kind, float(value).is_integer(), one_seed)
 
 
 def _leaves(data: Any, path: str, out: list[tuple[str, float]], limit: int) -> None:
@@ -222,7 +223,8 @@ def _node_measurements(view: RunView) -> list[Measurement]:
         metrics = view.metrics(nid) + ([node["metric"]] if isinstance(node.get("metric"), dict) else [])
         for metric in metrics:
             if isinstance(metric, dict) and _num(metric.get("value")):
-                out.append(_m(metric["value"], f"{nid} {metric.get('name', 'metric')}{_where(node)}", kind))
+                source = f"{nid} {metric.get('name', 'metric')}{_where(node)}"
+                out.append(_m(metric["value"], source, kind, node.get("operation") == "seed_eval"))
     return out
 
 
@@ -263,7 +265,7 @@ def _stage_measurements(run_dir: Path, view: RunView) -> list[Measurement]:
                 out.append(_m(agg[key], f"{where}: {key}", "seed statistic"))
         if _num(agg.get("n")):
             out.append(_m(agg["n"], f"{where}: n", "count"))
-        out += [_m(v, f"{where}: value", "seed statistic") for v in agg.get("values") or [] if _num(v)]
+        out += [_m(v, f"{where}: value", "seed statistic", True) for v in agg.get("values") or [] if _num(v)]
     return out
 
 
@@ -367,8 +369,10 @@ _NEAR_RANK = {
 def nearest(claim: Claim, measurements: list[Measurement], k: int = NEAREST) -> list[Measurement]:
     """For a number no measurement matches: up to ``k`` measured values within :data:`NEAR` of it
     (relative; a percentage against a fraction x 100), results (metrics, seed statistics) first,
-    then counts, seeds and stages, then result files; the closest first within each; one per
-    value. What the writer may have meant, so it can print the measured value instead."""
+    then counts, seeds and stages, then result files; within results, the search nodes' metrics and
+    the seed means before single seed re-runs (an inflated number must not be pointed to the
+    luckiest seed); the closest first within each; one per value. What the writer may have meant,
+    so it can print the measured value instead."""
     found = []
     for i, m in enumerate(measurements):
         scale = 100.0 if claim.percent and abs(m.value) <= 1 else 1.0
@@ -376,9 +380,9 @@ def nearest(claim: Claim, measurements: list[Measurement], k: int = NEAREST) -> 
         if claim.decimals > 0 and m.integer and _NEAR_RANK.get(m.kind) == 1:
             continue  # a count, seed or stage is no value a decimal stood for
         if dist <= NEAR and m.kind in _NEAR_RANK:
-            found.append((_NEAR_RANK[m.kind], dist, i, m))
+            found.append((_NEAR_RANK[m.kind], m.one_seed, dist, i, m))
     out: list[Measurement] = []
-    for *_, m in sorted(found, key=lambda t: t[:3]):
+    for *_, m in sorted(found, key=lambda t: t[:4]):
         if f"{m.value:.6g}" not in {f"{x.value:.6g}" for x in out}:
             out.append(m)
         if len(out) == k:
