@@ -117,7 +117,7 @@ def test_a_failing_grader_is_a_node_error_not_a_crash(tmp_path):
         assert "exit 3" in verdict["error"]
 
 
-def test_graded_run_replays_from_its_records(tmp_path):
+def test_graded_run_replays_from_its_records(tmp_path, capsys):
     d = _grader(tmp_path)
     args = run_args(tmp_path, *SMALL)
     args.grader = str(d)
@@ -136,6 +136,13 @@ def test_graded_run_replays_from_its_records(tmp_path):
     for nid in good:
         verdict = json.loads((run.dir / "nodes" / nid / "grade.json").read_text())
         assert shown[nid]["grade"]["mismatches"] == verdict["mismatches"]
+    # `logs inspect` names the graded value and the unconfirmed claim
+    nid = sorted(good)[0]
+    verdict = json.loads((run.dir / "nodes" / nid / "grade.json").read_text())
+    assert main(["logs", str(run.dir), "inspect", nid]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("grader: "))
+    m = verdict["mismatches"][0]
+    assert f"{m['name']} self-reported {m['self_reported']}, graded {m['graded']}" in line
     # replay: the grader is not run again (its directory is gone), its records answer
     for f in d.iterdir():
         f.unlink()

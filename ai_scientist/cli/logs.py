@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.errors import UsageError
 from ..base.fileio import read_json, read_jsonl
-from ..base.paths import PLAN_FILE, RunPaths, file_number
+from ..base.paths import GRADE_FILE, PLAN_FILE, RunPaths, file_number
 from ..promptlog.record import call_counts, list_records, read_records
 from ..promptlog.render import content_text as _content_text
 from ..promptlog.render import ledger_lines, record_sections, response_lines
@@ -239,6 +239,9 @@ def cmd_inspect(run: Path, args: argparse.Namespace, full: bool) -> int:
         head.append(f"not comparable (never ranked): {node['incomparable']}")
     if node.get("summary"):
         head.append(f"summary: {node['summary']}")
+    grade = _grade(run, nid)
+    if grade is not None:
+        head.append(_grade_line(grade))
     plan = _plan(run, nid)
     if plan is not None:
         head.append(_plan_line(plan))
@@ -250,8 +253,31 @@ def cmd_inspect(run: Path, args: argparse.Namespace, full: bool) -> int:
         )
         head += [f"state: {len(state)} chars ({what})", "-" * 60, shown or ""]
     data = {"node": node, "plan": plan, "state_chars": None if state is None else len(state), **counts}
+    if grade is not None:
+        data["grade"] = grade
     data["state" if full else "state_tail"] = shown
     return _emit(args, data, "\n".join(head))
+
+
+def _grade(run: Path, node_id: str) -> dict[str, Any] | None:
+    """The grader's verdict on the node (``grade.json``), None without a grader."""
+    try:
+        data = read_json(RunPaths(run).node(node_id).file(GRADE_FILE))
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _grade_line(grade: dict[str, Any]) -> str:
+    """One line: the graded metrics, or the grader's error, and each unconfirmed claim."""
+    if grade.get("error"):
+        return f"grader: failed: {str(grade['error'])[:300]}"
+    graded = ", ".join(f"{m.get('name')}={m.get('value')}" for m in grade.get("graded") or [])
+    claims = "; ".join(
+        f"{m.get('name')} self-reported {m.get('self_reported')}, graded {m.get('graded')}"
+        for m in grade.get("mismatches") or []
+    )
+    return f"grader: {graded}" + (f" | not confirmed: {claims}" if claims else "")
 
 
 def _plan(run: Path, node_id: str) -> dict[str, Any] | None:
