@@ -9,7 +9,9 @@ with the pre-flight message and no LLM call is made for them.
 
 The writeup's writer is ``report.writer`` (:func:`facts.resolve_writer`: the model, or the
 pipeline from the run's records; event ``report_writer``); after it, the ``claims`` step matches
-every number of ``paper.tex`` against the run's measurements (``paper/claims.json``). The embedded
+every number of ``paper.tex`` against the run's measurements (``paper/claims.json``; the model
+writer's reflection rounds already sent it the untraced ones, and the review shows the reviewers
+what is left). The embedded
 local model writes no review: the review step is skipped with the reason, in ``review.json`` too.
 """
 
@@ -83,7 +85,8 @@ def _brief(step: str, result: Any) -> dict[str, Any]:
     if step == "review":
         return {"decision": result.get("decision"), "mean_scores": result.get("mean_scores")}
     if step == "claims":
-        return {k: result.get(k) for k in ("numbers", "unmatched", "unmatched_numbers")}
+        keys = ("numbers", "unmatched", "unmatched_numbers", "self_reported_only", "self_reported_numbers")
+        return {k: result.get(k) for k in keys}
     return {"figures_reviewed": len(result.get("figures") or {}), "nodes": len(result.get("nodes") or {})}
 
 
