@@ -32,8 +32,15 @@ def test_full_run_tells_the_whole_story(tmp_path, capsys):
     )
     seeds = [n for n in nodes.values() if n["operation"] == "seed_eval"]
     bests = {e["node_id"] for e in events(run_dir) if e["type"] == "stage_best"}
-    assert len(seeds) == 2 * len(bests) and all(n["status"] == "good" for n in seeds)
-    assert {n["parent_id"] for n in seeds} == bests
+    # re-run over seeds: each stage's best, and the runners-up its re-ranking compared (issue 30)
+    reranked = {
+        nid
+        for e in events(run_dir)
+        if e["type"] == "seed_rerank"
+        for nid in [e["node_id"], *e.get("candidates", [])]
+    }
+    assert len(seeds) == 2 * len(bests | reranked) and all(n["status"] == "good" for n in seeds)
+    assert {n["parent_id"] for n in seeds} == bests | reranked
 
     # metrics come from metrics.json written by the experiment
     good = [n for n in nodes.values() if n["status"] == "good"]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..base import failpoints
@@ -726,14 +727,18 @@ class Orchestrator:
         self.run_.event("seed_rerank", stage=state.stage, **record)
         evidence = {**first.evidence, "seed_rerank": record}
         if not record["changed"]:
-            return Choice(
-                first.node_id, first.method, first.reason, first.candidates, first.reasoning, evidence
-            )
+            return replace(first, evidence=evidence)
         reason = (
             f"{record['chosen']} has the best {m.name} mean over seed re-runs among {best.id} (best single "
             f"search run, {m.value:.4g}) and the runner-up(s) within its seed noise; {first.reason}"
         )
-        return Choice(record["chosen"], "seed_mean", reason, (best.id, *record["candidates"]), None, evidence)
+        return Choice(
+            node_id=record["chosen"],
+            method="seed_mean",
+            reason=reason,
+            candidates=(best.id, *record["candidates"]),
+            evidence=evidence,
+        )
 
     def _seed_groups(self, key: tuple[str, str, str | None]) -> dict[str, list[float]]:
         """Node id -> the values of its good seed re-runs of metric ``key`` (every stage)."""
