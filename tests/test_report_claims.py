@@ -218,6 +218,23 @@ def test_model_writer_still_writes_and_an_unmeasured_number_is_listed(tmp_path, 
     )
 
 
+def test_a_review_of_a_run_whose_records_are_torn_still_runs_and_says_what_it_lacks(tmp_path):
+    run = make_run(tmp_path)
+    (run / "paper").mkdir()
+    (run / "paper" / "paper.tex").write_text("\\begin{document}\nLoss 0.25.\n\\end{document}\n")
+    (run / "state.json").write_text('{"stages": {')  # a crash mid-write
+    try:
+        json.loads((run / "state.json").read_text())
+    except ValueError as exc:
+        why = f"{type(exc).__name__}: {exc}"
+    client = ScriptedClient(lambda *a: json.dumps(REVIEW), supports_vision=False)
+    result = review_paper(run, report_cfg(tmp_path, num_reviews=1, num_reflections=0), client)
+    assert result["reviews"] == [REVIEW]
+    measured = _layer({"messages": client.calls[0]["messages"]}, "What the run measured")
+    assert f"Not available: the check of the paper's numbers failed ({why})." in measured
+    assert f"Not available: the run's records could not be read ({why})." in measured
+
+
 def _layer(record: dict, title: str) -> str:
     """The text of the layer titled ``title`` in a prompt-log record's messages."""
     parts = [[m["content"]] if isinstance(m["content"], str) else m["content"] for m in record["messages"]]

@@ -220,7 +220,7 @@ def paper_claims(run_dir: Path) -> tuple[dict[str, Any] | None, str]:
         writer = (read_json(paths.writeup_json, default={}) or {}).get("writer")
         return check_claims(run_dir, writer), ""
     except (OSError, ValueError) as exc:
-        return None, f"the numbers of the paper could not be checked: {type(exc).__name__}: {exc}"
+        return None, f"{type(exc).__name__}: {exc}"
 
 
 def measured_facts(run_dir: Path) -> str:
@@ -237,6 +237,10 @@ def measured_facts(run_dir: Path) -> str:
     unmatched = [c for c in rows if c.get("source") is None]
     view = load_run(run_dir)
     grades = {nid: grade_record(view, nid) for nid in view.nodes}
+    try:
+        stages, stages_error = stage_summaries(run_dir), ""
+    except (OSError, ValueError) as exc:  # a torn state.json: the review goes on without them
+        stages, stages_error = [], f"{type(exc).__name__}: {exc}"
     mismatches = [{"node": nid, **m} for nid, g in grades.items() for m in g.get("mismatches") or []]
     return prompts.render(
         "review_measured.j2",
@@ -248,7 +252,8 @@ def measured_facts(run_dir: Path) -> str:
         graded=any(isinstance(g.get("graded"), list) for g in grades.values()),
         mismatches=mismatches[:MAX_UNTRACED],
         mismatches_more=max(0, len(mismatches) - MAX_UNTRACED),
-        stages=stage_summaries(run_dir),
+        stages=stages,
+        stages_error=stages_error,
         seed_statistic=SEED_STATISTIC,
     )
 
