@@ -187,3 +187,39 @@ def test_apptainer_mounts_submission_and_grader_read_only(tmp_path):
         f"{ws.resolve()}:/workspace/submission:ro" in argv and f"{d.resolve()}:/workspace/grader:ro" in argv
     )
     assert argv[argv.index("exec") + 1] == "--containall"  # no host directory of its own (home, /tmp, cwd)
+
+
+def test_kill_during_grading_then_resume_grades_again_and_replays(tmp_path):
+    """kill -9 right after a grading (its record written, the verdict not): resume redoes phase
+    4 (run commands, then the grading), the killed attempt's records superseded; the resumed run
+    replays from its records."""
+    import subprocess
+    import sys
+
+    d = _grader(tmp_path)
+    driver = Path(__file__).parent / "drive_run.py"
+    small = [a for s in SMALL for a in ("--set", s)]
+    env = {**os.environ, "AI_SCIENTIST_FAILPOINTS": "graded:n0002"}
+    first = subprocess.run(
+        [sys.executable, str(driver), "run", str(tmp_path), "run", *small, "--set", f"grader.dir={d}"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert first.returncode == -9, first.stderr[-2000:]
+    run_dir = tmp_path / "experiments" / "run"
+    exec_dir = run_dir / "nodes" / "n0002" / "exec"
+    assert [p.name for p in exec_dir.glob("*_phase4_grade.json")] and not (
+        exec_dir.parent / "grade.json"
+    ).exists()
+    resumed = subprocess.run(
+        [sys.executable, str(driver), "resume", str(run_dir)], capture_output=True, text=True, timeout=300
+    )
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    superseded = sorted(p.name for p in exec_dir.glob("*_phase4_grade.json.superseded"))
+    live = sorted(p.name for p in exec_dir.glob("*_phase4_grade.json"))
+    assert len(superseded) == 1 and len(live) == 1
+    node = journal_nodes(run_dir)["n0002"]
+    verdict = json.loads((exec_dir.parent / "grade.json").read_text())
+    assert node["status"] == "good" and node["metric"]["value"] == verdict["graded"][0]["value"]
+    again = replay_run(run_dir, tmp_path / "replays")
+    assert execute(again, resources=None, replay_from=run_dir) == 0
+    assert journal_nodes(again.dir)["n0002"]["metric"] == node["metric"]

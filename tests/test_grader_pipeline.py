@@ -158,7 +158,7 @@ def test_graded_metric_decides_and_hidden_labels_stay_hidden(tmp_path, grader_di
     stage1_graded = {nid: v for nid, v in graded.items() if nodes[nid]["stage"] == 1}
     assert graded[best] == max(stage1_graded.values()) and best != "n0001"
     # the command record of each grading is the node's; the hidden data never lands in the run
-    assert list((run.dir / "nodes" / "n0001" / "exec").glob("*_grade_grade.json"))
+    assert list((run.dir / "nodes" / "n0001" / "exec").glob("*_phase4_grade.json"))
     assert not [p for p in run.dir.rglob(SECRET)]
     # no prompt named the grader's directory or its data before a program did (the attacking
     # programs here embed the path, so later prompts quoting them do too)

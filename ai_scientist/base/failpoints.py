@@ -9,7 +9,8 @@ stage's best node is chosen, before its seed re-runs), ``selected:<id>`` (the de
 create the node is recorded, the journal does not hold the node yet), ``stage_summary:<N>`` (the
 stage's summary is stored, the state does not list the stage as finished yet),
 ``phase_saved:<id>:<phase>`` (a phase's artifact is written, the journal does
-not list the phase as done yet), and
+not list the phase as done yet), ``graded:<id>`` (the grader's command record is written, its
+verdict ``grade.json`` and phase 4's ``run.json`` not yet), and
 ``torn_append:<file>:<seq>`` (half of that JSONL record is written, then kill).
 """
 

@@ -1,7 +1,7 @@
 """Grading a node's run (``grader.dir``): the grader's metrics are the node's metrics.
 
 Called by phase 4 after the run commands succeeded. The grading is one more command of the
-node: its record is ``exec/NNN_grade_grade.json`` (command, exit code, output; the grader's
+node: its record is ``exec/NNN_phase4_grade.json`` (command, exit code, output; the grader's
 logs are its stdout/stderr there), and ``grade.json`` holds the verdict: the graded metrics,
 the program's own (self-reported) metrics and where they came from, each mismatch beyond
 ``grader.tolerance`` and the grader's and the run's wall times. A mismatch is also a run event
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..base import failpoints
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import GRADE_FILE, RunPaths, claim_numbered
 from ..execution.grader import GraderError, grade, load_grader
@@ -51,7 +52,8 @@ def grade_node(ctx: NodeContext, own: list[dict], own_source: str, *, run_s: flo
     """Grade ``ctx``'s workspace; the fields phase 4's record takes over (``metrics`` and
     ``metrics_source`` from the grader, ``self_reported``, ``mismatches``, or ``failure``)."""
     recorded = _recorded(ctx)
-    _, exec_path = claim_numbered(ctx.paths.exec, "grade", "grade")
+    # a phase 4 record: a resumed phase 4 supersedes it with the run commands' records
+    _, exec_path = claim_numbered(ctx.paths.exec, "phase4", "grade")
     verdict: dict[str, Any] = {
         "self_reported": own,
         "self_reported_source": own_source,
@@ -70,6 +72,7 @@ def grade_node(ctx: NodeContext, own: list[dict], own_source: str, *, run_s: flo
         result, data, error, took = run.result, run.data, run.error, run.duration_s
     record = {"phase": "phase4", "label": "grade", **result.to_dict()}
     atomic_write_json(exec_path, ctx.run.redactor.redact_obj(record), durable=False)
+    failpoints.hit(f"graded:{ctx.node.id}")  # crash tests: graded, the verdict not saved yet
     verdict.update(command=list(result.command), raw=data, grade_s=round(took, 3), error=error)
     if error is None:
         try:
