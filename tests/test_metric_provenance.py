@@ -11,6 +11,8 @@ import json
 
 from pipeline_support import journal_nodes, start_run
 
+from ai_scientist.cli.commands import execute
+from ai_scientist.runloop.replay import replay_run
 from ai_scientist.testing.scripted import ExampleResponder
 
 CLAIM = {"metrics": [{"name": "val_accuracy", "value": 0.99, "direction": "maximize"}]}
@@ -59,3 +61,10 @@ def test_a_metrics_file_the_run_did_not_produce_gets_no_metric(tmp_path):
         assert not [p for p in logs if "metrics_fallback" in p.name or "exec_review" in p.name]
     # the run went on: ordinary nodes are measured as before
     assert any(n["status"] == "good" and n["metric"] for n in nodes.values())
+    # a replay (which restores the recorded workspace at every command) makes the same decisions
+    again = replay_run(run_dir, tmp_path / "replays")
+    assert execute(again, resources=None, replay_from=run_dir) == code
+    replayed = journal_nodes(again.dir)
+    assert {k: (n["status"], n["error"], n["metric"]) for k, n in replayed.items()} == {
+        k: (n["status"], n["error"], n["metric"]) for k, n in nodes.items()
+    }

@@ -20,9 +20,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..base.fileio import read_file_inside
+from ..base.fileio import read_file_inside, read_json
 from ..base.paths import CODE_FILE as ANSWER_FILE
-from ..base.paths import COMPILE_FILE, RUN_FILE
+from ..base.paths import COMPILE_FILE, RUN_FILE, RunPaths
 from ..base.templates import render
 from ..execution.sandbox_probe import installed_tools
 from ..llm.client import backend_name
@@ -213,7 +213,10 @@ def run_experiment(ctx: NodeContext, answer: dict) -> dict:
 
 def _run(ctx: NodeContext, answer: dict) -> dict:
     run = answer.get("run") or {}
-    before = file_signature(ctx.workspace / METRICS_FILE)  # what was there before the run
+    # what was there before the run (a replay restores the recorded workspace at every command,
+    # file times included: it takes the recorded decision instead, see _recorded_refusal)
+    replay = getattr(ctx.executor, "name", "") == "replay"
+    before = None if replay else file_signature(ctx.workspace / METRICS_FILE)
     outputs, total = [], 0.0
     failure = None
     for i, cmd in enumerate(run.get("commands") or [], 1):
@@ -241,6 +244,9 @@ def _run(ctx: NodeContext, answer: dict) -> dict:
     if failure is None:
         graded = bool(ctx.cfg.grader.dir)
         own, source = read_metrics(ctx, outputs, answer=answer, before=before, fallback=not graded)
+        refused = _recorded_refusal(ctx) if replay else None
+        if refused:
+            own, source = [], refused
         record["metrics"], record["metrics_source"] = own, source
         if graded:  # the grader's metrics decide; the program's own are kept as self-reported
             from .grading import grade_node
@@ -248,6 +254,14 @@ def _run(ctx: NodeContext, answer: dict) -> dict:
             record.update(grade_node(ctx, own, source, run_s=total))
             failure = record.get("failure")
     return record
+
+
+def _recorded_refusal(ctx: NodeContext) -> str | None:
+    """In a replay: the recording's refusal of a ``metrics.json`` that predated the run, if any."""
+    src = getattr(ctx.executor, "src", None)
+    recorded = read_json(RunPaths(src).node(ctx.node.id).file(RUN_FILE)) if src is not None else None
+    source = str((recorded or {}).get("metrics_source") or "") if isinstance(recorded, dict) else ""
+    return source if source.startswith(f"{METRICS_FILE} refused: it existed before") else None
 
 
 def file_signature(path: Path) -> tuple[int, int, int] | None:
