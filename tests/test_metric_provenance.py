@@ -8,6 +8,7 @@ ordinary example. Expectations come from the recorded answers and node records.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from pipeline_support import journal_nodes, start_run
 
@@ -26,6 +27,8 @@ class ClaimingResponder(ExampleResponder):
                 {"path": "experiment.py", "content": "print('val_accuracy=0.99')\n"},
                 {"path": "metrics.json", "content": json.dumps(CLAIM)},
             ]
+        if ctx.node_id == "n0003":  # a working node whose answer also brings a "result" file
+            answer["files"].append({"path": "claimed_results.json", "content": json.dumps({"acc": 0.99})})
         if ctx.node_id == "n0002":  # made before the run (by the build); the run leaves it alone
             answer["files"] = [{"path": "experiment.py", "content": "print('nothing measured')\n"}]
             answer["build"]["commands"] = [f"echo '{json.dumps(CLAIM)}' > metrics.json"]
@@ -61,6 +64,12 @@ def test_a_metrics_file_the_run_did_not_produce_gets_no_metric(tmp_path):
         assert not [p for p in logs if "metrics_fallback" in p.name or "exec_review" in p.name]
     # the run went on: ordinary nodes are measured as before
     assert any(n["status"] == "good" and n["metric"] for n in nodes.values())
+    # a data file the answer wrote is no result: not offered to the node's plotting call
+    assert any(f["path"] == "claimed_results.json" for f in _answer(run_dir, "n0003")["files"])
+    run3 = json.loads((run_dir / "nodes" / "n0003" / "run.json").read_text())
+    assert run3["unmeasured_files"] == ["claimed_results.json"] and nodes["n0003"]["status"] == "good"
+    plots3 = json.loads((run_dir / "nodes" / "n0003" / "plots.json").read_text())
+    assert "results.json" in plots3["data_files"] and "claimed_results.json" not in plots3["data_files"]
     # a replay (which restores the recorded workspace at every command) makes the same decisions
     again = replay_run(run_dir, tmp_path / "replays")
     assert execute(again, resources=None, replay_from=run_dir) == code
@@ -68,3 +77,19 @@ def test_a_metrics_file_the_run_did_not_produce_gets_no_metric(tmp_path):
     assert {k: (n["status"], n["error"], n["metric"]) for k, n in replayed.items()} == {
         k: (n["status"], n["error"], n["metric"]) for k, n in nodes.items()
     }
+
+
+def test_the_report_manifest_copies_no_file_the_run_did_not_produce(tmp_path):
+    from types import SimpleNamespace
+
+    from ai_scientist.reporting.manifest import _node_entry
+
+    node_dir = tmp_path / "nodes" / "n0001"
+    ws = node_dir / "workspace"
+    ws.mkdir(parents=True)
+    (ws / "results.json").write_text('{"acc": 0.8}')
+    (ws / "claimed.json").write_text('{"acc": 0.99}')
+    (node_dir / "run.json").write_text(json.dumps({"unmeasured_files": ["claimed.json"]}))
+    view = SimpleNamespace(node_dir=lambda nid: node_dir, metrics=lambda nid: {})
+    entry = _node_entry(view, {"id": "n0001"}, "best", tmp_path / "report")
+    assert sorted(Path(f["path"]).name for f in entry["files"]) == ["results.json"]

@@ -8,7 +8,10 @@ compiled bytecode or the pipeline's own figures are never offered as results to 
 
 from __future__ import annotations
 
-from pathlib import PurePath, PurePosixPath
+from pathlib import Path, PurePath, PurePosixPath
+
+from .fileio import read_json
+from .paths import RUN_FILE, NodePaths
 
 DATA_SUFFIXES = (".npy", ".npz", ".json", ".csv", ".tsv")
 # folders whose files are never the experiment's data: caches and installed packages a tool left
@@ -28,3 +31,15 @@ def is_node_data(rel_path: str | PurePath) -> bool:
     if path.suffix.lower() not in DATA_SUFFIXES:
         return False
     return not any(p.startswith(".") or p in NOT_DATA_DIRS for p in parts)
+
+
+def unmeasured(node_dir: Path) -> frozenset[str]:
+    """Workspace paths of the data files the node's run did not produce: the code answer wrote
+    them, or they were there before the run command and no run command rewrote them (phase 4's
+    ``unmeasured_files`` in ``run.json``). Never the experiment's results."""
+    try:
+        record = read_json(NodePaths(Path(node_dir)).file(RUN_FILE))
+    except ValueError:
+        return frozenset()
+    files = record.get("unmeasured_files") if isinstance(record, dict) else None
+    return frozenset(str(f) for f in files) if isinstance(files, list) else frozenset()

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.fileio import read_file_inside, read_json
+from ..base.nodedata import unmeasured
 from ..base.paths import CODE_FILE as ANSWER_FILE
 from ..base.paths import COMPILE_FILE, RUN_FILE, RunPaths
 from ..base.templates import render
@@ -32,7 +33,7 @@ from .checkpoint import checkpoint
 from .edits import EditError, expand_answer, text_files, with_edits
 from .execution import run_command
 from .phase0 import check_installed, plan_schema
-from .plots import plot_feedback
+from .plots import data_paths, plot_feedback
 from .schemas import (
     CODE_SCHEMA,
     MERGED_CODE_SCHEMA,
@@ -217,6 +218,7 @@ def _run(ctx: NodeContext, answer: dict) -> dict:
     # file times included: it takes the recorded decision instead, see _recorded_refusal)
     replay = getattr(ctx.executor, "name", "") == "replay"
     before = None if replay else file_signature(ctx.workspace / METRICS_FILE)
+    before_data = {} if replay else data_signatures(ctx.workspace)
     outputs, total = [], 0.0
     failure = None
     for i, cmd in enumerate(run.get("commands") or [], 1):
@@ -247,6 +249,11 @@ def _run(ctx: NodeContext, answer: dict) -> dict:
         refused = _recorded_refusal(ctx) if replay else None
         if refused:
             own, source = [], refused
+        record["unmeasured_files"] = (
+            sorted(unmeasured(RunPaths(ctx.executor.src).node(ctx.node.id).root))  # type: ignore[attr-defined]
+            if replay
+            else unmeasured_files(answer, before_data, ctx.workspace)
+        )
         record["metrics"], record["metrics_source"] = own, source
         if graded:  # the grader's metrics decide; the program's own are kept as self-reported
             from .grading import grade_node
@@ -262,6 +269,26 @@ def _recorded_refusal(ctx: NodeContext) -> str | None:
     recorded = read_json(RunPaths(src).node(ctx.node.id).file(RUN_FILE)) if src is not None else None
     source = str((recorded or {}).get("metrics_source") or "") if isinstance(recorded, dict) else ""
     return source if source.startswith(f"{METRICS_FILE} refused: it existed before") else None
+
+
+def data_signatures(workspace: Path) -> dict[str, tuple[int, int, int] | None]:
+    """:func:`file_signature` of each data file of ``workspace`` (what the plotting call and the
+    report read as the experiment's data: :func:`.plots.data_paths`)."""
+    return {rel: file_signature(workspace / rel) for rel in data_paths(workspace)}
+
+
+def unmeasured_files(
+    answer: dict | None, before: dict[str, tuple[int, int, int] | None], workspace: Path
+) -> list[str]:
+    """The data files now in ``workspace`` that the run did not produce: written by the answer
+    as files, or there before the run (``before``, :func:`data_signatures`) and not rewritten."""
+    files = (answer or {}).get("files") or []
+    written = {os.path.normpath(str(f.get("path") or "").strip()) for f in files if isinstance(f, dict)}
+    return [
+        rel
+        for rel in data_paths(workspace)
+        if rel in written or (rel in before and file_signature(workspace / rel) == before[rel])
+    ]
 
 
 def file_signature(path: Path) -> tuple[int, int, int] | None:

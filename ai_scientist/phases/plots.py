@@ -34,7 +34,7 @@ from typing import Any
 from ..base.fileio import atomic_write_text, read_json, regular_file_inside
 from ..base.images import SAFE_FIGURE_NAME as _SAFE_NAME
 from ..base.images import check_figure, image_part, plot_schema
-from ..base.nodedata import NOT_DATA_DIRS, is_node_data
+from ..base.nodedata import NOT_DATA_DIRS, is_node_data, unmeasured
 from ..base.paths import PLOTS_FILE, VLM_FILE, RunPaths
 from ..base.templates import render
 from ..llm.types import LLMError
@@ -87,12 +87,15 @@ def make_plots(ctx: NodeContext, answer: dict, metrics: Any = None) -> dict:
     return checkpoint(ctx, PLOT_PHASE, PLOTS_FILE, lambda: _plots(ctx, answer, metrics))
 
 
-def data_files(workspace: Path) -> list[dict[str, Any]]:
+def data_files(workspace: Path, skip: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """The data files the experiment saved (:func:`~ai_scientist.base.nodedata.is_node_data`: no
     cache, hidden or pipeline folder; up to :data:`DATA_DEPTH` levels deep), each with an outline,
-    in path order; the first :data:`MAX_DATA_FILES` (:func:`count_data_files` counts them all)."""
+    in path order; the first :data:`MAX_DATA_FILES` (:func:`count_data_files` counts them all).
+    ``skip``: files the run did not produce (phase 4's ``unmeasured_files``)."""
     out: list[dict[str, Any]] = []
-    for rel in _data_paths(workspace):
+    for rel in data_paths(workspace):
+        if rel in skip:
+            continue
         path = workspace / rel
         if not regular_file_inside(workspace, path):
             continue  # a planted symlink / FIFO: never read
@@ -102,12 +105,16 @@ def data_files(workspace: Path) -> list[dict[str, Any]]:
     return out
 
 
-def count_data_files(workspace: Path) -> int:
+def count_data_files(workspace: Path, skip: frozenset[str] = frozenset()) -> int:
     """How many data files :func:`data_files` would list without its cap."""
-    return sum(1 for rel in _data_paths(workspace) if regular_file_inside(workspace, workspace / rel))
+    return sum(
+        1
+        for rel in data_paths(workspace)
+        if rel not in skip and regular_file_inside(workspace, workspace / rel)
+    )
 
 
-def _data_paths(workspace: Path) -> list[str]:
+def data_paths(workspace: Path) -> list[str]:
     """Relative paths of the workspace's data files, sorted; folders that never hold data (hidden,
     caches, our plots) are not entered at all (a font cache can hold thousands of files)."""
     found: list[str] = []
@@ -206,7 +213,8 @@ def _json_outline(value: Any, depth: int = 0) -> str:
 
 def _plots(ctx: NodeContext, answer: dict, metrics: Any) -> dict:
     pcfg = ctx.cfg.agent.plots
-    files = data_files(ctx.workspace)
+    skip = unmeasured(ctx.dir)  # what the answer wrote or was there before the run: no result
+    files = data_files(ctx.workspace, skip)
     out_dir = ctx.paths.plots
     record: dict[str, Any] = {
         "figures": [],
@@ -222,7 +230,7 @@ def _plots(ctx: NodeContext, answer: dict, metrics: Any) -> dict:
     values: dict[str, Any] = {
         **node_facts(ctx),
         "prior_code": code_text(answer),
-        "data_files": data_files_text(files, metrics, count_data_files(ctx.workspace)),
+        "data_files": data_files_text(files, metrics, count_data_files(ctx.workspace, skip)),
         "run_result": run_result_text({}, metrics, commands=False),
         "plot_dir": PLOT_DIR,
         "max_figures": pcfg.max_figures,

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..base.fileio import regular_file_inside
-from ..base.nodedata import is_node_data
+from ..base.nodedata import is_node_data, unmeasured
 from ..base.paths import NodePaths
 from ..treesearch.tried import sentences
 from .runread import SEED_STATISTIC, RunView
@@ -77,11 +77,15 @@ def _node_entry(view: RunView, node: dict[str, Any], role: str, dest_root: Path)
     workspace = NodePaths(view.node_dir(nid)).workspace
     files: list[dict[str, Any]] = []
     if workspace.is_dir():
-        # written by generated code: only regular files really inside it (no symlink out)
+        # written by generated code: only regular files really inside it (no symlink out), and
+        # only what its run produced (not a file the answer wrote, nor one left from before it)
+        skip = unmeasured(view.node_dir(nid))
         found = sorted(
             p
             for p in workspace.rglob("*")
-            if is_node_data(p.relative_to(workspace)) and regular_file_inside(workspace, p)
+            if is_node_data(p.relative_to(workspace))
+            and p.relative_to(workspace).as_posix() not in skip
+            and regular_file_inside(workspace, p)
         )
         for src in found[:MAX_FILES_PER_NODE]:
             if src.stat().st_size > MAX_FILE_BYTES:
