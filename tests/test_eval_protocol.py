@@ -156,3 +156,20 @@ def test_protocol_parameters_are_the_data_split_size_noise_and_seed_knobs():
         "run": {"commands": ["python3 e.py --test-size 0.25 --epochs 3"]},
     }
     assert protocol_parameters(answer) == (("N_TRAIN", "300"), ("SEED", "0"), ("--test-size", "0.25"))
+
+
+def test_a_replay_fixes_the_same_protocol_and_marks_the_same_nodes(tmp_path, capsys):
+    responder = CleanLabels(buggy_nodes=())
+    code, src, _ = start_run(tmp_path, "agent.num_workers=2", responder=responder)
+    assert code == 0 and responder.changed
+    capsys.readouterr()
+    assert main(["replay", str(src), "--out", str(tmp_path / "replays")]) == 0
+    replayed = tmp_path / "replays" / f"{src.name}.replay"
+
+    def marks(run_dir):
+        fixed = [(e["stage"], e["node_id"]) for e in events(run_dir) if e["type"] == "eval_protocol"]
+        marked = {nid: n.get("incomparable") for nid, n in journal_nodes(run_dir).items()}
+        return fixed, marked
+
+    assert marks(replayed) == marks(src)
+    assert any(why for why in marks(src)[1].values())

@@ -90,6 +90,12 @@ class Orchestrator:
         self._protocol_checked: set[str] = set()
         # a replay of a free-running recording follows its recorded order (None: not a replay of one)
         self.replay_order: dict[str, frozenset[str]] | None = None
+        # a replay fixes each stage's evaluation protocol on the node the recording fixed it on
+        self.replay_protocols: dict[int, str] = {}
+        if self.cfg.llm.backend == "replay" and self.cfg.llm.replay_dir:
+            from .protocol import recorded_protocols
+
+            self.replay_protocols = recorded_protocols(self.cfg.llm.replay_dir)
         if self.cfg.llm.backend == "replay" and self.cfg.llm.replay_dir and self.scheduler == "free":
             self.replay_order = recorded_waiting(self.cfg.llm.replay_dir)
             if self.replay_order is None:  # recorded by the batch scheduler (or older code): same order
@@ -526,7 +532,8 @@ class Orchestrator:
         then decides on a new view: the marked ones are no longer good).
 
         The protocol is fixed once, by the stage's first working node: the node the stage starts
-        from (stages 2-4), else the earliest-created good node of the first view that has one.
+        from (stages 2-4), else the earliest-created good node of the first view that has one (a
+        replay: the node the recording fixed, :func:`.protocol.recorded_protocols`).
         Runs on the main thread at each decision, on the view the decision sees, so a replay (the
         same finished nodes at each decision) fixes and marks the same; it is saved in the stage
         state (``state.json``) and the ``eval_protocol`` event, each mark in the journal
@@ -537,6 +544,9 @@ class Orchestrator:
         if state.protocol is None:
             carried = view.get(state.carried_id) if state.carried_id and state.carried_id in view else None
             first = carried if carried is not None and carried.is_good else None
+            recorded = self.replay_protocols.get(stage)
+            if first is None and recorded is not None and recorded in view and view.get(recorded).is_good:
+                first = view.get(recorded)
             first = first or next(iter(view.good_nodes(stage)), None)
             if first is None:
                 return state, 0

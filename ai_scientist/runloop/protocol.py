@@ -20,16 +20,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..base.fileio import read_json
+from ..base.fileio import read_json, read_jsonl
 from ..base.paths import CODE_FILE, RunPaths
 from ..phases.edits import text_files
 from ..phases.parameters import parameters
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from ..treesearch.node import Node
 
 # name tokens of a parameter that defines the task, the data or the evaluation ...
@@ -137,3 +136,18 @@ def protocol_change(reference: EvalProtocol, node: EvalProtocol) -> str | None:
     if not problems:
         return None
     return f"changed the evaluation protocol fixed by {reference.node_id}: " + "; ".join(problems)
+
+
+def recorded_protocols(src: str | Path) -> dict[int, str]:
+    """Stage -> the node that fixed its protocol in a recorded run (``eval_protocol`` events; the
+    last one of a stage counts). A replay fixes the same node: in a free-running run, nodes that
+    finished while the first marks were written can join the view of the decision the protocol
+    was fixed at, and the earliest good node of that view need not be the one the recording took."""
+    path = RunPaths(Path(src)).events
+    if not path.exists():
+        return {}
+    return {
+        int(ev["stage"]): str(ev["node_id"])
+        for ev in read_jsonl(path)
+        if ev.get("type") == "eval_protocol" and ev.get("node_id")
+    }
