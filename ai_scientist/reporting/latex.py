@@ -94,7 +94,8 @@ def safe_math(body: str) -> bool:
         return False
     if any(c not in MATH_COMMANDS for c in re.findall(r"\\([A-Za-z]+)", body)):
         return False
-    if re.search(r"\\[^A-Za-z{}\s,;!|]", body):  # \| (a norm) is an escape like \{
+    # \| (a norm) is an escape like \{; a backslash last would escape the closing $
+    if re.search(r"\\(?:[^A-Za-z{}\s,;!|]|$)", body):
         return False
     depth = 0
     for ch in body:
