@@ -36,8 +36,9 @@ from ai_scientist.base.paths import (
     numbered_name,
     slug,
 )
+from ai_scientist.testing.bench_support import recorded_run
 
-FIXTURE = Path(__file__).parent / "fixtures" / "run_89f97fd"
+FIXTURE = recorded_run()  # tests/fixtures/run_<commit>, scripts/record_fixture.sh
 
 
 def _properties(cls: type, obj: object) -> dict[str, Path]:

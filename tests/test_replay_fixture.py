@@ -1,8 +1,8 @@
 """A recorded run replays to the same tree with today's code: what a refactor must keep.
 
-``tests/fixtures/run_89f97fd`` is a scripted run of the bundled example (2 workers, free-running
-scheduler, all four stages, node plots and critiques, stage summaries) recorded by the code of
-commit 89f97fd, trimmed to what replay reads: the journal, events, idea, resolved config,
+``tests/fixtures/run_<commit>`` (found by :func:`ai_scientist.testing.bench_support.recorded_run`)
+is a scripted run of the bundled example (2 workers, free-running scheduler, all four stages, node
+plots and critiques, stage summaries) recorded by the code of the commit in its name, trimmed to what replay reads: the journal, events, idea, resolved config,
 environment, stage summaries, each node's prompt logs (JSON), ``exec/`` records and workspace
 files. Replaying it must send, call for call, the prompts that code sent (every one is looked up by
 its request key) and rebuild the same tree and decisions; if a change alters a prompt, the replay
@@ -16,8 +16,9 @@ session's issues 14, 15 and 17 changed them again (drafts plan in their code ans
 the seed, constrained schemas, the lineage-first layer order, compact JSON), recorded at c971a5e;
 issue 28 changed them on purpose (budgets per model, reviews and plots given the output and data,
 calls that state their purpose, drafts that see each other, siblings, the ablation stage's best, the
-siblings layer, the seed rule), recorded at 89f97fd. A change that
-alters prompts on purpose records a new fixture (``record_fixture`` in docs/testing.md) and says so.
+siblings layer, the seed rule), recorded at 89f97fd; issue 30 changed them (the stage's evaluation
+protocol shown to later nodes, graded and self-reported metrics in the review, re-ranking over
+seeds at a stage's end), recorded again. A change that alters prompts on purpose records a new fixture (``record_fixture`` in docs/testing.md) and says so.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from pathlib import Path
 from pipeline_support import events, journal_nodes
 
 from ai_scientist.cli.main import main
+from ai_scientist.testing.bench_support import recorded_run
 
-FIXTURE = Path(__file__).parent / "fixtures" / "run_89f97fd"
+FIXTURE = recorded_run()  # tests/fixtures/run_<commit>, scripts/record_fixture.sh
 TREE_FIELDS = ("id", "parent_id", "stage", "operation", "status", "idea", "seed", "tree", "metric", "error")
 DECISIONS = ("node_selected", "stage_best", "stage_completed", "ideas_planned")
 

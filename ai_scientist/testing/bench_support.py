@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..base.paths import RunPaths
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 
@@ -24,7 +26,7 @@ def recorded_run() -> Path:
     """The recorded scripted run (``tests/fixtures/run_<commit>``, ``scripts/record_fixture.sh``).
 
     Found by its name's pattern, so re-recording it (a new commit in the name) needs no edit here."""
-    found = sorted(p for p in FIXTURES.glob("run_*") if (p / "journal.jsonl").is_file())
+    found = sorted(p for p in FIXTURES.glob("run_*") if RunPaths(p).journal.is_file())
     if len(found) != 1:
         raise FileNotFoundError(
             f"expected one recorded run tests/fixtures/run_*/ (scripts/record_fixture.sh), found "
