@@ -16,6 +16,8 @@ from typing import Any
 from pipeline_support import events, journal_nodes, prompt_records, start_run
 
 from ai_scientist.cli.main import main
+from ai_scientist.reporting.facts import stage_facts
+from ai_scientist.reporting.viewer import build_view_data
 from ai_scientist.runloop.protocol import (
     EvalProtocol,
     is_protocol_parameter,
@@ -127,6 +129,18 @@ def test_a_node_that_changes_the_protocol_is_kept_out_of_the_ranking(tmp_path, c
     assert main(["logs", str(run_dir), "stages"]) == 0
     out = capsys.readouterr().out
     assert f"not comparable: {changed}: {node['incomparable']}" in out
+
+    # the facts paper lists it apart with why, and the viewer never shows it as good
+    row = next(
+        r
+        for f in stage_facts(run_dir, quote_plans=False)
+        if f.stage == stage
+        for r in f.rows
+        if r.id == changed
+    )
+    assert (row.status, row.reason, row.best) == ("not comparable", node["incomparable"], False)
+    shown = build_view_data(run_dir)["nodes"][changed]
+    assert (shown["status"], shown["incomparable"]) == ("incomparable", node["incomparable"])
 
 
 def test_protocol_change_names_each_difference():

@@ -182,21 +182,22 @@ def stage_facts(run_dir: Path, *, quote_plans: bool) -> list[StageFacts]:
         metrics = view.metrics(b["id"]) if b else []
         name = metrics[0].get("name") if metrics else None
         ranked = view.ranked_good(stage)
-        failed = [
-            n
-            for n in view.by_stage().get(stage, [])
-            if n.get("operation") != "seed_eval" and n.get("status") != "good"
-        ]
-        listed = (ranked + failed)[:MAX_ROWS]
+        searched = [n for n in view.by_stage().get(stage, []) if n.get("operation") != "seed_eval"]
+        # worked, but changed the stage's evaluation protocol: listed with why, never ranked
+        apart = [n for n in searched if n.get("status") == "good" and n.get("incomparable")]
+        failed = [n for n in searched if n.get("status") != "good"]
+        listed = (ranked + apart + failed)[:MAX_ROWS]
         rows = [
             NodeRow(
                 id=n["id"],
                 operation=str(n.get("operation") or ""),
                 parent=n.get("parent_id"),
-                status=str(n.get("status") or ""),
+                status="not comparable" if n.get("incomparable") else str(n.get("status") or ""),
                 value=_value(view, n, name) if n.get("status") == "good" else None,
                 best=bool(b and n["id"] == b["id"]),
-                reason=_reason(n.get("error"), str(n.get("status") or "")),
+                reason=str(n["incomparable"])[:REASON_CHARS]
+                if n.get("incomparable")
+                else _reason(n.get("error"), str(n.get("status") or "")),
             )
             for n in listed
         ]
@@ -222,7 +223,7 @@ def stage_facts(run_dir: Path, *, quote_plans: bool) -> list[StageFacts]:
                 changed_files=changed,
                 plan=_plan_text(run_dir, b["id"]) if b and quote_plans else "",
                 rows=rows,
-                left_out=max(0, len(ranked) + len(failed) - len(listed)),
+                left_out=max(0, len(ranked) + len(apart) + len(failed) - len(listed)),
             )
         )
     return out

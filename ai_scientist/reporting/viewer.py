@@ -206,6 +206,8 @@ def node_view(
     usage = [c.get("usage") or {} for c in calls]
     return {
         **{k: node.get(k) for k in ("id", "parent_id", "stage", "operation", "status", "metric", "error", "summary", "idea", "seed", "depth", "tree")},
+        # worked but changed the stage's evaluation protocol: shown apart, never as "good"
+        **({"status": "incomparable", "incomparable": node["incomparable"]} if node.get("incomparable") else {}),
         "metrics": view.metrics(node["id"]),
         "plan": _plan(node, nd, calls),
         "code": code,
