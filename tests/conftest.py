@@ -8,6 +8,10 @@ or survives the same way on every run.
 the skip of a test whose real component is missing into a failure naming the component
 (tests/components.py). The ``needs_component`` marker (``components.needs``) is checked here
 before each test; the session's summary lists how many tests found each component.
+
+A test that fails (a timeout included) stops what it started: the processes its body started
+that are still alive then are killed with their children (``pytest_runtest_call``), so a
+``drive_run.py --hang`` of a timed-out test does not run on after the suite.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import os
 
 import components
+import psutil
 import pytest
 from hypothesis import settings
 
@@ -37,6 +42,22 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         if mark.kwargs["missing"]:
             components.require_or_skip(mark.args[0], mark.kwargs["reason"])
         components.present(mark.args[0])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):  # noqa: ANN201 - pytest's hook
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}
+    outcome = yield
+    if outcome.excinfo is None:
+        return
+    started = [p for p in me.children(recursive=True) if p.pid not in before]
+    for proc in started:
+        try:
+            proc.kill()  # SIGKILL: a process under test may ignore SIGTERM/SIGINT
+        except psutil.Error:
+            pass
+    psutil.wait_procs(started, timeout=10)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ANN001 - pytest's hook
