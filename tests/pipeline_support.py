@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import random
 import sys
+import time
 from argparse import Namespace
 from pathlib import Path
 from typing import Any
@@ -108,3 +111,21 @@ def python_has(module: str, python: str = "/usr/bin/python3") -> bool:
 
 
 PYTHON = sys.executable
+
+
+SEED_ENV = "AI_SCI_TEST_SEED"
+
+
+def random_seeds(default: list[int] | None = None) -> list[int]:
+    """The seeds of a test that acts at a random moment (a kill, a SIGINT): ``AI_SCI_TEST_SEED``
+    if set (replays one a failure printed), else ``default``, else one new seed from the clock —
+    a moment seen once under load must be reproducible (docs/testing.md)."""
+    if os.environ.get(SEED_ENV):
+        return [int(os.environ[SEED_ENV])]
+    return list(default) if default is not None else [time.time_ns() % 1_000_000]
+
+
+def say_seed(seed: int) -> random.Random:
+    """Print how to replay ``seed`` (pytest shows it with a failure) and return its generator."""
+    print(f"{SEED_ENV}={seed} replays this random moment")
+    return random.Random(seed)

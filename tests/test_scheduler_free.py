@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import sqlite3
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from pipeline_support import events, journal_nodes, prompt_records, start_run
+from pipeline_support import events, journal_nodes, prompt_records, random_seeds, say_seed, start_run
 from test_pipeline_replay import _decisions, _tree
 from test_pipeline_resume import DRIVER, _kill, _resume_and_check
 
@@ -107,11 +106,12 @@ SMALL4 += ["--set", "agent.stages.stage3_max_iters=1", "--set", "agent.stages.st
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("seed", random_seeds(list(range(10))))
 def test_kill_at_a_random_moment_of_a_free_running_run(tmp_path, seed):
     """kill -9 after a random number of events (a whole run writes about 45), plus a random
-    delay; the resumed run completes, no node finishes twice, stage caps hold."""
-    rng = random.Random(seed)
+    delay; the resumed run completes, no node finishes twice, stage caps hold. Seeds 0-9, or the
+    one ``AI_SCI_TEST_SEED`` names."""
+    rng = say_seed(seed)
     after_events, delay = rng.randint(6, 36), rng.uniform(0.0, 0.3)
     proc = subprocess.Popen(
         [sys.executable, str(DRIVER), "run", str(tmp_path), "run", *SMALL4, "--slow", "n0003", "1"],

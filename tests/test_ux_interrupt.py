@@ -5,14 +5,13 @@ exits while a worker is inside a llama.cpp decode, and interpreter finalization 
 under it. The test runs the real CLI with the real SmolLM2 GGUF (small ``max_tokens``, two
 workers) and sends SIGINT at a random moment of the workers' LLM calls, again and again:
 the first time to ``run``, then to ``resume`` of the same run directory — so every interruption
-must also have left a resumable state. The seed is printed; ``UX_INTERRUPT_SEED`` replays it.
+must also have left a resumable state. The seed is printed; ``AI_SCI_TEST_SEED`` replays it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from components import needs_llama
+from pipeline_support import random_seeds, say_seed
 
 ROOT = Path(__file__).resolve().parents[1]
 IDEA = ROOT / "examples" / "label_noise" / "idea.md"
@@ -88,9 +88,8 @@ def _interrupt_once(argv: list[str], run: Path, delay: float) -> tuple[int | str
 
 @pytest.mark.slow
 def test_sigint_during_local_decodes_always_exits_130_and_resumes(tmp_path):
-    seed = int(os.environ.get("UX_INTERRUPT_SEED") or time.time_ns() % 1_000_000)
-    print(f"UX_INTERRUPT_SEED={seed}")
-    rng = random.Random(seed)
+    (seed,) = random_seeds()
+    rng = say_seed(seed)
     out = tmp_path / "experiments"
     run = out / "r"
     outcomes = []
