@@ -3,7 +3,11 @@
 #
 #   scripts/mutation.sh                      # every core module (see MODULES below), 15-30 min on 2 cores
 #   scripts/mutation.sh context/packer.py    # one or more modules, by path under ai_scientist/
-#   scripts/mutation.sh --changed origin/main  # the core modules whose code or tests changed (CI)
+#   scripts/mutation.sh --changed REV        # the core modules whose code or focused tests differ from REV
+#   scripts/mutation.sh --ci                 # CI's step (scripts/test.sh, issue 31): --changed BASE
+#                                            # within a time budget, BASE read from .ci/mutation-base
+#   ... --list                               # with --changed or --ci: print the selection, run nothing
+#   scripts/mutation.sh --modules            # print each core module and its focused tests
 #
 # For each module: copies the work tree (tracked + new, non-ignored files; or the commit
 # MUTATION_REV, e.g. HEAD, when set) to a temporary directory, runs mutmut 3 there on that one module with its focused tests (Hypothesis
@@ -14,10 +18,19 @@
 # counts as equivalent only when docs/testing.md lists its name (in backticks) in the
 # "Equivalent mutants" section, with the reason.
 #
+# --ci: BASE is $MUTATION_BASE if set, else each module's commit in .ci/mutation-base (the commit
+# its score in docs/testing.md was measured on; moved when it is re-measured; a module without
+# a line there is always selected). The budget is MUTATION_BUDGET seconds
+# (default 480): modules run shortest first by their time in docs/testing.md's Scores table; one
+# whose time does not fit what is left is skipped, and one still running when the budget ends is
+# stopped; both print a "[mutation] SKIPPED" line and neither fails the step. MUTATION_BUDGET also
+# applies to the other forms when set.
+#
 # Environment: MUTATION_REV (measure a commit instead of the work tree), MUTATION_PYTHON (default .venv/bin/python, needs mutmut from the dev extra),
 # MUTATION_JOBS (parallel mutant runs, default 2), MUTATION_KEEP=1 keeps the temporary
 # directory (its path is printed) for `mutmut show` / `mutmut browse` there.
-# Exit status: 0 when every module reaches MUTATION_MIN (default 85) percent, 1 otherwise, 2 on bad usage.
+# Exit status: 0 when every module run reaches MUTATION_MIN (default 85) percent, 1 otherwise
+# (or when mutmut fails), 2 on bad usage or a base that is not a commit.
 set -euo pipefail
 
 # The whole script is one function, read before it runs: editing this file during a run is safe.
@@ -43,30 +56,100 @@ MODULES=(context/packer.py context/policies.py context/json_preview.py execution
   treesearch/best.py base/config.py memory/protocol.py)
 
 usage() {
-  echo "usage: scripts/mutation.sh [MODULE ...] | --changed REV    MODULE one of: ${MODULES[*]}" \
-    "(default: all of these) or treesearch/journal.py" >&2
+  echo "usage: scripts/mutation.sh [MODULE ...] | --changed REV [--list] | --ci [--list] | --modules" \
+    "   MODULE one of: ${MODULES[*]} (default: all of these) or treesearch/journal.py" >&2
   exit 2
 }
 mods=()
-if [ "${1:-}" = "--changed" ]; then
-  # The core modules whose code or focused tests differ between REV and the work tree (CI).
-  [ $# -eq 2 ] || usage
-  git -C "$repo" rev-parse -q --verify "$2^{commit}" >/dev/null || { echo "mutation.sh: '$2' is not a commit" >&2; exit 2; }
-  changed="$(git -C "$repo" diff --name-only "$2" --)"
+if [ "${1:-}" = "--modules" ]; then # the core modules and their focused tests, one module a line
+  for m in "${MODULES[@]}"; do echo "$m ${TESTS[$m]}"; done
+  exit 0
+fi
+base="" list=0 budget="${MUTATION_BUDGET:-}"
+declare -A BASE=() # module -> the commit its change is measured from
+case "${1:-}" in
+  --changed)
+    [ $# -ge 2 ] || usage
+    base="$2"
+    shift 2
+    ;;
+  --ci)
+    shift
+    budget="${budget:-480}"
+    base="${MUTATION_BASE:-}"
+    if [ -z "$base" ]; then
+      base_file="$repo/.ci/mutation-base"
+      [ -f "$base_file" ] || { echo "mutation.sh: .ci/mutation-base is missing (or set MUTATION_BASE)" >&2; exit 2; }
+      while read -r m c _; do
+        case "$m" in '' | '#'*) continue ;; esac
+        [ -n "${TESTS[$m]+x}" ] && [ -n "$c" ] || { echo "mutation.sh: .ci/mutation-base: bad line '$m $c'" >&2; exit 2; }
+        BASE[$m]="$c"
+      done <"$base_file"
+      base="(.ci/mutation-base)"
+    fi
+    ;;
+esac
+if [ -n "$base" ]; then
+  [ "${1:-}" = "--list" ] && { list=1; shift; }
+  [ $# -eq 0 ] || usage
+fi
+[[ "$budget" =~ ^[0-9]*$ ]] || { echo "mutation.sh: MUTATION_BUDGET must be a number of seconds" >&2; exit 2; }
+
+if [ -n "$base" ]; then
+  # The core modules whose code or focused tests differ between their base and the work tree: a
+  # weakened test is a change too. A base that is not a commit (a typo, a shallow clone without
+  # it) is an error, never an empty selection; a module .ci/mutation-base does not list has no
+  # measured score, so it is always selected.
+  declare -A CHANGED=() # base commit -> the files that differ from it
   for m in "${MODULES[@]}"; do
+    b="${BASE[$m]:-}"
+    [ "$base" != "(.ci/mutation-base)" ] && b="$base"
+    if [ -z "$b" ]; then
+      mods+=("$m")
+      echo "[mutation] $m selected: .ci/mutation-base has no line for it" >&2
+      continue
+    fi
+    if [ -z "${CHANGED[$b]+x}" ]; then
+      git -C "$repo" rev-parse -q --verify "$b^{commit}" >/dev/null || {
+        echo "mutation.sh: base '$b' is not a commit in $repo (a shallow clone? fetch it or set MUTATION_BASE)" >&2
+        exit 2
+      }
+      CHANGED[$b]="$(git -C "$repo" diff --name-only "$b" --)"
+    fi
     for f in "ai_scientist/$m" ${TESTS[$m]}; do
-      if grep -qxF "$f" <<<"$changed"; then mods+=("$m"); break; fi
+      if grep -qxF "$f" <<<"${CHANGED[$b]}"; then
+        mods+=("$m")
+        echo "[mutation] $m selected: $f changed since $b" >&2
+        break
+      fi
     done
   done
-  if [ "${#mods[@]}" -eq 0 ]; then echo "[mutation] no core module or its tests changed since $2"; exit 0; fi
+  if [ "$list" = 1 ]; then
+    [ "${#mods[@]}" -eq 0 ] || printf '%s\n' "${mods[@]}"
+    exit 0
+  fi
+  if [ "${#mods[@]}" -eq 0 ]; then echo "[mutation] no core module or its focused tests changed since $base"; exit 0; fi
 else
   for arg in "$@"; do
-    case "$arg" in -h | --help) usage ;; esac
+    case "$arg" in -h | --help | --list | --ci | --changed) usage ;; esac
     m="${arg#ai_scientist/}"
     [ -n "${TESTS[$m]+x}" ] || { echo "mutation.sh: unknown module '$arg'" >&2; usage; }
     mods+=("$m")
   done
   [ "${#mods[@]}" -gt 0 ] || mods=("${MODULES[@]}")
+fi
+
+# The time each module took when last measured (docs/testing.md's Scores table, "1m11s"), in
+# seconds; 0 when it has none. With a budget, modules run shortest first so the most fit.
+recorded_secs() {
+  local t
+  t="$(grep -E "^\| \`$1\` \|.* [0-9]+m[0-9]{2}s \|$" "$repo/docs/testing.md" 2>/dev/null | head -1 |
+    grep -oE '[0-9]+m[0-9]{2}s \|$' || true)" # the first row of its that ends in a time
+  [[ "$t" =~ ^([0-9]+)m([0-9]+)s ]] && echo $((BASH_REMATCH[1] * 60 + 10#${BASH_REMATCH[2]})) || echo 0
+}
+if [ -n "$budget" ]; then
+  mapfile -t mods < <(for m in "${mods[@]}"; do echo "$(recorded_secs "$m") $m"; done | sort -n -s -k1,1 | cut -d' ' -f2)
+  echo "[mutation] budget ${budget}s for: ${mods[*]}"
 fi
 
 if [ -n "${MUTATION_REV:-}" ]; then # resolved once: every module is measured on the same commit
@@ -108,8 +191,21 @@ for rel in sys.stdin.buffer.read().decode().split("\0"):
 }
 
 results="$tmp/results.tsv"
+skipped="$tmp/skipped.txt"
 : >"$results"
+: >"$skipped"
+t0=$(date +%s)
 for m in "${mods[@]}"; do
+  limit=()
+  if [ -n "$budget" ]; then
+    left=$((budget - ($(date +%s) - t0)))
+    est="$(recorded_secs "$m")"
+    if [ "$left" -le 0 ] || [ "$est" -gt "$left" ]; then
+      echo "[mutation] SKIPPED $m: last measured ${est}s, ${left}s left of the ${budget}s budget (run it alone: scripts/mutation.sh $m)" | tee -a "$skipped"
+      continue
+    fi
+    limit=(timeout --kill-after=20 "$left") # signals mutmut's whole process group
+  fi
   work="$tmp/${m//\//_}"
   copy_tree "$work"
   tests=()
@@ -130,21 +226,28 @@ for m in "${mods[@]}"; do
   } >"$work/setup.cfg"
   echo "[mutation] $m: mutmut run with ${tests[*]}"
   start=$(date +%s)
-  (cd "$work" && HYPOTHESIS_PROFILE=mutation "$mutmut_bin" run --max-children "$jobs" >"$work/mutmut-run.log" 2>&1) || {
+  run_rc=0
+  (cd "$work" && HYPOTHESIS_PROFILE=mutation "${limit[@]}" "$mutmut_bin" run --max-children "$jobs" >"$work/mutmut-run.log" 2>&1) || run_rc=$?
+  if [ "${#limit[@]}" -gt 0 ] && { [ "$run_rc" = 124 ] || [ "$run_rc" = 137 ]; }; then
+    echo "[mutation] SKIPPED $m: stopped unfinished after $(($(date +%s) - start))s, at the end of the ${budget}s budget (run it alone: scripts/mutation.sh $m)" | tee -a "$skipped"
+    continue
+  fi
+  if [ "$run_rc" != 0 ]; then
     echo "mutation.sh: mutmut failed for $m; last lines of its log:" >&2
     tail -20 "$work/mutmut-run.log" >&2
     exit 1
-  }
+  fi
   (cd "$work" && "$mutmut_bin" results --all true >"$work/results.txt")
   echo -e "$m\t$work\t$(($(date +%s) - start))" >>"$results"
 done
 
 # Score table and survivors (file:line of the first changed line, then the diff).
-"$py" - "$results" "$repo/docs/testing.md" "$mutmut_bin" "$min_score" <<'PY'
+"$py" - "$results" "$repo/docs/testing.md" "$mutmut_bin" "$min_score" "$skipped" <<'PY'
 import ast, re, subprocess, sys
 from pathlib import Path
 
 results, doc, mutmut_bin, min_score = sys.argv[1], Path(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+skipped = Path(sys.argv[5]).read_text().splitlines()
 DETECTED = {"killed", "timeout", "segfault", "caught by type check"}
 
 equivalent = set()
@@ -212,6 +315,11 @@ print("|---|---|---|---|---|---|---|")
 for module, total, det, eq, live, score, secs in rows:
     print(f"| `{module}` | {total} | {det} | {eq} | {live} | {score:.1f} % | {secs // 60}m{secs % 60:02d}s |")
 print()
+if skipped:  # repeated under the table so a CI log's end shows what was not measured
+    print(f"Not measured ({len(skipped)}), not counted as a failure:")
+    for text in skipped:
+        print("  " + text.removeprefix("[mutation] "))
+    print()
 if survivors:
     print(f"Survivors ({len(survivors)}):")
 for module, work, name, st in survivors:

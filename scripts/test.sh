@@ -3,6 +3,7 @@
 # Starts a private Docker daemon for the Docker sandbox tests when docker.io is installed,
 # and a private single-node Slurm cluster (scripts/slurm_ci.sh) for the Slurm tests,
 # and stops them (by their pids) afterwards.
+# After a passing suite, the mutation step: scripts/mutation.sh --ci (docs/testing.md, "In CI").
 # With CI=true every real component is required (AI_SCI_REQUIRE=all unless set: tests/components.py):
 # a daemon that cannot start stops this script naming it, and a test that would skip for a missing
 # component fails naming it. Elsewhere such tests skip with the reason.
@@ -60,5 +61,21 @@ set +e
 rc=$?
 set -e
 if [ "$rc" = 5 ]; then echo "[test] pytest collected no tests: failing" >&2; exit 1; fi
+
+# --- Mutation step (docs/testing.md, "In CI"; run alone: scripts/mutation.sh --ci) ---
+# The core modules whose code or focused tests changed since their score was measured
+# (.ci/mutation-base), within MUTATION_BUDGET seconds (default 480; 0 skips the step, said so).
+# A module under MUTATION_MIN (85 %) fails the run; one that does not fit is skipped with a line.
+mutation_rc=0
+if [ "$rc" != 0 ]; then
+  echo "[test] mutation step not run: the suite failed" >&2
+elif [ "${MUTATION_BUDGET:-}" = 0 ]; then
+  echo "[test] mutation step skipped: MUTATION_BUDGET=0" >&2
+else
+  bash scripts/mutation.sh --ci || mutation_rc=$?
+fi
+# --- end of the mutation step ---
+
 if [ "$rc" = 0 ] && [ "$lint_rc" != 0 ]; then echo "[test] scripts/lint.sh failed (see its output above)" >&2; exit 1; fi
+if [ "$rc" = 0 ] && [ "$mutation_rc" != 0 ]; then echo "[test] the mutation step failed (scripts/mutation.sh --ci, see above)" >&2; exit 1; fi
 exit "$rc"
