@@ -12,16 +12,24 @@ before each test; the session's summary lists how many tests found each componen
 A test that fails (a timeout included) stops what it started: the processes its body started
 that are still alive then are killed with their children (``pytest_runtest_call``), so a
 ``drive_run.py --hang`` of a timed-out test does not run on after the suite.
+
+``scripted_run`` is a finished run the pipeline really wrote (pipeline_support.start_run, report
+off), made once per session; ``run_copy(root)`` copies it to ``root/run`` for a test to change, so
+a reporting test starts from the files the pipeline writes, not a hand-made layout.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
 
 import components
 import psutil
 import pytest
 from hypothesis import settings
+from pipeline_support import start_run
 
 settings.register_profile("mutation", derandomize=True, database=None, deadline=None, print_blob=False)
 if os.environ.get("HYPOTHESIS_PROFILE"):
@@ -70,3 +78,21 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # no
         n = len(components.USED.get(name, ()))
         tag = "required" if name in need else "optional"
         tr.write_line(f"{name:<10} {tag:<8} found by {n} test(s)")
+
+
+@pytest.fixture(scope="session")
+def scripted_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished scripted run of the bundled example (all four stages, report off); read-only."""
+    code, run_dir, _ = start_run(tmp_path_factory.mktemp("scripted_run"))
+    assert code == 0, f"the shared scripted run ended with exit {code}: {run_dir}"
+    return run_dir
+
+
+@pytest.fixture
+def run_copy(scripted_run: Path) -> Callable[[Path], Path]:
+    """``run_copy(root)``: a private copy of ``scripted_run`` at ``root/run`` (no run lock)."""
+
+    def copy(root: Path) -> Path:
+        return Path(shutil.copytree(scripted_run, root / "run", ignore=shutil.ignore_patterns("run.lock")))
+
+    return copy

@@ -8,12 +8,12 @@ import sys
 import numpy as np
 import pytest
 from PIL import Image
+from pipeline_support import journal_nodes
 from test_report_support import (
     BLANK_SCRIPT,
     PLOT_SCRIPT,
     ScriptedClient,
     default_responder,
-    make_run,
     report_cfg,
 )
 
@@ -54,8 +54,8 @@ def test_describe_file_kinds(tmp_path):
     assert describe_file(tmp_path / "d.npy")["error"].startswith("unreadable")
 
 
-def test_blank_figure_rejected_then_fixed_by_reflection(tmp_path):
-    run = make_run(tmp_path)
+def test_blank_figure_rejected_then_fixed_by_reflection(tmp_path, run_copy):
+    run = run_copy(tmp_path)
     client = ScriptedClient(default_responder(plot_scripts=(BLANK_SCRIPT, PLOT_SCRIPT)))
     result = aggregate_plots(run, report_cfg(tmp_path), client, _executor())
     assert [f["file"] for f in result["figures"]] == ["loss_all.png"] and result["rounds_used"] == 2
@@ -65,8 +65,8 @@ def test_blank_figure_rejected_then_fixed_by_reflection(tmp_path):
     assert saved["figures"][0]["caption"] == "Validation loss."
 
 
-def test_only_blank_figures_fail_after_bounded_rounds(tmp_path):
-    run = make_run(tmp_path)
+def test_only_blank_figures_fail_after_bounded_rounds(tmp_path, run_copy):
+    run = run_copy(tmp_path)
     client = ScriptedClient(default_responder(plot_scripts=(BLANK_SCRIPT,)))
     cfg = report_cfg(tmp_path, plot_reflection_rounds=1, standard_figures=False)
     with pytest.raises(StepFailed, match="no usable figure after 2 round"):
@@ -76,8 +76,8 @@ def test_only_blank_figures_fail_after_bounded_rounds(tmp_path):
     assert saved["figures"] == [] and "blank" in saved["rejected"][0]["reason"]
 
 
-def test_script_crash_is_fed_back(tmp_path):
-    run = make_run(tmp_path)
+def test_script_crash_is_fed_back(tmp_path, run_copy):
+    run = run_copy(tmp_path)
     client = ScriptedClient(
         default_responder(plot_scripts=("raise SystemExit('boom: no data')", PLOT_SCRIPT))
     )
@@ -88,8 +88,8 @@ def test_script_crash_is_fed_back(tmp_path):
     assert [json.loads(p.read_text())["exit_code"] for p in records] == [1, 0]
 
 
-def test_max_figures_cap(tmp_path):
-    run = make_run(tmp_path)
+def test_max_figures_cap(tmp_path, run_copy):
+    run = run_copy(tmp_path)
     many = PLOT_SCRIPT + "\nfor i in range(3):\n    fig.savefig(f'copy{i}.png', dpi=100)\n"
 
     def respond(messages, schema, ctx, role):
@@ -116,11 +116,11 @@ def test_nothing_to_plot_is_a_skip(tmp_path):
     assert client.calls == []
 
 
-def test_standard_figures_when_every_model_figure_failed(tmp_path):
+def test_standard_figures_when_every_model_figure_failed(tmp_path, run_copy):
     """The model's figures stay blank through every round: the pipeline draws its own from the
     manifest (in the sandbox), checked like any figure, marked as the pipeline's in figures.json,
     with the model's last problems kept."""
-    run = make_run(tmp_path)
+    run = run_copy(tmp_path)
     client = ScriptedClient(default_responder(plot_scripts=(BLANK_SCRIPT,)))
     result = aggregate_plots(run, report_cfg(tmp_path, plot_reflection_rounds=1), client, _executor())
     assert len(client.calls) == 2  # the model's rounds ran first
@@ -134,16 +134,20 @@ def test_standard_figures_when_every_model_figure_failed(tmp_path):
     manifest = json.loads((run / "figures" / "manifest.json").read_text())
     best = [e for e in manifest["nodes"] if e["role"] == "best"]
     caption = saved["figures"][1]["caption"]
-    assert f"node {best[-1]['node_id']}" in caption and "epochs" in caption  # the series it found
-    assert "val_loss" in saved["figures"][0]["caption"]
+    best_id = best[-1]["node_id"]
+    saved_by_node = json.loads((run / "nodes" / best_id / "workspace" / "results.json").read_text())
+    series = [k for k, v in saved_by_node.items() if isinstance(v, list) and len(v) >= 3]  # a curve
+    assert series and f"node {best_id}" in caption
+    assert all(k in caption for k in series)
+    assert journal_nodes(run)[best_id]["metric"]["name"] in saved["figures"][0]["caption"]
     records = sorted((run / "figures" / "exec").glob("*_aggregate.json"))
     assert [json.loads(p.read_text())["exit_code"] for p in records][-1] == 0
 
 
-def test_standard_figures_read_hostile_data_in_the_sandbox(tmp_path):
+def test_standard_figures_read_hostile_data_in_the_sandbox(tmp_path, run_copy):
     """A best node's data file that is not valid JSON, or holds no numeric series: the metric
     figure is still drawn; a run whose nodes have no metric gets no standard figure either."""
-    run = make_run(tmp_path)
+    run = run_copy(tmp_path)
     for results in run.glob("nodes/*/workspace/results.json"):
         results.write_text('{"epochs": [1, 2, "x"], "nested": {"v": [NaN, 1, 2]}}')
     client = ScriptedClient(default_responder(plot_scripts=(BLANK_SCRIPT,)))

@@ -8,7 +8,6 @@ from test_report_support import (
     FakeS2,
     ScriptedClient,
     default_responder,
-    make_run,
     report_cfg,
     unreachable_url,
 )
@@ -74,8 +73,8 @@ def test_bibtex_is_safe():
 
 
 @needs_latex(("pdflatex",))
-def test_writeup_offline_skips_citations_with_notice(tmp_path):
-    run = make_run(tmp_path)
+def test_writeup_offline_skips_citations_with_notice(tmp_path, run_copy):
+    run = run_copy(tmp_path)
     client = ScriptedClient(default_responder())
     summary = write_paper(
         run, report_cfg(tmp_path), client, options=ReportOptions(s2_base_url=unreachable_url())

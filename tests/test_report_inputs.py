@@ -17,7 +17,7 @@ import pytest
 import yaml
 from components import latex_or_skip, matplotlib_or_skip
 from pipeline_support import events, start_run
-from test_report_support import FakeS2, ScriptedClient, default_responder, make_run, report_cfg
+from test_report_support import FakeS2, ScriptedClient, default_responder, report_cfg
 
 from ai_scientist.reporting.manifest import build_manifest
 from ai_scientist.reporting.reflection import chktex_for_writer, overflow_message
@@ -136,11 +136,11 @@ def test_report_inputs_and_one_definition_of_counts_and_best(tmp_path, capsys):
     assert not [p for p in paths if any(s.startswith(".") or s == "__pycache__" for s in p.split("/"))]
 
 
-def test_writer_gets_citation_keys_and_every_good_node(tmp_path):
+def test_writer_gets_citation_keys_and_every_good_node(tmp_path, run_copy):
     latex_or_skip()
     server = FakeS2()
     try:
-        run = make_run(tmp_path)
+        run = run_copy(tmp_path)
         client = ScriptedClient(default_responder())
         summary = write_paper(
             run, report_cfg(tmp_path), client, options=ReportOptions(s2_base_url=server.url, environ={})
@@ -159,8 +159,8 @@ def test_writer_gets_citation_keys_and_every_good_node(tmp_path):
             assert node["id"] in sent, node["id"]
 
 
-def test_manifest_skips_hidden_and_cache_dirs(tmp_path):
-    run = make_run(tmp_path)
+def test_manifest_skips_hidden_and_cache_dirs(tmp_path, run_copy):
+    run = run_copy(tmp_path)
     view = load_run(run)
     best = next(iter(view.best_per_stage().values()))
     ws = view.node_dir(best["id"]) / "workspace"
@@ -196,10 +196,10 @@ def test_chktex_warnings_show_the_writers_line_and_drop_the_templates():
     ]
 
 
-def test_view_shows_the_plan_merged_into_the_code_answer(tmp_path):
+def test_view_shows_the_plan_merged_into_the_code_answer(tmp_path, run_copy):
     from ai_scientist.reporting.viewer import build_view_data
 
-    run = make_run(tmp_path)
+    run = run_copy(tmp_path)
     plan = {
         "goal_summary": "measure warm-up",
         "implementation_strategy": "one script",

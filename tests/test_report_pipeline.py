@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_report_support import ScriptedClient, default_responder, make_run, report_cfg
+from test_report_support import ScriptedClient, default_responder, report_cfg
 
 from ai_scientist.base.fileio import read_jsonl
 from ai_scientist.execution.base import SandboxError
@@ -35,8 +35,8 @@ def _steps(run):
     "executor,expect",
     [(BrokenSandbox(), "docker daemon not reachable"), (ExplodingExecutor(), "internal error RuntimeError")],
 )
-def test_failed_plots_step_is_recorded_and_later_steps_still_run(tmp_path, executor, expect):
-    run = make_run(tmp_path)
+def test_failed_plots_step_is_recorded_and_later_steps_still_run(tmp_path, executor, expect, run_copy):
+    run = run_copy(tmp_path)
     client = ScriptedClient(default_responder())
     out = run_reporting(run, report_cfg(tmp_path), client, executor, options=ReportOptions(tool_path=""))
     assert out["plots"]["status"] == "failed" and expect in out["plots"]["reason"]
@@ -47,15 +47,15 @@ def test_failed_plots_step_is_recorded_and_later_steps_still_run(tmp_path, execu
         assert "RuntimeError: bug in executor" in _steps(run)["plots"]["traceback"]
 
 
-def test_report_disabled_does_nothing(tmp_path):
-    run = make_run(tmp_path)
+def test_report_disabled_does_nothing(tmp_path, run_copy):
+    run = run_copy(tmp_path)
     client = ScriptedClient(default_responder())
     out = run_reporting(run, report_cfg(tmp_path, enabled=False), client, None)
     assert out["report"]["status"] == "skipped" and client.calls == []
 
 
-def test_from_phase_review_without_paper(tmp_path):
-    run = make_run(tmp_path)
+def test_from_phase_review_without_paper(tmp_path, run_copy):
+    run = run_copy(tmp_path)
     client = ScriptedClient(default_responder())
     out = run_reporting(run, report_cfg(tmp_path), client, None, from_phase="review")
     assert list(out) == ["review"] and out["review"]["status"] == "skipped" and client.calls == []

@@ -132,16 +132,16 @@ def make_run(root: Path) -> Path:
 
 
 PLOT_SCRIPT = """
-import glob, os
-import numpy as np
+import glob, json, os
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 fig, ax = plt.subplots(figsize=(5, 3.5))
-for path in sorted(glob.glob("data/*/losses.npy")):
-    arr = np.load(path)
-    ax.plot(arr[0], label=path.split(os.sep)[1])
-ax.set_xlabel("epoch"); ax.set_ylabel("val loss"); ax.legend()
+for path in sorted(glob.glob("data/*/results.json")):  # every curve a node saved
+    for key, values in json.load(open(path)).items():
+        if isinstance(values, list) and len(values) > 2:
+            ax.plot(values, label=path.split(os.sep)[1] + " " + key)
+ax.set_xlabel("epoch"); ax.set_ylabel("value"); ax.legend(fontsize=6)
 fig.savefig("loss_all.png", dpi=100)
 plt.close(fig)
 """

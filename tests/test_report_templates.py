@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from components import needs_latex
-from test_report_support import SECTIONS, ScriptedClient, default_responder, make_run, report_cfg
+from test_report_support import SECTIONS, ScriptedClient, default_responder, report_cfg
 
 from ai_scientist.base.config import validate
 from ai_scientist.reporting.writeup import write_paper
@@ -23,8 +23,8 @@ def test_template_sets_the_default_page_limit():
 
 @NEEDS_LATEX
 @pytest.mark.parametrize(("template", "limit", "columns"), [("workshop", 4, False), ("conference", 8, True)])
-def test_both_templates_compile_within_their_limit(tmp_path, template, limit, columns):
-    run = make_run(tmp_path)
+def test_both_templates_compile_within_their_limit(tmp_path, template, limit, columns, run_copy):
+    run = run_copy(tmp_path)
     client = ScriptedClient(default_responder())
     summary = write_paper(run, report_cfg(tmp_path, citations={"enabled": False}, template=template), client)
     tex = (run / "paper" / "paper.tex").read_text()
@@ -36,8 +36,8 @@ def test_both_templates_compile_within_their_limit(tmp_path, template, limit, co
 
 
 @NEEDS_LATEX
-def test_long_paper_overruns_the_workshop_but_fits_the_conference(tmp_path):
-    run = make_run(tmp_path / "w")
+def test_long_paper_overruns_the_workshop_but_fits_the_conference(tmp_path, run_copy):
+    run = run_copy(tmp_path / "w")
     client = ScriptedClient(default_responder(sections=(LONG,)))
     cfg = report_cfg(tmp_path, citations={"enabled": False}, template="workshop", compile_fix_rounds=1)
     summary = write_paper(run, cfg, client)
@@ -45,7 +45,7 @@ def test_long_paper_overruns_the_workshop_but_fits_the_conference(tmp_path):
     assert "the limit is 4 pages" in summary["problems"][0]
     assert [c["ctx"].label for c in client.calls] == ["sections", "fix_1"]  # the overrun went back
 
-    run = make_run(tmp_path / "c")
+    run = run_copy(tmp_path / "c")
     client = ScriptedClient(default_responder(sections=(LONG,)))
     cfg = report_cfg(tmp_path, citations={"enabled": False}, template="conference", compile_fix_rounds=1)
     summary = write_paper(run, cfg, client)

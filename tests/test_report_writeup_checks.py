@@ -22,7 +22,6 @@ from test_report_support import (
     ScriptedClient,
     _plot_png,
     default_responder,
-    make_run,
     report_cfg,
 )
 
@@ -85,8 +84,8 @@ def s2():
     server.close()
 
 
-def _gather(tmp_path, s2, answers, rounds=3):
-    run = make_run(tmp_path)
+def _gather(run_copy, tmp_path, s2, answers, rounds=3):
+    run = run_copy(tmp_path)
     replies = list(answers)
     client = ScriptedClient(lambda m, s, c, r: json.dumps({"queries": replies.pop(0)}))
     cfg = report_cfg(tmp_path, citations={"rounds": rounds})
@@ -96,9 +95,9 @@ def _gather(tmp_path, s2, answers, rounds=3):
     return papers, notice, client
 
 
-def test_rounds_deduplicate_papers_and_queries(tmp_path, s2):
+def test_rounds_deduplicate_papers_and_queries(tmp_path, s2, run_copy):
     answers = [["warm-up", "adam"], ["Warm-up", "schedules"], []]
-    papers, notice, client = _gather(tmp_path, s2, answers)
+    papers, notice, client = _gather(run_copy, tmp_path, s2, answers)
     assert [p["paperId"] for p in papers] == ["w1", "s1", "a1", "c1"]  # s1 once; w2 is w1's title
     assert len({p["key"] for p in papers}) == 4
     assert s2.queries == ["survey", "warm-up", "adam", "schedules"]  # probe, then no query searched twice
@@ -109,8 +108,10 @@ def test_rounds_deduplicate_papers_and_queries(tmp_path, s2):
     assert len(client.calls) == 3
 
 
-def test_rounds_stop_when_nothing_new_turns_up(tmp_path, s2):
-    papers, notice, client = _gather(tmp_path, s2, [["adam"], ["nothing here"], ["never asked"]], rounds=5)
+def test_rounds_stop_when_nothing_new_turns_up(tmp_path, s2, run_copy):
+    papers, notice, client = _gather(
+        run_copy, tmp_path, s2, [["adam"], ["nothing here"], ["never asked"]], rounds=5
+    )
     assert [p["paperId"] for p in papers] == ["a1", "s1"] and len(client.calls) == 2
     assert notice.endswith("for 2 queries in 2 round(s)")
 
@@ -138,15 +139,15 @@ def _figures(run):
     return figs
 
 
-def test_perceptual_duplicates_are_found(tmp_path):
-    figs = _figures(make_run(tmp_path))
+def test_perceptual_duplicates_are_found(tmp_path, run_copy):
+    figs = _figures(run_copy(tmp_path))
     dups = duplicate_figures([figs / "loss.png", figs / "loss_copy.jpg", figs / "acc.png"])
     assert [(a.name, b.name) for a, b, _ in dups] == [("loss.png", "loss_copy.jpg")] and dups[0][2] <= 6
 
 
 @needs_latex(("pdflatex",))
-def test_duplicate_figure_is_removed_and_fed_back(tmp_path):
-    run = make_run(tmp_path)
+def test_duplicate_figure_is_removed_and_fed_back(tmp_path, run_copy):
+    run = run_copy(tmp_path)
     _figures(run)
     client = ScriptedClient(default_responder(sections=(SECTIONS,)))
     summary = write_paper(run, report_cfg(tmp_path, citations={"enabled": False}), client)
@@ -191,8 +192,8 @@ def test_feedback_names_each_problem_and_is_empty_when_none():
     assert paper_feedback(ok, FIGS, {"acc.png": {"issues": []}}, [], 4, 4, []) == []
 
 
-def _reflect_run(tmp_path, reflect_sections):
-    run = make_run(tmp_path)
+def _reflect_run(run_copy, tmp_path, reflect_sections):
+    run = run_copy(tmp_path)
     _figures(run)  # loss.png, its copy (removed as a duplicate), acc.png
     (run / "figures" / "vlm.json").write_text(
         json.dumps({"figures": {"acc.png": {"issues": ["axis labels missing"]}}})
@@ -213,10 +214,10 @@ def _reflect_run(tmp_path, reflect_sections):
 
 
 @needs_latex(("pdflatex",))
-def test_reflection_round_feeds_problems_back_and_is_prompt_logged(tmp_path):
+def test_reflection_round_feeds_problems_back_and_is_prompt_logged(tmp_path, run_copy):
     revised = {**SECTIONS, "introduction": "Warm-up matters.", "related_work": "Prior work.",
                "results": "Figure \\ref{fig:1} shows the loss; Figure \\ref{fig:2} the accuracy, now labelled."}  # fmt: skip
-    run, summary = _reflect_run(tmp_path, revised)
+    run, summary = _reflect_run(run_copy, tmp_path, revised)
     (round1,) = summary["reflections"]
     assert round1["outcome"] == "applied"
     fb = round1["feedback"]
@@ -232,9 +233,9 @@ def test_reflection_round_feeds_problems_back_and_is_prompt_logged(tmp_path):
 
 
 @needs_latex(("pdflatex",))
-def test_a_revision_that_breaks_the_build_is_reverted(tmp_path):
+def test_a_revision_that_breaks_the_build_is_reverted(tmp_path, run_copy):
     broken = {**SECTIONS, "results": "Loss fell as $x^$ shows, see \\ref{fig:2}."}
-    run, summary = _reflect_run(tmp_path, broken)
+    run, summary = _reflect_run(run_copy, tmp_path, broken)
     (round1,) = summary["reflections"]
     assert round1["outcome"].startswith("reverted: the revision did not compile (LaTeX compile failed")
     tex = (run / "paper" / "paper.tex").read_text()
@@ -246,7 +247,7 @@ def test_a_revision_that_breaks_the_build_is_reverted(tmp_path):
 
 
 @needs_latex(("pdflatex",))
-def test_revision_that_drops_every_citation_still_builds(tmp_path):
+def test_revision_that_drops_every_citation_still_builds(tmp_path, run_copy):
     # the first draft cites the one reference; the reflection's revision cites nothing: the
     # rebuild must not fail on the first build's bibtex state
     server = FakeS2()
@@ -260,7 +261,7 @@ def test_revision_that_drops_every_citation_still_builds(tmp_path):
         return text
 
     try:
-        run = make_run(tmp_path)
+        run = run_copy(tmp_path)
         _figures(run)
         client = ScriptedClient(respond)
         cfg = report_cfg(tmp_path, writeup_reflections=1)
@@ -287,7 +288,7 @@ class _NamedBackend(ScriptedBackend):
 
 @needs_latex(("pdflatex",))
 @pytest.mark.parametrize("backend", ["local", "openai"])
-def test_a_local_models_sections_fit_its_max_tokens(tmp_path, backend):
+def test_a_local_models_sections_fit_its_max_tokens(tmp_path, backend, run_copy):
     """The embedded model filled 20,000-character sections until the call timed out (three
     attempts of 120 s in a main-job run): with the local backend each section's bound is its
     share of ``agent.writeup.max_tokens``, so an answer filled to every bound still ends before
@@ -296,7 +297,7 @@ def test_a_local_models_sections_fit_its_max_tokens(tmp_path, backend):
 
     from ai_scientist.base.config import validate
 
-    run = make_run(tmp_path)
+    run = run_copy(tmp_path)
     sent = []
 
     def respond(messages, schema, ctx):
