@@ -43,8 +43,8 @@ min_score="${MUTATION_MIN:-85}"
 # module (under ai_scientist/) -> its focused tests
 declare -A TESTS=(
   [context/packer.py]="tests/test_context_packer.py tests/test_context_assemble.py"
-  [context/policies.py]="tests/test_context_shrink.py tests/test_context_policies.py"
-  [context/json_preview.py]="tests/test_context_shrink.py tests/test_context_policies.py"
+  [context/policies.py]="tests/test_context_shrink.py tests/test_context_policies.py tests/test_mut_policies.py"
+  [context/json_preview.py]="tests/test_context_shrink.py tests/test_context_policies.py tests/test_mut_json_preview.py"
   [execution/workspace.py]="tests/test_exec_workspace.py"
   [treesearch/best.py]="tests/test_search_best.py tests/test_search_stages.py tests/test_search_index.py"
   [base/config.py]="tests/test_mut_config.py tests/test_config_cli.py"
