@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 from components import latex_or_skip, matplotlib_or_skip
-from pipeline_support import events, start_run
-from test_report_support import REVIEW, ScriptedClient, default_responder, make_run, report_cfg
+from pipeline_support import events, journal_nodes, start_run
+from test_report_support import REVIEW, ScriptedClient, default_responder, report_cfg
 
 from ai_scientist.reporting.claims import (
     Claim,
@@ -107,31 +107,49 @@ def test_nearest_names_results_first_one_per_value_and_never_the_config():
     assert nearest(_claim("2019"), ms) == []  # the pipeline's config is no result a year stood for
 
 
-def test_check_claims_on_a_run(tmp_path):
-    run = make_run(tmp_path)
-    (run / "config.resolved.yaml").write_text("agent:\n  multi_seed_eval:\n    num_seeds: 2\n")
-    (run / "paper").mkdir()
+def _best_of_last_stage(run) -> tuple[str, str, dict, dict]:
+    """(last stage, its best node, that node's metric, its seed statistic) from the run's records."""
+    stages = json.loads((run / "state.json").read_text())["stages"]
+    last = max(stages, key=int)
+    best = stages[last]["best"]["node_id"]
+    return last, best, journal_nodes(run)[best]["metric"], stages[last]["seeds"]["aggregate"]
+
+
+def test_check_claims_on_a_run(tmp_path, run_copy):
+    run = run_copy(tmp_path)
+    stage, best, metric, seeds = _best_of_last_stage(run)
+    (run / "paper").mkdir(exist_ok=True)  # the pipeline made it empty
     (run / "paper" / "paper.tex").write_text(
-        "\\begin{document}\nBest val loss 0.25 (stage 3), seeds 0.305 $\\pm$ 0.015 over 2 re-runs; "
+        f"\\begin{{document}}\nBest {metric['name']} {metric['value']:.4f} (stage {stage}), seeds "
+        f"{seeds['mean']:.4f} $\\pm$ {seeds['stderr']:.4f} over {seeds['n']} re-runs; "
         "it beats 97.3\\% of baselines since 2031.\n\\end{document}\n"
     )
     result = check_claims(run, "model")
     saved = json.loads((run / "paper" / "claims.json").read_text())
     assert saved == result
     src = {c["text"]: c["source"] for c in result["claims"]}
-    assert src["0.25"] == "n0006 val_loss"
-    assert src["0.305"].endswith(": mean") and src["0.015"].endswith(": stderr")
-    assert src["3"] == "stage number" and src["2"]
+    # a node whose metric has that value (the best, or a node tied with it)
+    same = {
+        nid for nid, n in journal_nodes(run).items() if (n["metric"] or {}).get("value") == metric["value"]
+    }
+    who, name = src[f"{metric['value']:.4f}"].split()[:2]
+    assert best in same and who in same and name == metric["name"]
+    assert src[f"{seeds['mean']:.4f}"].endswith(": mean") and src[f"{seeds['stderr']:.4f}"].endswith(
+        ": stderr"
+    )
+    assert src[stage] == "stage number" and src[str(seeds["n"])]
     assert result["unmatched_numbers"] == ["97.3%", "2031"] and result["unmatched"] == 2
     assert all("nearest" in c for c in result["claims"] if c["source"] is None)
     assert all("nearest" not in c for c in result["claims"] if c["source"] is not None)
 
 
-def test_the_reviewers_see_the_claims_of_the_paper_they_read_and_the_measurements(tmp_path):
-    run = make_run(tmp_path)
-    (run / "paper").mkdir()
+def test_the_reviewers_see_the_claims_of_the_paper_they_read_and_the_measurements(tmp_path, run_copy):
+    run = run_copy(tmp_path)
+    _, _, metric, _ = _best_of_last_stage(run)
+    (run / "paper").mkdir(exist_ok=True)  # the pipeline made it empty
     (run / "paper" / "paper.tex").write_text(
-        "\\begin{document}\nThe best val loss is 0.25; the draft reached 0.61.\n\\end{document}\n"
+        f"\\begin{{document}}\nThe best {metric['name']} is {metric['value']:.4f}; the draft reached 0.3141."
+        "\n\\end{document}\n"
     )
     # a claims file of an earlier paper (older than paper.tex) is not what the reviewers get
     (run / "paper" / "claims.json").write_text(json.dumps({"claims": [], "numbers": 0, "unmatched": 0}))
@@ -139,12 +157,12 @@ def test_the_reviewers_see_the_claims_of_the_paper_they_read_and_the_measurement
     client = ScriptedClient(lambda *a: json.dumps(REVIEW), supports_vision=False)
     review_paper(run, report_cfg(tmp_path, num_reviews=1, num_reflections=0), client)
     claims = json.loads((run / "paper" / "claims.json").read_text())  # checked again for the review
-    assert claims["unmatched_numbers"] == ["0.61"]
+    assert claims["unmatched_numbers"] == ["0.3141"]  # no measurement of the run has it
     (call,) = client.calls
     measured = _layer({"messages": call["messages"]}, "What the run measured")
     (row,) = [c for c in claims["claims"] if c["source"] is None]
     near = "; ".join(f"{n['source']} = {n['value']:.6g}" for n in row["nearest"])
-    assert f'- "0.61" in "... {row["context"]} ..." (nearest measured: {near}).' in measured
+    assert f'- "0.3141" in "... {row["context"]} ..." (nearest measured: {near}).' in measured
     assert (
         "2 numbers in the paper's text, tables and captions: 1 traced to a measurement of the run, 1 not traced:"
         in measured
@@ -218,9 +236,9 @@ def test_model_writer_still_writes_and_an_unmeasured_number_is_listed(tmp_path, 
     )
 
 
-def test_a_review_of_a_run_whose_records_are_torn_still_runs_and_says_what_it_lacks(tmp_path):
-    run = make_run(tmp_path)
-    (run / "paper").mkdir()
+def test_a_review_of_a_run_whose_records_are_torn_still_runs_and_says_what_it_lacks(tmp_path, run_copy):
+    run = run_copy(tmp_path)
+    (run / "paper").mkdir(exist_ok=True)  # the pipeline made it empty
     (run / "paper" / "paper.tex").write_text("\\begin{document}\nLoss 0.25.\n\\end{document}\n")
     (run / "state.json").write_text('{"stages": {')  # a crash mid-write
     try:
@@ -244,10 +262,10 @@ def _layer(record: dict, title: str) -> str:
     return text[start : end if end > 0 else len(text)]
 
 
-def test_embedded_model_writes_no_review(tmp_path):
+def test_embedded_model_writes_no_review(tmp_path, run_copy):
     latex_or_skip()
-    run = make_run(tmp_path)
-    (run / "paper").mkdir()
+    run = run_copy(tmp_path)
+    (run / "paper").mkdir(exist_ok=True)  # the pipeline made it empty
     (run / "paper" / "paper.tex").write_text("\\begin{document}x\\end{document}\n")
     (run / "review.json").write_text(json.dumps({"decision": "Reject", "reviews": [{"overall": 4}]}))
     client = ScriptedClient(default_responder())

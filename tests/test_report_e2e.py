@@ -1,4 +1,4 @@
-"""End to end: synthetic run -> figures -> VLM -> PDF -> reviews, with a scripted LLM."""
+"""End to end: a scripted run the pipeline wrote -> figures -> VLM -> PDF -> reviews, with a scripted LLM."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import sys
 
 import jsonschema
 from components import needs_latex
-from test_report_support import FakeS2, default_responder, make_run, real_client, report_cfg
+from pipeline_support import journal_nodes
+from test_report_support import FakeS2, default_responder, real_client, report_cfg
 
 from ai_scientist.base.fileio import read_jsonl
 from ai_scientist.execution.subprocess_backend import SubprocessExecutor
@@ -19,10 +20,11 @@ NEEDS_LATEX = needs_latex()
 
 
 @NEEDS_LATEX
-def test_full_reporting_pipeline(tmp_path):
-    run = make_run(tmp_path)
+def test_full_reporting_pipeline(tmp_path, run_copy):
+    run = run_copy(tmp_path)
     cfg = report_cfg(tmp_path)
     client, backend = real_client(run, cfg, default_responder())
+    searched = set(run.glob("nodes/*/prompt_logs/*_*.json"))  # the search's own calls
     s2 = FakeS2()
     try:
         out = run_reporting(
@@ -39,16 +41,30 @@ def test_full_reporting_pipeline(tmp_path):
     assert [f["file"] for f in figures["figures"]] == ["loss_all.png"]
     manifest = json.loads((run / "figures" / "manifest.json").read_text())
     by_id = {e["node_id"]: e for e in manifest["nodes"]}
-    # best of each stage plus the two seed re-runs of stage 2's best; stage 4's best is n0006, kept
-    # from stage 3 (the node its ablations ran against), listed once; the ablation n0007 is a good
-    # node of stage 4 that bears on the idea (role stage_node)
-    assert set(by_id) == {"n0001", "n0003", "n0004", "n0005", "n0006", "n0007"}
-    assert {e["node_id"] for e in manifest["nodes"] if e["role"] == "stage_node"} == {"n0007"}
-    assert by_id["n0004"]["seed"] == 1 and by_id["n0004"]["role"] == "seed_run"
-    npy = next(f for f in by_id["n0003"]["files"] if f["path"].endswith("losses.npy"))
-    assert npy["shape"] == [2, 20] and npy["dtype"] == "float64"
+    # from the run's records: each stage's best (listed once when kept from an earlier stage),
+    # the good seed re-runs of a best, then other good nodes of a stage (role stage_node)
+    nodes = journal_nodes(run)
+    stages = json.loads((run / "state.json").read_text())["stages"]
+    best = {v["best"]["node_id"] for v in stages.values()}
+    seed_runs = {n for n, v in nodes.items() if v["operation"] == "seed_eval" and v["parent_id"] in best}
+    seed_runs = {n for n in seed_runs if nodes[n]["status"] == "good"}
+    assert best and seed_runs
+    assert {n for n, e in by_id.items() if e["role"] == "best"} == best
+    assert {n for n, e in by_id.items() if e["role"] == "seed_run"} == seed_runs
+    assert all(by_id[n]["seed"] == nodes[n]["seed"] for n in seed_runs)
+    others = {n for n, e in by_id.items() if e["role"] == "stage_node"}
+    assert all(nodes[n]["status"] == "good" and nodes[n]["operation"] != "seed_eval" for n in others)
+    assert set(by_id) == best | seed_runs | others
+    for nid in best:  # the data files its program saved, copied for the figure script
+        saved = {
+            p.relative_to(run / "nodes" / nid / "workspace").as_posix()
+            for p in (run / "nodes" / nid / "workspace").glob("*.json")
+        }
+        assert saved and {f"data/{nid}/{name}" for name in saved} <= {f["path"] for f in by_id[nid]["files"]}
     vlm = json.loads((run / "figures" / "vlm.json").read_text())
-    assert "loss_all.png" in vlm["figures"] and "n0006" in vlm["nodes"]
+    # the search critiqued its nodes' figures; the report reuses those and reviews its own figure
+    own = {p.parent.name for p in run.glob("nodes/*/vlm.json") if json.loads(p.read_text()).get("critique")}
+    assert "loss_all.png" in vlm["figures"] and set(vlm["nodes"]) == own and own
     pdf = run / "paper" / "paper.pdf"
     assert pdf.read_bytes().startswith(b"%PDF")
     writeup = json.loads((run / "paper" / "writeup.json").read_text())
@@ -67,13 +83,15 @@ def test_full_reporting_pipeline(tmp_path):
     assert "loss_all.png" in review["figure_review"]["figures"]
     assert jsonschema.Draft202012Validator(REVIEW_SCHEMA).is_valid(review["meta_review"])
     # every call went through the client: one prompt log each, under the node or "run"
-    logs = [json.loads(p.read_text()) for p in sorted(run.glob("nodes/*/prompt_logs/*_*.json"))]
-    ours = [r for r in logs if r["phase"] in ("plots", "vlm", "writeup", "review")]
+    paths = sorted(run.glob("nodes/*/prompt_logs/*_*.json"))
+    logs = [json.loads(p.read_text()) for p in paths]
+    ours = [json.loads(p.read_text()) for p in paths if p not in searched]
+    assert {r["phase"] for r in ours} <= {"plots", "vlm", "writeup", "review"}
     assert len(ours) == backend.calls
     roles = [r["role"] for r in ours]
     assert roles.count("review") == 5  # 2 reviewers x (review + 1 reflection) + meta-review
     assert {"plotting", "vlm_feedback", "citation", "writeup"} <= set(roles)
-    assert {r["node_id"] for r in ours if r["phase"] == "vlm"} == {"run", "n0001", "n0003", "n0006"}
+    assert {r["node_id"] for r in ours if r["phase"] == "vlm"} == {"run"}  # the nodes' critiques: reused
     assert all("s2-secret-key-123" not in json.dumps(r) for r in logs)
     cost = json.loads((run / "cost.json").read_text())
     assert "review" in json.dumps(cost)

@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_report_support import REVIEW, ScriptedClient, make_run, report_cfg
+from test_report_support import REVIEW, ScriptedClient, report_cfg
 
 from ai_scientist.reporting.errors import StepFailed, StepSkipped
 from ai_scientist.reporting.review import REVIEW_SCHEMA, SCORES, check_review, review_paper
 
 
-def _paper_run(tmp_path):
-    run = make_run(tmp_path)
-    (run / "paper").mkdir()
+def _paper_run(run_copy, tmp_path):
+    run = run_copy(tmp_path)
+    (run / "paper").mkdir(exist_ok=True)  # the pipeline made it empty
     (run / "paper" / "paper.tex").write_text(
         "\\documentclass{article}\\begin{document}Warm-up study.\\end{document}"
     )
@@ -33,8 +33,8 @@ def test_schema_lists_every_field_with_ranges():
     assert any("decision" in p for p in problems) and "unknown field extra" in problems
 
 
-def test_ensemble_reflections_and_meta(tmp_path):
-    run = _paper_run(tmp_path)
+def test_ensemble_reflections_and_meta(tmp_path, run_copy):
+    run = _paper_run(run_copy, tmp_path)
     seen = []
 
     def respond(messages, schema, ctx, role):
@@ -55,16 +55,16 @@ def test_ensemble_reflections_and_meta(tmp_path):
     assert json.loads((run / "review.json").read_text()) == result
 
 
-def test_invalid_reviews_fail_the_step(tmp_path):
-    run = _paper_run(tmp_path)
+def test_invalid_reviews_fail_the_step(tmp_path, run_copy):
+    run = _paper_run(run_copy, tmp_path)
     client = ScriptedClient(lambda m, s, c, r: json.dumps({**REVIEW, "overall": 42}), supports_vision=False)
     with pytest.raises(StepFailed, match="overall=42"):
         review_paper(run, report_cfg(tmp_path, num_reflections=0), client)
     assert not (run / "review.json").exists()
 
 
-def test_no_paper_is_a_skip(tmp_path):
-    run = make_run(tmp_path)
+def test_no_paper_is_a_skip(tmp_path, run_copy):
+    run = run_copy(tmp_path)
     client = ScriptedClient(lambda *a: json.dumps(REVIEW))
     with pytest.raises(StepSkipped, match="no paper"):
         review_paper(run, report_cfg(tmp_path), client)

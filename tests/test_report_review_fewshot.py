@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_report_support import REVIEW, ScriptedClient, make_run, report_cfg
+from test_report_support import REVIEW, ScriptedClient, report_cfg
 
 from ai_scientist.context.tokens import counter_for
 from ai_scientist.llm.factory import make_client
@@ -39,9 +39,9 @@ def _fixture(tmp_path):
     return d
 
 
-def _paper_run(tmp_path):
-    run = make_run(tmp_path)
-    (run / "paper").mkdir()
+def _paper_run(run_copy, tmp_path):
+    run = run_copy(tmp_path)
+    (run / "paper").mkdir(exist_ok=True)  # the pipeline made it empty
     (run / "paper" / "paper.tex").write_text(
         "\\documentclass{article}\\begin{document}Our study.\\end{document}"
     )
@@ -58,8 +58,8 @@ def _examples_section(call) -> str:
     return user[user.index("### Example:") : user.index("Now the paper you are to review.")]
 
 
-def test_examples_fit_the_budget_and_are_ledgered(tmp_path):
-    run, d = _paper_run(tmp_path), _fixture(tmp_path)
+def test_examples_fit_the_budget_and_are_ledgered(tmp_path, run_copy):
+    run, d = _paper_run(run_copy, tmp_path), _fixture(tmp_path)
     budget = 1500
     review = {"fewshot_dir": str(d), "fewshot_max_examples": 3, "fewshot_max_tokens": budget}
     cfg = report_cfg(tmp_path, num_reviews=2, num_reflections=1, review=review)
@@ -96,8 +96,8 @@ def test_examples_fit_the_budget_and_are_ledgered(tmp_path):
     assert json.loads((run / "review.json").read_text())["reviewer"] == result["reviewer"]
 
 
-def test_max_examples_and_a_small_budget_drop_examples(tmp_path):
-    run, d = _paper_run(tmp_path), _fixture(tmp_path)
+def test_max_examples_and_a_small_budget_drop_examples(tmp_path, run_copy):
+    run, d = _paper_run(run_copy, tmp_path), _fixture(tmp_path)
     cfg = report_cfg(tmp_path, num_reviews=1, num_reflections=0, review={"fewshot_dir": str(d)})
     client = _client()
     fs = review_paper(run, cfg, client)["reviewer"]["fewshot"]  # defaults: 1 example
@@ -117,8 +117,8 @@ def test_max_examples_and_a_small_budget_drop_examples(tmp_path):
     }
 
 
-def test_no_fewshot_dir_changes_nothing(tmp_path):
-    run = _paper_run(tmp_path)
+def test_no_fewshot_dir_changes_nothing(tmp_path, run_copy):
+    run = _paper_run(run_copy, tmp_path)
     client = _client()
     result = review_paper(run, report_cfg(tmp_path, num_reviews=1, num_reflections=0), client)
     ledger = client.calls[0]["ctx"].ledger
@@ -129,8 +129,8 @@ def test_no_fewshot_dir_changes_nothing(tmp_path):
     assert client.calls[0]["messages"][-1]["content"].startswith("## Paper (LaTeX source)\n")
 
 
-def test_bad_fewshot_dir_fails_the_step_naming_the_key(tmp_path):
-    run = _paper_run(tmp_path)
+def test_bad_fewshot_dir_fails_the_step_naming_the_key(tmp_path, run_copy):
+    run = _paper_run(run_copy, tmp_path)
     for target in (tmp_path / "nope", tmp_path):
         cfg = report_cfg(tmp_path, review={"fewshot_dir": str(target)})
         client = _client()
@@ -139,8 +139,8 @@ def test_bad_fewshot_dir_fails_the_step_naming_the_key(tmp_path):
         assert client.calls == []
 
 
-def test_ledger_reaches_the_prompt_log(tmp_path):
-    run, d = _paper_run(tmp_path), _fixture(tmp_path)
+def test_ledger_reaches_the_prompt_log(tmp_path, run_copy):
+    run, d = _paper_run(run_copy, tmp_path), _fixture(tmp_path)
     review = {"fewshot_dir": str(d), "fewshot_max_examples": 2}
     cfg = report_cfg(tmp_path, num_reviews=1, num_reflections=0, review=review)
     llm = make_client(cfg, run, None, backend=ScriptedBackend(lambda m, s, c: json.dumps(REVIEW)))
@@ -159,23 +159,23 @@ def test_ledger_reaches_the_prompt_log(tmp_path):
     } and record["model"] == cfg.model_for("review")
 
 
-def test_review_prompts_are_assembled_under_the_budget(tmp_path):
+def test_review_prompts_are_assembled_under_the_budget(tmp_path, run_copy):
     """Issue 14: a review prompt measured 7,752 tokens against a 6,000-token budget; now every
     review call (reviews, reflections, meta-review) is a prompt of the layer table, cut to fit."""
     from ai_scientist.context import Budget
     from ai_scientist.context.tokens import messages_tokens
 
-    run = make_run(tmp_path)
-    (run / "paper").mkdir()
+    run = run_copy(tmp_path)
+    (run / "paper").mkdir(exist_ok=True)  # the pipeline made it empty
     body = "\n".join(f"Line {i}: results of the label-noise study, table {i % 7}." for i in range(3000))
     (run / "paper" / "paper.tex").write_text(f"HEAD-MARK\n{body}\nTAIL-MARK\n")
     cfg = report_cfg(tmp_path, num_reviews=2, num_reflections=1)
     cfg.context.max_prompt_tokens = 6000
     llm = make_client(cfg, run, None, backend=ScriptedBackend(lambda m, s, c: json.dumps(REVIEW)))
+    logs = run / "nodes" / "run" / "prompt_logs"
+    before = set(logs.glob("*.json"))  # the search's own run-level calls (stage summaries)
     review_paper(run, cfg, llm)
-    records = [
-        json.loads(p.read_text()) for p in sorted((run / "nodes" / "run" / "prompt_logs").glob("*.json"))
-    ]
+    records = [json.loads(p.read_text()) for p in sorted(set(logs.glob("*.json")) - before)]
     assert [r["label"] for r in records] == [
         "review_1", "review_1_reflect_1", "review_2", "review_2_reflect_1", "meta_review"
     ]  # fmt: skip

@@ -9,15 +9,30 @@ import sys
 
 import pytest
 from PIL import Image
-from test_report_support import ScriptedClient, default_responder, make_run, refusing_responder, report_cfg
+from test_report_support import ScriptedClient, default_responder, refusing_responder, report_cfg
 
 from ai_scientist.base.config import validate
+from ai_scientist.base.paths import VLM_FILE, NodePaths
 from ai_scientist.execution.subprocess_backend import SubprocessExecutor
 from ai_scientist.llm.types import LLMError
 from ai_scientist.reporting.images import image_data_url
 from ai_scientist.reporting.pipeline import run_reporting
+from ai_scientist.reporting.runread import load_run
 from ai_scientist.reporting.vlm import NoVision, is_vision_refusal, run_vlm
 from ai_scientist.reporting.writeup import ReportOptions
+
+
+def _without_loop_critiques(run) -> set[str]:
+    """Each stage's best node with figures, its critique from the search removed — as in a run
+    whose loop made none (the pipeline critiques every node's figures as it goes): the report
+    must make it. The ids, from the run's own records."""
+    view = load_run(run)
+    best = {str(n["id"]) for n in view.best_per_stage().values()}
+    best = {nid for nid in best if list(NodePaths(view.node_dir(nid)).plots.glob("*.png"))}
+    assert best, "the run has no best node with figures"
+    for nid in best:
+        (view.node_dir(nid) / VLM_FILE).unlink(missing_ok=True)
+    return best
 
 
 def _decode(url: str) -> tuple[str, Image.Image]:
@@ -40,29 +55,33 @@ def test_data_url_resizes_and_uses_the_real_format(tmp_path):
     assert head == "data:image/png;base64" and img.format == "PNG"
 
 
-def test_vlm_critiques_nodes_and_figures(tmp_path):
-    run = make_run(tmp_path)
+def test_vlm_critiques_nodes_and_figures(tmp_path, run_copy):
+    run = run_copy(tmp_path)
+    best = _without_loop_critiques(run)
     cfg = report_cfg(tmp_path)
     client = ScriptedClient(default_responder())
     run_reporting(
         run, cfg, client, SubprocessExecutor(python=sys.executable), options=ReportOptions(tool_path="")
     )
     vlm = json.loads((run / "figures" / "vlm.json").read_text())
-    # the best node of each stage with plots; stage 4's is n0006, carried from stage 3 (its
-    # ablation n0007 did not beat it), as the stage's end would choose (the run has no state.json)
-    assert set(vlm["nodes"]) == {"n0001", "n0003", "n0006"}
+    # the search's own critiques are kept; the best nodes without one are critiqued now
+    own = {
+        p.parent.name for p in run.glob(f"nodes/*/{VLM_FILE}") if json.loads(p.read_text()).get("critique")
+    }
+    assert set(vlm["nodes"]) == own | best and not own & best
     assert vlm["figures"]["loss_all.png"]["score"] == 6
     vlm_calls = [c for c in client.calls if c["role"] == "vlm_feedback"]
-    assert {c["ctx"].node_id for c in vlm_calls} == {"n0001", "n0003", "n0006", "run"}
+    assert {c["ctx"].node_id for c in vlm_calls} == best | {"run"}
 
 
 @pytest.mark.parametrize(
     "kind",
     ["local_backend", "client_says_no", "server_refuses"],
 )
-def test_non_vision_model_is_skipped_with_reason(tmp_path, kind):
-    run = make_run(tmp_path)
-    (run / "figures").mkdir()
+def test_non_vision_model_is_skipped_with_reason(tmp_path, kind, run_copy):
+    run = run_copy(tmp_path)
+    _without_loop_critiques(run)  # a node critique to ask for (the figures step did not run)
+    (run / "figures").mkdir(exist_ok=True)  # the pipeline made it empty
     cfg = report_cfg(tmp_path)
     if kind == "local_backend":
         cfg = validate({**cfg.model_dump(mode="json"), "llm": {"backend": "local"}})
@@ -81,8 +100,8 @@ def test_non_vision_model_is_skipped_with_reason(tmp_path, kind):
         assert client.calls == [] and ("local" in saved["skipped"] or "no image input" in saved["skipped"])
 
 
-def test_pipeline_records_vlm_skip_and_continues(tmp_path):
-    run = make_run(tmp_path)
+def test_pipeline_records_vlm_skip_and_continues(tmp_path, run_copy):
+    run = run_copy(tmp_path)
     client = ScriptedClient(refusing_responder)
     out = run_reporting(run, report_cfg(tmp_path), client, SubprocessExecutor(python=sys.executable),
                         options=ReportOptions(tool_path=""))  # fmt: skip
@@ -100,12 +119,13 @@ def test_vision_refusal_detection():
     assert not is_vision_refusal(ValueError("image not supported"))  # only LLM errors count
 
 
-def test_real_client_vision_unsupported_error_skips(tmp_path):
+def test_real_client_vision_unsupported_error_skips(tmp_path, run_copy):
     from test_report_support import real_client
 
     from ai_scientist.llm.backend import VisionUnsupported, has_images
 
-    run = make_run(tmp_path)
+    run = run_copy(tmp_path)
+    _without_loop_critiques(run)
     cfg = report_cfg(tmp_path)
 
     def responder(messages, schema, ctx, role):
