@@ -37,8 +37,8 @@ def _text(msg: dict[str, Any]) -> str:
 
 
 @needs_latex(("pdflatex",))
-def test_writeup_and_citation_calls_are_assembled_budgeted_and_share_their_prefix(tmp_path: Path):
-    run = make_run(tmp_path)
+def test_writeup_and_citation_calls_are_assembled_budgeted_and_share_their_prefix(tmp_path: Path, run_copy):
+    run = run_copy(tmp_path)
     answer = default_responder()
     queries = [["learning rate warm-up"], ["cosine schedules"]]
 
@@ -50,12 +50,14 @@ def test_writeup_and_citation_calls_are_assembled_budgeted_and_share_their_prefi
     cfg = report_cfg(tmp_path, citations={"rounds": 2}, writeup_reflections=1, compile_fix_rounds=0)
     server = FakeS2()
     try:
+        searched = set((run / "nodes" / "run" / "prompt_logs").glob("*.json"))  # the search's own
         llm = make_client(cfg, run, None, backend=ScriptedBackend(respond))
         write_paper(run, cfg, llm, options=ReportOptions(s2_base_url=server.url, environ={}))
     finally:
         server.close()
 
-    recs = [json.loads(p.read_text()) for p in sorted((run / "nodes" / "run" / "prompt_logs").glob("*.json"))]
+    logs = sorted(set((run / "nodes" / "run" / "prompt_logs").glob("*.json")) - searched)
+    recs = [json.loads(p.read_text()) for p in logs]
     by_prompt: dict[str, list[dict[str, Any]]] = {}
     for rec in recs:
         assert rec["ledger"], rec["call_id"]
@@ -101,6 +103,9 @@ def _declared(rec: dict[str, Any]) -> str:
 
 
 def _critique_run(root: Path, max_prompt_tokens: int | None = None) -> tuple[Path, Any, dict[str, Any]]:
+    # the hand-made run (test_report_support.make_run): the report-time critique of several stages'
+    # best nodes needs stages with different best nodes with figures and no critique from the
+    # loop; the scripted run carries one best node through every stage and critiques as it goes
     run = make_run(root)
     for nid in ("n0001", "n0003"):  # several plots: each image part counts
         plots = run / "nodes" / nid / "plots"
@@ -159,20 +164,21 @@ def test_report_time_plot_critique_is_assembled_and_budgeted_with_its_images(tmp
     assert cut, "the largest request needed a cut to fit with its images"
 
 
-def test_a_figure_reviewed_with_two_captions_shares_everything_up_to_its_caption(tmp_path: Path):
+def test_a_figure_reviewed_with_two_captions_shares_everything_up_to_its_caption(tmp_path: Path, run_copy):
     """The figure review puts the image before the call's own lines (file and caption, node_brief):
     the same figure asked about again with another caption (the paper's, after the writeup) repeats
     the earlier request up to the caption, image included, byte for byte."""
-    run = make_run(tmp_path)
-    (run / "figures").mkdir()
-    shutil.copyfile(run / "nodes" / "n0001" / "plots" / "loss_curve.png", run / "figures" / "loss.png")
+    run = run_copy(tmp_path)
+    shutil.copyfile(
+        sorted(run.glob("nodes/*/plots/*.png"))[0], run / "figures" / "loss.png"
+    )  # a node's figure
     answer = default_responder()
     cfg = report_cfg(tmp_path)
     backend = ScriptedBackend(lambda m, s, ctx: answer(m, s, ctx, "vlm_feedback"))
     llm = make_client(cfg, run, None, backend=backend)
     for caption in ("Loss per epoch.", "Validation loss of the best node per stage."):
         review_figures(run, cfg, llm, [{"file": "loss.png", "caption": caption}])
-    first, second = (r for r in _records(run) if r["phase"] == "vlm")
+    first, second = (r for r in _records(run) if r["phase"] == "vlm" and r["node_id"] == "run")
     assert _declared(first) == _declared(second) == "figure_review"
     assert first["messages"][0] == second["messages"][0]
     a, b = first["messages"][1]["content"], second["messages"][1]["content"]

@@ -1,4 +1,7 @@
-"""Shared helpers for the reporting tests: a synthetic run, a scripted LLM, a fake S2 server.
+"""Shared helpers for the reporting tests: a scripted LLM, a fake S2 server, a hand-made run.
+
+The reporting tests start from a run the pipeline wrote (``run_copy`` in tests/conftest.py);
+``make_run`` is a hand-made run kept for the one case that run cannot show (see its docstring).
 
 The LLM double is a real object with the client's ``complete`` signature that
 answers through a responder function and records every call, so tests can
@@ -83,7 +86,10 @@ NODES = [
 
 
 def make_run(root: Path) -> Path:
-    """A small finished multi-stage run with data, metrics, plots and prompt logs."""
+    """A hand-made multi-stage run: a different best node with figures in each stage and no node
+    critique from the loop — the report-time critique of several nodes
+    (test_prompt_records_reporting). Its layout is not the pipeline's (nodes/<id>/metrics.json,
+    no .md prompt logs, no state.json): use ``run_copy`` for anything else."""
     run = root / "run"
     (run / "idea.md").parent.mkdir(parents=True, exist_ok=True)
     (run / "idea.md").write_text("# Warm-up schedules\nDoes a linear warm-up reduce validation loss?\n")

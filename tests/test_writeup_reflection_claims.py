@@ -12,7 +12,7 @@ import re
 
 import pytest
 from components import needs_latex
-from test_report_support import SECTIONS, make_run, report_cfg
+from test_report_support import SECTIONS, report_cfg
 
 from ai_scientist.base.fileio import read_jsonl
 from ai_scientist.llm.factory import make_client
@@ -28,7 +28,7 @@ DRAFT = {
     "related_work": "Prior work.",
     "method": "We minimise the validation loss.",
     "experiments": "Four stages, each from the best node of the one before.",
-    "results": "The draft reached a validation loss of 0.47 (stage 1).",
+    "results": "The draft reached a validation loss of {typed} (stage 1).",  # near the run's values
     "conclusion": "Warm-up helps a little.",
 }
 # one unmatched number in the reflection prompt: "TEXT" in "... CONTEXT ...": nearest measured: SRC = V; ...
@@ -37,12 +37,17 @@ _LISTED = re.compile(
 )
 
 
-def _run(tmp_path, fix: bool):
-    """A synthetic run, a writer that types 0.47; with ``fix`` its reflection replaces each number
-    the reflection prompt lists by the first measured value named for it."""
-    run = make_run(tmp_path)
+def _run(run_copy, tmp_path, fix: bool):
+    """The pipeline's run, a writer that types a number 0.03 below the best node's metric (no
+    measurement of the run has it); with ``fix`` its reflection replaces each number the
+    reflection prompt lists by the first measured value named for it. Returns the number too."""
+    run = run_copy(tmp_path)
+    stages = json.loads((run / "state.json").read_text())["stages"]
+    best = stages[max(stages, key=int)]["best"]["node_id"]
+    nodes = {r["node"]["id"]: r["node"] for r in read_jsonl(run / "journal.jsonl")}
+    typed = f"{nodes[best]['metric']['value'] - 0.03:.2f}"
     sent: list[str] = []
-    sections = dict(DRAFT)
+    sections = {k: v.format(typed=typed) if k == "results" else v for k, v in DRAFT.items()}
 
     def respond(messages, schema, ctx):
         nonlocal sections
@@ -56,7 +61,7 @@ def _run(tmp_path, fix: bool):
 
     cfg = report_cfg(tmp_path, citations={"enabled": False}, writeup_reflections=2, compile_fix_rounds=0)
     llm = make_client(cfg, run, None, backend=ScriptedBackend(respond))
-    return run, write_paper(run, cfg, llm), sent
+    return run, write_paper(run, cfg, llm), sent, typed
 
 
 def _recorded(run, source: str) -> float:
@@ -73,19 +78,19 @@ def _recorded(run, source: str) -> float:
 
 
 @needs_latex(("pdflatex",))
-def test_an_unmatched_number_goes_back_with_its_nearest_measurements_and_is_fixed(tmp_path):
-    run, summary, sent = _run(tmp_path, fix=True)
+def test_an_unmatched_number_goes_back_with_its_nearest_measurements_and_is_fixed(tmp_path, run_copy):
+    run, summary, sent, typed = _run(run_copy, tmp_path, fix=True)
     (prompt,) = sent  # one round: after the fix nothing was left, so no second round was asked
     listed = list(_LISTED.finditer(prompt))
-    assert [m.group("text") for m in listed] == ["0.47"]  # the one number no measurement matches
-    assert "validation loss of 0.47 (stage 1)." in listed[0].group("context")
+    assert [m.group("text") for m in listed] == [typed]  # the one number no measurement matches
+    assert f"validation loss of {typed} (stage 1)." in listed[0].group("context")
     # each value named is the run's record of its source
     for near in listed[0].group("near").split("; "):
         source, value = near.rsplit(" = ", 1)
         assert float(value) == pytest.approx(_recorded(run, source), abs=5e-7), near
     first = listed[0].group("near").split("; ")[0].rsplit(" = ", 1)[1]
     (round1,) = [r for r in summary["reflections"] if r["unmatched"]]
-    assert round1["unmatched"] == ["0.47"] and round1["unmatched_after"] == []
+    assert round1["unmatched"] == [typed] and round1["unmatched_after"] == []
     assert round1["outcome"] == "applied"
     claims = json.loads((run / "paper" / "claims.json").read_text())
     assert claims["unmatched"] == 0 and claims["writer"] == "model"
@@ -93,15 +98,15 @@ def test_an_unmatched_number_goes_back_with_its_nearest_measurements_and_is_fixe
 
 
 @needs_latex(("pdflatex",))
-def test_a_writer_that_keeps_the_number_is_asked_each_round_and_it_stays_unmatched(tmp_path):
-    run, summary, sent = _run(tmp_path, fix=False)
+def test_a_writer_that_keeps_the_number_is_asked_each_round_and_it_stays_unmatched(tmp_path, run_copy):
+    run, summary, sent, typed = _run(run_copy, tmp_path, fix=False)
     assert len(sent) == 2  # writeup_reflections=2: the number was named in both rounds
     for prompt in sent:
-        assert [m.group("text") for m in _LISTED.finditer(prompt)] == ["0.47"]
-    assert [r["unmatched_after"] for r in summary["reflections"]] == [["0.47"], ["0.47"]]
+        assert [m.group("text") for m in _LISTED.finditer(prompt)] == [typed]
+    assert [r["unmatched_after"] for r in summary["reflections"]] == [[typed], [typed]]
     claims = json.loads((run / "paper" / "claims.json").read_text())
-    assert claims["unmatched_numbers"] == ["0.47"]
+    assert claims["unmatched_numbers"] == [typed]
     (row,) = [c for c in claims["claims"] if c["source"] is None]
-    # results only, and no single seed re-run's value while summaries are near (make_run has them)
+    # results only, and no single seed re-run's value while summaries are near (the run has them)
     assert row["nearest"] and {n["kind"] for n in row["nearest"]} <= {"metric", "seed statistic"}
     assert not [n for n in row["nearest"] if "(seed " in n["source"] or n["source"].endswith(": value")]
