@@ -46,7 +46,7 @@ declare -A TESTS=(
   [context/policies.py]="tests/test_context_shrink.py tests/test_context_policies.py tests/test_mut_policies.py"
   [context/json_preview.py]="tests/test_context_shrink.py tests/test_context_policies.py tests/test_mut_json_preview.py"
   [execution/workspace.py]="tests/test_exec_workspace.py"
-  [treesearch/best.py]="tests/test_search_best.py tests/test_search_stages.py tests/test_search_index.py"
+  [treesearch/best.py]="tests/test_search_best.py tests/test_search_stages.py tests/test_search_index.py tests/test_mut_best.py"
   [base/config.py]="tests/test_mut_config.py tests/test_config_cli.py"
   [memory/protocol.py]="tests/test_mut_memory_protocol.py tests/test_memory_protocol.py"
   # measured on request only (not in MODULES): the journal's search index
