@@ -47,7 +47,7 @@ declare -A TESTS=(
   [context/json_preview.py]="tests/test_context_shrink.py tests/test_context_policies.py tests/test_mut_json_preview.py"
   [execution/workspace.py]="tests/test_exec_workspace.py"
   [treesearch/best.py]="tests/test_search_best.py tests/test_search_stages.py tests/test_search_index.py tests/test_mut_best.py"
-  [base/config.py]="tests/test_mut_config.py tests/test_config_cli.py"
+  [base/config.py]="tests/test_mut_config.py tests/test_config_cli.py tests/test_mut_config_describe.py"
   [memory/protocol.py]="tests/test_mut_memory_protocol.py tests/test_memory_protocol.py"
   # measured on request only (not in MODULES): the journal's search index
   [treesearch/journal.py]="tests/test_search_index.py tests/test_search_journal.py tests/test_search_best.py"
