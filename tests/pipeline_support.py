@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import subprocess
 import sys
 import time
 from argparse import Namespace
@@ -98,9 +99,49 @@ def events(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
 
 
-def python_has(module: str, python: str = "/usr/bin/python3") -> bool:
-    import subprocess
+# what a replay must rebuild: the tree (these journal fields of every node) and the decisions
+TREE_FIELDS = ("id", "parent_id", "stage", "operation", "status", "idea", "seed", "tree", "metric", "error")
+DECISIONS = ("node_selected", "stage_best", "stage_completed", "ideas_planned")
 
+
+def tree(run_dir: Path) -> dict[str, dict]:
+    return {nid: {k: n[k] for k in TREE_FIELDS} for nid, n in journal_nodes(run_dir).items()}
+
+
+def decisions(run_dir: Path) -> list[dict]:
+    return [{k: v for k, v in e.items() if k != "ts"} for e in events(run_dir) if e["type"] in DECISIONS]
+
+
+def phase_records(run_dir: Path, node_id: str, phase: str) -> list[dict]:
+    """The prompt-log records of one node's calls in ``phase``, in call order."""
+    folder = run_dir / "nodes" / node_id / "prompt_logs"
+    return [json.loads(p.read_text()) for p in sorted(folder.glob(f"*_{phase}_*.json"))]
+
+
+def content_text(content: Any) -> str:
+    """A message's text: the string, or its text parts (images left out)."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+
+
+def string_messages_text(record: dict) -> str:
+    """The messages of a prompt-log record whose content is a plain string, joined."""
+    return "\n".join(m["content"] for m in record["messages"] if isinstance(m.get("content"), str))
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python -m ai_scientist.cli ARGS`` from the repository root, output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "ai_scientist.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+
+
+def python_has(module: str, python: str = "/usr/bin/python3") -> bool:
     try:
         return (
             subprocess.run([python, "-c", f"import {module}"], capture_output=True, timeout=30).returncode

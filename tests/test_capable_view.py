@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
-from pipeline_support import FAST, events, journal_nodes, prompt_records, run_args
+from pipeline_support import FAST, content_text, events, journal_nodes, prompt_records, run_args
 from realistic_workload import CACHE_FILE, DATA_FILES, RealisticResponder
 
 from ai_scientist.cli.commands import execute, setup_run
@@ -38,14 +38,8 @@ def run(tmp_path_factory) -> Path:
     return r.dir
 
 
-def _text(content) -> str:
-    if isinstance(content, str):
-        return content
-    return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-
-
 def _prompt(rec: dict) -> str:
-    return "\n".join(_text(m.get("content")) for m in rec["messages"])
+    return "\n".join(content_text(m.get("content")) for m in rec["messages"])
 
 
 def _records(run_dir: Path, label_prefix: str) -> list[dict]:

@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 import re
 from html.parser import HTMLParser
-from pathlib import Path
 
-from pipeline_support import events, journal_nodes, start_run
+from pipeline_support import content_text, events, journal_nodes, phase_records, start_run
 
 from ai_scientist.base.images import check_figure
 from ai_scientist.llm.backend import VisionUnsupported
@@ -29,17 +28,6 @@ SMALL = [
     "agent.search.num_drafts=1",
     "agent.multi_seed_eval.num_seeds=1",
 ]
-
-
-def _logs(run_dir: Path, node_id: str, phase: str) -> list[dict]:
-    folder = run_dir / "nodes" / node_id / "prompt_logs"
-    return [json.loads(p.read_text()) for p in sorted(folder.glob(f"*_{phase}_*.json"))]
-
-
-def _text(content) -> str:
-    if isinstance(content, str):
-        return content
-    return "\n".join(p.get("text", "") for p in content if p.get("type") == "text")
 
 
 def _section(user_text: str, title: str) -> str:
@@ -64,10 +52,10 @@ def test_plots_critique_reaches_the_child_and_blank_figure_is_rejected(tmp_path)
     assert plots["attempts"] == 2 and plots["error"] is None
     first = plots["history"][0]["rejected"]
     assert [r["file"] for r in first] == ["train_loss.png"] and "image is blank" in first[0]["reason"]
-    plot_calls = _logs(run_dir, "n0001", "phase5_plot")
+    plot_calls = phase_records(run_dir, "n0001", "phase5_plot")
     assert len(plot_calls) == 2
     assert json.loads(plot_calls[0]["response"]["raw"])["script"] == BLANK_NODE_PLOT
-    retry_prompt = _text(plot_calls[1]["messages"][-1]["content"])
+    retry_prompt = content_text(plot_calls[1]["messages"][-1]["content"])
     assert first[0]["reason"] in retry_prompt
     # the kept figure is the retry's: a real, non-blank image in nodes/<id>/plots/
     assert [f["file"] for f in plots["figures"]] == ["train_loss.png"]
@@ -76,7 +64,7 @@ def test_plots_critique_reaches_the_child_and_blank_figure_is_rejected(tmp_path)
     assert "results.json" in plots["data_files"]
 
     # the critique: the vision call carried the figure as an image part; vlm.json holds its answer
-    vlm_calls = _logs(run_dir, "n0001", "phase5_vlm")
+    vlm_calls = phase_records(run_dir, "n0001", "phase5_vlm")
     assert len(vlm_calls) == 1
     parts = vlm_calls[0]["messages"][-1]["content"]
     assert any(
@@ -89,8 +77,8 @@ def test_plots_critique_reaches_the_child_and_blank_figure_is_rejected(tmp_path)
     # a child of the node got the critique, byte for byte, under the plot_feedback layer
     children = [n for n in nodes.values() if n["parent_id"] == "n0001" and n["operation"] != "seed_eval"]
     assert children, "the plotted node has a child"
-    rec = _logs(run_dir, children[0]["id"], "phase2")[0]
-    feedback = _section(_text(rec["messages"][-1]["content"]), "Plot feedback")
+    rec = phase_records(run_dir, children[0]["id"], "phase2")[0]
+    feedback = _section(content_text(rec["messages"][-1]["content"]), "Plot feedback")
     for text in (answered["shows"], answered["reason"], *answered["problems"]):
         assert text in feedback
     entry = next(e for e in rec["ledger"] if e["layer"] == "plot_feedback")
@@ -147,7 +135,7 @@ def test_invalid_result_fails_the_node_with_the_reason(tmp_path):
     responder = ExampleResponder(buggy_nodes=(), invalid_plot_nodes=("n0001",))
     code, run_dir, _ = start_run(tmp_path, *SMALL, responder=responder)
     nodes = journal_nodes(run_dir)
-    answered = json.loads(_logs(run_dir, "n0001", "phase5_vlm")[0]["response"]["raw"])
+    answered = json.loads(phase_records(run_dir, "n0001", "phase5_vlm")[0]["response"]["raw"])
     assert answered["valid"] is False
     assert nodes["n0001"]["status"] == "buggy"
     assert (
@@ -156,8 +144,8 @@ def test_invalid_result_fails_the_node_with_the_reason(tmp_path):
     assert not any(e["node_id"] == "n0001" for e in events(run_dir) if e["type"] == "stage_best")
     # its debug child sees the critique that failed it
     child = next(n for n in nodes.values() if n["parent_id"] == "n0001")
-    rec = _logs(run_dir, child["id"], "phase2")[0]
-    assert answered["reason"] in _section(_text(rec["messages"][-1]["content"]), "Plot feedback")
+    rec = phase_records(run_dir, child["id"], "phase2")[0]
+    assert answered["reason"] in _section(content_text(rec["messages"][-1]["content"]), "Plot feedback")
 
 
 def test_plots_off_makes_no_call(tmp_path):

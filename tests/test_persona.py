@@ -8,14 +8,12 @@ those prompts are unchanged). Bad values exit 2 naming ``agent.role_description`
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from argparse import Namespace
 from pathlib import Path
 
 import pytest
 import yaml
-from pipeline_support import IDEA, prompt_records, run_args
+from pipeline_support import IDEA, cli, prompt_records, run_args
 
 from ai_scientist.base.config import ROLE_DESCRIPTION_MAX_CHARS, ConfigError, validate
 from ai_scientist.base.templates import render
@@ -77,16 +75,6 @@ def test_default_persona_is_the_built_in_one():
     assert render("core/system.j2", role_description=None) == render("core/system.j2")
     # a persona is text, never a template
     assert render("core/system.j2", role_description="{{ agent_role }}") == "{{ agent_role }}"
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ai_scientist.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
 
 
 def test_cli_bad_role_description_exits_2(tmp_path: Path):

@@ -186,7 +186,7 @@ def test_a_redone_phases_records_replace_the_killed_attempts_in_the_replay(tmp_p
     marked done: the resumed run runs the experiment again. The first run's command record is
     set aside, so the replay answers the command from the run that was kept (its duration is in
     the review prompt: the killed attempt's would make the replay stop there)."""
-    from test_pipeline_replay import _decisions, _tree
+    from pipeline_support import decisions, tree
 
     from ai_scientist.cli.main import main
 
@@ -212,8 +212,8 @@ def test_a_redone_phases_records_replace_the_killed_attempts_in_the_replay(tmp_p
     capsys.readouterr()
     assert main(["replay", str(run_dir), "--out", str(tmp_path / "replays")]) == 0, capsys.readouterr().err
     replayed = tmp_path / "replays" / f"{run_dir.name}.replay"
-    assert _tree(replayed) == _tree(run_dir)
-    assert _decisions(replayed) == _decisions(run_dir)
+    assert tree(replayed) == tree(run_dir)
+    assert decisions(replayed) == decisions(run_dir)
 
 
 def test_supersede_matches_phase_names_with_underscores(tmp_path):

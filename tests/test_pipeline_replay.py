@@ -2,25 +2,9 @@
 
 from __future__ import annotations
 
-from pipeline_support import events, journal_nodes, start_run
+from pipeline_support import decisions, events, start_run, tree
 
 from ai_scientist.cli.main import main
-
-TREE_FIELDS = ("id", "parent_id", "stage", "operation", "status", "idea", "seed", "tree", "metric", "error")
-
-
-def _tree(run_dir):
-    return {nid: {k: n[k] for k in TREE_FIELDS} for nid, n in journal_nodes(run_dir).items()}
-
-
-def _decisions(run_dir):
-    keep = ("node_selected", "stage_best", "stage_completed", "ideas_planned")
-    out = []
-    for e in events(run_dir):
-        if e["type"] in keep:
-            e = {k: v for k, v in e.items() if k != "ts"}
-            out.append(e)
-    return out
 
 
 def test_replay_gives_the_same_tree(tmp_path, capsys):
@@ -31,8 +15,8 @@ def test_replay_gives_the_same_tree(tmp_path, capsys):
     assert main(["replay", str(src), "--out", str(tmp_path / "replays")]) == 0
     replayed = tmp_path / "replays" / f"{src.name}.replay"
     assert replayed.is_dir(), capsys.readouterr().err
-    assert _tree(replayed) == _tree(src)
-    assert _decisions(replayed) == _decisions(src)
+    assert tree(replayed) == tree(src)
+    assert decisions(replayed) == decisions(src)
     assert len(responder.calls) == n_calls, "replay made no LLM call"
     logged_src = sorted(p.relative_to(src) for p in (src / "nodes").glob("*/prompt_logs/*.json"))
     logged_rep = sorted(p.relative_to(replayed) for p in (replayed / "nodes").glob("*/prompt_logs/*.json"))

@@ -24,32 +24,21 @@ seeds at a stage's end), recorded again. A change that alters prompts on purpose
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
-from pipeline_support import events, journal_nodes
+from pipeline_support import decisions, tree
 
 from ai_scientist.cli.main import main
 from ai_scientist.testing.bench_support import recorded_run
 
 FIXTURE = recorded_run()  # tests/fixtures/run_<commit>, scripts/record_fixture.sh
-TREE_FIELDS = ("id", "parent_id", "stage", "operation", "status", "idea", "seed", "tree", "metric", "error")
-DECISIONS = ("node_selected", "stage_best", "stage_completed", "ideas_planned")
-
-
-def _tree(run_dir: Path) -> dict:
-    return {nid: {k: n[k] for k in TREE_FIELDS} for nid, n in journal_nodes(run_dir).items()}
-
-
-def _decisions(run_dir: Path) -> list[dict]:
-    return [{k: v for k, v in e.items() if k != "ts"} for e in events(run_dir) if e["type"] in DECISIONS]
 
 
 def test_fixture_is_a_complete_recording():
-    tree = _tree(FIXTURE)
-    assert {n["stage"] for n in tree.values()} == {1, 2, 3, 4}, "the recording covers all four stages"
-    assert any(n["status"] == "good" for n in tree.values())
+    nodes = tree(FIXTURE)
+    assert {n["stage"] for n in nodes.values()} == {1, 2, 3, 4}, "the recording covers all four stages"
+    assert any(n["status"] == "good" for n in nodes.values())
     logs = list(FIXTURE.glob("nodes/*/prompt_logs/*.json"))
-    assert len(logs) >= len(tree)
+    assert len(logs) >= len(nodes)
 
 
 def test_recorded_run_replays_to_the_same_tree(tmp_path, capsys):
@@ -59,8 +48,8 @@ def test_recorded_run_replays_to_the_same_tree(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 0, err
     replayed = tmp_path / "replays" / "recorded.replay"
-    assert _tree(replayed) == _tree(FIXTURE)
-    assert _decisions(replayed) == _decisions(FIXTURE)
+    assert tree(replayed) == tree(FIXTURE)
+    assert decisions(replayed) == decisions(FIXTURE)
     sent = sorted(p.relative_to(replayed) for p in replayed.glob("nodes/*/prompt_logs/*.json"))
     recorded = sorted(p.relative_to(FIXTURE) for p in FIXTURE.glob("nodes/*/prompt_logs/*.json"))
     assert sent == recorded, "one replayed call per recorded call, same node, number, phase and label"

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
-from pipeline_support import events, journal_nodes, prompt_records, start_run
+from pipeline_support import content_text, events, journal_nodes, prompt_records, start_run
 from realistic_workload import CACHE_FILE, DATA_FILES, RealisticResponder
 
 from ai_scientist.base.nodedata import is_node_data
@@ -44,14 +44,8 @@ def run(tmp_path_factory) -> Path:
     return run_dir
 
 
-def _text(content) -> str:
-    if isinstance(content, str):
-        return content
-    return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-
-
 def _prompt(rec: dict) -> str:
-    return "\n".join(_text(m.get("content")) for m in rec["messages"])
+    return "\n".join(content_text(m.get("content")) for m in rec["messages"])
 
 
 def _records(run_dir: Path, *, label: str = "", phase: str = "") -> list[dict]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from components import bwrap_or_skip, docker_or_skip
-from pipeline_support import events, journal_nodes, start_run
+from pipeline_support import events, journal_nodes, phase_records, start_run, string_messages_text
 
 from ai_scientist.base.config import load_config
 from ai_scientist.execution.base import SandboxError
@@ -59,15 +59,6 @@ class CompilerOnce(ExampleResponder):
         return json.dumps(answer)
 
 
-def _logs(run_dir: Path, node: str, phase: str) -> list[dict]:
-    folder = run_dir / "nodes" / node / "prompt_logs"
-    return [json.loads(p.read_text()) for p in sorted(folder.glob(f"*_{phase}_*.json"))]
-
-
-def _text(record: dict) -> str:
-    return "\n".join(m["content"] for m in record["messages"] if isinstance(m.get("content"), str))
-
-
 def _sandbox_section(prompt: str) -> str:
     start = prompt.index(SANDBOX_HEADING)
     return prompt[start : prompt.index(HOST_HEADING, start)]
@@ -94,7 +85,7 @@ def _check_environment_layer(run_dir: Path, backend: str, host_only: str) -> str
     assert host_only in env["compilers"]
     assert host_only not in sandbox["tools"]
     # the prompt actually sent (the first node's first call) describes the sandbox, without the tool
-    prompt = _text(_logs(run_dir, "n0001", "*")[0])
+    prompt = string_messages_text(phase_records(run_dir, "n0001", "*")[0])
     section = _sandbox_section(prompt)
     assert f"Backend: {backend}" in section
     assert "Compilers and build tools there:" in section
@@ -152,14 +143,14 @@ def test_absent_compiler_is_refused_and_the_problem_reaches_the_next_prompt(bwra
     assert problem.startswith("build.compiler: 'ifx' is not installed in the bwrap sandbox")
     for tool in sorted(env["sandbox"]["tools"]):
         assert tool in problem.split("there:")[1]
-    logs = _logs(run_dir, "n0001", "phase2")
+    logs = phase_records(run_dir, "n0001", "phase2")
     first, later = logs[0], logs[1:]
-    assert problem not in _text(first)
+    assert problem not in string_messages_text(first)
     sent = json.loads(first["response"]["raw"])  # the refused answer (with its plan merged in)
     assert {k: sent[k] for k in responder.sent} == responder.sent
-    repair = next((r for r in later if problem in _text(r)), None)
+    repair = next((r for r in later if problem in string_messages_text(r)), None)
     assert repair is not None, "the refusal is not in any later phase-2 prompt"
-    assert f"the JSON is not acceptable: {problem}" in _text(repair)
+    assert f"the JSON is not acceptable: {problem}" in string_messages_text(repair)
     # the repaired answer was used: the node ran the example, not the Fortran program
     node = journal_nodes(run_dir)["n0001"]
     assert node["status"] == "good", node.get("error")

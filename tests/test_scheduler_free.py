@@ -12,8 +12,16 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from pipeline_support import events, journal_nodes, prompt_records, random_seeds, say_seed, start_run
-from test_pipeline_replay import _decisions, _tree
+from pipeline_support import (
+    decisions,
+    events,
+    journal_nodes,
+    prompt_records,
+    random_seeds,
+    say_seed,
+    start_run,
+    tree,
+)
 from test_pipeline_resume import DRIVER, _kill, _resume_and_check
 
 from ai_scientist.base.fileio import read_jsonl
@@ -79,8 +87,8 @@ def test_four_free_workers_fill_every_cap_and_replay_follows_the_recorded_order(
     capsys.readouterr()
     assert main(["replay", str(src), "--out", str(tmp_path / "replays")]) == 0, capsys.readouterr().err
     replayed = tmp_path / "replays" / f"{src.name}.replay"
-    assert _tree(replayed) == _tree(src)
-    assert _decisions(replayed) == _decisions(src)  # `waiting` included: same journal state per decision
+    assert tree(replayed) == tree(src)
+    assert decisions(replayed) == decisions(src)  # `waiting` included: same journal state per decision
 
 
 def test_replay_of_a_batch_recording_uses_the_batch_order(tmp_path, capsys):
@@ -97,8 +105,8 @@ def test_replay_of_a_batch_recording_uses_the_batch_order(tmp_path, capsys):
     capsys.readouterr()
     assert main(["replay", str(src), "--out", str(tmp_path / "replays")]) == 0, capsys.readouterr().err
     replayed = tmp_path / "replays" / f"{src.name}.replay"
-    assert _tree(replayed) == _tree(src)
-    assert _decisions(replayed) == _decisions(src)
+    assert tree(replayed) == tree(src)
+    assert decisions(replayed) == decisions(src)
 
 
 SMALL4 = ["--set", "agent.num_workers=4", "--set", "agent.multi_seed_eval.num_seeds=1"]
@@ -163,8 +171,8 @@ def _replay_and_compare(src: Path, tmp_path: Path, capsys) -> Path:
     capsys.readouterr()
     assert main(["replay", str(src), "--out", str(tmp_path / "replays")]) == 0, capsys.readouterr().err
     replayed = tmp_path / "replays" / f"{src.name}.replay"
-    assert _tree(replayed) == _tree(src)
-    assert _decisions(replayed) == _decisions(src)
+    assert tree(replayed) == tree(src)
+    assert decisions(replayed) == decisions(src)
     return replayed
 
 
@@ -221,8 +229,8 @@ def test_replay_of_a_killed_and_resumed_free_run(tmp_path, capsys):
     capsys.readouterr()
     assert main(["replay", str(src), "--out", str(tmp_path / "replays")]) == 0, capsys.readouterr().err
     replayed = tmp_path / "replays" / f"{src.name}.replay"
-    assert _tree(replayed) == _tree(src)
-    assert _decisions(replayed) == _decisions(src)
+    assert tree(replayed) == tree(src)
+    assert decisions(replayed) == decisions(src)
 
 
 @pytest.mark.slow
@@ -252,10 +260,10 @@ def test_a_kill_between_a_decision_and_its_node_loses_no_decision(tmp_path, caps
     capsys.readouterr()
     assert main(["replay", str(src), "--out", str(tmp_path / "replays")]) == 0, capsys.readouterr().err
     replayed = tmp_path / "replays" / f"{src.name}.replay"
-    assert _tree(replayed) == _tree(src)
+    assert tree(replayed) == tree(src)
 
     def last_per_node(run_dir: Path) -> list[dict]:
-        out = _decisions(run_dir)
+        out = decisions(run_dir)
         final = {e["node_id"]: i for i, e in enumerate(out) if e["type"] == "node_selected"}
         return [e for i, e in enumerate(out) if e["type"] != "node_selected" or final[e["node_id"]] == i]
 

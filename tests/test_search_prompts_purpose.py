@@ -19,7 +19,7 @@ import json
 import re
 
 import pytest
-from pipeline_support import events, journal_nodes, prompt_records, start_run
+from pipeline_support import events, journal_nodes, prompt_records, start_run, string_messages_text
 
 from ai_scientist.base.config import Config
 from ai_scientist.base.paths import CODE_FILE, RunPaths
@@ -31,12 +31,8 @@ from ai_scientist.treesearch.node import Metric
 from ai_scientist.treesearch.tried import ablation_plan, sibling_table
 
 
-def _text(record: dict) -> str:
-    return "\n".join(m["content"] for m in record["messages"] if isinstance(m.get("content"), str))
-
-
 def _section(record: dict, title: str) -> str | None:
-    m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", _text(record), re.S | re.M)
+    m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", string_messages_text(record), re.S | re.M)
     return m.group(1) if m else None
 
 
@@ -207,7 +203,7 @@ def test_prompt_mode_lists_the_packages_once_and_refuses_an_invented_one(tmp_pat
         pip = schema["properties"]["dependencies"]["properties"]["pip"]
         assert "enum" not in pip["items"], "the package list went into the prompt a second time"
     n1 = [r for r in records if r["node_id"] == "n0001"]
-    assert len(n1) >= 2 and "pip-1.2.0 not installed in the sandbox" in _text(n1[1])
+    assert len(n1) >= 2 and "pip-1.2.0 not installed in the sandbox" in string_messages_text(n1[1])
     plan = json.loads((run_.dir / "nodes" / "n0001" / "plan.json").read_text())
     assert plan["dependencies"]["pip"] == []
 

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from argparse import Namespace
 from pathlib import Path
 
 import pytest
-from pipeline_support import IDEA, journal_nodes, prompt_records, run_args
+from pipeline_support import IDEA, cli, journal_nodes, prompt_records, run_args
 
 from ai_scientist.base.errors import RunStop, UsageError
 from ai_scientist.base.idea import IdeaError, load_idea, parse_json, parse_markdown, with_seed_code
@@ -163,16 +162,6 @@ def test_long_seed_code_is_cut_in_the_middle_with_a_ledger_entry():
     text = p.sections["seed_code"]
     assert "### big.py" in text and lines[0] in text and lines[-1] in text  # head and tail kept
     assert lines[1500] not in text and p.tokens <= 3000
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ai_scientist.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
 
 
 def _refused(res: subprocess.CompletedProcess, *needles: str) -> None:
