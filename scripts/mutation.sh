@@ -28,7 +28,8 @@
 #
 # Environment: MUTATION_REV (measure a commit instead of the work tree), MUTATION_PYTHON (default .venv/bin/python, needs mutmut from the dev extra),
 # MUTATION_JOBS (parallel mutant runs, default 2), MUTATION_KEEP=1 keeps the temporary
-# directory (its path is printed) for `mutmut show` / `mutmut browse` there.
+# directory (its path is printed) for `mutmut show` / `mutmut browse` there, MUTATION_SHOW_MAX
+# (default 0 = all; 20 with --ci) limits the survivors listed per module.
 # Exit status: 0 when every module run reaches MUTATION_MIN (default 85) percent, 1 otherwise
 # (or when mutmut fails), 2 on bad usage or a base that is not a commit.
 set -euo pipefail
@@ -65,7 +66,7 @@ if [ "${1:-}" = "--modules" ]; then # the core modules and their focused tests, 
   for m in "${MODULES[@]}"; do echo "$m ${TESTS[$m]}"; done
   exit 0
 fi
-base="" list=0 budget="${MUTATION_BUDGET:-}"
+base="" list=0 budget="${MUTATION_BUDGET:-}" show_max="${MUTATION_SHOW_MAX:-0}"
 declare -A BASE=() # module -> the commit its change is measured from
 case "${1:-}" in
   --changed)
@@ -76,6 +77,7 @@ case "${1:-}" in
   --ci)
     shift
     budget="${budget:-480}"
+    show_max="${MUTATION_SHOW_MAX:-20}"
     base="${MUTATION_BASE:-}"
     if [ -z "$base" ]; then
       base_file="$repo/.ci/mutation-base"
@@ -94,6 +96,7 @@ if [ -n "$base" ]; then
   [ $# -eq 0 ] || usage
 fi
 [[ "$budget" =~ ^[0-9]*$ ]] || { echo "mutation.sh: MUTATION_BUDGET must be a number of seconds" >&2; exit 2; }
+[[ "$show_max" =~ ^[0-9]+$ ]] || { echo "mutation.sh: MUTATION_SHOW_MAX must be a number" >&2; exit 2; }
 
 if [ -n "$base" ]; then
   # The core modules whose code or focused tests differ between their base and the work tree: a
@@ -242,12 +245,13 @@ for m in "${mods[@]}"; do
 done
 
 # Score table and survivors (file:line of the first changed line, then the diff).
-"$py" - "$results" "$repo/docs/testing.md" "$mutmut_bin" "$min_score" "$skipped" <<'PY'
+"$py" - "$results" "$repo/docs/testing.md" "$mutmut_bin" "$min_score" "$skipped" "$show_max" <<'PY'
 import ast, re, subprocess, sys
 from pathlib import Path
 
 results, doc, mutmut_bin, min_score = sys.argv[1], Path(sys.argv[2]), sys.argv[3], float(sys.argv[4])
 skipped = Path(sys.argv[5]).read_text().splitlines()
+show_max = int(sys.argv[6])  # survivors listed per module, 0 = all (each `mutmut show` takes seconds)
 DETECTED = {"killed", "timeout", "segfault", "caught by type check"}
 
 equivalent = set()
@@ -322,7 +326,14 @@ if skipped:  # repeated under the table so a CI log's end shows what was not mea
     print()
 if survivors:
     print(f"Survivors ({len(survivors)}):")
+listed: dict[str, int] = {}
 for module, work, name, st in survivors:
+    listed[module] = listed.get(module, 0) + 1
+    if show_max and listed[module] > show_max:
+        if listed[module] == show_max + 1:
+            rest = sum(m == module for m, *_ in survivors) - show_max
+            print(f"... {rest} more in {module} (all of them: scripts/mutation.sh {module})")
+        continue
     line, changed = locate(work, name, module)
     print(f"ai_scientist/{module}:{line}  {name}  [{st}]")
     for text in changed:
