@@ -29,7 +29,6 @@ import components
 import psutil
 import pytest
 from hypothesis import settings
-from pipeline_support import start_run
 
 settings.register_profile("mutation", derandomize=True, database=None, deadline=None, print_blob=False)
 if os.environ.get("HYPOTHESIS_PROFILE"):
@@ -83,6 +82,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # no
 @pytest.fixture(scope="session")
 def scripted_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished scripted run of the bundled example (all four stages, report off); read-only."""
+    from pipeline_support import start_run  # here: the conftest is also copied alone (test_timeout_cleanup)
+
     code, run_dir, _ = start_run(tmp_path_factory.mktemp("scripted_run"))
     assert code == 0, f"the shared scripted run ended with exit {code}: {run_dir}"
     return run_dir
