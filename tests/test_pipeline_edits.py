@@ -14,7 +14,11 @@ from ai_scientist.testing.scripted import EditingResponder
 
 def test_children_answer_with_edits_and_a_bad_anchor_is_retried(tmp_path):
     responder = EditingResponder(tmp_path / "experiments" / "run", bad_anchor_first=True)
-    code, run_dir, _ = start_run(tmp_path, "agent.code_edits=true", responder=responder)
+    # re-ranking over seeds off: it may hand on a stage-1 draft, whose scripted stage-3 child
+    # writes its parent's files unchanged (no edit to record); this test is about edits
+    code, run_dir, _ = start_run(
+        tmp_path, "agent.code_edits=true", "agent.multi_seed_eval.rerank_candidates=0", responder=responder
+    )
     assert code == 0
     nodes = journal_nodes(run_dir)
     children = [n for n in nodes.values() if n["parent_id"] and n["operation"] not in ("seed_eval",)]
