@@ -62,6 +62,9 @@ def test_records_name_their_shared_keys_in_the_marker_only_when_all_share_them()
         mixed = [first, {"a": 0, "b": 0}, third, {"a": 9, "b": 9}]
         got, _ = preview(mixed)
         assert got[2] == "... 1 more items omitted (4 total) ...", mixed
+    # the second differs, the rest share the first's keys: still not one shape
+    got, _ = preview([{"a": 1, "b": 1}, {"c": 1}, {"a": 2, "b": 2}, {"a": 3, "b": 3}])
+    assert got[2] == "... 1 more items omitted (4 total) ..."
 
 
 def test_the_shared_keys_marker_names_at_most_twelve_keys():
