@@ -128,9 +128,11 @@ def test_count_nodes_counts_each_kind_and_seed_runs_apart():
         node("n0007", 0.5, stage=1, op="seed_eval"),
         node("n0008", status="buggy", stage=1, op="seed_eval"),
         node("n0009", 0.4, stage=1, op="seed_eval"),
+        node("n0010", 0.8, stage=1, op="tune", incomparable="another split"),
+        node("n0011", 0.9, stage=1, op="tune"),  # each count adds up, whatever comes last
     ]
     assert count_nodes(nodes) == NodeCounts(
-        nodes=6, good=2, buggy=1, running=2, seed_runs=3, seed_good=2, incomparable=1
+        nodes=8, good=3, buggy=1, running=2, seed_runs=3, seed_good=2, incomparable=2
     )
     assert count_nodes([]) == NodeCounts()
 
