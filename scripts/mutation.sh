@@ -341,4 +341,4 @@ for module, work, name, st in survivors:
 sys.exit(1 if failed else 0)
 PY
 }
-main "$@"
+main "$@"; exit  # on one line: bash reads no further in this file, which may have changed meanwhile
