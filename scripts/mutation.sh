@@ -3,7 +3,8 @@
 #
 #   scripts/mutation.sh                      # every core module (see MODULES below), 15-30 min on 2 cores
 #   scripts/mutation.sh context/packer.py    # one or more modules, by path under ai_scientist/
-#   scripts/mutation.sh --changed REV        # the core modules whose code or focused tests differ from REV
+#   scripts/mutation.sh --changed REV        # the core modules whose code, focused tests or equivalent
+#                                            # mutants (docs/testing.md) differ from REV
 #   scripts/mutation.sh --ci                 # CI's step (scripts/test.sh, issue 31): --changed BASE
 #                                            # within a time budget, BASE read from .ci/mutation-base
 #   ... --list                               # with --changed or --ci: print the selection, run nothing
@@ -104,6 +105,7 @@ if [ -n "$base" ]; then
   # it) is an error, never an empty selection; a module .ci/mutation-base does not list has no
   # measured score, so it is always selected.
   declare -A CHANGED=() # base commit -> the files that differ from it
+  declare -A DOCDIFF=() # base commit -> the changed lines of docs/testing.md
   for m in "${MODULES[@]}"; do
     b="${BASE[$m]:-}"
     [ "$base" != "(.ci/mutation-base)" ] && b="$base"
@@ -118,14 +120,21 @@ if [ -n "$base" ]; then
         exit 2
       }
       CHANGED[$b]="$(git -C "$repo" diff --name-only "$b" --)"
+      # the lines of docs/testing.md that changed: declaring a mutant equivalent raises a score too
+      DOCDIFF[$b]="$(git -C "$repo" diff -U0 "$b" -- docs/testing.md | grep -E '^[-+]' | grep -vE '^(\+\+\+|---) ' || true)"
     fi
+    why=""
     for f in "ai_scientist/$m" ${TESTS[$m]}; do
-      if grep -qxF "$f" <<<"${CHANGED[$b]}"; then
-        mods+=("$m")
-        echo "[mutation] $m selected: $f changed since $b" >&2
-        break
-      fi
+      if grep -qxF "$f" <<<"${CHANGED[$b]}"; then why="$f changed"; break; fi
     done
+    dotted="ai_scientist.${m%.py}"
+    if [ -z "$why" ] && grep -qF "\`${dotted//\//.}.x" <<<"${DOCDIFF[$b]}"; then
+      why="its equivalent mutants in docs/testing.md changed"
+    fi
+    if [ -n "$why" ]; then
+      mods+=("$m")
+      echo "[mutation] $m selected: $why since $b" >&2
+    fi
   done
   if [ "$list" = 1 ]; then
     [ "${#mods[@]}" -eq 0 ] || printf '%s\n' "${mods[@]}"

@@ -122,6 +122,29 @@ def test_changed_selects_the_modules_whose_code_or_focused_tests_changed(project
     assert selected(run_script(repo, "--changed", "HEAD", "--list")) == expected_for(modules, {edit})
 
 
+def test_a_mutant_declared_equivalent_selects_its_module(project):
+    """Listing a mutant in docs/testing.md's "Equivalent mutants" raises its module's score with
+    no code change, so it is a change to that module."""
+    repo, modules, _ = project
+    names = list(modules)
+    doc = repo / "docs" / "testing.md"
+    doc.parent.mkdir()
+    doc.write_text("# Testing\n\n## Equivalent mutants\n\n- none yet\n")
+    before = commit_all(repo, "docs")
+    target = names[3]
+    dotted = "ai_scientist." + target.removesuffix(".py").replace("/", ".")
+    doc.write_text(doc.read_text() + f"- `{dotted}.x_f__mutmut_3` (line 9): the same either way.\n")
+    commit_all(repo, "an equivalent mutant")
+    got = run_script(repo, "--changed", before, "--list")
+    assert selected(got) == [target]
+    assert (
+        f"{target} selected: its equivalent mutants in docs/testing.md changed since {before}" in got.stderr
+    )
+    # a docs change that names no module's mutant selects nothing
+    doc.write_text(doc.read_text() + "Some prose about `context/packer.py`.\n")
+    assert selected(run_script(repo, "--changed", "HEAD", "--list")) == []
+
+
 def test_ci_reads_each_modules_base_from_the_base_file(project):
     repo, modules, first = project
     names = list(modules)
