@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from pipeline_support import events, journal_nodes, run_args, start_run
+from waiting import load_scaled
 
 from ai_scientist.base.errors import EXIT_OK, EXIT_STOPPED, DiskFull, disk_full_from
 from ai_scientist.base.runlock import RunLock, RunLocked
@@ -267,7 +268,7 @@ def test_exit_3_ends_with_outcome_reason_and_next_command(
 def test_ctrl_c_ends_with_outcome_and_resume_command(tmp_path: Path) -> None:
     proc = _run_hung_in_llm_call(tmp_path)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=load_scaled(60))
     run_dir = tmp_path / "experiments" / "run"
     assert proc.returncode == 130, err[-2000:]
     last = err.strip().splitlines()[-2:]

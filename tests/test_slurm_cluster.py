@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from components import needs, slurm_down
 from pipeline_support import events, journal_nodes, start_run
+from waiting import load_scaled
 
 from ai_scientist.base.config import load_config
 from ai_scientist.execution.base import Limits
@@ -177,7 +178,7 @@ def test_ctrl_c_cancels_the_runs_jobs_and_nothing_else(tmp_path):
         job = _wait_for_job(tmp_path, "n0002", proc)
         mine = {p.read_text().strip() for p in (tmp_path / "shared").glob("run/*/*/job_id")}
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 130, proc.stderr.read()[-2000:]
+        assert proc.wait(timeout=load_scaled(60)) == 130, proc.stderr.read()[-2000:]
         left = squeue_ids()
         assert job in mine and not (mine & left), f"jobs of the run still queued: {mine & left}"
         assert foreign in left, "Ctrl-C cancelled a job that is not the run's"

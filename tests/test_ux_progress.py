@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from pipeline_support import journal_nodes
+from waiting import load_scaled
 
 from ai_scientist.base.config import validate
 from ai_scientist.llm.backend import BackendReply, CallTimeout, estimate_usage
@@ -103,7 +104,7 @@ def _wait(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
 
 def _interrupt(proc: subprocess.Popen) -> tuple[int, str]:
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=load_scaled(60))
     return proc.returncode, err
 
 
