@@ -61,9 +61,10 @@ def require_or_skip(component: str, reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
-def present(component: str) -> None:
-    """Note that the running test found ``component`` (the session's summary counts the tests)."""
-    USED[component].add(os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0])
+def present(component: str, test: str | None = None) -> None:
+    """Note that the running test (``test``, a node id; else the one pytest names in the
+    environment) found ``component`` (the session's summary counts the tests)."""
+    USED[component].add(test or os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0])
 
 
 def needs(component: str, missing: bool, reason: str) -> pytest.MarkDecorator:

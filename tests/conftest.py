@@ -48,7 +48,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     for mark in item.iter_markers("needs_component"):
         if mark.kwargs["missing"]:
             components.require_or_skip(mark.args[0], mark.kwargs["reason"])
-        components.present(mark.args[0])
+        # by node id: this hook runs before pytest names the test in PYTEST_CURRENT_TEST, so a
+        # module of marked tests was counted as the one test before it
+        components.present(mark.args[0], item.nodeid)
 
 
 @pytest.hookimpl(hookwrapper=True)
