@@ -167,7 +167,7 @@ def test_cost_prints_cost_json(run_dir, capsys):
 
 
 def test_memory_delegates_and_says_why_there_is_none(run_dir, capsys):
-    # this run was written without memory: the inspector (ai_scientist.memory.inspect) says so,
+    # this run was written without memory: the inspector (ai_scientist.memory.inspection) says so,
     # naming the database it looked for, as a usage error (exit 2) with nothing on stdout
     code, out, err = _run(capsys, str(run_dir), "memory", "n0002")
     assert (code, out) == (2, "")

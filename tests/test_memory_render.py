@@ -9,7 +9,7 @@ import pytest
 
 from ai_scientist.base.config import MemoryConfig
 from ai_scientist.memory import MemoryStore, digest_markdown, events, query_for, render_memory
-from ai_scientist.memory.inspect import cmd_memory
+from ai_scientist.memory.inspection import cmd_memory
 from ai_scientist.promptlog.record import PromptLogger
 
 LEDGER_KEYS = {

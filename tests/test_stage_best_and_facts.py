@@ -16,10 +16,11 @@ import pytest
 from ai_scientist.runloop.stage_summary import cut_sentences, cut_words, result_cell, seeds_text, stage_facts
 from ai_scientist.treesearch import Journal, Metric, Node
 from ai_scientist.treesearch.best import ABLATION_STAGE, ablation_stage_best
+from ai_scientist.treesearch.policies import next_stage_state
 from ai_scientist.treesearch.policies.bfts import BFTSPolicy
 from ai_scientist.treesearch.policies.greedy import GreedyPolicy
 from ai_scientist.treesearch.policies.mcts import MCTSPolicy
-from ai_scientist.treesearch.stages import StageState, next_stage_state
+from ai_scientist.treesearch.stages import StageState
 
 ACC = dict(direction="maximize", dataset="synthetic")
 SUMMARY_7 = (

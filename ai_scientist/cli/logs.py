@@ -456,10 +456,10 @@ def cmd_cost(run: Path, args: argparse.Namespace) -> int:
 
 def cmd_memory(run: Path, args: argparse.Namespace) -> int:
     try:
-        from ..memory.inspect import cmd_memory as memory_cmd
+        from ..memory.inspection import cmd_memory as memory_cmd
     except ImportError:
         raise UsageError(
-            "memory inspection is not available in this build (ai_scientist.memory.inspect is missing)"
+            "memory inspection is not available in this build (ai_scientist.memory.inspection is missing)"
         ) from None
     return int(memory_cmd(args) or 0)
 

@@ -193,10 +193,16 @@ def _fit_conversation(
     action = "truncated" if dropped_turns else ("stripped" if removed else "kept")
     tokens_after = messages_tokens(kept, counter) - PER_REQUEST_OVERHEAD
     entry = LedgerEntry(
-        "conversation", action, "history_prune", chars_before,
-        sum(len(str(m.get("content") or "")) for m in kept), tokens_before, tokens_after,
-        counter.exact, "; ".join(notes) or "fits", None,
-    )  # fmt: skip
+        layer="conversation",
+        action=action,
+        policy="history_prune",
+        chars_before=chars_before,
+        chars_after=sum(len(str(m.get("content") or "")) for m in kept),
+        tokens_before=tokens_before,
+        tokens_after=tokens_after,
+        tokens_exact=counter.exact,
+        reason="; ".join(notes) or "fits",
+    )
     return kept, entry
 
 
@@ -261,9 +267,17 @@ def _entry(st: _State, outcome: Outcome, exact: bool, handle: str | None, state_
     if layer.name == "history" and state_op in ("append", "replace"):
         reason = f"state op {state_op}; {reason}"
     return LedgerEntry(
-        layer.name, action, layer.policy, st.chars_before, chars, st.tokens_before, tokens, exact, reason,
-        handle if action == "previewed" else None,
-    )  # fmt: skip
+        layer=layer.name,
+        action=action,
+        policy=layer.policy,
+        chars_before=st.chars_before,
+        chars_after=chars,
+        tokens_before=st.tokens_before,
+        tokens_after=tokens,
+        tokens_exact=exact,
+        reason=reason,
+        handle=handle if action == "previewed" else None,
+    )
 
 
 def _pack_once(
@@ -315,7 +329,15 @@ def assemble(
                     f"prompt {prompt_name!r}: required layer {layer.name!r} needs values[{layer.key!r}]"
                 )
             empty[layer.name] = LedgerEntry(
-                layer.name, "dropped", layer.policy, 0, 0, 0, 0, counter.exact, "no content"
+                layer=layer.name,
+                action="dropped",
+                policy=layer.policy,
+                chars_before=0,
+                chars_after=0,
+                tokens_before=0,
+                tokens_after=0,
+                tokens_exact=counter.exact,
+                reason="no content",
             )
             continue
         prepared[layer.name] = _prepare(layer, raw, r, params, handles.get(layer.name))
@@ -358,15 +380,30 @@ def assemble(
         n = len(images)
         ledger.append(
             LedgerEntry(
-                "images", "kept", "none", 0, 0, image_tokens, image_tokens, True,
-                f"{n} image(s) at {IMAGE_TOKENS} tokens each, set aside before the text layers were packed",
+                layer="images",
+                action="kept",
+                policy="none",
+                chars_before=0,
+                chars_after=0,
+                tokens_before=image_tokens,
+                tokens_after=image_tokens,
+                tokens_exact=True,
+                reason=f"{n} image(s) at {IMAGE_TOKENS} tokens each, set aside before the text layers were packed",
             ).to_dict()
-        )  # fmt: skip
+        )
     ledger.append(
         LedgerEntry(
-            "budget", "kept", "budget", 0, 0, limit, total, counter.exact, budget.source,
+            layer="budget",
+            action="kept",
+            policy="budget",
+            chars_before=0,
+            chars_after=0,
+            tokens_before=limit,
+            tokens_after=total,
+            tokens_exact=counter.exact,
+            reason=budget.source,
         ).to_dict()
-    )  # fmt: skip
+    )
     return Prompt(
         prompt_name, messages, ledger, total, limit, counter.exact, counter.name, sections,
         budget.source, image_tokens,

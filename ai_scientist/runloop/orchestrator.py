@@ -41,14 +41,13 @@ from ..phases.pipeline import run_node
 from ..treesearch.best import Choice
 from ..treesearch.journal import Journal, JournalView
 from ..treesearch.node import Node
-from ..treesearch.policies import decision_rng, dedupe_ideas, make_policy
+from ..treesearch.policies import decision_rng, dedupe_ideas, make_policy, next_stage_state
 from ..treesearch.stages import (
     STAGES,
     StageOutcome,
     StageRules,
     StageState,
     handover,
-    next_stage_state,
     stage_outcome,
 )
 from .scheduler import WorkerPool, recorded_waiting

@@ -7,7 +7,14 @@ the journal file is the only side effect (see docs/search.md).
 from .best import Choice, TieBreak, select_best
 from .journal import Journal, JournalError, JournalView, load
 from .node import Metric, Node, NodeError
-from .policies import Action, decision_rng, dedupe_ideas, make_policy, nearest_solved_example
+from .policies import (
+    Action,
+    decision_rng,
+    dedupe_ideas,
+    make_policy,
+    nearest_solved_example,
+    next_stage_state,
+)
 from .seeds import aggregate_seeds, missing_seeds, seed_metrics, seed_plan
 from .stages import (
     STAGES,
@@ -15,7 +22,6 @@ from .stages import (
     StageRules,
     StageState,
     ideas_tried,
-    next_stage_state,
     stage_outcome,
 )
 

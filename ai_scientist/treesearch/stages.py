@@ -36,7 +36,6 @@ from .node import Node
 
 if TYPE_CHECKING:
     from ..base.config import Config
-    from .policies.base import SearchPolicy
 
 
 @dataclass(frozen=True)
@@ -289,19 +288,6 @@ def no_improvement_streak(view: JournalView, stage: int, carried: Node | None = 
         return start, finished, best, streak
 
     return view.derived(("no_improvement_streak", stage), walk)[3]
-
-
-def next_stage_state(
-    view: JournalView, state: StageState, policy: SearchPolicy, **best_kwargs: Any
-) -> tuple[StageState | None, Any]:
-    """The state of the stage after ``state`` and the Choice that picked its start node.
-
-    Returns ``(None, choice)`` after stage 4, or when the finished stage hands
-    over no node (then the run has nothing to continue from). ``best_kwargs``
-    go to ``policy.stage_best`` (``rng``, ``tie_break``).
-    """
-    choice = policy.stage_best(view, state, **best_kwargs)
-    return handover(state, choice.node_id), choice
 
 
 def handover(state: StageState, best_id: str | None) -> StageState | None:

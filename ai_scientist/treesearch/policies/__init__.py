@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .base import Action, SearchPolicy, decision_rng, dedupe_ideas, idea_similarity, next_planned_idea
+from .base import (
+    Action,
+    SearchPolicy,
+    decision_rng,
+    dedupe_ideas,
+    idea_similarity,
+    next_planned_idea,
+    next_stage_state,
+)
 from .bfts import BFTSPolicy
 from .forest import final_choice, nearest_solved_example, tfidf_similarities
 from .greedy import GreedyPolicy
@@ -42,6 +50,7 @@ __all__ = [
     "make_policy",
     "nearest_solved_example",
     "next_planned_idea",
+    "next_stage_state",
     "tfidf_similarities",
     "tree_stats",
     "ucb_score",

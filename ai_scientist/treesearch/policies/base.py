@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from ..best import Choice, TieBreak, select_best
 from ..journal import JournalView
 from ..node import Node, node_sort_key
-from ..stages import STAGES, StageState, ideas_tried
+from ..stages import STAGES, StageState, handover, ideas_tried
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,20 @@ class SearchPolicy(Protocol):
         rng: random.Random | None = None,
         tie_break: TieBreak | None = None,
     ) -> Choice: ...
+
+
+def next_stage_state(
+    view: JournalView, state: StageState, policy: SearchPolicy, **best_kwargs: Any
+) -> tuple[StageState | None, Choice]:
+    """The state of the stage after ``state`` and the Choice that picked its start node.
+
+    Returns ``(None, choice)`` after stage 4, or when the finished stage hands
+    over no node (then the run has nothing to continue from). ``best_kwargs``
+    go to ``policy.stage_best`` (``rng``, ``tie_break``). It lives with the policy protocol, not
+    in ``stages.py``, because it calls a policy: stages know nothing of policies (no import loop).
+    """
+    choice = policy.stage_best(view, state, **best_kwargs)
+    return handover(state, choice.node_id), choice
 
 
 def decision_rng(seed: int, next_node_id: str) -> random.Random:
