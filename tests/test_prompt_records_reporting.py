@@ -16,15 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from components import needs_latex
-from test_report_support import FakeS2, default_responder, make_run, report_cfg
+from pipeline_support import start_run
+from test_report_support import FakeS2, default_responder, report_cfg
 
 from ai_scientist.context import Budget, counter_for
 from ai_scientist.context.spec import LAYERS, PROMPTS
-from ai_scientist.context.tokens import messages_tokens
+from ai_scientist.context.tokens import IMAGE_TOKENS, messages_tokens
 from ai_scientist.llm.factory import make_client
 from ai_scientist.llm.scripted_backend import ScriptedBackend
 from ai_scientist.reporting.vlm import critique_node_plots, review_figures
 from ai_scientist.reporting.writeup import ReportOptions, write_paper
+from ai_scientist.testing.scripted import ExampleResponder
 
 BRIEF = f"\n\n## {LAYERS['node_brief'].heading}\n"
 
@@ -102,23 +104,45 @@ def _declared(rec: dict[str, Any]) -> str:
     return names[0]
 
 
-def _critique_run(root: Path, max_prompt_tokens: int | None = None) -> tuple[Path, Any, dict[str, Any]]:
-    # the hand-made run (test_report_support.make_run): the report-time critique of several stages'
-    # best nodes needs stages with different best nodes with figures and no critique from the
-    # loop; the scripted run carries one best node through every stage and critiques as it goes
-    run = make_run(root)
-    for nid in ("n0001", "n0003"):  # several plots: each image part counts
-        plots = run / "nodes" / nid / "plots"
-        for k in range(3):
-            shutil.copyfile(plots / "loss_curve.png", plots / f"x{k}.png")
+class _FourPlots(ExampleResponder):
+    """The bundled example's answers, except that each node's plotting script saves its figure
+    under four names: the report-time critique then sends four images (each one counts)."""
+
+    def _phase5_plot(self, text: str, ctx: Any) -> str:
+        answer = json.loads(super()._phase5_plot(text, ctx))
+        answer["script"] += "".join(f"img.save('node_plots/copy{k}.png')\n" for k in range(3))
+        answer["figures"] += [
+            {"file": f"copy{k}.png", "caption": "The same training loss."} for k in range(3)
+        ]
+        return json.dumps(answer)
+
+
+def _stage_bests_run(root: Path) -> Path:
+    """A scripted run whose stages hand over different best nodes, none critiqued in the loop.
+
+    The session's ``scripted_run`` cannot show the report-time critique of several stages' best
+    nodes: its seed re-ranking carries one node through every stage and the loop critiques every
+    node's plots. Here re-ranking is off (stage 2's best single run is handed on) and the loop's
+    critique too (``agent.plots.critique=false``: vlm.json says "skipped"), so every stage best is
+    left for the report to critique."""
+    code, run, _ = start_run(
+        root,
+        "agent.multi_seed_eval.rerank_candidates=0",
+        "agent.plots.critique=false",
+        responder=_FourPlots(),
+    )
+    assert code == 0, run
+    return run
+
+
+def _critique(run: Path, root: Path, max_prompt_tokens: int | None = None) -> tuple[Any, dict[str, Any]]:
     answer = default_responder()
     cfg = report_cfg(root)
     if max_prompt_tokens:
         context = cfg.context.model_copy(update={"max_prompt_tokens": max_prompt_tokens})
         cfg = cfg.model_copy(update={"context": context})
     backend = ScriptedBackend(lambda m, s, ctx: answer(m, s, ctx, "vlm_feedback"))
-    critiques = critique_node_plots(run, cfg, make_client(cfg, run, None, backend=backend))
-    return run, cfg, critiques
+    return cfg, critique_node_plots(run, cfg, make_client(cfg, run, None, backend=backend))
 
 
 def test_report_time_plot_critique_is_assembled_and_budgeted_with_its_images(tmp_path: Path):
@@ -127,10 +151,17 @@ def test_report_time_plot_critique_is_assembled_and_budgeted_with_its_images(tmp
     the images counted, the plots after the text, everything before the node's own lines shared.
     Then again under a budget that the largest request, as first sent, would exceed: the text is
     cut (ledger) so that text and images fit."""
-    run, cfg, critiques = _critique_run(tmp_path / "a")
+    recorded = _stage_bests_run(tmp_path / "scripted")
+    run = Path(shutil.copytree(recorded, tmp_path / "a" / "run"))
+    cfg, critiques = _critique(run, tmp_path / "a")
+    # the stage bests the run recorded (state.json); stage 4 hands on the node it ablated
+    state = json.loads((run / "state.json").read_text())
+    bests = {str(st["best"]["node_id"]) for st in state["stages"].values()}
+    assert len(bests) >= 2, f"the run's stages should hand over different best nodes: {state['stages']}"
+    assert all(json.loads((run / "nodes" / n / "vlm.json").read_text()).get("skipped") for n in bests)
     recs = [r for r in _records(run) if r["phase"] == "vlm"]
-    # stage 4's best is n0006, the node its ablation n0007 was run against (never an ablation)
-    assert {r["node_id"] for r in recs} == {"n0001", "n0003", "n0006"} == set(critiques)
+    assert {r["node_id"] for r in recs} == bests == set(critiques)
+    title = (run / "idea.md").read_text().splitlines()[0].lstrip("# ").strip()
     prefixes, sizes = set(), []
     for rec in recs:
         assert rec["ledger"] and _declared(rec) == "plot_critique", rec["call_id"]
@@ -144,19 +175,20 @@ def test_report_time_plot_critique_is_assembled_and_budgeted_with_its_images(tmp
         # the shared text, the plots, then the node's own lines (node_brief) last
         assert [p["type"] for p in parts] == ["text", *["image_url"] * len(images), "text"]
         plots = sorted((run / "nodes" / rec["node_id"] / "plots").glob("*.png"))
-        assert len(images) == len(plots)
+        assert len(images) == len(plots) == 4
         shared, own = parts[0]["text"], parts[-1]["text"]
         assert own.startswith(BRIEF.lstrip("\n")) and BRIEF not in shared
         assert rec["node_id"] in own and ", ".join(p.name for p in plots) in own
-        assert "Warm-up schedules" in shared  # the idea, in the shared part
+        assert title in shared  # the idea, in the shared part
         prefixes.add(_text(system) + "\x00" + shared)
     assert len(prefixes) == 1
-    assert max(sizes) > 4 * 1105  # the four-plot requests: the images dominate
+    assert min(sizes) > 4 * IMAGE_TOKENS  # the four-plot requests: the images dominate
 
     tight = max(sizes) - 20
-    run, cfg, critiques = _critique_run(tmp_path / "b", tight)
+    run = Path(shutil.copytree(recorded, tmp_path / "b" / "run"))
+    cfg, critiques = _critique(run, tmp_path / "b", tight)
     recs = [r for r in _records(run) if r["phase"] == "vlm"]
-    assert len(recs) == 3 and not any("error" in c for c in critiques.values())
+    assert len(recs) == len(bests) and not any("error" in c for c in critiques.values())
     for rec in recs:
         counter = counter_for(rec["params"]["model"])
         assert messages_tokens(rec["messages"], counter) <= Budget.from_config(cfg.context).limit_for(counter)

@@ -1,7 +1,7 @@
-"""Shared helpers for the reporting tests: a scripted LLM, a fake S2 server, a hand-made run.
+"""Shared helpers for the reporting tests: a scripted LLM, a fake S2 server, a test figure.
 
-The reporting tests start from a run the pipeline wrote (``run_copy`` in tests/conftest.py);
-``make_run`` is a hand-made run kept for the one case that run cannot show (see its docstring).
+The reporting tests start from a run the pipeline wrote (``run_copy`` in tests/conftest.py, or a
+scripted run of their own through ``pipeline_support.start_run``), never a hand-made run directory.
 
 The LLM double is a real object with the client's ``complete`` signature that
 answers through a responder function and records every call, so tests can
@@ -23,7 +23,6 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from ai_scientist.base.config import validate
-from ai_scientist.base.fileio import append_jsonl, atomic_write_json
 from ai_scientist.llm.types import CallContext, LLMError, LLMResult
 
 
@@ -71,70 +70,6 @@ def _plot_png(path: Path, seed: int) -> None:
     draw.line([(20, 210), (300, 210)], fill="black", width=2)
     path.parent.mkdir(parents=True, exist_ok=True)
     img.save(path)
-
-
-NODES = [
-    # id, parent, stage, operation, status, value, seed
-    ("n0001", None, 1, "draft", "good", 0.50, None),
-    ("n0002", None, 1, "draft", "buggy", None, None),
-    ("n0003", "n0001", 2, "tune", "good", 0.30, None),
-    ("n0004", "n0003", 2, "seed_eval", "good", 0.32, 1),
-    ("n0005", "n0003", 2, "seed_eval", "good", 0.29, 2),
-    ("n0006", "n0003", 3, "improve", "good", 0.25, None),
-    ("n0007", "n0006", 4, "ablate", "good", 0.40, None),
-]
-
-
-def make_run(root: Path) -> Path:
-    """A hand-made multi-stage run: a different best node with figures in each stage and no node
-    critique from the loop — the report-time critique of several nodes
-    (test_prompt_records_reporting). Its layout is not the pipeline's (nodes/<id>/metrics.json,
-    no .md prompt logs, no state.json): use ``run_copy`` for anything else."""
-    run = root / "run"
-    (run / "idea.md").parent.mkdir(parents=True, exist_ok=True)
-    (run / "idea.md").write_text("# Warm-up schedules\nDoes a linear warm-up reduce validation loss?\n")
-    for seq, (nid, parent, stage, op, status, value, seed) in enumerate(NODES, 1):
-        metric = {"name": "val_loss", "value": value, "direction": "minimize", "dataset": "synthetic"}
-        node = {
-            "id": nid, "parent_id": parent, "stage": stage, "operation": op, "status": status,
-            "metric": metric if value is not None else None, "metrics": [metric] if value is not None else [],
-            "error": "ZeroDivisionError: division by zero" if status == "buggy" else None,
-            "summary": f"{op} node {nid} <script>alert(1)</script>", "idea": None, "seed": seed,
-            "depth": stage - 1, "tree": 0, "phases_done": ["phase0", "phase1"], "state_op": "append",
-            "created_at": 1000.0 + seq, "finished_at": 1001.0 + seq,
-        }  # fmt: skip
-        append_jsonl(
-            run / "journal.jsonl", {"seq": seq, "ts": 1000.0 + seq, "type": "node_created", "node": node}
-        )
-        nd = run / "nodes" / nid
-        ws = nd / "workspace"
-        ws.mkdir(parents=True)
-        (ws / "experiment.py").write_text(f"print('node {nid}')\n")
-        if value is None:
-            continue
-        rng = np.random.default_rng(seq)
-        np.save(ws / "losses.npy", np.stack([np.linspace(1, value, 20), np.linspace(1.1, value + 0.05, 20)]))
-        (ws / "results.json").write_text(json.dumps({"val_loss": value, "epochs": list(range(20))}))
-        atomic_write_json(nd / "metrics.json", {"metrics": [metric]})
-        _plot_png(nd / "plots" / "loss_curve.png", seq)
-        atomic_write_json(
-            nd / "prompt_logs" / "001_phase2_code.json",
-            {
-                "call_id": f"{nid}/001", "node_id": nid, "phase": "phase2", "label": "code", "role": "code",
-                "messages": [{"role": "user", "content": "write </script><script>alert(2)</script> code"}],
-                "response": {"raw": "ok", "context": "ok"}, "usage": {"prompt_tokens": 120, "completion_tokens": 40},
-                "cost_usd": 0.0012,
-                "ledger": [
-                    {"layer": "system", "action": "kept", "chars_before": 400, "chars_after": 400,
-                     "tokens_before": 100, "tokens_after": 100, "reason": "fits"},
-                    {"layer": "history", "action": "truncated", "chars_before": 9000, "chars_after": 2000,
-                     "tokens_before": 2250, "tokens_after": 500, "reason": "over budget"},
-                ],
-                "memory_snapshot": {"core": "prefers linear warm-up", "seed": float(rng.random())},
-            },
-        )  # fmt: skip
-        (nd / "state.md").write_text(f"state of {nid}\n")
-    return run
 
 
 PLOT_SCRIPT = """
