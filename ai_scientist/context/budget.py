@@ -98,7 +98,7 @@ class Budget:
         # the answer shares the window: a local 8192-token model asked for 2048 keeps 2048 free
         reserve = max(int(cfg_context.reserved_output_tokens), int(output_tokens or 0))
         what = "reserved_output_tokens" if reserve == cfg_context.reserved_output_tokens else "max_tokens"
-        window, where = _window(cfg_context, model_context_window, model)
+        window, where = model_window(cfg_context, model_context_window, model)
         cap = cfg_context.max_prompt_tokens
         if cap == "auto":
             if window is None:
@@ -129,9 +129,11 @@ class Budget:
         return int(self.max_tokens * (1 - ESTIMATE_MARGIN))
 
 
-def _window(
+def model_window(
     cfg_context: ContextConfig, backend_window: int | None, model: str | None
 ) -> tuple[int | None, str]:
+    """The model's context window and where it came from: the backend's own, else
+    ``context.model_context_window``, else the table; (None, "") when none says."""
     if backend_window:
         return int(backend_window), f"backend window {int(backend_window)}"
     configured = getattr(cfg_context, "model_context_window", None)

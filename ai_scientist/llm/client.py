@@ -10,8 +10,12 @@ Per call it:
   ``Retry-After`` wins), up to ``llm.max_attempts`` attempts;
 * with a schema: uses the backend's native constraint when it has one, else adds the
   JSON instruction (``prompt/llm/json_instruction.j2``) to the last user message;
-  parses and validates the answer; on failure runs ONE repair round
-  (``prompt/llm/repair.j2``) and then raises :class:`StructuredOutputError`;
+  parses and validates the answer; on failure runs ONE second round and then raises
+  :class:`StructuredOutputError`. The second round is the repair request
+  (``prompt/llm/repair.j2``), except when the answer was cut at ``max_tokens``
+  (finish_reason 'length'): then the same request goes again with twice the room for the answer,
+  as far as the model's window allows (a capable model writing a long program is not asked to
+  re-write it into the room that cut it);
 * writes one prompt-log record per attempt (failures, retries and the repair round
   included) and adds every answered attempt to the cost ledger.
 """
@@ -64,6 +68,7 @@ class _Call:
     cost_usd: float = 0.0
     latency_s: float = 0.0
     call_ids: list[str] = field(default_factory=list)
+    max_tokens: int | None = None  # set when a cut answer is asked again with more room
 
 
 @dataclass
@@ -113,8 +118,9 @@ class LLMClient:
         call = _Call(role=role, model=self.cfg.model_for(role), ctx=ctx)
         convo = self._redact(messages)
         mode = None
+        fresh = True  # the round sends the request itself (not a repair conversation)
         for round_no in (0, 1):
-            ans, mode = self._answer(call, convo, schema, mode, first_round=round_no == 0)
+            ans, mode = self._answer(call, convo, schema, mode, first_round=fresh)
             # a secret the model echoes must not travel on (live and replayed runs then agree)
             ans.reply.text = raw = self.redactor.redact(ans.reply.text)
             text, inline = strip_reasoning(raw)
@@ -144,8 +150,32 @@ class LLMClient:
                     f"unusable after one repair round: {problem}",
                     raw=raw,
                 )
+            room = self._more_room(call, ans) if ans.reply.finish_reason == "length" else None
+            if room is not None:
+                call.max_tokens = room  # the same request again; its log record shows the new limit
+                continue
+            fresh = False
             convo = repair_messages(ans.messages, raw, problem, schema_in_prompt=mode in INSTRUCTED)
         raise AssertionError("unreachable")
+
+    def _more_room(self, call: _Call, ans: _Answer) -> int | None:
+        """Twice the answer's ``max_tokens`` for a request whose answer was cut, bounded by what the
+        model's window leaves beside the prompt and by a quarter of the window; None when that is no
+        more than it had."""
+        from ..context.budget import DEFAULT_CONTEXT_WINDOW, model_window
+        from ..context.tokens import counter_for, messages_tokens
+
+        had = int(ans.params["max_tokens"])
+        window, _ = model_window(self.cfg.context, getattr(self.backend, "context_window", None), call.model)
+        counter = counter_for(call.model, getattr(self.backend, "count_tokens", None))
+        prompt = messages_tokens(ans.messages, counter)
+        if not counter.exact:
+            prompt = int(prompt * 1.1)  # an estimate: keep a margin, as the prompt budget does
+        window = window or DEFAULT_CONTEXT_WINDOW
+        # at most a quarter of the window: a small model that loops until it is cut (the embedded
+        # one, 8k) gets the repair round, which names the problem, not a longer loop
+        room = min(2 * had, window - prompt, window // 4)
+        return room if room > had else None
 
     # --------------------------------------------------------- attempts --
     def _answer(
@@ -228,7 +258,7 @@ class LLMClient:
         return {
             "model": call.model,
             "temperature": rc.temperature,
-            "max_tokens": rc.max_tokens,
+            "max_tokens": call.max_tokens or rc.max_tokens,
             "schema": schema,
             "structured": mode,
             "timeout_s": self.cfg.llm.timeout_s,
