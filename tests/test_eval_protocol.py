@@ -124,6 +124,29 @@ def test_a_node_that_changes_the_protocol_is_kept_out_of_the_ranking(tmp_path, c
         content = "\n".join(m["content"] for m in rec["messages"] if isinstance(m["content"], str))
         assert "NOISE = 0.2" in content and "Keep this protocol" in content
 
+    # a later draft writes its program from nothing: it gets the reference node's code to copy the
+    # data and evaluation from (its first lines at least), the others (children) have their parent's
+    first = next(e for e in evs if e["type"] == "eval_protocol" and e["stage"] == 1)
+    ref_files = {
+        f["path"]: f["content"]
+        for f in json.loads((run_dir / "nodes" / first["node_id"] / "code_answer.json").read_text())["files"]
+    }
+    first_path, first_text = next(iter(ref_files.items()))
+    code_calls = [r for r in prompt_records(run_dir) if r["phase"] == "phase2" and r["node_id"] in nodes]
+    drafts = [
+        r
+        for r in code_calls
+        if nodes[r["node_id"]]["operation"] == "draft" and r["node_id"] != first["node_id"]
+    ]
+    assert drafts, "the scripted run has no draft after the protocol was fixed"
+    for rec in code_calls:
+        if nodes[rec["node_id"]]["operation"] == "draft" and rec not in drafts:
+            continue  # the first draft: no protocol yet
+        content = "\n".join(m["content"] for m in rec["messages"] if isinstance(m["content"], str))
+        copied = f"{first_path}:\n```\n{first_text[:400]}" in content
+        assert copied == (rec in drafts), rec["call_id"]
+        assert (f"its data and evaluation must be {first['node_id']}'s" in content) == (rec in drafts)
+
     # `logs` shows it
     capsys.readouterr()
     assert main(["logs", str(run_dir), "stages"]) == 0

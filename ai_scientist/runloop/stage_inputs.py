@@ -2,7 +2,9 @@
 
 * every node of stage 2-4: ``stage_summary`` (the summaries of the stages before it);
 * every node scheduled once its stage's first working node fixed the evaluation protocol:
-  ``evaluation_protocol`` (:mod:`.protocol`), which it must keep to be ranked;
+  ``evaluation_protocol`` (:mod:`.protocol`), which it must keep to be ranked; a later draft, which
+  writes its program from nothing, also gets that node's code to copy the data and evaluation from
+  (the parameters' values alone do not say how the data were generated);
 * stage 2 (tuning): ``tried_hyperparams``, the settings tried in the stage with their results;
 * stage 4 (ablations): ``ablation_plan`` (the planned ablations, each marked done / running /
   this node / to do, with how many nodes the stage may still create) and ``tried_ablations`` with
@@ -37,8 +39,11 @@ from ..treesearch.tried import (
     tried_table,
     untried,
 )
+from .protocol import node_answer
 from .stage_summary import summaries_text
 
+# a later draft's copy of the protocol node's code (the data generation and evaluation to reuse)
+REFERENCE_CODE_CHARS = 8000
 # the best node's metrics in the proposer's brief: whole items (all a grid's and ablations' cells)
 BEST_METRICS_CHARS = 1200
 IDEA_ABLATION_CHARS = 600
@@ -54,6 +59,10 @@ def compute_stage_inputs(run: Run, view: JournalView, node: Node, state: StageSt
     """The stage-input values for ``node`` from the journal as it is now (empty ones left out)."""
     values: dict[str, Any] = {"stage_summary": summaries_text(run.dir, before=node.stage)}
     values["evaluation_protocol"] = protocol_value(state, node.stage)
+    protocol = values["evaluation_protocol"]
+    if protocol and node.operation == "draft" and protocol.get("node_id") != node.id:
+        code = reference_code(text_files(node_answer(run.dir, str(protocol["node_id"]))))
+        values["evaluation_protocol"] = {**protocol, "reference_code": code} if code else protocol
     carried_id = state.carried_id if state is not None and state.stage == node.stage else None
     carried = view.get(carried_id) if carried_id and carried_id in view else None
     if node.stage == 2:
@@ -78,6 +87,25 @@ def protocol_value(state: StageState | None, stage: int) -> dict[str, Any] | Non
     """The ``evaluation_protocol`` layer's value: the protocol ``stage``'s first working node fixed
     (:mod:`.protocol`), None before one has (a stage's first drafts)."""
     return state.protocol if state is not None and state.stage == stage else None
+
+
+def reference_code(files: dict[str, str], limit: int = REFERENCE_CODE_CHARS) -> str:
+    """``files`` (path -> text) as fenced blocks, first files first, at most ``limit`` characters of
+    content; what does not fit is named with its size, never cut silently."""
+    parts, left = [], limit
+    for path, text in files.items():
+        if left <= 0:
+            parts.append(f"[{path}: {len(text)} characters not shown]")
+            continue
+        shown = text if len(text) <= left else text[:left]
+        more = (
+            f"\n[... {len(text) - len(shown)} more characters of {path} not shown ...]"
+            if shown != text
+            else ""
+        )
+        parts.append(f"{path}:\n```\n{shown.rstrip()}\n```{more}")
+        left -= len(shown)
+    return "\n".join(parts)
 
 
 def _designs(run: Run, view: JournalView, node: Node) -> dict[str, str]:
