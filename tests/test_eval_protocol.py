@@ -193,6 +193,12 @@ def test_protocol_parameters_are_the_data_split_size_noise_and_seed_knobs():
         "run": {"commands": ["python3 e.py --test-size 0.25 --epochs 3"]},
     }
     assert protocol_parameters(answer) == (("N_TRAIN", "300"), ("SEED", "0"), ("--test-size", "0.25"))
+    # C reads its seed with getenv and no default: the value comes from the environment, not ""
+    c_answer = {"files": [{"path": "mm.c", "content": 'int main(void) {\n  const char *s = getenv("SEED");\n'
+                           "  int sizes[] = {256, 512, 1024};\n  return 0;\n}\n"}]}  # fmt: skip
+    found = dict(protocol_parameters(c_answer))
+    assert found["SEED"] == "(from the environment)"
+    assert found["sizes"].replace(" ", "") in ("(256,512,1024)", "{256,512,1024}", "[256,512,1024]")
 
 
 def test_a_replay_fixes_the_same_protocol_and_marks_the_same_nodes(tmp_path, capsys):

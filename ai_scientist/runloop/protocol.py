@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 # name tokens of a parameter that defines the task, the data or the evaluation ...
 PROTOCOL_WORDS = frozenset(
-    "n size train test val valid validation holdout eval evaluation sample samples points examples "
+    "n size sizes train test val valid validation holdout eval evaluation sample samples points examples "
     "dataset data split splits fold folds noise noisy draws repeats trials seed seeds classes "
     "separation difficulty metric subset".split()
 )
@@ -93,7 +93,9 @@ def protocol_parameters(answer: dict[str, Any] | None) -> tuple[tuple[str, str],
     found: dict[str, str] = {}
     for p in parameters(text_files(answer)):
         if p.kind != "argv" and is_protocol_parameter(p.name) and p.name not in found:
-            found[p.name] = _norm(p.value)
+            # an environment variable read with no default (C's getenv("SEED")) has no value in the
+            # code: say where it comes from rather than show "SEED = " (a relay run's C program)
+            found[p.name] = _norm(p.value) if p.value or p.kind != "environment" else "(from the environment)"
     run = (answer or {}).get("run") if isinstance(answer, dict) else None
     commands = run.get("commands") if isinstance(run, dict) else None
     for cmd in commands if isinstance(commands, list) else []:
