@@ -17,15 +17,16 @@ from .journal import JournalView
 from .node import Node
 
 ERROR_CHARS = 400  # a failed row says why in one line (a review's reason needs its sentence)
-SUMMARY_CHARS = 300  # a node's findings, cut at a sentence end
+SUMMARY_CHARS = 600  # a node's findings whole (the review schema caps them at 500), cut at a sentence end
 METRICS_CHARS = 240
-DESIGN_CHARS = 300  # an earlier draft's plan: its goal and its strategy, each
+DESIGN_CHARS = 500  # an earlier draft's plan: its goal and its strategy, each
 SIBLING_ROWS = 8  # a node's table of the other nodes of its stage: the nearest ones first
 
 
 def _cell(text: str, limit: int) -> str:
-    """One table cell: a single line, ``|`` escaped, at most ``limit`` characters."""
-    one = " ".join(str(text).split()).replace("|", "/")
+    """One table cell: a single line, ``|`` escaped (``\\|``: the text keeps its meaning, e.g.
+    ``|C - ref|``), at most ``limit`` characters."""
+    one = " ".join(str(text).split()).replace("|", "\\|")
     return one if len(one) <= limit else one[: limit - 3] + "..."
 
 
@@ -35,7 +36,7 @@ _SENTENCE_END = re.compile(r"[.!?;](?=\s)")
 def sentences(text: str, limit: int) -> str:
     """``text`` on one line (``|`` escaped), cut at the last sentence end within ``limit``
     characters, never mid-word: a cut ends with "[...]" so the reader knows more was said."""
-    one = " ".join(str(text).split()).replace("|", "/")
+    one = " ".join(str(text).split()).replace("|", "\\|")
     if len(one) <= limit:
         return one
     room = one[: limit - 6]
@@ -65,7 +66,7 @@ def metrics_text(node: Node, limit: int = METRICS_CHARS) -> str:
     if not metrics:
         return "-"
     parts = [
-        " ".join(f"{m.name}={m.value:.6g}".split()).replace("|", "/")
+        " ".join(f"{m.name}={m.value:.6g}".split()).replace("|", "\\|")
         + (f" ({m.dataset})" if m.dataset else "")
         for m in metrics
     ]
