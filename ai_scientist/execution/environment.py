@@ -30,6 +30,7 @@ import psutil
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import RunPaths
 from .cpu_facts import cpu_facts, read_sys_cpu
+from .hpc_facts import MAX_MODULES, modules_view, mpi_summary, numa_layout, parse_modules
 from .sandbox_probe import TOOLS
 
 if TYPE_CHECKING:
@@ -142,7 +143,8 @@ def cpu_info(root: Path = Path("/")) -> dict[str, Any]:
     if not raw["sys_caches"] and root == Path("/"):  # /sys hidden here: glibc reads cpuid
         getconf = _run(["getconf", "-a"]) or ""
     facts = cpu_facts(raw["cpuinfo"], raw["sys_caches"], getconf, raw["base_khz"], raw["max_khz"])
-    numa = len(list((root / "sys/devices/system/node").glob("node[0-9]*"))) or 1
+    nodes = sorted((root / "sys/devices/system/node").glob("node[0-9]*"))
+    layout = numa_layout([(d.name[4:], _read_text(d / "cpulist")) for d in nodes])
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {
         **facts,
@@ -150,8 +152,56 @@ def cpu_info(root: Path = Path("/")) -> dict[str, Any]:
         "logical_cores": os.cpu_count(),
         "physical_cores": psutil.cpu_count(logical=False),
         "usable_cores": usable,
-        "numa_nodes": numa,
+        "numa_nodes": len(nodes) or 1,
+        "numa": layout,
     }
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+# where Lmod / Environment Modules put the script that defines the ``module`` shell function
+MODULE_INITS = (
+    "/etc/profile.d/lmod.sh",
+    "/etc/profile.d/z00_lmod.sh",
+    "/etc/profile.d/modules.sh",
+    "/usr/share/lmod/lmod/init/bash",
+    "/usr/share/modules/init/bash",
+    "/usr/share/Modules/init/bash",
+)
+
+
+def host_modules() -> dict[str, Any] | None:
+    """This machine's module system (init script, version, ``module -t avail``), or None. The
+    orchestrator's ``$MODULESHOME`` / ``$LMOD_PKG`` only say where to look, like ``PATH``."""
+    homes = [os.environ.get(v) for v in ("MODULESHOME", "LMOD_PKG")]
+    candidates = [f"{h}/init/bash" for h in homes if h] + list(MODULE_INITS)
+    init = next((c for c in candidates if os.access(c, os.R_OK)), None)
+    bash = shutil.which("bash", path=SYSTEM_PATH)
+    if not init or not bash:
+        return None
+
+    def module(*args: str, timeout: float) -> list[str]:
+        try:
+            proc = subprocess.run(
+                [bash, "-c", 'module "$@" 2>&1', "module", *args],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env={"PATH": SYSTEM_PATH, "LANG": "C.UTF-8", "BASH_ENV": init},
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return []
+        return [line for line in proc.stdout.splitlines() if line.strip()]
+
+    version = module("--version", timeout=5)
+    return parse_modules(
+        init, version[0][:120] if version else "", module("-t", "avail", timeout=30)[:MAX_MODULES]
+    )
 
 
 def memory_info() -> dict[str, Any]:
@@ -273,7 +323,9 @@ def probe_environment(
         "cpu": cpu_info(),
         "memory": memory_info(),
         "gpus": gpu_info(),
-        "compilers": compilers(),
+        "compilers": (found := compilers()),
+        "mpi": mpi_summary(found),
+        "modules": host_modules(),
         "libraries": libraries(),
         "python": python_info(cfg.exec.python),
         "network": network_info(network_target),
@@ -302,18 +354,26 @@ def short_version(line: str) -> str:
 
 
 def cpu_view(env: dict[str, Any]) -> dict[str, Any]:
-    """The CPU facts the sandbox layer shows: the sandbox probe's where it has them (the code runs
-    there), this machine's where it has not (``/sys`` hidden, a probe that did not run), each group
-    with ``<key>_from``: ``"sandbox"`` or ``"host"``."""
+    """The machine facts the sandbox layer shows: the sandbox probe's where it has them (the code
+    runs there), this machine's where it has not (``/sys`` hidden, a probe that did not run), each
+    CPU group with ``<key>_from``: ``"sandbox"`` or ``"host"``. Under Slurm with a probe that ran
+    (a job on a compute node: ``compute_node`` true) cores, NUMA, memory, GPUs and kernel are the
+    node's too; this machine is then only the orchestrator's."""
     host = env.get("cpu") or {}
     sandbox = env.get("sandbox") or {}
     inside = sandbox.get("cpu") or {}
+    compute = sandbox.get("backend") == "slurm" and bool(sandbox.get("ok"))
     cores = (sandbox.get("python") or {}).get("usable_cores")
+    numa = sandbox.get("numa") or ([] if compute else host.get("numa")) or []
     view: dict[str, Any] = {
-        "model": inside.get("model") or host.get("model"),
-        "usable_cores": cores or host.get("usable_cores"),
-        "logical_cores": host.get("logical_cores"),
-        "numa_nodes": host.get("numa_nodes") or 1,
+        "compute_node": compute,
+        # on a compute node nothing falls back to the orchestrator's CPU
+        "model": inside.get("model") or ("unknown" if compute else host.get("model")),
+        "usable_cores": cores or (sandbox.get("cpu_count") if compute else host.get("usable_cores")),
+        "logical_cores": sandbox.get("cpu_count") if compute else host.get("logical_cores"),
+        "numa_nodes": len(numa) or (1 if compute else host.get("numa_nodes") or 1),
+        "numa": numa,
+        **dict.fromkeys(("caches", "caches_from", "simd", "simd_from", "vector_bits", "clock", "clock_from")),
     }
     for key, follows in (("caches", ()), ("simd", ("vector_bits",)), ("clock", ())):
         for where, facts in (("sandbox", inside), ("host", host)):
@@ -321,6 +381,27 @@ def cpu_view(env: dict[str, Any]) -> dict[str, Any]:
                 view[key], view[f"{key}_from"] = facts[key], where
                 view.update({k: facts.get(k) for k in follows})
                 break
+    if compute:
+        node = sandbox.get("node") or {}
+        gpus = sandbox.get("gpus") or []
+        view.update(
+            memory_mb=sandbox.get("memory_mb"),
+            gpus=gpus,
+            gpu_driver=gpus[0].get("driver") if gpus else None,
+            hostname=node.get("hostname"),
+            kernel=node.get("kernel"),
+            arch=node.get("arch"),
+        )
+    else:
+        gpu_facts = env.get("gpus") or {}
+        os_facts = env.get("os") or {}
+        view.update(
+            memory_mb=(env.get("memory") or {}).get("total_mb"),
+            gpus=gpu_facts.get("devices") if gpu_facts.get("count") else [],
+            gpu_driver=gpu_facts.get("driver"),
+            kernel=os_facts.get("kernel"),
+            arch=os_facts.get("arch"),
+        )
     return view
 
 
@@ -337,7 +418,12 @@ def render_environment(env: dict[str, Any], budget_chars: int | None = None) -> 
     if "sandbox" in env:
         tools = env["sandbox"].get("tools") or {}
         versions = {k: short_version(v) for k, v in tools.items() if v and v != "present"}
-        extra = {"key_packages": KEY_PACKAGES, "cpu": cpu_view(env), "versions": versions}
+        extra = {
+            "key_packages": KEY_PACKAGES,
+            "cpu": cpu_view(env),
+            "versions": versions,
+            "modules": modules_view(env["sandbox"].get("modules") if env["sandbox"].get("ok") else None),
+        }
     text = render(name, env=env, compact=False, **extra)
     if budget_chars is None or len(text) <= budget_chars:
         return text

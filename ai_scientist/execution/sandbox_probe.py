@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from .base import Limits, SandboxError
 from .cpu_facts import cpu_facts
+from .hpc_facts import MAX_MODULES, mpi_summary, numa_layout, parse_modules
 
 if TYPE_CHECKING:
     from ..base.config import Config
@@ -60,6 +61,8 @@ TOOLS = (
     "mpifort",
     "mpif90",
     "mpirun",
+    "mpiexec",
+    "srun",
     "cmake",
     "make",
     "ninja",
@@ -73,7 +76,7 @@ TOOLS = (
 )
 PROBE_TIMEOUT_S = 60.0
 PROBE_OUTPUT_BYTES = 256 * 1024
-MAX_LINES = 2000
+MAX_LINES = 4000  # the module list alone may take MAX_MODULES lines
 MAX_MOUNTS = 40
 MAX_PACKAGES = 500
 PROBE_DIR = "sandbox_probe"  # under the run directory; removed after the probe
@@ -95,6 +98,10 @@ for t in "$@"; do
   case "$p" in /*) ;; *) continue ;; esac
   case "$t" in java) f=-version ;; go) f=version ;; *) f=--version ;; esac
   if [ "$t" = nvcc ]; then v=$($T "$p" $f 2>&1 </dev/null | grep -i -m 1 release)
+  elif [ "$t" = mpirun ] || [ "$t" = mpiexec ]; then  # MPICH's first line is "HYDRA build details:"
+    v=$($T "$p" $f 2>&1 </dev/null | grep -v '^[[:space:]]*$' | head -n 3 | tr '\n\t' '  ')
+  elif [ "$t" = srun ]; then  # no version without a reachable slurm.conf: then srun cannot launch either
+    v=$($T "$p" $f 2>/dev/null </dev/null | head -n 1); [ -n "$v" ] || continue
   else v=$($T "$p" $f 2>&1 </dev/null | head -n 1); fi
   printf 'tool\t%s\t%s\t%s\n' "$t" "$p" "$v"
 done
@@ -120,13 +127,42 @@ F=/sys/devices/system/cpu/cpu0/cpufreq
 [ -r "$F/cpuinfo_max_freq" ] && printf 'cpufreq\tmax\t%s\n' "$(cat "$F/cpuinfo_max_freq")"
 for n in /sys/class/net/*; do [ -e "$n" ] && printf 'net\t%s\n' "${n##*/}"; done
 for g in /dev/nvidia[0-9]*; do [ -e "$g" ] && printf 'gpu\t%s\n' "$g"; done
+if command -v nvidia-smi >/dev/null 2>&1; then
+  $T nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader,nounits 2>/dev/null \
+    | head -n 16 | while IFS= read -r l; do printf 'gpuinfo\t%s\n' "$l"; done
+fi
+[ -n "${SLURM_JOB_PARTITION:-}" ] && printf 'slurm_partition\t%s\n' "$SLURM_JOB_PARTITION"
+printf 'node\t%s\t%s\t%s\n' "$(uname -n 2>/dev/null)" "$(uname -r 2>/dev/null)" "$(uname -m 2>/dev/null)"
+printf 'ncpu\t%s\n' "$(getconf _NPROCESSORS_ONLN 2>/dev/null)"
+sed -n 's/^MemTotal:[[:space:]]*\([0-9]*\) kB.*/memtotal\t\1/p' /proc/meminfo 2>/dev/null
+N=0
+for n in /sys/devices/system/node/node[0-9]*; do
+  [ -r "$n/cpulist" ] && printf 'numa\t%s\t%s\n' "${n##*node}" "$(cat "$n/cpulist")" && N=1
+done
+[ "$N" = 0 ] && command -v lscpu >/dev/null 2>&1 && $T lscpu 2>/dev/null \
+  | sed -n 's/^NUMA node\([0-9][0-9]*\) CPU(s):[[:space:]]*/numa\t\1\t/p'
+# environment modules: the init script that defines `module` (what a build line gets as BASH_ENV)
+MI=""
+for f in "${MODULESHOME:+$MODULESHOME/init/bash}" "${LMOD_PKG:+$LMOD_PKG/init/bash}" /etc/profile.d/lmod.sh \
+  /etc/profile.d/z00_lmod.sh /etc/profile.d/modules.sh /usr/share/lmod/lmod/init/bash \
+  /usr/share/modules/init/bash /usr/share/Modules/init/bash; do
+  if [ -n "$f" ] && [ -r "$f" ]; then MI=$f; break; fi
+done
+B=$(command -v bash 2>/dev/null)
+if [ -n "$B" ] && { [ -n "$MI" ] || [ "$("$B" -c 'type -t module' 2>/dev/null)" = function ]; }; then
+  printf 'modules_init\t%s\n' "$MI"
+  printf 'modules_system\t%s\n' "$(BASH_ENV="$MI" $T "$B" -c 'module --version' 2>&1 </dev/null \
+    | grep -v '^[[:space:]]*$' | head -n 1)"
+  BASH_ENV="$MI" timeout 30 "$B" -c 'module -t avail' 2>&1 </dev/null | head -n MAX_MODULES \
+    | while IFS= read -r l; do printf 'module\t%s\n' "$l"; done
+fi
 head -n 300 /proc/self/mountinfo 2>/dev/null | while IFS= read -r l; do printf 'mount\t%s\n' "$l"; done
 if command -v "$PY" >/dev/null 2>&1; then
   printf 'python\t'; timeout 30 "$PY" probe.py 2>&1 | head -n 1; echo
 else
   printf 'python_missing\t%s\n' "$PY"
 fi
-"""
+""".replace("MAX_MODULES", str(MAX_MODULES))
 
 PROBE_PY = r"""import json, os, sys
 from importlib import metadata
@@ -266,10 +302,13 @@ def parse_probe(stdout: str) -> dict[str, Any]:
         "mounts": [],
     }
     cpu: dict[str, Any] = {"cpuinfo": [], "cache": [], "getconf": [], "base": "", "max": ""}
+    numa: list[tuple[str, str]] = []
+    gpus: list[dict[str, Any]] = []
+    modules: dict[str, Any] = {"init": None, "system": "", "lines": []}
     for line in stdout.splitlines()[:MAX_LINES]:
         key, _, rest = line.partition("\t")
         parts = rest.split("\t")
-        if key in ("cwd", "uid", "os", "ulimit_v", "resources_seen"):
+        if key in ("cwd", "uid", "os", "ulimit_v", "resources_seen", "slurm_partition"):
             facts[key] = _clean(rest, 200)
         elif key == "path" and len(parts) == 2 and parts[1] in ("rw", "ro", "absent"):
             if len(facts["paths"]) < 20:
@@ -300,21 +339,71 @@ def parse_probe(stdout: str) -> dict[str, Any]:
             cpu["cache"].append(dict(zip(names, (_clean(p, 40) for p in parts), strict=True)))
         elif key == "cpufreq" and len(parts) == 2 and parts[0] in ("base", "max"):
             cpu[parts[0]] = _clean(parts[1], 20)
+        elif key == "node" and len(parts) == 3:
+            facts["node"] = dict(
+                zip(("hostname", "kernel", "arch"), (_clean(p, 80) for p in parts), strict=True)
+            )
+        elif key == "ncpu" and rest.strip().isdigit():
+            facts["cpu_count"] = int(rest)
+        elif key == "memtotal" and rest.strip().isdigit():
+            facts["memory_mb"] = int(rest) // 1024
+        elif key == "numa" and len(parts) == 2 and len(numa) < 64:
+            numa.append((parts[0], _clean(parts[1], 200)))
+        elif key == "gpuinfo" and len(gpus) < 16:
+            name, mem, driver = ([_clean(p, 80) for p in rest.split(",")] + ["", "", ""])[:3]
+            gpus.append({"name": name, "memory_mb": int(mem) if mem.isdigit() else None, "driver": driver})
+        elif key == "modules_init":
+            modules["init"] = _clean(rest, 300)
+        elif key == "modules_system":
+            modules["system"] = _clean(rest, 120)
+        elif key == "module" and len(modules["lines"]) < MAX_MODULES:
+            modules["lines"].append(_clean(rest, 120))
     if cpu["cpuinfo"] or cpu["cache"] or cpu["getconf"]:
         found = cpu_facts(
             "\n".join(cpu["cpuinfo"]), cpu["cache"], "\n".join(cpu["getconf"]), cpu["base"], cpu["max"]
         )
         facts["cpu"] = {k: v for k, v in found.items() if v}  # only what the sandbox showed
+    if numa:
+        facts["numa"] = numa_layout(numa)
+    if gpus:
+        facts["gpus"] = gpus
+    if modules["init"] is not None:
+        facts["modules"] = parse_modules(modules["init"], modules["system"], modules["lines"])
+    mpi = mpi_summary(facts["tools"])
+    if mpi:
+        facts["mpi"] = mpi
     return facts
 
 
 def sandbox_key(executor: Executor, cfg: Config) -> str:
-    """What identifies one sandbox: backend, image and interpreter (the cache key)."""
-    return "|".join(str(x) for x in (executor.name, _image(executor), _python_of(executor, cfg)))
+    """What identifies one sandbox: backend, image and interpreter (the cache key); under Slurm
+    also the partition, constraint, GRES and inner sandbox, which decide the node a job gets."""
+    parts: list[Any] = [executor.name, _image(executor, cfg), _python_of(executor, cfg)]
+    if executor.name == "slurm":
+        parts += list(slurm_target(cfg).values())
+    return "|".join(str(x) for x in parts)
 
 
-def _image(executor: Executor) -> str | None:
+def slurm_target(cfg: Config) -> dict[str, str | None]:
+    """Where a Slurm job of this run lands: partition, ``--constraint`` (from
+    ``exec.slurm.extra_args``), GRES and the inner sandbox."""
+    c = cfg.exec.slurm
+    constraint = None
+    args = list(c.extra_args)
+    for i, a in enumerate(args):
+        if a.startswith("--constraint="):
+            constraint = a.split("=", 1)[1]
+        elif a in ("-C", "--constraint") and i + 1 < len(args):
+            constraint = args[i + 1]
+        elif a.startswith("-C") and len(a) > 2:
+            constraint = a[2:]
+    return {"partition": c.partition, "constraint": constraint, "gres": c.gres, "inner_sandbox": c.sandbox}
+
+
+def _image(executor: Executor, cfg: Config | None = None) -> str | None:
     image = getattr(executor, "image", None)
+    if not image and cfg is not None and executor.name == "slurm" and cfg.exec.slurm.sandbox == "apptainer":
+        image = cfg.exec.apptainer_image  # the image the job's inner sandbox runs
     return str(image) if image else None
 
 
@@ -327,12 +416,15 @@ def _declared(executor: Executor, cfg: Config) -> dict[str, Any]:
     from .base import RESOURCES_ENV, SANDBOX_RESOURCES, SANDBOX_WORKSPACE
 
     host_paths = bool(getattr(executor, "host_paths", False))
+    if executor.name == "slurm":  # the job's inner sandbox decides: subprocess keeps host paths
+        host_paths = cfg.exec.slurm.sandbox == "subprocess"
     resources = getattr(executor, "resources_dir", None)
     limits = Limits.from_config(cfg.exec)
     return {
         "key": sandbox_key(executor, cfg),
         "backend": executor.name,
-        "image": _image(executor),
+        **(slurm_target(cfg) if executor.name == "slurm" else {}),
+        "image": _image(executor, cfg),
         "interpreter": _python_of(executor, cfg),
         # subprocess: each node's own directory, named in the command's environment
         "workspace": "$AI_SCIENTIST_WORKSPACE" if host_paths else SANDBOX_WORKSPACE,
@@ -353,6 +445,9 @@ def _declared(executor: Executor, cfg: Config) -> dict[str, Any]:
             "slurm_cores": (cfg.exec.slurm.cpus or max(1, math.ceil(limits.cpus)))
             if executor.name == "slurm"
             else None,
+            # MPI ranks a run may ask for, and how they start (slurm_backend.launch_argv)
+            "max_ntasks": cfg.exec.slurm.max_ntasks if executor.name == "slurm" else 1,
+            "mpi_launcher": " ".join(cfg.exec.slurm.mpi_launcher) if executor.name == "slurm" else None,
         },
     }
 
@@ -365,11 +460,6 @@ def probe_sandbox(executor: Executor, cfg: Config, workdir: Path) -> dict[str, A
     """
     facts = _declared(executor, cfg)
     facts["probed_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    if executor.name == "slurm":
-        # every command is a queued job: a probe could wait for hours, and a compute node is not
-        # necessarily the one the next job gets
-        facts.update(ok=False, error="not probed: under Slurm every command is a queued job")
-        return facts
     workdir = Path(workdir)
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
@@ -379,7 +469,8 @@ def probe_sandbox(executor: Executor, cfg: Config, workdir: Path) -> dict[str, A
     limits = Limits(
         timeout_s=PROBE_TIMEOUT_S,
         memory_mb=int(cfg.exec.memory_mb),  # what the node's commands get (a JVM checks it at start)
-        cpus=1.0,
+        # under Slurm the cores decide --cpus-per-task: the probe job gets what an experiment's gets
+        cpus=float(cfg.exec.cpus) if executor.name == "slurm" else 1.0,
         output_bytes=PROBE_OUTPUT_BYTES,
         network=bool(cfg.exec.network),
         gpus=tuple(int(g) for g in cfg.exec.gpus),
@@ -408,7 +499,14 @@ def ensure_sandbox_facts(env: dict[str, Any], executor: Executor, cfg: Config, r
     cached = env.get("sandbox")
     if isinstance(cached, dict) and cached.get("key") == sandbox_key(executor, cfg):
         return False
-    env["sandbox"] = probe_sandbox(executor, cfg, Path(run_dir) / PROBE_DIR)
+    workdir = Path(run_dir) / PROBE_DIR
+    if executor.name == "slurm":
+        # as the ``run`` pseudo-node's workspace: the job directory goes where the run's jobs go
+        # (exec.slurm.shared_dir or <run>/slurm, storage the compute nodes see), not to /tmp
+        from ..base.paths import WORKSPACE_DIR, RunPaths
+
+        workdir = RunPaths(Path(run_dir)).node("run").root / WORKSPACE_DIR
+    env["sandbox"] = probe_sandbox(executor, cfg, workdir)
     return True
 
 
@@ -425,6 +523,8 @@ def available_tools(environment: dict[str, Any] | None) -> tuple[set[str], str] 
         if not sandbox.get("ok"):
             return None  # not probed there: the host's list would be a guess
         where = f"the {sandbox.get('backend')} sandbox"
+        if sandbox.get("backend") == "slurm":
+            where = f"the compute node (partition {sandbox.get('partition') or 'default'})"
         if sandbox.get("image"):
             where += f" (image {sandbox['image']})"
         return set(sandbox.get("tools") or {}), where

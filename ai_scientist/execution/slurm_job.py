@@ -77,6 +77,7 @@ def _unsafe(cls: type, spec: dict[str, Any]) -> dict[str, Any]:
 def run_job(job_dir: Path) -> int:
     """Run the spec of ``job_dir``; returns the job's exit code (the command's shell exit code)."""
     from .base import Limits, SandboxError
+    from .hpc_facts import job_module_environ
 
     spec = json.loads((job_dir / SPEC_FILE).read_text(encoding="utf-8"))
     started = time.time()
@@ -100,7 +101,8 @@ def run_job(job_dir: Path) -> int:
                 spec["command"],
                 workspace=workspace,
                 limits=Limits(**limits),
-                env=spec.get("env") or {},
+                # the site's module system reaches the command (hpc_facts.job_module_environ)
+                env={**job_module_environ(dict(os.environ)), **(spec.get("env") or {})},
                 install_dir=Path(spec["install_dir"]) if spec.get("install_dir") else None,
             )
         finally:

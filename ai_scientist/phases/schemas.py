@@ -269,6 +269,9 @@ def validate_code(
             "(e.g. 'gcc -O3 -o prog prog.c'); build.compiler is only checked against the sandbox"
         )
     _check_tools(build, environment, installed)
+    from ..execution.hpc_facts import check_module_loads  # modules the probe listed
+
+    check_module_loads(answer, environment)
     check_build_sources(answer)
     check_run_files(answer)
 
@@ -299,6 +302,7 @@ def _check_tools(
     """A compiler the build names (``build.compiler`` or the first word of a build command) that
     the sandbox probe looked for and did not find is refused, naming what is there instead. A
     name the probe does not look for cannot be judged and passes."""
+    from ..execution.hpc_facts import module_loads
     from ..execution.sandbox_probe import TOOLS, available_tools
 
     found = available_tools(environment)
@@ -308,10 +312,11 @@ def _check_tools(
     present = present | set(installed)
     named = [("build.compiler", str(build.get("compiler") or ""))]
     named += [(f"build.commands[{i}]", str(c)) for i, c in enumerate(build.get("commands") or [])]
+    loads = any(module_loads(str(c)) for c in build.get("commands") or [])  # a module may add it
     for key, text in named:
         words = text.split()
         tool = words[0].rsplit("/", 1)[-1] if words else ""
-        if tool in TOOLS and tool not in present:
+        if tool in TOOLS and tool not in present and not loads:
             there = ", ".join(sorted(t for t in present if t in TOOLS)) or "none"
             raise ValueError(
                 f"{key}: {tool!r} is not installed in {where}; compilers and build tools there: {there}. "

@@ -82,6 +82,7 @@ class Services:
 
     def exec_env(self, node: Node, parent: Node | None, slot: int) -> dict[str, str]:
         """Per-node environment of experiment commands: seed, GPU pinning, inherited installs."""
+        from ..execution.hpc_facts import modules_env
         from ..execution.lineage import inherit_install_state, install_env
 
         env = {"SEED": str(node.seed if node.seed is not None else self.run.cfg.agent.seed)}
@@ -91,6 +92,7 @@ class Services:
         if parent is not None:
             inherit_install_state(paths.node(parent.id).root, paths.node(node.id).root)
         env.update(install_env(paths.node(node.id).root))
+        env.update(modules_env(self.environment))  # BASH_ENV: `module` in every command line
         return env
 
     def write_state(self, node: Node) -> None:
