@@ -21,6 +21,7 @@ from collections import defaultdict
 from typing import NoReturn
 
 import pytest
+from waiting import load_scaled
 
 # name -> what provides it (scripts/setup.sh --with-test-tools installs every one)
 COMPONENTS = {
@@ -197,7 +198,7 @@ def slurm_down() -> str | None:
     if not os.environ.get("SLURM_CONF"):
         return 'no Slurm cluster: SLURM_CONF is not set (eval "$(scripts/slurm_ci.sh start)")'
     try:
-        ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=20)
+        ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=load_scaled(20))
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"no Slurm cluster: scontrol ping failed ({exc})"
     if ping.returncode != 0 or "UP" not in ping.stdout:

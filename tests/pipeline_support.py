@@ -12,6 +12,8 @@ from argparse import Namespace
 from pathlib import Path
 from typing import Any
 
+from waiting import load_scaled
+
 from ai_scientist.cli.commands import execute, setup_run
 from ai_scientist.llm.scripted_backend import ScriptedBackend
 from ai_scientist.testing.scripted import ExampleResponder
@@ -144,7 +146,9 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 def python_has(module: str, python: str = "/usr/bin/python3") -> bool:
     try:
         return (
-            subprocess.run([python, "-c", f"import {module}"], capture_output=True, timeout=30).returncode
+            subprocess.run(
+                [python, "-c", f"import {module}"], capture_output=True, timeout=load_scaled(30)
+            ).returncode
             == 0
         )
     except OSError:

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 from pipeline_support import start_run
+from waiting import load_scaled
 
 from ai_scientist.base.config import load_config
 from ai_scientist.execution.cpu_facts import caches_from_getconf
@@ -184,7 +185,10 @@ def test_commands_run_as_the_layer_says(tmp_path):
     from ai_scientist.phases.execution import run_command
 
     tmp_path.chmod(0o755)
-    cfg = load_config(overrides=["exec.backend=subprocess", "exec.timeout=2.5"])
+    # two commands of 0.6 x the timeout each: together over it, each under it. Scaled with the
+    # load, so a busy machine's slower process starts still fit in the 0.4 x left to each
+    k = load_scaled(1.0)
+    cfg = load_config(overrides=["exec.backend=subprocess", f"exec.timeout={2.5 * k:.2f}"])
     workspace = tmp_path / "workspace"
     exec_dir = tmp_path / "exec"
     exec_dir.mkdir()
@@ -197,14 +201,14 @@ def test_commands_run_as_the_layer_says(tmp_path):
         run=SimpleNamespace(redactor=SimpleNamespace(redact_obj=lambda o: o)),
     )
     first = run_command(
-        ctx, "mkdir -p sub && cd sub && sleep 1.5 && echo a | tr a b > out", phase="t", label="a"
+        ctx, f"mkdir -p sub && cd sub && sleep {1.5 * k:.2f} && echo a | tr a b > out", phase="t", label="a"
     )
-    second = run_command(ctx, "sleep 1.5; pwd", phase="t", label="b")
-    assert first.ok and second.ok  # 3 s in all under a 2.5 s timeout: the limit is per command
+    second = run_command(ctx, f"sleep {1.5 * k:.2f}; pwd", phase="t", label="b")
+    assert first.ok and second.ok  # 3 s in all under a 2.5 s timeout (x k): the limit is per command
     assert first.command[:2] == ["bash", "-c"]
     assert (workspace / "sub" / "out").read_text() == "b\n"  # a pipe, in the working directory
     assert Path(second.stdout.strip()).name == "workspace"  # the cd did not carry over
-    assert run_command(ctx, "sleep 10", phase="t", label="c").killed_by == "timeout"
+    assert run_command(ctx, "sleep 60", phase="t", label="c").killed_by == "timeout"
     text = render_environment({**_host_env(tmp_path), "sandbox": _sandbox(**parse_probe(""))})
     assert (
         "each line by `bash -c` in a new process" in text and "a `cd` or `export` does not carry over" in text

@@ -6,7 +6,7 @@ import threading
 import uuid
 
 import psutil
-from waiting import wait_until
+from waiting import load_scaled, wait_until
 
 from ai_scientist.base.config import load_config
 from ai_scientist.cli.main import main
@@ -28,7 +28,8 @@ def _marked(marker: str) -> list[int]:
 def test_exec_timeout_leaves_no_process_behind(capsys):
     marker = f"aisci_cli_{uuid.uuid4().hex}"
     sleeper = f'python3 -c "import time; time.sleep(300)" {marker}'
-    argv = ["exec", "--backend", "subprocess", "--timeout", "5", "--",
+    # the timeout must not come before the three processes are seen: longer on a busy machine
+    argv = ["exec", "--backend", "subprocess", "--timeout", f"{load_scaled(5):.0f}", "--",
             "bash", "-c", f"({sleeper}) & {sleeper} & wait", marker]  # fmt: skip
     box: dict[str, int] = {}
     runner = threading.Thread(target=lambda: box.update(code=main(argv)))

@@ -9,6 +9,7 @@ so, the next command still runs), and that both ways of forking give the same re
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -17,7 +18,6 @@ import sys
 import tempfile
 import textwrap
 import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -63,14 +63,8 @@ def _marked(marker: str) -> list[psutil.Process]:
     return [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
 
 
-def _wait_for(marker: str, timeout: float = 30.0) -> psutil.Process:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = _marked(marker)
-        if found:
-            return found[0]
-        time.sleep(0.02)
-    raise AssertionError(f"no process with {marker} appeared")
+def _wait_for(marker: str) -> psutil.Process:
+    return wait_until(lambda: _marked(marker), f"a process with {marker} appeared")[0]
 
 
 @pytest.mark.parametrize("backend", ["subprocess", "bwrap"])
@@ -78,18 +72,21 @@ def test_commands_are_forked_by_the_clean_server(workspace, backend):
     ex = _executor(backend)
     marker = f"aisci_marker_{uuid.uuid4().hex}"
     box: dict = {}
+    # the command runs until the test has looked at it (a fixed sleep could end first under load)
+    held = "import os, time\nwhile not os.path.exists('GO'): time.sleep(0.02)"
     t = threading.Thread(
-        target=lambda: box.update(
-            r=ex.run(["python3", "-c", "import time; time.sleep(1)", marker], workspace=workspace, limits=LIM)
-        )
+        target=lambda: box.update(r=ex.run(["python3", "-c", held, marker], workspace=workspace, limits=LIM))
     )
     t.start()
-    command = _wait_for(marker)
-    server = _server()
-    # the command (or bwrap in front of it) descends from the server, not from this process
-    chain = [command, *command.parents()]
-    assert server.pid in [p.pid for p in chain], [p.pid for p in chain]
-    assert chain[chain.index(next(p for p in chain if p.pid == server.pid)) - 1].ppid() == server.pid
+    try:
+        command = _wait_for(marker)
+        server = _server()
+        # the command (or bwrap in front of it) descends from the server, not from this process
+        chain = [command, *command.parents()]
+        assert server.pid in [p.pid for p in chain], [p.pid for p in chain]
+        assert chain[chain.index(next(p for p in chain if p.pid == server.pid)) - 1].ppid() == server.pid
+    finally:
+        (workspace / "GO").touch()
     t.join()
     assert box["r"].ok, box["r"].summary()
     assert box["r"].extra["forked_by"] == "fork_server"  # recorded with the result
@@ -108,7 +105,9 @@ def test_every_command_is_reaped_also_after_kills(workspace):
     lim = Limits(timeout_s=1, memory_mb=256, pids=64)
     ok = ex.run(["sh", "-c", "echo fine"], workspace=workspace, limits=LIM)
     slow = ex.run(["sh", "-c", "sleep 30"], workspace=workspace, limits=lim)
-    flood = ex.run(["python3", "-c", "print('x' * 10**8)"], workspace=workspace, limits=lim)
+    # the flood's limit is its output, not the clock: under load python's start alone can take 1 s
+    flood_lim = Limits(timeout_s=30, memory_mb=256, pids=64)
+    flood = ex.run(["python3", "-c", "print('x' * 10**8)"], workspace=workspace, limits=flood_lim)
     assert ok.stdout == "fine\n" and slow.killed_by == "timeout" and flood.killed_by == "output", (
         ok.summary(),
         slow.summary(),
@@ -269,22 +268,26 @@ ORCHESTRATOR = textwrap.dedent(
 def test_a_kill_9d_orchestrator_takes_the_server_and_its_commands(workspace):
     marker = f"aisci_marker_{uuid.uuid4().hex}"
     orch = subprocess.Popen([sys.executable, "-c", ORCHESTRATOR, str(workspace), marker])
-    deadline = time.monotonic() + 60
-    while not (workspace / "STARTED").exists():
-        assert orch.poll() is None and time.monotonic() < deadline, "the command never started"
-        time.sleep(0.05)
+    wait_until(lambda: (workspace / "STARTED").exists() or orch.poll() is not None, "the command started", 60)
+    assert orch.poll() is None, "the orchestrator ended before its command started"
     server = int((workspace / "SERVER").read_text())
     assert psutil.Process(server).ppid() == orch.pid
     orch.send_signal(signal.SIGKILL)
     orch.wait()
-    deadline = time.monotonic() + 5
-    while (_marked(marker) or psutil.pid_exists(server)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    left = _marked(marker)
-    for p in left:
-        p.kill()
-    alive = psutil.pid_exists(server) and psutil.Process(server).status() != psutil.STATUS_ZOMBIE
-    assert left == [] and not alive, "the command or the fork server outlived the kill -9'd orchestrator"
+
+    def gone() -> bool:
+        try:
+            alive = psutil.Process(server).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            alive = False
+        return not _marked(marker) and not alive
+
+    try:  # the server and its command die of the orchestrator's death (a signal, then a reap)
+        wait_until(gone, "the command and the fork server ended with the kill -9'd orchestrator", 5)
+    finally:
+        for p in _marked(marker):  # they are no longer this test's children: the cleanup cannot see them
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.kill()
 
 
 def test_the_spec_the_server_receives_is_the_one_the_backend_built(workspace):

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 from components import bwrap_or_skip, docker_or_skip
-from waiting import wait_until
+from waiting import load_scaled, wait_until
 
 from ai_scientist.execution.base import Limits
 
@@ -70,8 +70,9 @@ def marker():
 
 
 def survivors(marker: str, wait_s: float = 5.0) -> list[int]:
-    """Pids whose command line carries the marker, after waiting up to ``wait_s`` for them to go."""
-    deadline = time.monotonic() + wait_s
+    """Pids whose command line carries the marker, after waiting up to ``wait_s`` (scaled with the
+    machine's load: a kill lands later on a busy machine) for them to go."""
+    deadline = time.monotonic() + load_scaled(wait_s)
     while True:
         found = []
         for p in psutil.process_iter(["cmdline", "status"]):

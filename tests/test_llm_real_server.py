@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from components import llama_missing, needs
 from pipeline_support import FAST, IDEA, ONE_REAL_NODE
+from waiting import load_scaled
 
 from ai_scientist.llm.negotiation import NEGOTIATION_FILE, grammar_form
 from ai_scientist.llm.structured import AnswerError, parse_answer, validate_answer
@@ -113,7 +114,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory):
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + load_scaled(120)
         while True:
             try:
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)

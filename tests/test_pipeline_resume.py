@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 from pipeline_support import events, journal_nodes
-from waiting import wait_until
+from waiting import load_scaled, wait_until
 
 from ai_scientist.treesearch.journal import Journal
 
@@ -33,7 +33,7 @@ def _start(tmp_path: Path, *extra: str, env: dict | None = None) -> tuple[subpro
 
 
 def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
-    deadline = time.time() + timeout
+    deadline = time.time() + load_scaled(timeout)
     while not path.exists():
         if proc.poll() is not None:
             raise AssertionError(f"run ended before {path} appeared: {proc.stderr.read()[-2000:]}")
@@ -108,7 +108,7 @@ def _resume_and_check(run_dir: Path, tmp_path: Path) -> None:
 
 def _kill(proc: subprocess.Popen) -> None:
     os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    proc.wait(timeout=load_scaled(30))
 
 
 @pytest.mark.slow
@@ -126,11 +126,10 @@ def test_kill_during_llm_call(tmp_path):
 def test_kill_during_execution(tmp_path):
     proc, run_dir = _start(tmp_path, "--slow", "n0002", "20")
     _wait_for(run_dir / "nodes" / "n0002" / "workspace" / "STARTED", proc)
+    # the running experiment is seen (its cwd is its workspace), so its absence below means it is gone
+    wait_until(lambda: _survivors(run_dir / "nodes" / "n0002"), "the experiment is seen running", 30)
     _kill(proc)
-    deadline = time.time() + 5
-    while _survivors(tmp_path) and time.time() < deadline:
-        time.sleep(0.1)
-    assert not _survivors(tmp_path), "the experiment outlived the killed orchestrator"
+    wait_until(lambda: not _survivors(tmp_path), "the experiment ended with the killed orchestrator", 5)
     _resume_and_check(run_dir, tmp_path)
 
 

@@ -10,12 +10,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from pipeline_support import events, journal_nodes, run_args, start_run
-from waiting import load_scaled
+from waiting import load_scaled, wait_until
 
 from ai_scientist.base.errors import EXIT_OK, EXIT_STOPPED, DiskFull, disk_full_from
 from ai_scientist.base.runlock import RunLock, RunLocked
@@ -101,10 +100,8 @@ def _run_hung_in_llm_call(tmp_path: Path, *overrides: str) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.time() + 180
-    while not marker.exists():
-        assert proc.poll() is None and time.time() < deadline, proc.stderr.read()[-2000:]
-        time.sleep(0.05)
+    wait_until(lambda: marker.exists() or proc.poll() is not None, "the run reached n0005's LLM call", 180)
+    assert proc.poll() is None, proc.stderr.read()[-2000:]
     return proc
 
 
@@ -123,7 +120,13 @@ def test_two_resumes_at_once_one_wins_journal_intact(tmp_path: Path) -> None:
         )
         for _ in range(2)
     ]
-    outs = [(p.wait(timeout=300), p.stderr.read()) for p in resumes]
+
+    def ended(p: subprocess.Popen) -> tuple[int, str]:
+        # communicate, not wait: a resume blocked on a full stderr pipe would never end
+        err = p.communicate(timeout=load_scaled(300))[1]
+        return p.returncode, err
+
+    outs = [ended(p) for p in resumes]
     codes = sorted(code for code, _ in outs)
     assert codes == [0, 2], outs
     loser = next(err for code, err in outs if code == 2)

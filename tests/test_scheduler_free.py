@@ -23,6 +23,7 @@ from pipeline_support import (
     tree,
 )
 from test_pipeline_resume import DRIVER, _kill, _resume_and_check
+from waiting import load_scaled
 
 from ai_scientist.base.fileio import read_jsonl
 from ai_scientist.cli.main import main
@@ -128,7 +129,7 @@ def test_kill_at_a_random_moment_of_a_free_running_run(tmp_path, seed):
         text=True,
     )
     run_dir = tmp_path / "experiments" / "run"
-    deadline = time.time() + 120
+    deadline = time.time() + load_scaled(120)
     while True:
         n = (
             len((run_dir / "events.jsonl").read_text().splitlines())
@@ -216,7 +217,7 @@ def test_replay_of_a_killed_and_resumed_free_run(tmp_path, capsys):
     )
     src = tmp_path / "experiments" / "run"
     started = src / "nodes" / "n0003" / "workspace" / "STARTED"  # n0003's slow experiment is running
-    deadline = time.time() + 120
+    deadline = time.time() + load_scaled(120)
     while not started.exists():
         assert proc.poll() is None, proc.stderr.read()[-2000:]
         assert time.time() < deadline, "n0003 never started"

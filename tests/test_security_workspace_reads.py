@@ -11,6 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from waiting import load_scaled
 
 from ai_scientist.base.fileio import read_file_inside, regular_file_inside
 from ai_scientist.phases.phase234 import MAX_METRICS_BYTES, read_metrics
@@ -59,7 +60,7 @@ def _read_metrics_with(ws: Path, target: str | None, data: bytes | None = None):
     t = threading.Thread(target=lambda: result.append(read_metrics(SimpleNamespace(workspace=ws), [])))
     t.daemon = True
     t.start()
-    t.join(20)
+    t.join(load_scaled(20))
     assert result, "read_metrics hung (a FIFO or device was opened)"
     metrics.unlink()
     return result[0]

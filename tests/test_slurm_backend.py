@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import slurm_fake
+from waiting import load_scaled
 
 from ai_scientist.base.config import load_config
 from ai_scientist.execution.base import Limits, SandboxError
@@ -44,7 +45,7 @@ def node_ws(tmp_path: Path, node: str = "n0001") -> Path:
 
 
 def wait_for(pred, timeout=20.0):
-    deadline = time.time() + timeout
+    deadline = time.time() + load_scaled(timeout)
     while not pred():
         assert time.time() < deadline, "condition never became true"
         time.sleep(0.02)
@@ -169,7 +170,7 @@ def test_purged_job_without_exit_file_is_lost(fake, tmp_path):
     t, box = in_thread(lambda: ex.run(["true"], workspace=node_ws(tmp_path), limits=Limits(timeout_s=30)))
     wait_for(lambda: ex.in_flight())
     slurm_fake.purge(state, ex.in_flight()[0])
-    t.join(20)
+    t.join(load_scaled(20))
     res = box["result"]
     assert res.exit_code is None and "lost" in res.reason and "left the queue" in res.reason
 
@@ -202,7 +203,7 @@ def test_one_squeue_per_poll_for_all_jobs_in_flight(fake, tmp_path):
         slurm_fake.set_job(state, job_id, state="COMPLETED")
     outs = []
     for t, box in threads:
-        t.join(30)
+        t.join(load_scaled(30))
         outs.append(box["result"].stdout)
     assert sorted(outs) == [f"job{i}\n" for i in range(1, 5)]
 
@@ -223,7 +224,7 @@ def test_reattach_after_crash_does_not_resubmit(fake, tmp_path):
     jdir = second._jobs[job_id].dir
     subprocess.run(["bash", str(jdir / "job.sh")], cwd=jdir, capture_output=True, check=False)
     slurm_fake.set_job(state, job_id, state="COMPLETED")
-    t2.join(30)
+    t2.join(load_scaled(30))
     res = box2["result"]
     assert res.ok and res.stdout == "once\n" and res.extra["job_id"] == job_id and res.extra["reattached"]
     # a finished job is read back as well, and a crash between sbatch and job_id is found by name

@@ -93,12 +93,12 @@ def test_job_cancelled_by_hand(tmp_path):
         target=lambda: box.update(r=ex.run(["sleep", "60"], workspace=node_ws(tmp_path))), daemon=True
     )
     t.start()
-    deadline = time.time() + 30
+    deadline = time.time() + load_scaled(30)
     while not ex.in_flight():
         assert time.time() < deadline
         time.sleep(0.05)
     subprocess.run(["scancel", ex.in_flight()[0]], check=True)
-    t.join(60)
+    t.join(load_scaled(60))
     res = box["r"]
     assert res.killed_by == "signal" and "cancelled" in res.reason and res.extra["slurm_state"] == "CANCELLED"
 
@@ -152,7 +152,7 @@ def _driver(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, Path]:
 
 def _wait_for_job(tmp_path: Path, node: str, proc: subprocess.Popen) -> str:
     """The id of the running job of ``node`` whose experiment has started (``--slow`` marker)."""
-    deadline = time.time() + 180
+    deadline = time.time() + load_scaled(180)
     marker = tmp_path / "experiments" / "run" / "nodes" / node / "workspace" / "STARTED"
     while time.time() < deadline:
         if proc.poll() is not None:
@@ -256,7 +256,7 @@ def test_job_purged_before_its_exit_file_was_read_is_lost(tmp_path):
     ws = node_ws(tmp_path)
     sets = [*SLURM_RUN, f"exec.slurm.shared_dir={tmp_path / 'shared'}"]
     proc = subprocess.Popen([sys.executable, "-c", SUBMIT_AND_DIE, str(ws), *sets])
-    deadline = time.time() + 60
+    deadline = time.time() + load_scaled(60)
     while not list((tmp_path / "shared").glob("run1/n0001/*/job_id")):
         assert time.time() < deadline and proc.poll() is None
         time.sleep(0.05)
@@ -264,7 +264,7 @@ def test_job_purged_before_its_exit_file_was_read_is_lost(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)  # the orchestrator dies; nobody reads the job's end
     proc.wait(timeout=30)
     subprocess.run(["scancel", job], check=True)
-    deadline = time.time() + 180  # MinJobAge plus the controller's purge interval (60 s)
+    deadline = time.time() + load_scaled(180)  # MinJobAge plus the controller's purge interval (60 s)
     while subprocess.run(["squeue", "--noheader", "--states=all", "-o", "%i", "-j", job], capture_output=True,
                          text=True).stdout.strip():  # fmt: skip
         assert time.time() < deadline, "the controller never purged the job"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from waiting import load_scaled
 
 HERE = Path(__file__).parent
 INNER = """
@@ -42,8 +43,8 @@ def _inner_session(work: Path, *extra: str) -> list[psutil.Process]:
             "-q",
             "-p",
             "no:cacheprovider",
-            "-o",
-            "timeout=5",
+            "-o",  # long enough for the tree to start on a busy machine before the timeout hits
+            f"timeout={load_scaled(5):.0f}",
             *extra,
             "test_inner.py",
         ],
@@ -64,7 +65,7 @@ def _inner_session(work: Path, *extra: str) -> list[psutil.Process]:
 
 @pytest.mark.timeout(300)
 def test_a_timed_out_test_leaves_no_process_behind(tmp_path):
-    for name in ("conftest.py", "components.py"):
+    for name in ("conftest.py", "components.py", "waiting.py"):
         shutil.copy(HERE / name, tmp_path / name)
     assert _inner_session(tmp_path) == []
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from components import needs_llama
 from pipeline_support import random_seeds, say_seed
+from waiting import load_scaled
 
 ROOT = Path(__file__).resolve().parents[1]
 IDEA = ROOT / "examples" / "label_noise" / "idea.md"
@@ -63,7 +64,7 @@ def _interrupt_once(argv: list[str], run: Path, delay: float) -> tuple[int | str
         # a suite started in the background of a shell inherits SIGINT ignored: the CLI must not
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + load_scaled(180)
     while _stages_started(run) <= before:
         if proc.poll() is not None:
             return proc.returncode, "ended before the search started: " + proc.communicate()[1][-3000:]

@@ -95,7 +95,7 @@ def _drive(*argv: str) -> subprocess.Popen:
 
 
 def _wait(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
-    deadline = time.time() + timeout
+    deadline = time.time() + load_scaled(timeout)
     while not path.exists():
         assert proc.poll() is None, f"ended before {path.name}: {proc.stderr.read()[-2000:]}"
         assert time.time() < deadline, f"{path} never appeared"
