@@ -118,11 +118,21 @@ def test_a_node_that_changes_the_protocol_is_kept_out_of_the_ranking(tmp_path, c
         if r["phase"] == "phase2" and r["node_id"] in nodes and nodes[r["node_id"]]["stage"] >= stage
     ]
     assert later
+    carried_checked = 0
     for rec in later:
         layer = next(e for e in rec["ledger"] if e["layer"] == "evaluation_protocol")
         assert layer["action"] != "dropped", rec["call_id"]
         content = "\n".join(m["content"] for m in rec["messages"] if isinstance(m["content"], str))
         assert "NOISE = 0.2" in content and "Keep this protocol" in content
+        # a later stage's protocol is the one of the node it starts from, and says so
+        rec_stage = nodes[rec["node_id"]]["stage"]
+        start = next(e for e in evs if e["type"] == "stage_started" and e["stage"] == rec_stage)
+        origin = next(e for e in evs if e["type"] == "eval_protocol" and e["stage"] == rec_stage)["node_id"]
+        if rec_stage > 1 and origin == start["carried_id"]:
+            assert f"protocol of the node it starts from ({origin}, the previous stage's best)" in content
+            assert "first working node" not in content
+            carried_checked += 1
+    assert carried_checked, "no later-stage prompt under its start node's protocol"
 
     # a later draft writes its program from nothing: it gets the reference node's code to copy the
     # data and evaluation from (its first lines at least), the others (children) have their parent's

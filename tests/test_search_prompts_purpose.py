@@ -25,6 +25,7 @@ from ai_scientist.base.config import Config
 from ai_scientist.base.paths import CODE_FILE, RunPaths
 from ai_scientist.base.templates import render
 from ai_scientist.phases.parameters import code_parameters
+from ai_scientist.runloop.protocol import is_protocol_parameter
 from ai_scientist.testing.scripted import ExampleResponder
 from ai_scientist.treesearch.journal import Journal
 from ai_scientist.treesearch.node import Metric
@@ -142,6 +143,14 @@ def test_the_idea_proposer_sees_the_codes_parameters_and_the_stage_budget(run):
             assert f"{name} = {value}" in brief, f"{name} missing from\n{brief}"
         for name in envs:
             assert f"{name} (environment variable" in brief
+        # the data / noise / seed knobs are marked as the evaluation protocol, the method's are not
+        marked = set()
+        for name in [*constants, *envs]:
+            line = next(ln for ln in brief.splitlines() if ln.startswith(f"- {name} "))
+            if "evaluation protocol: keep" in line:
+                marked.add(name)
+        assert marked == {n for n in [*constants, *envs] if is_protocol_parameter(n)}
+        assert marked and marked != {*constants, *envs}
         stage = int(r["stage"].removeprefix("stage"))
         assert f"agent.stages.stage{stage}_max_iters" in brief
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 ENTRY_CHARS = 120
@@ -73,11 +74,14 @@ def _clip(text: str, limit: int) -> str:
     return one if len(one) <= limit else one[: limit - 3] + "..."
 
 
-def code_parameters(files: dict[str, str], limit: int = LIMIT) -> list[str]:
+def code_parameters(
+    files: dict[str, str], limit: int = LIMIT, note: Callable[[Parameter], str] | None = None
+) -> list[str]:
     """One line per parameter the ``files`` (path -> text) expose, in file order, each name once;
-    at most ``limit`` lines, the last saying how many more were found."""
+    at most ``limit`` lines, the last saying how many more were found. ``note`` adds a remark to
+    a parameter's line (e.g. that it belongs to the evaluation protocol), "" for none."""
     found = parameters(files)
-    lines = [p.line() for p in found[:limit]]
+    lines = [p.line() + (f" — {n}" if note and (n := note(p)) else "") for p in found[:limit]]
     if len(found) > limit:
         lines.append(f"... {len(found) - limit} more parameters not listed")
     return lines

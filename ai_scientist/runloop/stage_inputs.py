@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import CODE_FILE, PLAN_FILE, STAGE_INPUTS_FILE, RunPaths
 from ..phases.edits import text_files
-from ..phases.parameters import code_parameters
+from ..phases.parameters import Parameter, code_parameters
 from ..treesearch.tried import (
     ablation_plan,
     design_text,
@@ -39,7 +39,7 @@ from ..treesearch.tried import (
     tried_table,
     untried,
 )
-from .protocol import node_answer
+from .protocol import is_protocol_parameter, node_answer
 from .stage_summary import summaries_text
 
 # a later draft's copy of the protocol node's code (the data generation and evaluation to reuse)
@@ -86,7 +86,12 @@ def compute_stage_inputs(run: Run, view: JournalView, node: Node, state: StageSt
 def protocol_value(state: StageState | None, stage: int) -> dict[str, Any] | None:
     """The ``evaluation_protocol`` layer's value: the protocol ``stage``'s first working node fixed
     (:mod:`.protocol`), None before one has (a stage's first drafts)."""
-    return state.protocol if state is not None and state.stage == stage else None
+    if state is None or state.stage != stage or not state.protocol:
+        return None
+    if state.carried_id and state.protocol.get("node_id") == state.carried_id:
+        # stages 2-4: the node the stage starts from, not a "first working node" of its own
+        return {**state.protocol, "carried": True}
+    return state.protocol
 
 
 def reference_code(files: dict[str, str], limit: int = REFERENCE_CODE_CHARS) -> str:
@@ -150,7 +155,9 @@ def proposal_inputs(
     values: dict[str, Any] = {
         "kind": kind,
         "best_summary": f"{parent.id}: {parent.summary} ({metrics_text(parent, limit=BEST_METRICS_CHARS)})",
-        "code_parameters": code_parameters(text_files(answer)),
+        # the data / split / size / noise / seed knobs are marked: a tuning or an ablation that
+        # changes one makes its node incomparable (a relay run's proposer could not tell them apart)
+        "code_parameters": code_parameters(text_files(answer), note=_protocol_note),
         "iterations_left": iterations_left(run, view, state.stage),
         "stage_max_iters_key": f"agent.stages.stage{state.stage}_max_iters",
         "planned_left": len(untried(view, state.stage, state.ideas)),
@@ -167,6 +174,12 @@ def proposal_inputs(
         values["idea_ablations"] = idea_ablations(run.idea)
         values["measured_ablations"] = measured_ablations(parent)
     return values
+
+
+def _protocol_note(p: Parameter) -> str:
+    if p.kind != "argv" and is_protocol_parameter(p.name):
+        return "evaluation protocol: keep (a change makes the node not comparable)"
+    return ""
 
 
 def idea_ablations(idea: Any, limit: int = IDEA_ABLATION_CHARS) -> str:
