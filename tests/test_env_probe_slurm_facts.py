@@ -223,3 +223,31 @@ def test_the_host_probe_reads_numa_from_sys_and_finds_a_module_system(tmp_path, 
     assert found["available"] == sorted(m for m in listed if not m.endswith(":"))
     assert found["init"] == str(FAKE_MODULES / "init" / "bash")
     assert set(TOOLS) >= {"mpiexec", "srun"}
+
+
+def test_the_probe_script_reads_mpich_and_skips_a_wrapper_with_no_compiler(tmp_path):
+    # the shell script itself, on a PATH of fake tools: MPICH's version is on its third line, and
+    # Open MPI's mpifort without gfortran prints a banner and compiles nothing
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fakes = {
+        "mpirun": "printf 'HYDRA build details:\\n    Version:    4.0.2\\n    Release Date: x\\n'",
+        "mpifort": "printf -- '-----\\nNo underlying compiler was specified in the wrapper compiler data file\\n'",
+        "mpicc": "echo 'gcc (fake) 12.2.0'",
+    }
+    for name, body in fakes.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    (tmp_path / "probe.sh").write_text(PROBE_SH)
+    out = subprocess.run(
+        ["/bin/sh", "probe.sh", "/nonexistent/python", *TOOLS],
+        cwd=tmp_path,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    facts = parse_probe(out)
+    assert "mpifort" not in facts["tools"] and facts["tools"]["mpicc"] == "gcc (fake) 12.2.0"
+    assert facts["mpi"]["implementation"] == "MPICH 4.0.2"
+    assert facts["mpi"]["launchers"][0] == "mpirun" and "mpicc" in facts["mpi"]["wrappers"]

@@ -102,7 +102,9 @@ for t in "$@"; do
     v=$($T "$p" $f 2>&1 </dev/null | grep -v '^[[:space:]]*$' | head -n 3 | tr '\n\t' '  ')
   elif [ "$t" = srun ]; then  # no version without a reachable slurm.conf: then srun cannot launch either
     v=$($T "$p" $f 2>/dev/null </dev/null | head -n 1); [ -n "$v" ] || continue
-  else v=$($T "$p" $f 2>&1 </dev/null | head -n 1); fi
+  else v=$($T "$p" $f 2>&1 </dev/null | grep -m 1 '[[:alnum:]]'); fi  # past a banner of dashes
+  case "$v" in "No underlying compiler"* | *"unable to find the specified compiler"*) continue ;; esac  # an MPI
+  # wrapper with no compiler under it (Open MPI's mpifort without gfortran) compiles nothing
   printf 'tool\t%s\t%s\t%s\n' "$t" "$p" "$v"
 done
 printf 'ulimit_v\t%s\n' "$(ulimit -v 2>/dev/null)"
