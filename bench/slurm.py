@@ -1,14 +1,19 @@
 """Slurm backend on the local single-node cluster: per-command overhead and throughput.
 
     eval "$(scripts/slurm_ci.sh start)"
-    python bench/slurm.py [--n 10] [--jobs 12] [--write docs/benchmarks.md]
+    python bench/slurm.py [--n 20] [--jobs 12] [--write docs/benchmarks.md] [--json FILE]
 
 Measured in the same run, with the same inner sandbox (subprocess) and the same
 command (``/usr/bin/python3 -c pass``):
 
 - per-command latency through the subprocess backend, then through the slurm
   backend one job at a time (sbatch -> scheduled -> in-job runner -> exit file
-  -> poll); overhead = slurm median - subprocess median, and the ratio;
+  -> seen), alternating with a bare ``sbatch --wrap true`` waited for to
+  COMPLETED (Slurm's own floor), so both see the same controller and load; the
+  ratio slurm / bare is the backend's per-command overhead over that floor;
+- where a backend command's time goes, from its job directory: submission to
+  the runner's start (Slurm: scheduling, launch), the runner (interpreter,
+  inner sandbox set-up, the command, the exit file), exit file to returned;
 - throughput: ``--jobs`` commands of 0.5 s each (``sleep 0.5``) submitted by 1, 2
   and 4 threads (jobs in flight), commands per second and the speed-up over 1.
 
@@ -18,6 +23,7 @@ command (``/usr/bin/python3 -c pass``):
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import re
@@ -55,38 +61,61 @@ def latency(executor, root: Path, n: int) -> list[float]:
     return out
 
 
-def bare_sbatch(n: int, root: Path) -> list[float]:
+def slurm_once(executor, ws: Path) -> tuple[float, dict[str, float]]:
+    """One command through the slurm backend: (seconds, where they went)."""
+    t0, p0 = time.time(), time.perf_counter()
+    r = executor.run([PY, "-c", "pass"], workspace=ws, limits=LIM)
+    wall, t1 = time.perf_counter() - p0, time.time()
+    if not r.ok:
+        raise RuntimeError(f"slurm: {r.summary()} {r.stderr[-300:]}")
+    jdir = Path(r.extra["job_dir"])
+    record = json.loads((jdir / "exit.json").read_text())
+    exit_at = (jdir / "exit.json").stat().st_mtime
+    parts = {
+        "submit": (jdir / "job_id").stat().st_mtime - t0,  # spec + job.sh written, sbatch answered
+        "to_runner": record["started"] - (jdir / "job_id").stat().st_mtime,  # Slurm + interpreter start
+        "runner": exit_at - record["started"],  # inner sandbox set-up, the command, exit.json
+        "command": r.duration_s,
+        "seen": t1 - exit_at,  # exit file written -> run() returned
+    }
+    return wall, parts
+
+
+def bare_once(root: Path) -> float:
     """``sbatch --wrap true`` to COMPLETED, polled every 50 ms: Slurm's own share of a job."""
-    out = []
-    for _ in range(n):
-        t = time.perf_counter()
-        job = subprocess.run(
-            [
-                "sbatch",
-                "--parsable",
-                "--export=NONE",
-                "-o",
-                "/dev/null",
-                "--chdir",
-                str(root),
-                "--wrap",
-                "true",
-            ],
+    t = time.perf_counter()
+    job = subprocess.run(
+        ["sbatch", "--parsable", "--export=NONE", "-o", "/dev/null", "--chdir", str(root), "--wrap", "true"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    while True:
+        state = subprocess.run(
+            ["squeue", "--noheader", "--states=all", "-o", "%T", "--jobs", job],
             capture_output=True,
             text=True,
-            check=True,
         ).stdout.strip()
-        while True:
-            state = subprocess.run(
-                ["squeue", "--noheader", "--states=all", "-o", "%T", "--jobs", job],
-                capture_output=True,
-                text=True,
-            ).stdout.strip()
-            if state and state not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING"):
-                break
-            time.sleep(0.05)
-        out.append(time.perf_counter() - t)
-    return out
+        if state and state not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING"):
+            break
+        time.sleep(0.05)
+    return time.perf_counter() - t
+
+
+def slurm_vs_bare(executor, root: Path, n: int) -> tuple[list[float], list[float], list[dict[str, float]]]:
+    """``n`` backend commands and ``n`` bare jobs, alternating (which goes first alternates too)."""
+    slurm_once(executor, _ws(root, 0))  # warm-up: the poller thread, the file system
+    bare_once(root)
+    sl, bare, parts = [], [], []
+    for i in range(n):
+        for which in ("slurm", "bare") if i % 2 == 0 else ("bare", "slurm"):
+            if which == "bare":
+                bare.append(bare_once(root))
+            else:
+                wall, p = slurm_once(executor, _ws(root, 1 + i))
+                sl.append(wall)
+                parts.append(p)
+    return sl, bare, parts
 
 
 def throughput(executor, root: Path, jobs: int, in_flight: int, offset: int) -> float:
@@ -124,10 +153,14 @@ def _stats(samples: list[float]) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=10)
+    ap.add_argument("--n", type=int, default=20)
     ap.add_argument("--jobs", type=int, default=12)
-    ap.add_argument("--poll", type=float, default=0.2, help="exec.slurm.poll_interval_s")
+    ap.add_argument(
+        "--poll", type=float, default=None, help="exec.slurm.poll_interval_s (default: the config's)"
+    )
     ap.add_argument("--write", default=None, help="benchmarks page to update (Slurm section only)")
+    ap.add_argument("--json", default=None, help="also write the figures (and every sample) to this file")
+    ap.add_argument("--set", action="append", default=[], help="config override KEY=VALUE (repeatable)")
     ap.add_argument(
         "--smoke",
         action="store_true",
@@ -140,16 +173,18 @@ def main() -> None:
         sys.exit('no Slurm cluster answers; start one: eval "$(scripts/slurm_ci.sh start)"')
     root = Path(tempfile.mkdtemp(prefix="ai-sci-bench-slurm-", dir="/tmp"))
     root.chmod(0o755)
-    cfg = load_config(
-        overrides=[f"exec.slurm.shared_dir={root / 'shared'}", f"exec.slurm.poll_interval_s={args.poll}"]
-    )
+    sets = [f"exec.slurm.shared_dir={root / 'shared'}"]
+    if args.poll is not None:
+        sets.append(f"exec.slurm.poll_interval_s={args.poll}")
+    sets += args.set
+    cfg = load_config(overrides=sets)
+    args.poll = cfg.exec.slurm.poll_interval_s
     sub = make_executor(cfg, "subprocess")
     slurm = make_executor(cfg, "slurm")
     t0 = time.perf_counter()
     try:
-        sub_med, sub_p90 = _stats(latency(sub, root / "sub", args.n))
-        sl_med, sl_p90 = _stats(latency(slurm, root / "slurm", args.n))
-        bare_med, bare_p90 = _stats(bare_sbatch(args.n, root))
+        sub_s = latency(sub, root / "sub", args.n)
+        sl_s, bare_s, parts = slurm_vs_bare(slurm, root / "slurm", args.n)
         sub_tp = throughput(sub, root / "subtp", args.jobs, 1, 0)
         in_flight = (1, 2) if args.smoke else (1, 2, 4)
         rates = {k: throughput(slurm, root / f"tp{k}", args.jobs, k, 0) for k in in_flight}
@@ -159,14 +194,30 @@ def main() -> None:
         slurm.close()
         sub.close()
         shutil.rmtree(root, ignore_errors=True)
-    lat = {"sub": (sub_med, sub_p90), "slurm": (sl_med, sl_p90), "bare": (bare_med, bare_p90)}
-    text = render(args, lat, sub_tp, rates, sbatch, squeue, time.perf_counter() - t0)
+    lat = {"sub": _stats(sub_s), "slurm": _stats(sl_s), "bare": _stats(bare_s)}
+    where = {k: statistics.median(p[k] for p in parts) * 1000 for k in parts[0]}
+    text = render(args, lat, where, sub_tp, rates, sbatch, squeue, time.perf_counter() - t0)
     print(text)
     if args.write:
         write_section(Path(args.write), text)
+    if args.json:
+        figures = {
+            "command": " ".join(["python", "bench/slurm.py", *sys.argv[1:]]),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "load_avg_end": os.getloadavg()[0],
+            "poll_interval_s": args.poll,
+            "median_ms": {k: round(v[0], 1) for k, v in lat.items()},
+            "p90_ms": {k: round(v[1], 1) for k, v in lat.items()},
+            "slurm_over_bare": round(lat["slurm"][0] / lat["bare"][0], 3),
+            "slurm_parts_median_ms": {k: round(v, 1) for k, v in where.items()},
+            "samples_s": {"subprocess": sub_s, "slurm": sl_s, "bare": bare_s, "slurm_parts": parts},
+            "throughput_per_s": {"subprocess_1": sub_tp, **{f"slurm_{k}": r for k, r in rates.items()}},
+            "calls": {"sbatch": sbatch, "squeue": squeue},
+        }
+        Path(args.json).write_text(json.dumps(figures, indent=1) + "\n")
 
 
-def render(args, lat, sub_tp, rates, sbatch, squeue, wall) -> str:
+def render(args, lat, where, sub_tp, rates, sbatch, squeue, wall) -> str:
     sub, sl, bare = lat["sub"], lat["slurm"], lat["bare"]
     load = os.getloadavg()[0]
     version = subprocess.run(["sbatch", "--version"], capture_output=True, text=True).stdout.strip()
@@ -175,11 +226,12 @@ def render(args, lat, sub_tp, rates, sbatch, squeue, wall) -> str:
         "",
         f"`python bench/slurm.py --n {args.n} --jobs {args.jobs}` on the local single-node cluster of "
         f"`scripts/slurm_ci.sh` ({version}, {platform.machine()}, {os.cpu_count()} CPU(s), partition "
-        f"oversubscribed 4x, `exec.slurm.poll_interval_s={args.poll}`, inner sandbox subprocess); "
+        f"oversubscribed 4x, `exec.slurm.poll_interval_s={args.poll:g}`, inner sandbox subprocess); "
         f"{wall:.0f} s for everything, all in the same process; load average {load:.1f} at the end "
         "(the machine is shared).",
         "",
-        f"Per command (`{PY} -c pass`, {args.n} runs each after one warm-up, one at a time):",
+        f"Per command (`{PY} -c pass`, {args.n} runs each after one warm-up, one at a time; the slurm "
+        "backend and the bare job alternate):",
         "",
         "| backend | median ms | p90 ms | x subprocess |",
         "|---|---|---|---|",
@@ -188,10 +240,12 @@ def render(args, lat, sub_tp, rates, sbatch, squeue, wall) -> str:
         f"| bare `sbatch --wrap true` to COMPLETED (no runner) | {bare[0]:.0f} | {bare[1]:.0f} | "
         f"{bare[0] / sub[0]:.1f} |",
         "",
-        f"Overhead of a job: **{sl[0] - sub[0]:.0f} ms** per command (median difference to subprocess). "
-        f"Slurm's own share (sbatch, scheduling, slurmd launching the batch step) is the bare job, "
-        f"{bare[0]:.0f} ms; the rest ({sl[0] - bare[0]:.0f} ms) is the in-job runner (a Python start "
-        "importing ai_scientist, the inner sandbox's set-up) and on average half a poll interval.",
+        f"A command through the backend takes **{sl[0] / bare[0]:.2f}x** the bare job's median "
+        f"({sl[0]:.0f} vs {bare[0]:.0f} ms). Where its time goes (medians): submission (spec, batch "
+        f"script, `sbatch`) {where['submit']:.0f} ms; Slurm scheduling and launching it, and the "
+        f"runner's interpreter start, {where['to_runner']:.0f} ms; the runner (inner sandbox set-up, "
+        f"the {where['command']:.0f} ms command, `exit.json`) {where['runner']:.0f} ms; exit file to "
+        f"`run()` returning {where['seen']:.0f} ms.",
         "",
         f"Throughput, {args.jobs} commands of `sleep 0.5` each:",
         "",

@@ -27,7 +27,7 @@ from .forkserver import ChildSpec
 from .isolation import refuse
 from .lineage import SANDBOX_ENV
 from .process import rlimit_values, supervise
-from .resources import bind_sources
+from .resource_binds import bind_sources
 from .run_setup import RunSetup, SandboxBackend
 from .sandbox_env import ensure_dir
 

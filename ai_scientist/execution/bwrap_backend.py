@@ -32,7 +32,7 @@ from .isolation import plan_mounts, refuse
 from .lineage import SANDBOX_ENV
 from .netns import NodeNetworks
 from .process import rlimit_values
-from .resources import bind_sources
+from .resource_binds import bind_sources
 from .run_setup import RunSetup, SandboxBackend
 from .sandbox_env import ensure_dir
 from .subprocess_backend import WorkspaceOwners, capabilities, needed_paths

@@ -33,7 +33,7 @@ from .base import (
     SandboxError,
 )
 from .lineage import SANDBOX_ENV
-from .resources import bind_sources
+from .resource_binds import bind_sources
 from .run_setup import RunSetup, SandboxBackend
 from .sandbox_env import ensure_dir
 from .subprocess_backend import _chown_tree, _next_uid

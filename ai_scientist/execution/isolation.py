@@ -28,7 +28,7 @@ import os
 import stat
 from pathlib import Path
 
-from ..base.config import ConfigError
+from ..base.errors import ConfigError
 from .base import SandboxError
 
 # the child-side set-up lives in the fork server's module (stdlib only, run as the server)

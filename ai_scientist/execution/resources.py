@@ -39,6 +39,7 @@ from ..base.config import ConfigError
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import RunPaths
 from ..base.userfiles import load_json, load_yaml, read_user_text
+from .resource_binds import bind_sources  # noqa: F401 - re-exported (the backends import it from there)
 
 if TYPE_CHECKING:
     from .base import Executor, Limits
@@ -374,12 +375,3 @@ def render_resource_index(
         chosen = [Excerpt(chosen[0].file, chosen[0].text[:room], False)]
     with_trees = full([])
     return with_trees if len(with_trees) <= budget_chars else text
-
-
-def bind_sources(resources_dir: Path | None) -> list[Path]:
-    """Host paths of ``mode: bind`` items; sandboxes mount each read-only at the same path so the
-    ``resources/<id>`` symlink resolves inside them too."""
-    if resources_dir is None:
-        return []
-    index = load_index(Path(resources_dir).parent)
-    return [src for src, _id in index.binds()] if index else []

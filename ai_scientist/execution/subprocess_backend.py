@@ -57,7 +57,7 @@ from .isolation import (
 )
 from .netns import NodeNetworks
 from .process import rlimit_values
-from .resources import bind_sources
+from .resource_binds import bind_sources
 from .run_setup import RunSetup, SandboxBackend
 from .sandbox_env import ensure_dir
 
