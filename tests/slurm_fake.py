@@ -81,6 +81,37 @@ def _options(script: str) -> dict[str, str]:
     return opts
 
 
+def job_environ(job_id: str, opts: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
+    """The batch script's environment as slurmd gives it: with ``--export=NONE`` none of the
+    submitter's variables but PATH / HOME / LANG, the allocation's ``SLURM_*`` variables, and for
+    ``--gres=gpu[:type]:N`` the GPU binding of N devices; ``extra`` (an outcome's ``env``) last."""
+    env = dict(os.environ)
+    if opts.get("export") == "NONE":
+        env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
+    env.update(
+        SLURM_JOB_ID=job_id,
+        SLURM_JOBID=job_id,
+        SLURM_JOB_NAME=opts.get("job-name", ""),
+        SLURM_CPUS_PER_TASK=opts.get("cpus-per-task", "1"),
+        SLURM_NTASKS=opts.get("ntasks", "1"),
+        # one node, this machine, all tasks on it (what an MPI launcher reads of the allocation)
+        SLURM_JOB_NODELIST=os.uname().nodename,
+        SLURM_NODELIST=os.uname().nodename,
+        SLURM_JOB_NUM_NODES="1",
+        SLURM_TASKS_PER_NODE=opts.get("ntasks", "1"),
+        SLURM_MEM_PER_NODE=opts.get("mem", ""),
+    )
+    gres = opts.get("gres", "")
+    if gres.startswith("gpu"):
+        count = int(gres.rsplit(":", 1)[-1]) if gres.rsplit(":", 1)[-1].isdigit() else 1
+        ids = ",".join(str(i) for i in range(count))
+        env.update(
+            SLURM_JOB_GPUS=ids, CUDA_VISIBLE_DEVICES=ids, GPU_DEVICE_ORDINAL=ids, ROCR_VISIBLE_DEVICES=ids
+        )
+    env.update(extra)
+    return env
+
+
 def main(name: str) -> int:
     state_dir = Path(os.environ["FAKE_SLURM_DIR"])
     with open(state_dir / "calls.log", "a") as fh:
@@ -109,14 +140,18 @@ def main(name: str) -> int:
                 return 1
             job_id = str(int(counter.read_text()) + 1 if counter.exists() else 1001)
             counter.write_text(job_id)
+            env = job_environ(job_id, opts, outcome.get("env") or {})
             if outcome.get("run"):
                 with open(opts["output"], "wb") as out, open(opts["error"], "wb") as err:
-                    subprocess.run(["bash", str(script_path)], stdout=out, stderr=err, cwd=opts.get("chdir"))
+                    subprocess.run(
+                        ["bash", str(script_path)], stdout=out, stderr=err, cwd=opts.get("chdir"), env=env
+                    )
             data[job_id] = {
                 "state": outcome.get("state", "COMPLETED"),
                 "reason": outcome.get("reason", "None"),
                 "exit_status": outcome.get("exit_status", 0),
                 "name": opts.get("job-name", ""),
+                "env": env,
             }
             if outcome.get("refuse"):  # submitted, but sbatch lost the answer
                 (state_dir / "jobs.json").write_text(json.dumps(data))

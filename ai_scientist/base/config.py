@@ -514,3 +514,7 @@ def leaf_paths(model: type[BaseModel] = Config, prefix: str = "") -> list[str]:
         else:
             out.append(path)
     return out
+    # MPI: the most ranks a code answer may ask for (run.ntasks -> --ntasks, one node); 1 = none
+    max_ntasks: int = Field(1, ge=1, le=1024)
+    # starts each run line ntasks times inside the job's allocation; "{ntasks}" is replaced
+    mpi_launcher: list[str] = Field(default_factory=lambda: ["mpirun", "-n", "{ntasks}"], min_length=1)

@@ -46,6 +46,7 @@ class Limits:
     network: bool = False
     gpus: tuple[int, ...] = ()
     file_bytes: int = 8 * 1024**3  # largest single file the command may write (RLIMIT_FSIZE)
+    ntasks: int = 1  # MPI ranks (slurm backend: --ntasks, started by exec.slurm.mpi_launcher)
 
     @classmethod
     def from_config(cls, exec_cfg: ExecConfig) -> Limits:

@@ -12,8 +12,9 @@ directory on storage both sides see (``exec.slurm.shared_dir``)::
 
 and submits it with ``sbatch``. Inside the job :mod:`.slurm_job` runs the
 command in the inner sandbox (``exec.slurm.sandbox``) with the usual limits:
-exact timeout, capped output, memory limit. One poller thread asks ``squeue``
-once per ``poll_interval_s`` about every job in flight; ``exit.json`` decides
+exact timeout, capped output, memory limit. One poller thread looks for the
+jobs' exit files every few milliseconds (:data:`EXIT_CHECK_S`) and asks
+``squeue`` once per ``poll_interval_s`` about every job in flight; ``exit.json`` decides
 the outcome, and a job that ended without one maps to a named failure
 (:func:`.slurm_outcome.failure_for`): Slurm time limit, memory kill, cancellation, launch
 failure, or lost (purged from the queue without an exit file).
@@ -65,6 +66,11 @@ TRANSIENT = re.compile(
 SBATCH_ATTEMPTS = 6
 SBATCH_RETRY_S = 2.0  # doubled after each refusal: 2 + 4 + 8 + 16 + 32 s at most
 DRAIN_S = 30.0  # close() waits this long at most for the executor's jobs to leave the queue
+# exit files are looked at every EXIT_CHECK_S (a stat per job in flight, no controller call), later
+# every EXIT_CHECK_FRACTION of the youngest job's age; squeue only every poll_interval_s, which so
+# bounds how soon a job that died without an exit file is noticed, not how soon a result is read
+EXIT_CHECK_S = 0.02
+EXIT_CHECK_FRACTION = 0.02
 
 
 class SlurmExecutor:
@@ -79,6 +85,16 @@ class SlurmExecutor:
         ok, detail = SlurmCLI.available()
         if cli is None and not ok:
             raise SandboxError(detail)
+        if exec_cfg.gpus:
+            from .isolation import SandboxUnavailable
+
+            # refused, not ignored: a job sees the GPUs of its allocation only, which exec.gpus
+            # (indices on the orchestrator's machine) cannot give it
+            raise SandboxUnavailable(
+                f"exec.gpus={list(exec_cfg.gpus)} is not used with exec.backend: slurm: a job's GPUs are "
+                "those of its allocation. Ask Slurm for them with exec.slurm.gres (e.g. gpu:1) and leave "
+                "exec.gpus empty; the job's CUDA_VISIBLE_DEVICES reaches the command"
+            )
         self.exec_cfg = exec_cfg
         self.cfg = exec_cfg.slurm
         self.cli = cli or SlurmCLI()
@@ -132,6 +148,8 @@ class SlurmExecutor:
             raise SandboxError("the Slurm executor is closed")
         argv = normalize_command(command)
         limits = limits or Limits()
+        if limits.ntasks > 1:
+            argv = self.launch_argv(argv, limits.ntasks)
         env, install_dir = take_install_dir(env, install_dir)
         dropped = sorted(k for k in env or {} if is_secret_name(k))
         env = {k: str(v) for k, v in (env or {}).items() if not is_secret_name(k)}
@@ -271,6 +289,13 @@ class SlurmExecutor:
                 return found[-1]
         raise AssertionError("unreachable")
 
+    def launch_argv(self, argv: list[str], ntasks: int) -> list[str]:
+        """``argv`` started ``ntasks`` times by the MPI launcher, inside the job (one node: the
+        launcher finds the allocation's slots in the job's SLURM_* variables)."""
+        if not 1 <= ntasks <= self.cfg.max_ntasks:
+            raise ValueError(f"ntasks={ntasks}: exec.slurm.max_ntasks allows 1 to {self.cfg.max_ntasks}")
+        return [a.replace("{ntasks}", str(ntasks)) for a in self.cfg.mpi_launcher] + argv
+
     def time_minutes(self, limits: Limits) -> int:
         """Slurm's --time: the command's timeout plus the margin, in whole minutes (at least 1)."""
         return max(1, math.ceil((limits.timeout_s + self.cfg.time_margin_s) / 60))
@@ -287,7 +312,7 @@ class SlurmExecutor:
             f"--error={jdir / 'stderr'}",
             f"--chdir={jdir}",
             "--nodes=1",
-            "--ntasks=1",
+            f"--ntasks={limits.ntasks}",  # MPI ranks, all on the one node (cpus-per-task each)
             f"--cpus-per-task={c.cpus or max(1, math.ceil(limits.cpus))}",
             f"--mem={self.mem_mb(limits)}",
             f"--time={self.time_minutes(limits)}",
@@ -317,23 +342,41 @@ class SlurmExecutor:
                 self._poller.start()
 
     def _poll_loop(self) -> None:
+        next_squeue = 0.0
         while not self._closed.is_set():
             with self._cv:
                 pending = [j for j in self._jobs.values() if not j.done.is_set()]
                 if not pending:
                     self._cv.wait(timeout=30)
                     continue
-            self.poll_once(pending)
-            self._closed.wait(self.cfg.poll_interval_s)
+            if time.monotonic() >= next_squeue:
+                self.poll_once(pending)
+                next_squeue = time.monotonic() + self.cfg.poll_interval_s
+            else:
+                self._see_exit_files(pending)
+            self._closed.wait(max(0.0, min(self._exit_check_s(pending), next_squeue - time.monotonic())))
 
-    def poll_once(self, jobs: list[SlurmJob]) -> None:
-        """One round: exit files first, then a single ``squeue`` for every job still unresolved."""
+    def _exit_check_s(self, pending: list[SlurmJob]) -> float:
+        """How long until the exit files are looked at again: EXIT_CHECK_S while the youngest job
+        in flight is young, then 2% of its age (a long job is not stat-ed 50 times a second on a
+        shared file system), at most the poll interval."""
+        age = time.time() - max(j.submitted for j in pending)
+        return min(self.cfg.poll_interval_s, max(EXIT_CHECK_S, age * EXIT_CHECK_FRACTION))
+
+    @staticmethod
+    def _see_exit_files(jobs: list[SlurmJob]) -> list[SlurmJob]:
+        """Mark the jobs whose exit file exists done; returns the others."""
         unresolved = []
         for job in jobs:
             if job.exit_file.exists():
                 job.done.set()
             else:
                 unresolved.append(job)
+        return unresolved
+
+    def poll_once(self, jobs: list[SlurmJob]) -> None:
+        """One round: exit files first, then a single ``squeue`` for every job still unresolved."""
+        unresolved = self._see_exit_files(jobs)
         if not unresolved:
             return
         try:

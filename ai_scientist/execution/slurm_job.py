@@ -25,6 +25,33 @@ if TYPE_CHECKING:
 
 EXIT_FILE = "exit.json"
 SPEC_FILE = "spec.json"
+# the GPU binding Slurm sets for a job with --gres (NVIDIA, AMD, Intel); with the job's SLURM_*
+# variables it reaches the command, which the inner sandbox's allow-listed environment would drop
+GPU_BINDING = ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK")
+
+
+def allocation_environ(environ: dict[str, str]) -> dict[str, str]:
+    """The allocation as the job sees it: every ``SLURM_*`` variable (job id, CPUs, tasks, nodes,
+    GPUs) and the GPU binding; nothing else of the job's environment, no secret-looking name."""
+    from .sandbox_env import is_secret_name
+
+    return {
+        k: v
+        for k, v in environ.items()
+        if (k.startswith("SLURM_") or k in GPU_BINDING) and not is_secret_name(k)
+    }
+
+
+def allocation_gpus(environ: dict[str, str], sandbox: str) -> tuple[int, ...]:
+    """The job's GPUs as the inner sandbox's ``Limits.gpus``: apptainer's ``--nv`` gets the
+    indices the job sees (``CUDA_VISIBLE_DEVICES``, as by hand in the job); bwrap binds the device
+    files, numbered as Slurm allocated them (``SLURM_JOB_GPUS``). Empty without a GPU allocation."""
+    order = ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS") if sandbox == "apptainer" else ("SLURM_JOB_GPUS",)
+    for key in (*order, "CUDA_VISIBLE_DEVICES"):
+        ids = [int(x) for x in environ.get(key, "").split(",") if x.strip().isdigit()]
+        if ids:
+            return tuple(ids)
+    return ()
 
 
 def write_exit(job_dir: Path, record: dict[str, Any]) -> None:
@@ -59,6 +86,7 @@ def inner_executor(spec: dict[str, Any]) -> SandboxBackend:
             binary=spec.get("apptainer_binary") or "apptainer",
             python=spec["python"],
             resources_dir=res,
+            **_unsafe(ApptainerExecutor, spec),
         )
     from .base import SandboxError
 
@@ -89,7 +117,8 @@ def run_job(job_dir: Path) -> int:
         print(msg, file=sys.stderr)
         return 2
     limits = spec["limits"]
-    limits["gpus"] = tuple(limits.get("gpus") or ())
+    # the allocation decides the GPUs (exec.gpus is refused under Slurm), not the orchestrator
+    limits["gpus"] = allocation_gpus(dict(os.environ), spec["sandbox"])
     try:
         executor = inner_executor(spec)
         executor.hidden = tuple(spec.get("hidden") or ())  # a grader's directory (grader.dir)
@@ -101,8 +130,13 @@ def run_job(job_dir: Path) -> int:
                 spec["command"],
                 workspace=workspace,
                 limits=Limits(**limits),
-                # the site's module system reaches the command (hpc_facts.job_module_environ)
-                env={**job_module_environ(dict(os.environ)), **(spec.get("env") or {})},
+                # the site's module system reaches the command (hpc_facts.job_module_environ), and
+                # the allocation, over what the orchestrator set (its CUDA_VISIBLE_DEVICES="")
+                env={
+                    **job_module_environ(dict(os.environ)),
+                    **(spec.get("env") or {}),
+                    **allocation_environ(dict(os.environ)),
+                },
                 install_dir=Path(spec["install_dir"]) if spec.get("install_dir") else None,
             )
         finally:

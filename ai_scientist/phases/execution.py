@@ -13,14 +13,21 @@ if TYPE_CHECKING:
 
 
 def run_command(
-    ctx: NodeContext, command: str, *, phase: str, label: str, timeout: float | None = None
+    ctx: NodeContext,
+    command: str,
+    *,
+    phase: str,
+    label: str,
+    timeout: float | None = None,
+    ntasks: int = 1,
 ) -> ExecResult:
-    """Run ``command`` (a shell line) in the node's workspace; the result is saved in ``exec/``."""
+    """Run ``command`` (a shell line) in the node's workspace; the result is saved in ``exec/``.
+    ``ntasks`` > 1: that many MPI ranks (the Slurm backend's launcher)."""
     from dataclasses import replace
 
     from ..execution.base import Limits
 
-    limits = Limits.from_config(ctx.cfg.exec)
+    limits = replace(Limits.from_config(ctx.cfg.exec), ntasks=ntasks)
     if timeout is not None:
         limits = replace(limits, timeout_s=timeout)
     ctx.workspace.mkdir(parents=True, exist_ok=True)

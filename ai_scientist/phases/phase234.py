@@ -42,6 +42,7 @@ from .schemas import (
     constrain_run,
     validate_code,
     validate_plan,
+    with_ntasks,
 )
 
 MAX_METRICS_BYTES = 10_000_000
@@ -145,7 +146,12 @@ def answer_schema(ctx: NodeContext, merged: bool) -> dict:
     schema = plan_schema(ctx, MERGED_CODE_SCHEMA) if merged else CODE_SCHEMA
     if ctx.cfg.agent.constrain_answers:
         schema = constrain_build(schema, ctx.environment)
-    return schema
+    return with_ntasks(schema, max_ntasks(ctx.cfg))
+
+
+def max_ntasks(cfg: Any) -> int:
+    """The MPI ranks a run may ask for: ``exec.slurm.max_ntasks`` under the Slurm backend, else 1."""
+    return cfg.exec.slurm.max_ntasks if cfg.exec.backend == "slurm" else 1
 
 
 def _edit_base(ctx: NodeContext) -> dict[str, str]:
@@ -221,8 +227,15 @@ def _run(ctx: NodeContext, answer: dict) -> dict:
     before_data = {} if replay else data_signatures(ctx.workspace)
     outputs, total = [], 0.0
     failure = None
+    ntasks = run.get("ntasks") or 1
+    if not isinstance(ntasks, int) or not 1 <= ntasks <= max_ntasks(ctx.cfg):
+        raise PhaseFailed(
+            "phase4",
+            f"run.ntasks={ntasks!r}: at most {max_ntasks(ctx.cfg)} MPI ranks here "
+            "(exec.slurm.max_ntasks, with exec.backend: slurm)",
+        )
     for i, cmd in enumerate(run.get("commands") or [], 1):
-        res = run_command(ctx, cmd, phase="phase4", label=f"run{i}")
+        res = run_command(ctx, cmd, phase="phase4", label=f"run{i}", ntasks=ntasks)
         total += res.duration_s
         outputs.append(
             {
