@@ -253,8 +253,8 @@ def execute(
 
 
 def _close_quietly(services: Services, stop: BaseException | None) -> None:
-    try:
-        services.close()
+    try:  # a stop at the orchestrator's own Slurm time limit may leave experiment jobs running
+        services.close(keep_jobs=bool(getattr(stop, "keep_jobs", False)))
     except Exception as exc:
         if stop is None and disk_full_from(exc) is None:
             raise

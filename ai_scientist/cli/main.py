@@ -45,6 +45,12 @@ def _replay(args: argparse.Namespace) -> int:
     return cmd_replay(args)
 
 
+def _submit(args: argparse.Namespace) -> int:
+    from .submit import cmd_submit
+
+    return cmd_submit(args)
+
+
 def _logs(args: argparse.Namespace) -> int:
     from .logs import cmd_logs
 
@@ -87,6 +93,7 @@ HANDLERS = {
     "run": _run,
     "resume": _resume,
     "replay": _replay,
+    "submit": _submit,
     "logs": _logs,
     "view": _view,
     "doctor": _doctor,
@@ -139,18 +146,8 @@ def _config_args(p: argparse.ArgumentParser, positional: bool = False) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="ai-scientist",
-        description="Grow a tree of sandboxed experiments from a research idea; every LLM call logged.",
-    )
-    parser.add_argument("--version", action="version", version="%(prog)s 0.1.0")
-    parser.add_argument(
-        "-v", "--verbose", action="store_true", help="also show library log records (INFO) on the terminal"
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    p = sub.add_parser("run", help="start a research run from an idea and a config")
+def _run_inputs(p: argparse.ArgumentParser) -> None:
+    """The arguments that make a new run (``run`` and ``submit``)."""
     _config_args(p, positional=True)
     p.add_argument("--idea", default=None, help="idea file (markdown or AI-Scientist-v2 JSON); required")
     p.add_argument("--resources", default=None, help="resources file (YAML or JSON)")
@@ -169,6 +166,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="grader directory (grade or grade.py + hidden data): it decides each node's metric, "
         "out of the generated code's reach (sets grader.dir; wins over the idea's)",
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ai-scientist",
+        description="Grow a tree of sandboxed experiments from a research idea; every LLM call logged.",
+    )
+    parser.add_argument("--version", action="version", version="%(prog)s 0.1.0")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="also show library log records (INFO) on the terminal"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("run", help="start a research run from an idea and a config")
+    _run_inputs(p)
     p.add_argument(
         "--from-phase",
         default=None,
@@ -181,6 +193,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("resume", help="continue an interrupted run without redoing completed work")
     p.add_argument("run_dir")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE")
+
+    p = sub.add_parser(
+        "submit", help="run (or --resume) the whole run as a Slurm batch job that continues itself"
+    )
+    _run_inputs(p)
+    from .submit import add_arguments
+
+    add_arguments(p)
 
     p = sub.add_parser("replay", help="re-run a recorded run from its prompt logs, with no LLM")
     p.add_argument("run_dir")

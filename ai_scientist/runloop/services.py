@@ -141,9 +141,12 @@ class Services:
             cost_usd=total.get("usd", 0.0),
         )
 
-    def close(self) -> None:
+    def close(self, keep_jobs: bool = False) -> None:
+        """Flush and close everything. ``keep_jobs``: a Slurm executor is left open, so its jobs in
+        flight run on instead of being cancelled (``resume`` re-attaches to them)."""
         self.llm.cost.flush()
-        for closer in (self.progress, self.executor, self.memory_store, self.run_log):
+        executor = None if keep_jobs and self.executor.name == "slurm" else self.executor
+        for closer in (self.progress, executor, self.memory_store, self.run_log):
             if closer is not None and hasattr(closer, "close"):
                 try:
                     closer.close()

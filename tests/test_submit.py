@@ -1,0 +1,289 @@
+"""``ai-scientist submit``: the whole run as a Slurm batch job (issue 35).
+
+The real-cluster tests (marked ``needs("slurm")`` like tests/test_slurm_cluster.py) submit the
+bundled example; the job runs ``submit --in-job`` through tests/submit_driver.py (set as
+``submit.python``), which swaps in the scripted LLM and nothing else. Expectations come from
+what the run recorded: the job ids Slurm gave (events of the job itself, from its environment),
+the journal, the prompt logs and command records on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from components import needs, slurm_down
+from pipeline_support import FAST, IDEA, events
+from waiting import wait_until
+
+from ai_scientist.cli.submit import SlurmJobEnding, _JobSignals, continuations, time_limit_s
+from ai_scientist.runloop.services import Services
+
+ROOT = Path(__file__).resolve().parents[1]
+DRIVER = Path(__file__).parent / "submit_driver.py"
+DOWN = slurm_down()
+on_cluster = needs("slurm", DOWN is not None, DOWN or "")
+SETS = [x for kv in FAST for x in ("--set", kv)]
+
+
+def _cli(*argv: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ai_scientist.cli", *argv],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+    )
+
+
+# ---------------------------------------------------------------------------------- bad input --
+def test_bad_time_exits_2_before_anything_is_made(tmp_path):
+    res = _cli("submit", "--idea", str(IDEA), "--out", "exp", "--time", "1:2:3:4", cwd=tmp_path)
+    assert res.returncode == 2 and "argument --time" in res.stderr and "Traceback" not in res.stderr
+    # a limit the warning does not fit in names the key to change
+    res = _cli("submit", "--idea", str(IDEA), "--out", "exp", "--time", "00:01:00", *SETS, cwd=tmp_path)
+    assert res.returncode == 2 and "submit.warning_s=300" in res.stderr, res.stderr
+    assert not (tmp_path / "exp").exists()
+
+
+def test_no_sbatch_exits_2_naming_it(tmp_path):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    res = _cli("submit", "--idea", str(IDEA), "--out", "exp", cwd=tmp_path, env={"PATH": str(empty)})
+    assert res.returncode == 2 and "sbatch" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "exp").exists()
+
+
+def test_slurm_time_formats():
+    assert [time_limit_s(t) for t in ("90", "5:30", "01:02:03", "2-0", "1-01:00", "0-00:00:10")] == [
+        5400,
+        330,
+        3723,
+        172800,
+        90000,
+        10,
+    ]
+    for bad in ("", "0", "1:2:3:4", "x", "1-", "-1"):
+        with pytest.raises(ValueError):
+            time_limit_s(bad)
+
+
+# ----------------------------------------------------------------------- the stop, in-process --
+def test_warning_signal_stops_on_the_main_thread_once():
+    signals = _JobSignals("77", 30, keep_jobs=True)
+    signals.arm()
+    try:
+        with pytest.raises(SlurmJobEnding) as stop:
+            os.kill(os.getpid(), signal.SIGUSR1)
+            time.sleep(5)  # the handler raises here, at once
+        assert stop.value.status == "time_limit" and stop.value.exit_code == 4 and stop.value.keep_jobs
+        os.kill(os.getpid(), signal.SIGUSR1)  # disarmed: a second warning is ignored
+        os.kill(os.getpid(), signal.SIGTERM)
+        signals.arm()
+        with pytest.raises(SlurmJobEnding) as term:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        assert (
+            term.value.status == "job_cancelled" and term.value.exit_code == 130 and not term.value.keep_jobs
+        )
+    finally:
+        signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize(
+    ("backend", "keep", "closed"), [("slurm", True, False), ("slurm", False, True), ("bwrap", True, True)]
+)
+def test_keep_jobs_leaves_only_a_slurm_executor_open(backend, keep, closed):
+    seen: list[str] = []
+    executor = SimpleNamespace(name=backend, close=lambda: seen.append("executor"))
+    llm = SimpleNamespace(cost=SimpleNamespace(flush=lambda: None))
+    run = SimpleNamespace(event=lambda *a, **k: None)
+    fake: Any = dict(run=run, llm=llm, executor=executor, prompts=None)  # only what close() touches
+    services = Services(**fake, environment={}, environment_text="")
+    services.close(keep_jobs=keep)
+    assert seen == (["executor"] if closed else [])
+
+
+def test_continuation_budget_restarts_at_each_user_submission():
+    evs = [
+        {"type": "submit_job_submitted", "by": "user"},
+        {"type": "submit_continued"},
+        {"type": "submit_continued"},
+        {"type": "submit_job_submitted", "by": "user"},
+        {"type": "submit_continued"},
+    ]
+    assert continuations(evs) == 1 and continuations(evs[:3]) == 2 and continuations([]) == 0
+
+
+# ------------------------------------------------------------------------------ on the cluster --
+def _interpreter(tmp_path: Path, latency_s: float) -> Path:
+    """``submit.python`` for the test: runs the job body with the scripted LLM (tests/submit_driver.py)."""
+    path = tmp_path / "python-scripted"
+    path.write_text(
+        f'#!/bin/sh\nexec {sys.executable} {DRIVER} --latency {latency_s} "$@"\n', encoding="utf-8"
+    )
+    path.chmod(0o755)
+    return path
+
+
+def _submit(tmp_path: Path, *extra: str, latency_s: float = 0.0) -> tuple[Path, str]:
+    res = _cli(
+        "submit", "--idea", str(IDEA), "--out", "exp", "--name", "run", *SETS,
+        "--set", f"submit.python={_interpreter(tmp_path, latency_s)}",
+        "--set", "submit.cpus=1", "--set", "submit.mem_mb=2048", *extra,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    run_dir, job_id = res.stdout.split()
+    assert Path(tmp_path / run_dir) == tmp_path / "exp" / "run" and job_id.isdigit()
+    return tmp_path / run_dir, job_id
+
+
+def _state(run_dir: Path) -> dict:
+    try:
+        return json.loads((run_dir / "state.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _job_active(job_id: str) -> bool:
+    out = subprocess.run(
+        ["squeue", "--noheader", "-h", "-o", "%i", "-j", job_id], capture_output=True, text=True
+    )
+    return job_id in out.stdout.split()
+
+
+def _wait_done(run_dir: Path, first_job: str, timeout: float) -> dict:
+    """The run's state once its jobs are over: the last job that started (or, if none did, the
+    one submitted) has left the queue and no continuation of it is waiting to start."""
+
+    def settled() -> bool:
+        evs = events(run_dir)
+        started = [e["job_id"] for e in evs if e["type"] == "submit_job_started"]
+        last = started[-1] if started else first_job
+        if _job_active(last):
+            return False
+        later = [e["job_id"] for e in evs if e["type"] == "submit_continued"]
+        return not (started and later and later[-1] not in started)
+
+    try:
+        wait_until(settled, "the submitted run's jobs are over", timeout, every=1.0)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: status {_state(run_dir).get('status')}\n{_outputs(run_dir)}") from None
+    state = _state(run_dir)
+    assert state.get("status") == "completed", f"{state.get('status')}\n{_outputs(run_dir)}"
+    return state
+
+
+def _outputs(run_dir: Path) -> str:
+    return "\n".join(p.read_text()[-2000:] for p in sorted((run_dir / "submit").glob("*.out")))
+
+
+def _final_records(run_dir: Path) -> dict[str, list[dict]]:
+    """Per node: its journal records, in order."""
+    out: dict[str, list[dict]] = {}
+    for line in (run_dir / "journal.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        out.setdefault(rec["node"]["id"], []).append(rec)
+    return out
+
+
+@on_cluster
+def test_submitted_run_completes_as_a_batch_job(tmp_path):
+    run_dir, job_id = _submit(tmp_path, "--time", "00:10:00")
+    script = (run_dir / "submit" / "job.sh").read_text()
+    # what sbatch was given is kept: the controller shows those options on the job
+    shown = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True).stdout
+    if shown:  # not yet purged
+        assert "TimeLimit=00:10:00" in shown and "Requeue=1" in shown and "#SBATCH --time=00:10:00" in script
+    state = _wait_done(run_dir, job_id, 240)
+    assert state["exit_code"] == 0
+    evs = events(run_dir)
+    started = [e for e in evs if e["type"] == "submit_job_started"]
+    # the run was driven by the job Slurm started (its SLURM_JOB_ID), once, with no stop
+    assert [e["job_id"] for e in started] == [job_id]
+    assert not [e for e in evs if e["type"] in ("run_stopped", "submit_continued")]
+    nodes = _final_records(run_dir)
+    assert nodes and all(recs[-1]["node"]["status"] in ("good", "buggy") for recs in nodes.values())
+    out = (run_dir / "submit" / f"slurm-{job_id}.out").read_text()
+    assert "run completed (exit 0)" in out
+
+
+@on_cluster
+@pytest.mark.slow
+def test_time_limit_stops_cleanly_and_the_continuation_finishes(tmp_path):
+    # 1-minute jobs warned 30 s before their limit; a fake LLM slow enough (1.5 s an answer, about
+    # 50 s of answers in all) that no single job can finish the run
+    run_dir, job_id = _submit(
+        tmp_path, "--time", "00:01:00", "--set", "submit.warning_s=30", "--set", "submit.max_resubmits=6",
+        latency_s=1.5,
+    )  # fmt: skip
+    state = _wait_done(run_dir, job_id, 420)
+    assert state["exit_code"] == 0
+    evs = events(run_dir)
+    stops = [e for e in evs if e["type"] == "run_stopped"]
+    assert stops and all(e["status"] == "time_limit" and e["exit_code"] == 4 for e in stops)
+    # each stop was followed by a new job (a resubmission), and the jobs that ran are exactly those
+    continued = [e for e in evs if e["type"] == "submit_continued"]
+    assert [e["how"] for e in continued] == ["resubmit"] * len(stops)
+    started = [e["job_id"] for e in evs if e["type"] == "submit_job_started"]
+    assert started == [job_id, *(e["job_id"] for e in continued)] and len(set(started)) == len(started)
+    # every stop was mid-run: the run went on in the next job
+    first_stop = stops[0]["ts"]
+    records = _final_records(run_dir)
+    assert any(r["ts"] > first_stop for recs in records.values() for r in recs)
+    # no node lost: each ended good or buggy; none run twice: each finished once, each of its
+    # phases listed once, and a node finished before a stop wrote nothing after it
+    for nid, recs in records.items():
+        statuses = [r["node"]["status"] for r in recs]
+        finishes = [
+            i
+            for i, s in enumerate(statuses)
+            if s in ("good", "buggy") and (i == 0 or statuses[i - 1] not in ("good", "buggy"))
+        ]
+        assert len(finishes) == 1 and statuses[-1] in ("good", "buggy"), (nid, statuses)
+        phases = recs[-1]["node"]["phases_done"]
+        assert len(phases) == len(set(phases)), (nid, phases)
+        finished_at = recs[finishes[0]]["ts"]
+        for stop in stops:
+            if finished_at < stop["ts"]:
+                folder = run_dir / "nodes" / nid
+                written = [p for sub in ("prompt_logs", "exec") for p in (folder / sub).glob("*.json")]
+                late = [p.name for p in written if p.stat().st_mtime > stop["ts"]]
+                assert not late, f"{nid} finished before the stop at {stop['ts']} but ran again: {late}"
+    # the nodes in flight at each stop were resumed by the next job
+    resumed = [e for e in evs if e["type"] == "nodes_resumed"]
+    assert all(records[n][-1]["node"]["status"] in ("good", "buggy") for e in resumed for n in e["node_ids"])
+    for jid in started[:-1]:
+        out = (run_dir / "submit" / f"slurm-{jid}.out").read_text()
+        assert "run stopped by its Slurm job (exit 4)" in out and "state saved" in out
+
+
+@on_cluster
+def test_resume_of_a_queued_run_is_refused(tmp_path):
+    run_dir, job_id = _submit(tmp_path, "--time", "00:10:00", "--sbatch-arg=--begin=now+600")
+    try:
+        res = _cli("submit", "--resume", str(run_dir), cwd=tmp_path)
+        assert res.returncode == 2 and f"Slurm job {job_id}" in res.stderr, res.stderr
+        assert "--begin=now+600" in (run_dir / "submit" / "job.sh").read_text()
+    finally:
+        subprocess.run(["scancel", job_id], check=False)
+    wait_until(lambda: not _job_active(job_id), "the cancelled job left the queue", 60, every=0.5)
+    # once nothing holds it, the same run is submitted again and completes
+    res = _cli("submit", "--resume", str(run_dir), "--time", "00:10:00", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert _wait_done(run_dir, res.stdout.split()[1], 240)["exit_code"] == 0
+    submitted = [e for e in events(run_dir) if e["type"] == "submit_job_submitted"]
+    assert [e["by"] for e in submitted] == ["user", "user"] and submitted[1]["job_id"] == res.stdout.split()[
+        1
+    ]
