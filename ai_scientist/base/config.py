@@ -174,6 +174,10 @@ class SlurmConfig(_Strict):
     poll_interval_s: float = Field(1.0, gt=0, le=300)  # one squeue per interval for all jobs
     lost_grace_s: float = Field(10.0, ge=0)  # an ended job's exit file may lag on shared storage
     extra_args: list[str] = Field(default_factory=list)  # more sbatch options, e.g. ["--constraint=cpu"]
+    # MPI: the most ranks a code answer may ask for (run.ntasks -> --ntasks, one node); 1 = none
+    max_ntasks: int = Field(1, ge=1, le=1024)
+    # starts each run line ntasks times inside the job's allocation; "{ntasks}" is replaced
+    mpi_launcher: list[str] = Field(default_factory=lambda: ["mpirun", "-n", "{ntasks}"], min_length=1)
 
 
 class ExecConfig(_Strict):
@@ -390,26 +394,6 @@ class GraderConfig(_Strict):
 
 
 class Config(_Strict):
-# --------------------------------------------------------------- submit ----
-
-
-class SubmitConfig(_Strict):
-    """``ai-scientist submit``: the orchestrator itself as a Slurm batch job (docs/execution.md,
-    "Running the whole pipeline as a batch job"). ``--time`` / ``--partition`` / ``--sbatch-arg`` win."""
-
-    time: str = "04:00:00"  # the job's --time (Slurm's formats: MM, HH:MM:SS, D-HH:MM:SS, ...)
-    partition: str | None = None  # --partition; null = the cluster's default
-    # --cpus-per-task / --mem; null = 1 CPU / 4096 MB, + the experiments' when they run in the job
-    cpus: int | None = Field(None, ge=1)
-    mem_mb: int | None = Field(None, ge=256)
-    warning_s: int = Field(300, ge=1, le=65535)  # --signal=B:USR1@this: the stop starts this long before
-    max_resubmits: int = Field(10, ge=0, le=1000)  # continuations after time limits, per `submit`
-    continue_with: Literal["resubmit", "requeue"] = "resubmit"  # a new job (afterany) or scontrol requeue
-    experiment_jobs: Literal["leave", "cancel"] = "leave"  # exec.backend slurm: jobs in flight at the stop
-    python: str | None = None  # interpreter with ai_scientist on the nodes; null = exec.slurm.python or ours
-    extra_args: list[str] = Field(default_factory=list)  # more sbatch options, e.g. ["--account=proj"]
-
-
     agent: AgentConfig = AgentConfig()
     exec: ExecConfig = ExecConfig()
     memory: MemoryConfig = MemoryConfig()
@@ -422,7 +406,6 @@ class SubmitConfig(_Strict):
     def role(self, name: str) -> RoleConfig:
         """The settings of one LLM role (``code``, ``feedback``, ...)."""
         if name not in ROLES:
-    submit: SubmitConfig = SubmitConfig()
             raise KeyError(f"unknown LLM role {name!r}; known: {', '.join(ROLES)}")
         return getattr(self.agent, name)
 
@@ -535,7 +518,3 @@ def leaf_paths(model: type[BaseModel] = Config, prefix: str = "") -> list[str]:
         else:
             out.append(path)
     return out
-    # MPI: the most ranks a code answer may ask for (run.ntasks -> --ntasks, one node); 1 = none
-    max_ntasks: int = Field(1, ge=1, le=1024)
-    # starts each run line ntasks times inside the job's allocation; "{ntasks}" is replaced
-    mpi_launcher: list[str] = Field(default_factory=lambda: ["mpirun", "-n", "{ntasks}"], min_length=1)

@@ -481,6 +481,23 @@ def constrain_run(
     return {**schema, "properties": {**schema["properties"], "run": {**run, "properties": props}}}
 
 
+def with_ntasks(schema: dict[str, Any], max_ntasks: int) -> dict[str, Any]:
+    """``schema`` whose ``run`` may ask for ``ntasks`` MPI ranks, up to ``max_ntasks``: offered only
+    where they can be had (``exec.backend: slurm`` with ``exec.slurm.max_ntasks`` > 1)."""
+    if max_ntasks <= 1:
+        return schema
+    run = schema["properties"]["run"]
+    ntasks = {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": max_ntasks,
+        "description": "MPI ranks: each run command is started this many times by the MPI launcher "
+        "in one Slurm job; 1 or absent: one process",
+    }
+    props = {**run["properties"], "ntasks": ntasks}
+    return {**schema, "properties": {**schema["properties"], "run": {**run, "properties": props}}}
+
+
 _SCRIPT_SUFFIXES = (".py", ".sh")
 
 
@@ -512,20 +529,3 @@ def new_packages(deps: dict[str, Any]) -> dict[str, list[str]]:
         if isinstance(item, dict) and item.get("manager") in out and str(item.get("name", "")).strip():
             out[item["manager"]].append(str(item["name"]).strip())
     return out
-def with_ntasks(schema: dict[str, Any], max_ntasks: int) -> dict[str, Any]:
-    """``schema`` whose ``run`` may ask for ``ntasks`` MPI ranks, up to ``max_ntasks``: offered only
-    where they can be had (``exec.backend: slurm`` with ``exec.slurm.max_ntasks`` > 1)."""
-    if max_ntasks <= 1:
-        return schema
-    run = schema["properties"]["run"]
-    ntasks = {
-        "type": "integer",
-        "minimum": 1,
-        "maximum": max_ntasks,
-        "description": "MPI ranks: each run command is started this many times by the MPI launcher "
-        "in one Slurm job; 1 or absent: one process",
-    }
-    props = {**run["properties"], "ntasks": ntasks}
-    return {**schema, "properties": {**schema["properties"], "run": {**run, "properties": props}}}
-
-
