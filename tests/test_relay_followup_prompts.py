@@ -28,7 +28,7 @@ from pipeline_support import journal_nodes, prompt_records, start_run
 from ai_scientist.base.config import Config
 from ai_scientist.base.paths import PLAN_FILE, RunPaths
 from ai_scientist.memory.protocol import protocol_instructions
-from ai_scientist.phases.parameters import code_parameters
+from ai_scientist.treesearch.parameters import code_parameters
 from ai_scientist.runloop.stage_inputs import measured_ablations
 from ai_scientist.treesearch.journal import Journal
 from ai_scientist.treesearch.node import Metric
@@ -265,7 +265,7 @@ def test_the_memory_protocol_is_one_compact_block(run):
 def test_a_c_programs_array_of_settings_is_a_parameter():
     """The capable model's C program swept ``int tiles[5] = {16, 32, 64, 128, 0};`` and the
     proposer's parameter list did not name it: an array of numbers in C is a hard-coded grid."""
-    from ai_scientist.phases.parameters import code_parameters
+    from ai_scientist.treesearch.parameters import code_parameters
 
     src = "#define N 1024\nint main(void) {\n    int tiles[5] = {16, 32, 64, 128, 0};\n    return 0;\n}\n"
     lines = code_parameters({"mm.c": src})

@@ -143,6 +143,81 @@ def test_check_claims_on_a_run(tmp_path, run_copy):
     assert all("nearest" not in c for c in result["claims"] if c["source"] is not None)
 
 
+def _json_leaves(data, out):
+    if isinstance(data, dict):
+        for v in data.values():
+            _json_leaves(v, out)
+    elif isinstance(data, list):
+        for v in data:
+            _json_leaves(v, out)
+    elif isinstance(data, float) and not isinstance(data, bool):
+        out.append(data)
+    return out
+
+
+def test_numbers_of_any_good_node_and_of_its_codes_parameters_are_traced(tmp_path, run_copy):
+    """The writer is given every good node's results: a number from a node that was no stage's
+    best (its result file) or from a node's code (an epoch count stated as the setup) is traced."""
+    from ai_scientist.reporting.claims import run_measurements
+    from ai_scientist.treesearch.parameters import parameters
+
+    run = run_copy(tmp_path)
+    nodes = journal_nodes(run)
+    state = json.loads((run / "state.json").read_text())
+    best = {s["best"]["node_id"] for s in state["stages"].values() if s.get("best")}
+    bests = best | {
+        n["id"] for n in nodes.values() if n.get("parent_id") in best and n["operation"] == "seed_eval"
+    }
+    others = [
+        n["id"]
+        for n in nodes.values()
+        if n["status"] == "good" and n["operation"] != "seed_eval" and n["id"] not in bests
+    ]
+    assert others, "the scripted run has good nodes that were no stage's best"
+    # what was traced before: metrics, the best nodes' files, the config
+    before = [m for m in run_measurements(run) if m.kind not in ("result file", "code parameter")]
+    known = {f"{m.value:.4f}" for m in before}
+    for nid in bests:
+        for f in (run / "nodes" / nid / "workspace").rglob("*.json"):
+            known |= {f"{v:.4f}" for v in _json_leaves(json.loads(f.read_text()), [])}
+    fresh = [
+        (nid, v)
+        for nid in others
+        for f in sorted((run / "nodes" / nid / "workspace").rglob("*.json"))
+        if not any(part.startswith(".") for part in f.relative_to(run / "nodes" / nid / "workspace").parts)
+        for v in _json_leaves(json.loads(f.read_text()), [])
+        if f"{v:.4f}" not in known and abs(v) < 1e6
+    ]
+    assert fresh, "no value of a non-best node's result files is measured elsewhere"
+    nid, value = fresh[0]
+    # a parameter value of some good node's code that nothing else measured
+    consts = [
+        (n, p.name, c.text)
+        for n in [nid, *others, *sorted(bests)]
+        if nodes[n]["status"] == "good" and (run / "nodes" / n / "code_answer.json").exists()
+        for p in parameters(
+            {
+                f["path"]: f["content"]
+                for f in json.loads((run / "nodes" / n / "code_answer.json").read_text())["files"]
+            }
+        )
+        for c in extract_numbers(p.value)
+        if match_claim(c, before) is None
+    ]
+    assert consts, "no parameter value of the run's code is measured nowhere else"
+    _, name, const = consts[0]
+    (run / "paper").mkdir(exist_ok=True)
+    (run / "paper" / "paper.tex").write_text(
+        f"\\begin{{document}}\nThe other run reached {value:.4f}, trained with {const} as its {name.lower()}.\n"
+        "\\end{document}\n"
+    )
+    result = check_claims(run, "model")
+    src = {c["text"]: (c["source"], c["kind"]) for c in result["claims"]}
+    assert src[f"{value:.4f}"][1] == "result file" and src[f"{value:.4f}"][0].startswith(nid + "/")
+    assert src[const][1] == "code parameter" and src[const][0].endswith(f" code {name}"), src[const]
+    assert result["unmatched"] == 0
+
+
 def test_the_reviewers_see_the_claims_of_the_paper_they_read_and_the_measurements(tmp_path, run_copy):
     run = run_copy(tmp_path)
     _, _, metric, _ = _best_of_last_stage(run)

@@ -4,8 +4,11 @@ After the writeup, each number of the paper's text, tables and captions (``paper
 ``\\begin{document}`` and ``\\end{document}``) is matched against what the run measured or was
 told: every node's metrics (seed re-runs included; the grader's when the run has one, ``graded
 metric``), each stage's seed statistic (mean, standard error, number of re-runs, each value), the
-node counts of :mod:`ai_scientist.treesearch.best`, the stage numbers and seeds, the saved result files (JSON) of each stage's best node and its seed
-re-runs, the resolved config, the idea's own numbers and the references' years. With a grader,
+node counts of :mod:`ai_scientist.treesearch.best`, the stage numbers and seeds, the saved result
+files (JSON) of each stage's best node and its seed re-runs, then of every other good search node
+(the writer is given them all), the numbers of the parameters each good node's code sets
+(``code parameter``: an epoch count stated as the setup), the resolved config, the idea's own
+numbers and the references' years. With a grader,
 what each program reported about itself (``grade.json`` ``self_reported``) is matched last: a
 number only such a value matches is ``self-reported metric``, a claim the grader did not make
 (the program's own ``metrics.json`` is then not read as a result file).
@@ -42,7 +45,8 @@ from typing import Any
 import yaml
 
 from ..base.fileio import atomic_write_json, read_json
-from ..base.paths import GRADE_FILE, NodePaths, RunPaths
+from ..base.paths import CODE_FILE, GRADE_FILE, NodePaths, RunPaths
+from ..treesearch.parameters import parameters
 from .runread import RunView, load_run, read_text, seed_statistics
 
 MAX_FILE_NUMBERS = 5_000  # numbers taken from saved result files (a long curve is not a claim's source)
@@ -269,13 +273,21 @@ def _stage_measurements(run_dir: Path, view: RunView) -> list[Measurement]:
     return out
 
 
+def _good_search_nodes(view: RunView) -> list[str]:
+    """Every good search node (seed re-runs apart), in id order: the writer is given each one's
+    results, not only each stage's best's."""
+    return sorted(n.id for n in view.typed() if n.is_good and not n.is_seed_eval)
+
+
 def _file_measurements(view: RunView) -> list[Measurement]:
-    """Numbers in the JSON files saved by each stage's best node and its seed re-runs."""
+    """Numbers in the JSON files saved by each stage's best node and its seed re-runs first, then
+    by every other good search node."""
     ids: list[str] = []
     for node in view.best_per_stage().values():
         for nid in [node["id"], *(s["id"] for s in view.seed_runs(node["id"]))]:
             if nid not in ids:
                 ids.append(nid)
+    ids += [nid for nid in _good_search_nodes(view) if nid not in ids]
     found: list[tuple[str, float]] = []
     for nid in ids:
         ws = NodePaths(view.node_dir(nid)).workspace
@@ -292,6 +304,30 @@ def _file_measurements(view: RunView) -> list[Measurement]:
                 continue
             _leaves(data, f"{nid}/{rel.as_posix()}:", found, MAX_FILE_NUMBERS)
     return [_m(v, src.rstrip(":"), "result file") for src, v in found]
+
+
+def _code_measurements(view: RunView) -> list[Measurement]:
+    """The numbers in the parameters a good search node's code sets (constants, defaults, grids:
+    ``treesearch/parameters.py``), e.g. an epoch count the paper states as the setup (``code
+    parameter``)."""
+    out = []
+    for nid in _good_search_nodes(view):
+        try:
+            answer = read_json(NodePaths(view.node_dir(nid)).file(CODE_FILE), default=None)
+        except (ValueError, OSError):
+            continue
+        files = answer.get("files") if isinstance(answer, dict) else None
+        texts = {
+            str(f.get("path")): f["content"]
+            for f in (files if isinstance(files, list) else [])
+            if isinstance(f, dict)
+            and isinstance(f.get("content"), str)
+            and f.get("encoding", "utf-8") == "utf-8"
+        }
+        for p in parameters(texts):
+            for c in extract_numbers(p.value):
+                out.append(_m(c.value, f"{nid} code {p.name}", "code parameter"))
+    return out
 
 
 def _config_measurements(run_dir: Path) -> list[Measurement]:
@@ -317,6 +353,7 @@ def run_measurements(run_dir: str | Path) -> list[Measurement]:
         *_stage_measurements(run_dir, view),
         *_seed_measurements(view),
         *_file_measurements(view),
+        *_code_measurements(view),
         *_config_measurements(run_dir),
         *idea,
         *years,

@@ -2,7 +2,7 @@
 
 The stage's first working node fixes it (stages 2-4: the node the stage starts from, which its
 own stage compared): the metric it reports (name, direction, dataset) and the *protocol
-parameters* of its code — the parameters (``phases/parameters.py``: constants, options,
+parameters* of its code — the parameters (``treesearch/parameters.py``: constants, options,
 environment variables, hard-coded grids, and ``--name value`` flags of its run commands) whose
 name says they define the data, the split, the sizes, the noise, the seed or the evaluation
 (:func:`is_protocol_parameter`). Later nodes are shown it (layer ``evaluation_protocol``) and told
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.fileio import read_json, read_jsonl
 from ..base.paths import CODE_FILE, RunPaths
 from ..phases.edits import text_files
-from ..phases.parameters import parameters
+from ..treesearch.parameters import parameters
 
 if TYPE_CHECKING:
     from ..treesearch.node import Node

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import CODE_FILE, PLAN_FILE, STAGE_INPUTS_FILE, RunPaths
 from ..phases.edits import text_files
-from ..phases.parameters import Parameter, code_parameters
+from ..treesearch.parameters import Parameter, code_parameters
 from ..treesearch.tried import (
     ablation_plan,
     design_text,
