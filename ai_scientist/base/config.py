@@ -390,6 +390,26 @@ class GraderConfig(_Strict):
     timeout: float = Field(600.0, gt=0, le=7 * 24 * 3600)  # seconds one grading may take
 
 
+# --------------------------------------------------------------- submit ----
+
+
+class SubmitConfig(_Strict):
+    """``ai-scientist submit``: the orchestrator itself as a Slurm batch job (docs/execution.md,
+    "Running the whole pipeline as a batch job"). ``--time`` / ``--partition`` / ``--sbatch-arg`` win."""
+
+    time: str = "04:00:00"  # the job's --time (Slurm's formats: MM, HH:MM:SS, D-HH:MM:SS, ...)
+    partition: str | None = None  # --partition; null = the cluster's default
+    # --cpus-per-task / --mem; null = 1 CPU / 4096 MB, + the experiments' when they run in the job
+    cpus: int | None = Field(None, ge=1)
+    mem_mb: int | None = Field(None, ge=256)
+    warning_s: int = Field(300, ge=1, le=65535)  # --signal=B:USR1@this: the stop starts this long before
+    max_resubmits: int = Field(10, ge=0, le=1000)  # continuations after time limits, per `submit`
+    continue_with: Literal["resubmit", "requeue"] = "resubmit"  # a new job (afterany) or scontrol requeue
+    experiment_jobs: Literal["leave", "cancel"] = "leave"  # exec.backend slurm: jobs in flight at the stop
+    python: str | None = None  # interpreter with ai_scientist on the nodes; null = exec.slurm.python or ours
+    extra_args: list[str] = Field(default_factory=list)  # more sbatch options, e.g. ["--account=proj"]
+
+
 # ----------------------------------------------------------------- root ----
 
 
@@ -402,6 +422,7 @@ class Config(_Strict):
     search: SearchConfig = SearchConfig()
     report: ReportConfig = ReportConfig()
     grader: GraderConfig = GraderConfig()
+    submit: SubmitConfig = SubmitConfig()
 
     def role(self, name: str) -> RoleConfig:
         """The settings of one LLM role (``code``, ``feedback``, ...)."""
