@@ -18,7 +18,8 @@ apt_pkgs=(bubblewrap python3-venv python3-dev build-essential cmake git
           python3-numpy python3-matplotlib
           texlive-latex-base texlive-latex-recommended texlive-fonts-recommended latexmk chktex poppler-utils)
 if [ "$want_test_tools" = 1 ]; then
-  apt_pkgs+=(docker.io chromium slurmctld slurmd slurm-client munge)  # slurm: scripts/slurm_ci.sh
+  # slurm: scripts/slurm_ci.sh; Open MPI: the two-rank MPI test on that cluster (tests/test_slurm_mpi.py)
+  apt_pkgs+=(docker.io chromium slurmctld slurmd slurm-client munge openmpi-bin libopenmpi-dev)
 fi
 missing=()
 for p in "${apt_pkgs[@]}"; do
