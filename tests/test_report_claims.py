@@ -218,6 +218,44 @@ def test_numbers_of_any_good_node_and_of_its_codes_parameters_are_traced(tmp_pat
     assert result["unmatched"] == 0
 
 
+class PrintsMore(ExampleResponder):
+    """The example's answers; each program also prints a number it saves nowhere."""
+
+    def _phase2(self, text, ctx):
+        answer = json.loads(super()._phase2(text, ctx))
+        for f in answer.get("files") or []:
+            if f["path"].endswith(".py"):
+                f["content"] += "\nprint('weight norm', 7.251)\n"
+        return json.dumps(answer)
+
+
+def test_a_number_a_good_nodes_program_printed_is_traced(tmp_path):
+    from ai_scientist.reporting.claims import run_measurements
+
+    code, run, _ = start_run(tmp_path, "agent.stages.stage1_max_iters=1", "agent.stages.stage2_max_iters=1",
+                             "agent.stages.stage3_max_iters=1", "agent.stages.stage4_max_iters=1",
+                             responder=PrintsMore(buggy_nodes=()))  # fmt: skip
+    assert code == 0
+    rest = [m for m in run_measurements(run) if m.kind != "run output"]
+    nodes = journal_nodes(run)
+    printed = [
+        (nid, c.text)
+        for nid, n in sorted(nodes.items())
+        if n["status"] == "good" and n["operation"] != "seed_eval"
+        for f in sorted((run / "nodes" / nid / "exec").glob("*_phase4_*.json"))
+        for c in extract_numbers(json.loads(f.read_text())["stdout"])
+        if match_claim(c, rest) is None
+    ]
+    assert printed, "the programs printed a number nothing else holds"
+    nid, number = printed[0]
+    (run / "paper").mkdir(exist_ok=True)
+    (run / "paper" / "paper.tex").write_text(
+        f"\\begin{{document}}\nThe weight norm was {number}.\n\\end{{document}}\n"
+    )
+    claim = next(c for c in check_claims(run, "model")["claims"] if c["text"] == number)
+    assert claim["kind"] == "run output" and claim["source"].startswith(f"{nid} output of "), claim
+
+
 def test_the_reviewers_see_the_claims_of_the_paper_they_read_and_the_measurements(tmp_path, run_copy):
     run = run_copy(tmp_path)
     _, _, metric, _ = _best_of_last_stage(run)

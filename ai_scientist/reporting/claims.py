@@ -6,7 +6,8 @@ told: every node's metrics (seed re-runs included; the grader's when the run has
 metric``), each stage's seed statistic (mean, standard error, number of re-runs, each value), the
 node counts of :mod:`ai_scientist.treesearch.best`, the stage numbers and seeds, the saved result
 files (JSON) of each stage's best node and its seed re-runs, then of every other good search node
-(the writer is given them all), the numbers of the parameters each good node's code sets
+(the writer is given them all), the numbers each good node's run commands printed (``run
+output``), the numbers of the parameters each good node's code sets
 (``code parameter``: an epoch count stated as the setup), the resolved config, the idea's own
 numbers and the references' years. With a grader,
 what each program reported about itself (``grade.json`` ``self_reported``) is matched last: a
@@ -50,6 +51,7 @@ from ..treesearch.parameters import parameters
 from .runread import RunView, load_run, read_text, seed_statistics
 
 MAX_FILE_NUMBERS = 5_000  # numbers taken from saved result files (a long curve is not a claim's source)
+MAX_OUTPUT_NUMBERS = 2_000  # numbers taken from one node's printed output
 CONTEXT_CHARS = 100
 NEAREST = 3  # measured values named beside an unmatched number (what the writer may have meant)
 NEAR = 0.5  # ... each within this relative distance of the printed value
@@ -330,6 +332,25 @@ def _code_measurements(view: RunView) -> list[Measurement]:
     return out
 
 
+def _output_measurements(view: RunView) -> list[Measurement]:
+    """The numbers each good search node's run commands printed (``exec/*_phase4_*.json``
+    stdout, at most :data:`MAX_OUTPUT_NUMBERS` per node): what the program measured and said,
+    e.g. a training accuracy it printed but saved in no file (``run output``)."""
+    out = []
+    for nid in _good_search_nodes(view):
+        found = 0
+        for path in sorted(NodePaths(view.node_dir(nid)).exec.glob("*_phase4_*.json")):
+            try:
+                rec = read_json(path, default=None)
+            except (ValueError, OSError):
+                continue
+            stdout = rec.get("stdout") if isinstance(rec, dict) else None
+            for c in extract_numbers(stdout if isinstance(stdout, str) else "")[: MAX_OUTPUT_NUMBERS - found]:
+                out.append(_m(c.value, f"{nid} output of {path.stem.split('_', 2)[-1]}", "run output"))
+                found += 1
+    return out
+
+
 def _config_measurements(run_dir: Path) -> list[Measurement]:
     try:
         data = yaml.safe_load(read_text(RunPaths(run_dir).config, 500_000)) or {}
@@ -353,6 +374,7 @@ def run_measurements(run_dir: str | Path) -> list[Measurement]:
         *_stage_measurements(run_dir, view),
         *_seed_measurements(view),
         *_file_measurements(view),
+        *_output_measurements(view),
         *_code_measurements(view),
         *_config_measurements(run_dir),
         *idea,
@@ -400,6 +422,7 @@ _NEAR_RANK = {
     "seed": 1,
     "stage": 1,
     "result file": 2,
+    "run output": 2,
 }
 
 
