@@ -28,10 +28,10 @@ from pipeline_support import journal_nodes, prompt_records, start_run
 from ai_scientist.base.config import Config
 from ai_scientist.base.paths import PLAN_FILE, RunPaths
 from ai_scientist.memory.protocol import protocol_instructions
-from ai_scientist.treesearch.parameters import code_parameters
 from ai_scientist.runloop.stage_inputs import measured_ablations
 from ai_scientist.treesearch.journal import Journal
 from ai_scientist.treesearch.node import Metric
+from ai_scientist.treesearch.parameters import code_parameters
 from ai_scientist.treesearch.tried import ablation_plan, metrics_text, sentences
 
 

@@ -24,11 +24,11 @@ from pipeline_support import events, journal_nodes, prompt_records, start_run, s
 from ai_scientist.base.config import Config
 from ai_scientist.base.paths import CODE_FILE, RunPaths
 from ai_scientist.base.templates import render
-from ai_scientist.treesearch.parameters import code_parameters
 from ai_scientist.runloop.protocol import is_protocol_parameter
 from ai_scientist.testing.scripted import ExampleResponder
 from ai_scientist.treesearch.journal import Journal
 from ai_scientist.treesearch.node import Metric
+from ai_scientist.treesearch.parameters import code_parameters
 from ai_scientist.treesearch.tried import ablation_plan, sibling_table
 
 
@@ -153,6 +153,10 @@ def test_the_idea_proposer_sees_the_codes_parameters_and_the_stage_budget(run):
         assert marked and marked != {*constants, *envs}
         stage = int(r["stage"].removeprefix("stage"))
         assert f"agent.stages.stage{stage}_max_iters" in brief
+        # the schema allows as many ideas as the text asks for
+        at_most = re.search(r"propose at most (\d+)", brief)
+        schema = r["params"]["schema"]["properties"]["ideas"]
+        assert schema["maxItems"] == (int(at_most.group(1)) if at_most else 1), (brief, schema)
 
 
 def test_the_memory_protocol_describes_only_the_answer_field_in_schema_calls(run):

@@ -151,6 +151,13 @@ IDEAS_SCHEMA: dict[str, Any] = {
     "required": ["ideas"],
 }
 
+
+def ideas_schema(allowed: int) -> dict[str, Any]:
+    """:data:`IDEAS_SCHEMA` allowing ``allowed`` ideas (1 to 8): what the proposal's text asks for."""
+    ideas = {**IDEAS_SCHEMA["properties"]["ideas"], "maxItems": max(1, min(8, allowed))}
+    return {**IDEAS_SCHEMA, "properties": {"ideas": ideas}}
+
+
 TIEBREAK_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"node_id": _text(20), "reasoning": _text(600)},

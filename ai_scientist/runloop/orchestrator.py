@@ -398,7 +398,7 @@ class Orchestrator:
         if action.parent_id is None:  # tune and ablate ideas apply to an existing node
             raise ValueError(f"a {kind} proposal needs the node to grow; the action names none")
         values = proposal_inputs(self.run_, journal, state, journal.get(action.parent_id), kind)
-        from ..phases.schemas import IDEAS_SCHEMA
+        from ..phases.schemas import ideas_schema
 
         try:
             res = self.services.ask_run(
@@ -407,7 +407,9 @@ class Orchestrator:
                 phase="ideas",
                 label=kind,
                 role="select_node",
-                schema=IDEAS_SCHEMA,
+                # as many ideas as the text allows (the nodes the stage may still create beyond the
+                # planned ones, at least one): a schema allowing 8 contradicted "propose at most 1"
+                schema=ideas_schema(values["iterations_left"] - values["planned_left"]),
                 stage=state.stage,
             )
             offered = [str(i)[:300] for i in res.parsed.get("ideas", [])]
