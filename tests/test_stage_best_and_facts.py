@@ -165,5 +165,5 @@ def test_seed_text_rounds_and_handles_a_single_run():
         "val_accuracy over 2 seed re-runs of n0001 (seeds 1, 2): "
     )
     one = {"name": "acc", "mean": 0.5, "stderr": None, "n": 1, "values": [0.5]}
-    assert seeds_text(one, None) == "acc over 1 seed re-run: mean 0.5 (values 0.5)."
+    assert seeds_text(one, None) == "acc over 1 seed re-run: 0.5 (one re-run: no spread)."
     assert seeds_text(None, "n0001") is None

@@ -40,6 +40,8 @@ def _seeds_note(info: dict) -> str:
         return ""
     err = agg.get("stderr")
     n = agg.get("n", "?")
+    if n == 1:  # one value has no spread
+        return f" (over 1 seed: {agg['mean']:.4g}, one re-run: no spread)"
     return f" (over {n} seed{'' if n == 1 else 's'}: mean {agg['mean']:.4g}" + (
         f" ± {err:.2g} s.e.)" if isinstance(err, (int, float)) else ")"
     )

@@ -48,6 +48,9 @@ LAYERS: dict[str, Layer] = {
         # -- stage inputs
         _L("plan_snippet", "user", 70, "json_preview", min_tokens=150, strip_reasoning=True, title="Plan"),
         _L("prior_code", "user", 75, "head_tail", min_tokens=400, title="Current code"),
+        # a child's plotting call: the parent's plotting script whose figures passed (reuse keeps
+        # the two nodes' figures comparable); dropped first when the budget is short
+        _L("parent_plot_script", "user", 35, "head_tail", min_tokens=200, title="Parent's plotting script"),
         # the user's seed code (run --load-code / the idea's code section): draft nodes only
         _L("seed_code", "user", 78, "head_tail", min_tokens=300, title="Seed code"),
         _L("execution_output", "user", 65, "json_preview", min_tokens=200, title="Execution output"),
@@ -215,11 +218,19 @@ _REVIEW: dict[str, list[str]] = {
     "writeup": ["writer", "task", "instructions", "response_format", "findings", "node_brief"],
     # the related-work queries of one citation round (node_brief: queries asked, papers found)
     "citation_queries": ["citer", "task", "instructions", "response_format", "findings", "node_brief"],
-    # one figure against its caption (node_brief: the file and caption; the image follows)
-    "figure_review": ["figure_reviewer", "instructions", "response_format", "node_brief"],
+    # one figure against its caption (node_brief: the file and caption; the image follows); for a
+    # benchmark the machine it ran on (environment: reporting/vlm.py machine_facts, "" otherwise)
+    "figure_review": ["figure_reviewer", "environment", "instructions", "response_format", "node_brief"],
     # the report-time critique of a stage's best node that got none in the loop (node_brief: the
     # node, its metrics and plot files; the plots follow as image parts)
-    "plot_critique": ["figure_reviewer", "task", "instructions", "response_format", "node_brief"],
+    "plot_critique": [
+        "figure_reviewer",
+        "environment",
+        "task",
+        "instructions",
+        "response_format",
+        "node_brief",
+    ],
 }
 
 PROMPTS: dict[str, list[str]] = {
@@ -284,7 +295,17 @@ PROMPTS: dict[str, list[str]] = {
     # a working node's plotting code (reads the data files its experiment saved) and its critique
     # by the vision model (the figures travel as image parts in the user message; the machine for a
     # benchmark, as in the review)
-    "node_plot": ["system", "task", *_TAIL, "prior_code", "data_files", "run_result", "node_brief"],
+    # (the parent's plotting script, the same for siblings, before the node's own code and data)
+    "node_plot": [
+        "system",
+        "task",
+        *_TAIL,
+        "parent_plot_script",
+        "prior_code",
+        "data_files",
+        "run_result",
+        "node_brief",
+    ],
     "node_vlm": ["system", "environment", "task", *_TAIL, "run_result", "node_brief"],
     # fallback: read the metrics from the run output when metrics.json is missing
     "metrics_parse": ["system", "task", *_TAIL, "execution_output", "node_brief"],

@@ -23,6 +23,7 @@ from ..base.templates import render
 from ..context.assemble import Prompt, assemble
 from ..context.assemble import with_images as _with_images
 from ..context.budget import Budget
+from ..context.schema_limits import field_limits
 from ..context.spec import layout
 from ..context.tokens import TokenCounter, counter_for
 from .negotiation import INSTRUCTED
@@ -74,11 +75,14 @@ class Prompter:
             return False
         return mode_fn(self.cfg.model_for(role)) not in INSTRUCTED
 
-    def schema_text(self, schema: dict[str, Any], role: str) -> str:
+    def schema_text(self, schema: dict[str, Any], role: str, limits: bool = True) -> str:
         """The response-format text: a short pointer when the schema travels in the request (its
-        tokens are not paid twice), the schema itself in prompt-only modes."""
+        tokens are not paid twice), with the schema's length limits in words unless ``limits`` is
+        false (the caller states them elsewhere), the schema itself in prompt-only modes."""
         if layout() != "legacy" and self.schema_in_request(role):
-            return render("phases/response_format.j2", schema_json="", in_request=True)
+            # most servers do not enforce a schema's maxLength: the text says them (issue 28)
+            said = field_limits(schema) if limits else ""
+            return render("phases/response_format.j2", schema_json="", in_request=True, limits=said)
         return render(
             "phases/response_format.j2",
             schema_json=json.dumps(schema, separators=(",", ":")),

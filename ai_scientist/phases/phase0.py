@@ -42,6 +42,8 @@ def _stage_inputs(ctx: NodeContext) -> dict[str, Any]:
         review = parent_file(ctx, REVIEW_FILE)
         if review:  # what the parent's run found; the reviewer's remarks on its own input stay out
             kept = {k: review[k] for k in ("is_bug", "findings", "summary", "metrics") if k in review}
+            if review.get("measurement"):  # a valid but noisy number: the child should know
+                kept["measurement"] = review["measurement"]
             values["prior_outputs"] = short_json(kept)
         if ctx.parent.error:
             values["execution_output"] = ctx.parent.error

@@ -18,7 +18,7 @@ from .phase0 import merges_plan, run_phase0
 from .phase1 import run_phase1
 from .phase234 import METRICS_FROM_REVIEW, compile_code, generate_code, run_experiment
 from .plots import check_valid, critique_plots, make_plots, wants_plots
-from .review import findings, review_execution, review_metrics, seed_summary
+from .review import findings, measurement, node_summary, review_execution, review_metrics, seed_summary
 
 
 def _metric_objects(metrics: list[dict]) -> tuple[Any, list[Any]]:
@@ -80,12 +80,12 @@ def run_node(ctx: NodeContext) -> None:
         if wants_plots(ctx):  # the node's figures and their critique (a plotting failure is no bug)
             check_valid(ctx, critique_plots(ctx, make_plots(ctx, answer, record["metrics"])))
         metric, metrics = _metric_objects(record["metrics"])
-        # the node's summary is what its run found (the review's remarks about itself stay in
-        # review.json); a seed re-run's says whose re-run it is, with which seed, and what it measured
+        # the node's summary is what its run found, after the review's measurement caveat (the
+        # review's remarks about itself stay in review.json); a seed re-run's says whose re-run it is, with which seed, and what it measured
         if ctx.node.operation == "seed_eval":
             summary = seed_summary(ctx, record["metrics"])
         else:
-            summary = (found or ctx.node.summary)[:500]
+            summary = node_summary(found, measurement(review), ctx.node.summary)
         ctx.update(
             status="good",
             error=None,

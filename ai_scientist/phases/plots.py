@@ -236,6 +236,7 @@ def _plots(ctx: NodeContext, answer: dict, metrics: Any) -> dict:
         "max_figures": pcfg.max_figures,
         "plot_problems": "",
         "previous_script": "",
+        "parent_plot_script": parent_plot_script(ctx),
     }
     schema = plot_schema(pcfg.max_figures)
     problems: list[str] = []
@@ -280,6 +281,21 @@ def _plots(ctx: NodeContext, answer: dict, metrics: Any) -> dict:
             shutil.copyfile(ctx.workspace / PLOT_DIR / fig["file"], out_dir / fig["file"])
     record["error"] = "\n".join(problems) if problems else None
     return _done(ctx, record)
+
+
+def parent_plot_script(ctx: NodeContext) -> str:
+    """The parent's plotting script when its figures passed (its ``plots.json`` keeps some): what
+    a child's plotting call may reuse; "" for a draft or a parent whose plotting failed."""
+    parent = ctx.parent
+    if parent is None:
+        return ""
+    pdir = RunPaths(ctx.run.dir).node(parent.id)
+    try:
+        record = read_json(pdir.file(PLOTS_FILE), default=None) or {}
+        script = (pdir.workspace / PLOT_SCRIPT).read_text(encoding="utf-8")
+    except (OSError, ValueError, UnicodeDecodeError):  # no script, or a torn record: none offered
+        return ""
+    return script if isinstance(record, dict) and record.get("figures") else ""
 
 
 def _done(ctx: NodeContext, record: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..base.templates import render
+from ..context.schema_limits import field_limits
+from ..context.spec import layout
 from ..llm.prompting import Prompter
 
 if TYPE_CHECKING:
@@ -84,7 +86,14 @@ class PromptAdapter(Prompter):
         v.setdefault("node_brief", self._brief(prompt, v))
         fmt = []
         if schema is not None:
-            fmt.append(self.schema_text(schema, role))
+            # a phase's schema varies by call (a child's code answer carries its plan, a review
+            # may parse metrics): its length limits go last, with the call's brief, so the
+            # response format stays the same bytes for every call of the phase (prefix cache)
+            fmt.append(self.schema_text(schema, role, limits=False))
+            limits = field_limits(schema) if self.schema_in_request(role) and layout() != "legacy" else ""
+            if limits:
+                said = render("phases/answer_limits.j2", limits=limits).strip()
+                v["node_brief"] = "\n".join(x for x in (str(v.get("node_brief") or ""), said) if x)
         if v.get("memory") is not None and self.cfg.memory.enabled:
             fmt.append(self._memory_protocol(schema is not None))
         if fmt:

@@ -7,7 +7,8 @@ each command's stderr and stdout (results are printed last; a cut drops the olde
 the program itself, which is what gets cut first. The answer separates what the run found
 (``findings``, with the numbers from the output: the node's summary everywhere later) from
 remarks about the review itself (``remarks``: what could not be seen or checked), which stay in
-``review.json``.
+``review.json``. Between bug and no bug, ``measurement`` says a valid run's number is noisy or not
+comparable (a baseline timed once): the node stays working and its summary opens with the caveat.
 
 The layers' texts, and the criteria by kind of experiment, come from :mod:`.evidence` (shared
 with the plotting and critique calls).
@@ -28,7 +29,7 @@ from .schemas import REVIEW_METRICS_SCHEMA, REVIEW_SCHEMA
 
 
 def review_execution(ctx: NodeContext, run_record: dict) -> dict:
-    """Structured execution review (findings, remarks, is_bug); saved as ``review.json``."""
+    """Structured execution review (findings, remarks, measurement, is_bug); saved as ``review.json``."""
     return checkpoint(ctx, "review", REVIEW_FILE, lambda: _review(ctx, run_record))
 
 
@@ -58,13 +59,34 @@ def _review(ctx: NodeContext, run_record: dict) -> dict:
         ).parsed
     except LLMError as exc:
         # the review is advice on top of hard evidence (exit codes, metrics): record and go on
-        review = {"is_bug": False, "findings": "", "remarks": f"review unavailable: {exc}", "error": str(exc)}
+        review = {
+            "is_bug": False,
+            "findings": "",
+            "remarks": f"review unavailable: {exc}",
+            "measurement": "",
+            "error": str(exc),
+        }
     return review
 
 
 def findings(review: dict[str, Any]) -> str:
     """What the reviewed run found (a review written before issue 28 calls it ``summary``)."""
     return str(review.get("findings") or review.get("summary") or "").strip()
+
+
+def measurement(review: dict[str, Any]) -> str:
+    """The review's concern about a valid run's numbers (noisy or not comparable), or ""."""
+    return " ".join(str(review.get("measurement") or "").split())
+
+
+def node_summary(found: str, concern: str, fallback: str = "") -> str:
+    """A reviewed node's summary: what its run found, after the review's measurement concern when
+    it has one — first, so the tables that cut a summary at its end (the siblings', the stage's
+    facts) still say that the number is noisy or not comparable."""
+    text = (found or fallback)[:500]
+    if not concern:
+        return text
+    return f"Caveat (valid but noisy or not comparable): {concern.rstrip('.')}. {text}".strip()
 
 
 def review_metrics(review: dict) -> list[dict]:

@@ -140,9 +140,15 @@ REVIEW_SCHEMA: dict[str, Any] = {
     # the findings first: the verdict follows what the answer has just said about the run (a
     # grammar-constrained decoder writes the properties in this order). Only the findings (what the
     # run found, with its numbers) become the node's summary; remarks about the review itself
-    # (what the output did not show) stay in review.json
-    "properties": {"findings": _text(500), "remarks": _text(400), "is_bug": {"type": "boolean"}},
-    "required": ["findings", "remarks", "is_bug"],
+    # (what the output did not show) stay in review.json. ``measurement``: a valid run whose number
+    # is noisy or not comparable (a baseline timed once) — no bug, but shown with the node's result
+    "properties": {
+        "findings": _text(500),
+        "remarks": _text(400),
+        "measurement": _text(300),
+        "is_bug": {"type": "boolean"},
+    },
+    "required": ["findings", "remarks", "measurement", "is_bug"],
 }
 
 IDEAS_SCHEMA: dict[str, Any] = {

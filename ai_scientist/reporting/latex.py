@@ -207,6 +207,10 @@ class CompileResult:
     main_pages: int | None
     log_excerpt: str
     chktex: list[str] = field(default_factory=list)
+    # pages of the main text the figures take (their floats' heights over the text height), and
+    # how many figures; None when the log does not say (no figure, another template)
+    figure_pages: float | None = None
+    figures: int = 0
 
 
 def _run(cmd: list[str], cwd: Path, timeout: float) -> tuple[int, str]:
@@ -254,6 +258,25 @@ def count_pages(pdf: Path, log_text: str = "", tool_path: str | None = None) -> 
     return n or None
 
 
+_PT = r"([0-9.]+)pt"
+_PAGE_LINE = re.compile(rf"^ai-scientist-page {_PT} {_PT} {_PT} {_PT}", re.M)
+_FIGURE_LINE = re.compile(rf"^ai-scientist-figure (\S+) {_PT}", re.M)
+
+
+def figure_pages(log_text: str) -> tuple[float | None, int]:
+    """(pages, figures): how much of the main text the figures take, from the lines the templates
+    write to the log — each figure's float (image and caption) plus the space around a float,
+    over the text height times the columns. (None, 0) when the log holds no such lines."""
+    page = _PAGE_LINE.findall(log_text)
+    figs = dict(_FIGURE_LINE.findall(log_text))  # by label: a rerun of pdflatex writes them again
+    if not page or not figs:
+        return None, 0
+    height, width, column, sep = (float(x) for x in page[-1])
+    columns = max(1, round(width / column)) if column else 1
+    used = sum(float(h) + sep for h in figs.values())
+    return used / (height * columns), len(figs)
+
+
 def main_body_pages(aux: Path) -> int | None:
     """Last page of the main text: where it ends (label ``endofmain``) or a figure floated to, if later."""
     try:
@@ -289,8 +312,16 @@ def compile_pdf(paper_dir: Path, timeout: float, tool_path: str | None = None) -
     excerpt = "" if ok else log_excerpt(tex_log or log)
     pages = count_pages(pdf, tex_log, tool_path) if ok else None
     chk = run_chktex(paper_dir, tool_path) if ok else []
+    fig_pages, n_figs = figure_pages(tex_log) if ok else (None, 0)
     return CompileResult(
-        ok, pdf if ok else None, pages, main_body_pages(paper_dir / "paper.aux"), excerpt, chk
+        ok,
+        pdf if ok else None,
+        pages,
+        main_body_pages(paper_dir / "paper.aux"),
+        excerpt,
+        chk,
+        fig_pages,
+        n_figs,
     )
 
 

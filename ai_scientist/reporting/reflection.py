@@ -26,19 +26,40 @@ def word_count(sections: dict[str, str]) -> int:
     return sum(len(str(sections.get(k, "")).split()) for k in SECTION_KEYS)
 
 
-def overflow_message(main_pages: int, page_limit: int, sections: dict[str, str]) -> str:
-    """A page overrun as the writer can act on it: pages over, the words the sections hold, and a
-    word budget (the words scaled to the limit, less 5 % because figures and headings take room
-    the words do not show)."""
+def overflow_message(
+    main_pages: int,
+    page_limit: int,
+    sections: dict[str, str],
+    figure_pages: float | None = None,
+    figures: int = 0,
+) -> str:
+    """A page overrun as the writer can act on it: pages over, the room the figures take (from the
+    compile's log: ``latex.figure_pages``), the words the sections hold, and a word budget — the
+    words scaled from the pages the text fills now to the pages left to it, less 5 % for headings."""
     words = word_count(sections)
-    budget = int(words * page_limit / main_pages * 0.95)
     over = main_pages - page_limit
-    return (
+    figs = figure_pages if figure_pages is not None and figure_pages < main_pages else 0.0
+    text_now, text_room = main_pages - figs, page_limit - figs
+    budget = int(words * max(text_room, 0.0) / text_now * 0.95) if text_now > 0 else 0
+    out = (
         f"The main text runs to page {main_pages}; the limit is {page_limit} pages, so it is "
-        f"{over} page{'' if over == 1 else 's'} over. Your sections hold {words} words: cut about "
-        f"{words - budget} words, to at most {budget} words in all. Cut prose (repetition, "
-        "background, long descriptions of the method); keep every caveat, limitation and "
-        "reported number."
+        f"{over} page{'' if over == 1 else 's'} over."
+    )
+    if figs:
+        out += (
+            f" The {figures} figure{' takes' if figures == 1 else 's take'} about {figs:.1f} "
+            f"page{'' if round(figs, 1) == 1 else 's'} ({figs / main_pages:.0%} of the main text), "
+            f"leaving {max(text_room, 0.0):.1f} for the text."
+        )
+    if text_room <= 0:
+        return out + (
+            f" The figures alone fill the limit: keep the text to its essentials ({words} words "
+            "now; every caveat, limitation and reported number stays)."
+        )
+    return out + (
+        f" Your sections hold {words} words: cut about {max(words - budget, 0)} words, to at most "
+        f"{budget} words in all. Cut prose (repetition, background, long descriptions of the "
+        "method); keep every caveat, limitation and reported number."
     )
 
 
@@ -82,6 +103,7 @@ def paper_feedback(
     main_pages: int | None,
     page_limit: int,
     duplicates: list[str],
+    figure_pages: float | None = None,
 ) -> list[str]:
     """The problems of the paper as sentences the writer can act on (empty: nothing to fix)."""
     text = "\n".join(str(sections.get(k, "")) for k in SECTION_KEYS)
@@ -109,5 +131,5 @@ def paper_feedback(
         more = f" (and {len(chktex) - MAX_CHKTEX} more lines)" if len(chktex) > MAX_CHKTEX else ""
         out.append(f"LaTeX style warnings (chktex) in your text: {' | '.join(chktex[:MAX_CHKTEX])}{more}.")
     if main_pages is not None and main_pages > page_limit:
-        out.append(overflow_message(main_pages, page_limit, sections))
+        out.append(overflow_message(main_pages, page_limit, sections, figure_pages, len(figures)))
     return out

@@ -15,13 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import VLM_FILE, NodePaths, RunPaths
+from ..context.kinds import experiment_kinds, shows_machine
+from ..execution.environment import cpu_view
 from ..llm.prompting import Prompter, ask
 from ..llm.types import CallContext, LLMError
 from ..llm.vision import is_vision_refusal, vision_skip_reason
 from . import prompts
 from .errors import StepSkipped
 from .images import image_part
-from .runread import load_run, read_text
+from .runread import RunView, load_run, read_text
 
 if TYPE_CHECKING:
     from ..base.config import Config
@@ -72,6 +74,24 @@ class NoVision(StepSkipped):
     """The configured model cannot read images."""
 
 
+def machine_facts(run_dir: Path, view: RunView) -> str:
+    """The machine a benchmark ran on (CPU, caches, vector width and peak, memory: the
+    ``environment`` layer of the figure calls), from the run's ``environment.json``; "" when the
+    run's metrics or idea say it is no benchmark (training, simulation), or nothing was recorded.
+    A figure of timings or GFLOP/s is judged against it (a rate above the machine's peak, a
+    working set that crosses a cache size)."""
+    names = [str(m.get("name", "")) for nid in view.nodes for m in view.metrics(nid)]
+    if not shows_machine(experiment_kinds(names, read_text(RunPaths(run_dir).idea_md, 8000))):
+        return ""
+    try:
+        env = read_json(RunPaths(run_dir).environment, default=None)
+    except ValueError:  # torn: the figures are reviewed without the machine
+        return ""
+    if not isinstance(env, dict) or not env.get("cpu"):
+        return ""
+    return prompts.render("machine.j2", cpu=cpu_view(env)).strip()
+
+
 def critique_node_plots(run_dir: Path, cfg: Config, client: LLMClient) -> dict[str, Any]:
     """Every node's own critique (made in the loop, ``nodes/<id>/vlm.json``), and for each stage's
     best node without one, a critique made now; {node_id: critique | {critiques | error}}.
@@ -92,6 +112,7 @@ def critique_node_plots(run_dir: Path, cfg: Config, client: LLMClient) -> dict[s
     shared = {
         "task": read_text(RunPaths(run_dir).idea_md, 8000) or "(no idea text)",
         "instructions": prompts.render("vlm_node_instructions.j2"),
+        "environment": machine_facts(run_dir, view),
     }
     for stage, node in view.best_per_stage().items():
         nid = str(node["id"])
@@ -157,6 +178,7 @@ def review_figures(
     # what the figures are evidence for: the idea's title and hypothesis, in each figure's brief
     idea = read_json(RunPaths(run_dir).idea_json, default={}) or {}
     question = " — ".join(str(idea[k]).strip() for k in ("title", "hypothesis") if idea.get(k))
+    machine = machine_facts(run_dir, load_run(run_dir))
     out: dict[str, Any] = {}
     for fig in figures:
         path = fig_dir / fig["file"]
@@ -170,7 +192,7 @@ def review_figures(
             out[fig["file"]] = cache[key]
             continue
         brief = prompts.render("vlm_figure_user.j2", file=fig["file"], caption=caption, question=question)
-        values = {"instructions": instructions, "node_brief": brief}
+        values = {"instructions": instructions, "environment": machine, "node_brief": brief}
         ctx = CallContext(node_id="run", phase=phase, label=f"figure_{path.stem}"[:40])
         try:
             out[fig["file"]] = cache[key] = ask(

@@ -378,7 +378,7 @@ def _build(
         return tex, result, f"LaTeX compile failed. Log excerpt:\n{result.log_excerpt}"
     n = result.main_pages or result.pages or 0
     if n > limit:
-        return tex, result, overflow_message(n, limit, sections)
+        return tex, result, overflow_message(n, limit, sections, result.figure_pages, result.figures)
     return tex, result, ""
 
 
@@ -450,7 +450,7 @@ def _reflect(
         tex = read_text(paper_dir / "paper.tex", 2_000_000)
         chktex = chktex_for_writer(result.chktex, tex, _own_texts(sections, values["figures"], papers))
         feedback = paper_feedback(sections, values["figures"], vlm, chktex, pages,
-                                  _page_limit(cfg), values["figure_problems"])  # fmt: skip
+                                  _page_limit(cfg), values["figure_problems"], result.figure_pages)  # fmt: skip
         entry: dict[str, Any] = {"round": r, "feedback": feedback, **_texts(unmatched)}
         if not feedback and not unmatched:
             log.append({**entry, "outcome": "nothing left to fix"})

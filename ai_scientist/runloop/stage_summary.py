@@ -246,7 +246,9 @@ def seeds_text(agg: dict[str, Any] | None, node_id: str | None, seeds: Sequence[
     of = f" of {node_id}" if node_id else ""
     if seeds:
         of += f" (seed{'' if len(seeds) == 1 else 's'} {', '.join(str(x) for x in seeds)})"
-    out = f"{agg.get('name', 'metric')} over {n} seed re-run{'' if n == 1 else 's'}{of}: mean {num(mean)}"
+    if n == 1:  # one value has no spread: say so rather than print a mean with no error
+        return f"{agg.get('name', 'metric')} over 1 seed re-run{of}: {num(mean)} (one re-run: no spread)."
+    out = f"{agg.get('name', 'metric')} over {n} seed re-runs{of}: mean {num(mean)}"
     if agg.get("stderr") is not None:
         out += f" ± {_stderr(float(agg['stderr']))} s.e."
     values = [num(float(v)) for v in agg.get("values") or []]

@@ -243,6 +243,7 @@ class ExampleResponder:
         review: dict[str, Any] = {
             "findings": f"ran cleanly; val_accuracy={acc}",
             "remarks": "",
+            "measurement": "",
             "is_bug": False,
         }
         if ctx.label == "exec_review+metrics":  # no metrics.json: the review reads them from stdout
