@@ -153,6 +153,11 @@ def test_the_idea_proposer_sees_the_codes_parameters_and_the_stage_budget(run):
         assert marked and marked != {*constants, *envs}
         stage = int(r["stage"].removeprefix("stage"))
         assert f"agent.stages.stage{stage}_max_iters" in brief
+        # its build and run commands, whole: what a command-line argument stands for
+        assert (answer.get("run") or {}).get("commands")
+        for part in ("build", "run"):
+            for cmd in (answer.get(part) or {}).get("commands") or []:
+                assert f"- {part}: {cmd}" in brief
         # the schema allows as many ideas as the text asks for
         at_most = re.search(r"propose at most (\d+)", brief)
         schema = r["params"]["schema"]["properties"]["ideas"]

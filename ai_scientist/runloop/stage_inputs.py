@@ -158,6 +158,8 @@ def proposal_inputs(
         # the data / split / size / noise / seed knobs are marked: a tuning or an ablation that
         # changes one makes its node incomparable (a relay run's proposer could not tell them apart)
         "code_parameters": code_parameters(text_files(answer), note=_protocol_note),
+        # its build and run commands: what a command-line argument (argv[1], $2) stands for
+        "commands": _commands(answer),
         "iterations_left": iterations_left(run, view, state.stage),
         "stage_max_iters_key": f"agent.stages.stage{state.stage}_max_iters",
         "planned_left": len(untried(view, state.stage, state.ideas)),
@@ -174,6 +176,16 @@ def proposal_inputs(
         values["idea_ablations"] = idea_ablations(run.idea)
         values["measured_ablations"] = measured_ablations(parent)
     return values
+
+
+def _commands(answer: Any) -> list[str]:
+    """The build and run commands of a code answer, each once and whole (build first)."""
+    out: list[str] = []
+    for key in ("build", "run"):
+        part = answer.get(key) if isinstance(answer, dict) else None
+        cmds = part.get("commands") if isinstance(part, dict) else None
+        out += [f"{key}: {c}" for c in (cmds if isinstance(cmds, list) else []) if isinstance(c, str)]
+    return list(dict.fromkeys(out))
 
 
 def _protocol_note(p: Parameter) -> str:
