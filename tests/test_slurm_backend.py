@@ -344,3 +344,21 @@ def test_busy_controller_is_retried_without_submitting_twice(fake, tmp_path):
     submits = [c for c in slurm_fake.calls(state) if c[0] == "sbatch"]
     assert len(submits) == 2 and list(slurm_fake.jobs(state)) == [res.extra["job_id"]]
     assert [c for c in slurm_fake.calls(state) if c[0] == "squeue" and "--name" in c]
+
+
+def test_a_finished_job_is_read_long_before_the_next_squeue(fake, tmp_path):
+    # issue 37: the exit file is looked at every few ms; squeue only every poll_interval_s (30 s here)
+    state = fake[0]
+    slurm_fake.program(state, [{"run": False, "state": "RUNNING"}])
+    ex = executor(fake, tmp_path, "exec.slurm.poll_interval_s=30")
+    t, box = in_thread(lambda: ex.run(["sh", "-c", "echo done"], workspace=node_ws(tmp_path)))
+    wait_for(lambda: ex.in_flight())
+    job_id = ex.in_flight()[0]
+    wait_for(lambda: [c for c in slurm_fake.calls(state) if c[0] == "squeue"])  # the first poll
+    jdir = ex._jobs[job_id].dir
+    subprocess.run(["bash", str(jdir / "job.sh")], cwd=jdir, capture_output=True, check=False)
+    ran = time.monotonic()
+    t.join(20)
+    seen = time.monotonic() - ran
+    assert box["result"].stdout == "done\n" and seen < 10, f"read after {seen:.1f} s"
+    assert len([c for c in slurm_fake.calls(state) if c[0] == "squeue"]) == 1
