@@ -34,6 +34,7 @@ from ai_scientist.context.kinds import experiment_kinds
 from ai_scientist.context.schema_limits import field_limits
 from ai_scientist.execution.environment import cpu_view
 from ai_scientist.phases.plots import PLOT_SCRIPT
+from ai_scientist.phases.schemas import MERGED_CODE_SCHEMA
 from ai_scientist.reporting.latex import figure_pages
 from ai_scientist.testing.scripted import PAPER_SECTIONS, ExampleResponder
 
@@ -191,19 +192,23 @@ def test_every_schema_call_states_its_length_limits(run):
     run_dir, _ = run
     checked = 0
     for r in prompt_records(run_dir):
-        schema = r["params"].get("schema")
-        limits = field_limits(schema)
+        limits = field_limits(r["params"].get("schema"))
         fmt = _section(r, "Response format")
         if not limits or fmt is None or "sent with this request" not in fmt:
             continue  # a prompt-only mode shows the schema itself
-        said = f"Length limits of the answer (characters; a list: items x characters each): {limits}."
-        # a phase's schema may vary by call: its limits then close the call's brief, so the
-        # format stays the same bytes for the whole phase; the report's calls say them in it
-        assert said in fmt or said in (_section(r, "This call") or ""), (r["node_id"], r["label"])
-        assert _text(r).count("Length limits") == 1
+        said = re.search(r"Length limits of the answer's fields \(.*?\): (.*)\.$", fmt, re.M)
+        assert said, (r["node_id"], r["label"])
+        own, stated = set(limits.split(", ")), set(said.group(1).split(", "))
+        if r["phase"] == "phase2":
+            # one text for every code call: the code and plan fields' bounds (the call's own
+            # schema narrows some by the environment and adds edits or new packages)
+            assert stated == set(field_limits(MERGED_CODE_SCHEMA).split(", "))
+            assert {x.split(" ")[0] for x in stated} & {x.split(" ")[0] for x in own}, r["node_id"]
+        else:
+            assert stated == own, (r["node_id"], r["label"])
         checked += 1
     reviews = [r for r in prompt_records(run_dir) if r["label"].startswith("exec_review")]
-    assert "findings 500, remarks 400, measurement 300" in (_section(reviews[0], "This call") or "")
+    assert "findings 500, remarks 400, measurement 300" in (_section(reviews[0], "Response format") or "")
     assert checked >= 10
 
 

@@ -14,33 +14,38 @@ from typing import Any
 SKIPPED = frozenset({"memory_update"})
 
 
+# a bound the text states: prose a model writes at length (a summary, a plan, a list of risks or
+# commands); not names and ids (under 200 characters, never near their bound), nor a file's content
+# (60,000), nor the item counts of lists of objects
+PROSE_MIN, PROSE_MAX = 200, 20_000
+
+
 def _limit(schema: dict[str, Any]) -> str | None:
-    """A field's own bound: ``500`` (a string), ``8x200`` (a list of bounded strings), ``50
-    items`` (a list of anything else); None when unbounded."""
+    """A field's own bound: ``500`` (a string), ``8x200`` (a list of bounded strings); None when
+    unbounded or outside the prose range."""
     kind = schema.get("type")
     if kind == "string":
-        return str(schema["maxLength"]) if "maxLength" in schema else None
+        n = schema.get("maxLength")
+        return str(n) if isinstance(n, int) and PROSE_MIN <= n <= PROSE_MAX else None
     if kind == "array":
         raw = schema.get("items")
         items: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        n = schema.get("maxItems")
         each = items.get("maxLength") if items.get("type") == "string" else None
-        if n is not None and each is not None:
-            return f"{n}x{each}"
-        if each is not None:
-            return f"any x {each}"
-        return f"{n} items" if n is not None else None
+        if not isinstance(each, int) or not PROSE_MIN <= each <= PROSE_MAX:
+            return None
+        n = schema.get("maxItems")
+        return f"{n}x{each}" if n is not None else f"any x {each}"
     return None
 
 
-def _walk(schema: dict[str, Any], path: str, out: list[str]) -> None:
+def _walk(schema: dict[str, Any], path: str, out: list[tuple[str, str, str]]) -> None:
     for name, sub in (schema.get("properties") or {}).items():
         if name in SKIPPED or not isinstance(sub, dict):
             continue
         where = f"{path}.{name}" if path else name
         limit = _limit(sub)
         if limit:
-            out.append(f"{where} {limit}")
+            out.append((path, where, limit))
         items = sub.get("items") if sub.get("type") == "array" else None
         if isinstance(items, dict) and items.get("properties"):
             _walk(items, f"{where}[]", out)
@@ -49,10 +54,22 @@ def _walk(schema: dict[str, Any], path: str, out: list[str]) -> None:
 
 
 def field_limits(schema: dict[str, Any] | None) -> str:
-    """``"findings 500, remarks 400, ideas 8x200, files 50 items, files[].path 200"``: every
-    bounded string (characters) and list (items x characters) of ``schema`` by its path, in the
-    schema's order; "" when nothing is bounded."""
-    out: list[str] = []
+    """``"findings 500, remarks 400, phase_guidance.* 400, ideas 8x200"``: every bounded prose
+    field of ``schema`` (strings, characters; lists of strings, items x characters) by its path, in
+    the schema's order, three or more siblings with one bound as ``parent.*``; "" when none."""
+    found: list[tuple[str, str, str]] = []
     if isinstance(schema, dict):
-        _walk(schema, "", out)
+        _walk(schema, "", found)
+    out: list[str] = []
+    i = 0
+    while i < len(found):
+        parent, _, limit = found[i]
+        j = i
+        while j < len(found) and found[j][0] == parent and found[j][2] == limit:
+            j += 1
+        if parent and j - i >= 3:
+            out.append(f"{parent}.* {limit}")
+        else:
+            out += [f"{where} {lim}" for _, where, lim in found[i:j]]
+        i = j
     return ", ".join(out)

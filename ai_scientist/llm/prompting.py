@@ -75,13 +75,14 @@ class Prompter:
             return False
         return mode_fn(self.cfg.model_for(role)) not in INSTRUCTED
 
-    def schema_text(self, schema: dict[str, Any], role: str, limits: bool = True) -> str:
+    def schema_text(self, schema: dict[str, Any], role: str, limits_of: dict[str, Any] | None = None) -> str:
         """The response-format text: a short pointer when the schema travels in the request (its
-        tokens are not paid twice), with the schema's length limits in words unless ``limits`` is
-        false (the caller states them elsewhere), the schema itself in prompt-only modes."""
+        tokens are not paid twice) with the length limits of ``limits_of`` (a prompt's base
+        schema: one text for all its calls) or of ``schema`` in words, the schema itself in
+        prompt-only modes."""
         if layout() != "legacy" and self.schema_in_request(role):
             # most servers do not enforce a schema's maxLength: the text says them (issue 28)
-            said = field_limits(schema) if limits else ""
+            said = field_limits(schema if limits_of is None else limits_of)
             return render("phases/response_format.j2", schema_json="", in_request=True, limits=said)
         return render(
             "phases/response_format.j2",

@@ -15,9 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..base.templates import render
-from ..context.schema_limits import field_limits
-from ..context.spec import layout
 from ..llm.prompting import Prompter
+from .schemas import MERGED_CODE_SCHEMA, REVIEW_METRICS_SCHEMA
 
 if TYPE_CHECKING:
     from ..base.config import Config
@@ -34,6 +33,17 @@ _DEFAULTS = {
     "best_summary": "",
     "siblings": "",
     "python": "/usr/bin/python3",
+}
+
+
+# the schema whose length limits a prompt's text states, so the response format is the same
+# bytes for every call of the prompt (the prefix cache): a code call's schema varies (a child's
+# answer adds its plan; edits and new packages are offered by call), a review's may parse the
+# metrics. A field a call's schema lacks is one its answer does not write; the per-call extras
+# (edits, new packages) keep their bounds in the schema only
+_LIMITS_OF: dict[str, dict[str, Any]] = {
+    "phase234_code": MERGED_CODE_SCHEMA,
+    "exec_review": REVIEW_METRICS_SCHEMA,
 }
 
 
@@ -86,14 +96,7 @@ class PromptAdapter(Prompter):
         v.setdefault("node_brief", self._brief(prompt, v))
         fmt = []
         if schema is not None:
-            # a phase's schema varies by call (a child's code answer carries its plan, a review
-            # may parse metrics): its length limits go last, with the call's brief, so the
-            # response format stays the same bytes for every call of the phase (prefix cache)
-            fmt.append(self.schema_text(schema, role, limits=False))
-            limits = field_limits(schema) if self.schema_in_request(role) and layout() != "legacy" else ""
-            if limits:
-                said = render("phases/answer_limits.j2", limits=limits).strip()
-                v["node_brief"] = "\n".join(x for x in (str(v.get("node_brief") or ""), said) if x)
+            fmt.append(self.schema_text(schema, role, limits_of=_LIMITS_OF.get(prompt)))
         if v.get("memory") is not None and self.cfg.memory.enabled:
             fmt.append(self._memory_protocol(schema is not None))
         if fmt:
