@@ -169,7 +169,13 @@ class ExampleResponder:
         handler = getattr(self, f"_{name}", None)
         if handler is None:
             return json.dumps(self._generic(schema))
-        return handler(text, ctx)
+        answer = handler(text, ctx)
+        if name == "ideas" and schema:  # as many ideas as the schema allows (the text asks for them)
+            most = ((schema.get("properties") or {}).get("ideas") or {}).get("maxItems")
+            data = json.loads(answer)
+            if most and isinstance(data.get("ideas"), list) and len(data["ideas"]) > most:
+                answer = json.dumps({**data, "ideas": data["ideas"][:most]})
+        return answer
 
     # ----------------------------------------------------------- phases --
     def _phase0(self, text: str, ctx: CallContext) -> str:
