@@ -131,6 +131,11 @@ def test_candidates_within_seed_noise_are_rerun_and_ranked_by_their_mean(tmp_pat
     )
     text = facts["messages"][-1]["content"]
     assert f"Decision: {rerank['decision']}." in text and "Means over the seed re-runs:" in text
+    # the noise estimate names the re-runs it pooled, with their values
+    pooled = "; ".join(
+        f"{nid} {', '.join(f'{v:.4g}' for v in vals)}" for nid, vals in rerank["noise"]["groups"].items()
+    )
+    assert f"over the re-runs done before this decision: {pooled};" in text
     capsys.readouterr()
     assert main(["logs", str(run_dir), "stages"]) == 0
     out = capsys.readouterr().out

@@ -43,7 +43,7 @@ FIELDS = (("tried", "Tried"), ("worked", "Worked"), ("failed", "Failed"), ("next
 
 IDEA_CHARS = 200  # the table's idea cell: cut at a word, never mid-word
 RESULT_CHARS = 320  # the result cell: the primary metric, then whole metrics while they fit, "+N more"
-SUMMARY_CHARS = 400  # the summary cell: whole sentences up to this length
+SUMMARY_CHARS = 600  # the summary cell: the findings whole (the review schema caps them at 500)
 ERROR_CHARS = 200
 
 
@@ -162,7 +162,7 @@ def _stderr(value: float) -> str:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "/")
+    return " ".join(str(text).split()).replace("|", "\\|")
 
 
 def cut_words(text: str, limit: int) -> str:
@@ -257,6 +257,13 @@ def seeds_text(agg: dict[str, Any] | None, node_id: str | None, seeds: Sequence[
     return out + "."
 
 
+def _groups_text(groups: dict[str, Any]) -> str:
+    """The nodes a seed-noise estimate pooled, each with its re-run values ("n0002 0.902, 0.916")."""
+    return (
+        "; ".join(f"{nid} {', '.join(num(float(v)) for v in vals)}" for nid, vals in groups.items()) or "none"
+    )
+
+
 def rerank_lines(record: dict[str, Any] | None) -> list[str]:
     """The re-ranking over seeds at a stage's end as sentences (stage facts, ``logs``): the noise
     estimate with its numbers, the threshold, the candidates, their means and the decision."""
@@ -271,8 +278,9 @@ def rerank_lines(record: dict[str, Any] | None) -> list[str]:
     out = [
         f"Re-ranking over seeds: {record['node_id']} led on its search run ({name} "
         f"{num(record['search_value'])}); seed noise sigma {num(sigma)} ({noise.get('estimator')}, "
-        f"{len(groups)} node(s), {noise.get('dof')} degree(s) of freedom); within the noise: a difference "
-        f"up to {num(record['threshold'])} ({num(record['noise_z'])} x sigma x sqrt 2)."
+        f"over the re-runs done before this decision: {_groups_text(groups)}; {noise.get('dof')} degree(s) "
+        f"of freedom); within the noise: a difference up to {num(record['threshold'])} "
+        f"({num(record['noise_z'])} x sigma x sqrt 2)."
     ]
     ups = record.get("runners_up") or []
     if ups:
