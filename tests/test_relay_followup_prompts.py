@@ -276,3 +276,30 @@ def test_a_c_programs_array_of_settings_is_a_parameter():
     lines = code_parameters({"mm.c": src})
     assert "tiles in (16, 32, 64, 128, 0) (a grid hard-coded in a loop) [mm.c]" in lines
     assert "N = 1024 [mm.c]" in lines
+
+
+def test_a_childs_code_call_shows_its_parents_commands_and_run_as_text(run):
+    """A child restates its build and run commands: "Current code" ends with its parent's; the
+    parent's run is plain text, every command with its exit code and duration (not a JSON string
+    with escaped line breaks)."""
+    nodes = journal_nodes(run)
+    checked = 0
+    for r in _records(run, "phase2"):
+        node = nodes[r["node_id"]]
+        if not node.get("parent_id") or node["operation"] == "seed_eval":
+            continue
+        parent = node["parent_id"]
+        answer = json.loads((run / "nodes" / parent / "code_answer.json").read_text())
+        code = _section(r, "Current code")
+        assert "### commands (build, then run)" in code
+        for cmd in answer["run"]["commands"]:
+            assert f"run: {cmd}" in code
+        outputs = json.loads((run / "nodes" / parent / "run.json").read_text())["outputs"]
+        shown = _section(r, "Execution output")
+        assert '"stdout_tail"' not in shown
+        for o in outputs:
+            assert f"$ {o['command']}  (exit {o['exit_code']}" in shown
+        last = outputs[-1]["stdout_tail"].strip().splitlines()[-1]
+        assert last in shown
+        checked += 1
+    assert checked >= 3

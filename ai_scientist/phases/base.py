@@ -252,6 +252,23 @@ def short_json(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False)
 
 
+def answer_commands(answer: Any) -> list[str]:
+    """A code answer's build and run commands, ``"build: <command>"`` / ``"run: <command>"``,
+    build first, each once."""
+    lines: list[str] = []
+    for key in ("build", "run"):
+        part = answer.get(key) if isinstance(answer, dict) else None
+        cmds = part.get("commands") if isinstance(part, dict) else None
+        lines += [f"{key}: {c}" for c in (cmds if isinstance(cmds, list) else []) if isinstance(c, str)]
+    return list(dict.fromkeys(lines))
+
+
+def commands_text(answer: dict) -> str:
+    """A code answer's build and run commands under a ``### commands`` heading ("" when it has none)."""
+    lines = answer_commands(answer)
+    return "### commands (build, then run)\n" + "\n".join(lines) if lines else ""
+
+
 def code_text(answer: dict) -> str:
     """The text files of a code answer, each under a ``### path`` heading."""
     parts = []

@@ -82,10 +82,12 @@ def run_result_text(
     ).strip()
 
 
-def run_output_text(outputs: list[dict[str, Any]]) -> str:
+def run_output_text(outputs: list[dict[str, Any]], status: bool = False) -> str:
     """The ``run_output`` layer: per command, the last lines of its stderr and then of its stdout
     (the stdout's tail last, where a tail cut keeps it longest); a tail the run record cut
-    mid-line starts at its first whole line."""
+    mid-line starts at its first whole line. ``status``: every command, with its exit code and
+    duration (a child's code call sees its parent's run so; plain text, not a JSON string with
+    escaped line breaks)."""
     shown = [
         {
             **o,
@@ -94,10 +96,11 @@ def run_output_text(outputs: list[dict[str, Any]]) -> str:
         }
         for o in outputs
     ]
-    shown = [o for o in shown if o["stdout_tail"].strip() or o["stderr_tail"].strip()]
+    if not status:
+        shown = [o for o in shown if o["stdout_tail"].strip() or o["stderr_tail"].strip()]
     if not shown:
         return ""
-    return render("context/_run_output.j2", outputs=shown, total=len(outputs)).strip()
+    return render("context/_run_output.j2", outputs=shown, total=len(outputs), status=status).strip()
 
 
 def _whole_lines(tail: str | None) -> str:

@@ -28,9 +28,10 @@ from ..base.templates import render
 from ..execution.sandbox_probe import installed_tools
 from ..llm.client import backend_name
 from ..llm.types import LLMError
-from .base import NodeContext, PhaseFailed, code_text, parent_file, short_json
+from .base import NodeContext, PhaseFailed, code_text, commands_text, parent_file
 from .checkpoint import checkpoint
 from .edits import EditError, expand_answer, text_files, with_edits
+from .evidence import run_output_text
 from .execution import run_command
 from .phase0 import check_installed, plan_schema
 from .plots import data_paths, plot_feedback
@@ -70,10 +71,12 @@ def _values(ctx: NodeContext, plan: dict) -> dict[str, Any]:
     if ctx.parent is not None:
         answer = parent_file(ctx, ANSWER_FILE)
         if answer:
-            values["prior_code"] = code_text(answer)
+            # the files, then how they were built and run (a child restates its build and run
+            # commands: a relay run's C child had only the plan's prose for its parent's flags)
+            values["prior_code"] = "\n\n".join(t for t in (code_text(answer), commands_text(answer)) if t)
         run = parent_file(ctx, RUN_FILE)
         if run:
-            values["execution_output"] = short_json(run.get("outputs", []))
+            values["execution_output"] = run_output_text(run.get("outputs") or [], status=True)
             values["time_feedback"] = f"parent run took {run.get('duration_s', 0):.1f} s"
         if ctx.parent.error:  # layer parent_error (stage 3 and debug nodes: why the parent failed)
             values["parent_error"] = ctx.parent.error

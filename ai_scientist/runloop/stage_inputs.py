@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import CODE_FILE, PLAN_FILE, STAGE_INPUTS_FILE, RunPaths
+from ..phases.base import answer_commands
 from ..phases.edits import text_files
 from ..treesearch.parameters import Parameter, code_parameters
 from ..treesearch.tried import (
@@ -159,7 +160,7 @@ def proposal_inputs(
         # changes one makes its node incomparable (a relay run's proposer could not tell them apart)
         "code_parameters": code_parameters(text_files(answer), note=_protocol_note),
         # its build and run commands: what a command-line argument (argv[1], $2) stands for
-        "commands": _commands(answer),
+        "commands": answer_commands(answer),
         "iterations_left": iterations_left(run, view, state.stage),
         "stage_max_iters_key": f"agent.stages.stage{state.stage}_max_iters",
         "planned_left": len(untried(view, state.stage, state.ideas)),
@@ -176,16 +177,6 @@ def proposal_inputs(
         values["idea_ablations"] = idea_ablations(run.idea)
         values["measured_ablations"] = measured_ablations(parent)
     return values
-
-
-def _commands(answer: Any) -> list[str]:
-    """The build and run commands of a code answer, each once and whole (build first)."""
-    out: list[str] = []
-    for key in ("build", "run"):
-        part = answer.get(key) if isinstance(answer, dict) else None
-        cmds = part.get("commands") if isinstance(part, dict) else None
-        out += [f"{key}: {c}" for c in (cmds if isinstance(cmds, list) else []) if isinstance(c, str)]
-    return list(dict.fromkeys(out))
 
 
 def _protocol_note(p: Parameter) -> str:
