@@ -272,3 +272,29 @@ def test_a_norm_in_inline_math_is_typeset_and_the_writer_is_told_what_math_may_h
     system = writer["messages"][0]["content"]
     listed = set(re.findall(r"\\([A-Za-z]+)", system.split("these commands only:")[1].split("—")[0]))
     assert listed == set(MATH_COMMANDS)
+
+
+def test_a_repeated_file_layout_is_described_once(tmp_path, run_copy):
+    """Seed re-runs and children save the same files: each layout is described once, a repeat
+    names the file that has it (a capable model's manifest repeated one outline eight times)."""
+    from ai_scientist.reporting.manifest import describe_file
+
+    run = run_copy(tmp_path)
+    manifest = build_manifest(load_run(run), tmp_path / "fig")
+    files = [f for e in manifest["nodes"] for f in e["files"]]
+    by_path = {f["path"]: f for f in files}
+    repeats = [f for f in files if "same_structure_as" in f]
+    assert repeats, "the scripted run's nodes save files of one layout"
+    for f in repeats:
+        first = by_path[f["same_structure_as"]]
+        assert "same_structure_as" not in first and files.index(first) < files.index(f)
+        # the layout really is the same: described from the copied files themselves
+        again = describe_file(tmp_path / "fig" / f["path"])
+        origin = describe_file(tmp_path / "fig" / first["path"])
+        assert {k: v for k, v in again.items() if k != "bytes"} == {
+            k: v for k, v in origin.items() if k != "bytes"
+        }
+        assert not {"structure", "columns", "arrays"} & set(f)
+    # every node the manifest lists keeps its files, and the manifest is smaller than undeduplicated
+    full = sum(len(json.dumps(describe_file(tmp_path / "fig" / f["path"]))) for f in files)
+    assert len(json.dumps(files)) < full

@@ -107,6 +107,29 @@ def _node_entry(view: RunView, node: dict[str, Any], role: str, dest_root: Path)
     }
 
 
+_SHAPE_KEYS = ("structure", "columns", "arrays", "shape", "dtype")
+
+
+def _share_structures(entries: list[dict[str, Any]]) -> None:
+    """A file whose description (JSON outline, CSV columns, arrays) repeats an earlier file's says
+    ``"same_structure_as": <that path>`` instead of repeating it: seed re-runs and children save
+    the same files, and a capable model's manifest repeated one outline eight times (33 kB,
+    previewed until five nodes were hidden)."""
+    first: dict[str, str] = {}
+    for entry in entries:
+        for f in entry["files"]:
+            shape = {k: f[k] for k in _SHAPE_KEYS if k in f}
+            if not shape or len(json.dumps(shape)) < 80:  # short ones cost less than a reference
+                continue
+            key = f.get("kind", "") + json.dumps(shape, sort_keys=True)
+            if key in first:
+                for k in shape:
+                    del f[k]
+                f["same_structure_as"] = first[key]
+            else:
+                first[key] = f["path"]
+
+
 def build_manifest(view: RunView, dest_root: Path) -> dict[str, Any]:
     """Describe (and copy under ``dest_root``) the data of each stage's best node and its seeds
     (roles ``best``, ``seed_run``), then of up to :data:`OTHER_NODES_PER_STAGE` other good nodes
@@ -125,15 +148,15 @@ def build_manifest(view: RunView, dest_root: Path) -> dict[str, Any]:
     # ablation): the best few of each stage, so the figures can show more than the winners
     # — while the manifest stays small enough to be shown whole (a previewed list loses its middle
     # entries: a later stage's best went missing behind them in a capable model's run)
-    size = len(json.dumps(entries))
+    _share_structures(entries)
     for stage in sorted(view.by_stage()):
         for node in [n for n in view.ranked_good(stage) if n["id"] not in listed][:OTHER_NODES_PER_STAGE]:
-            entry = _node_entry(view, node, "stage_node", dest_root)
-            size += len(json.dumps(entry))
-            if size > STAGE_NODES_MAX_CHARS:
+            entries.append(_node_entry(view, node, "stage_node", dest_root))
+            _share_structures(entries)  # the size that counts is the one shown
+            if len(json.dumps(entries)) > STAGE_NODES_MAX_CHARS:
+                entries.pop()
                 break
             listed.add(node["id"])
-            entries.append(entry)
     return {
         "nodes": entries,
         "data_root": "data",
