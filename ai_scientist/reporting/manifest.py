@@ -31,7 +31,7 @@ from .runread import SEED_STATISTIC, RunView
 
 MAX_FILES_PER_NODE = 40
 OTHER_NODES_PER_STAGE = 3  # good nodes of a stage besides its best (role "stage_node")
-SUMMARY_CHARS = 300  # a node's findings in the manifest, cut at a sentence end
+SUMMARY_CHARS = 900  # a node's findings in the manifest, whole (the review's 500, a caveat's 300)
 STAGE_NODES_MAX_CHARS = 20_000  # stage_node entries only while the manifest stays under this
 MAX_FILE_BYTES = 50_000_000
 

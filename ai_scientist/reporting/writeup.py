@@ -32,6 +32,7 @@ from ..llm.client import backend_name
 from ..llm.prompting import Prompter, ask
 from ..llm.types import CallContext
 from ..treesearch.best import NodeCounts
+from ..treesearch.tried import sentences
 from . import latex, prompts
 from .citations import (
     DEFAULT_BASE_URL,
@@ -103,7 +104,7 @@ class ReportOptions:
 
 
 MAX_NODES_PER_STAGE = 12  # good nodes listed per stage, best first (the findings layer cuts at its tail)
-NODE_SUMMARY_CHARS = 400
+NODE_SUMMARY_CHARS = 900  # a node's findings whole (the review's 500, a measurement caveat's 300), cut at a sentence
 
 
 def metrics_text(metrics: list[dict[str, Any]]) -> str:
@@ -158,7 +159,7 @@ def stage_summaries(run_dir: Path) -> list[dict[str, Any]]:
                 "id": n["id"],
                 "operation": n.get("operation"),
                 "idea": (n.get("idea") or "")[:200],
-                "summary": (n.get("summary") or "")[:NODE_SUMMARY_CHARS],
+                "summary": sentences(n.get("summary") or "", NODE_SUMMARY_CHARS),
                 "metrics": metrics_text(view.metrics(n["id"])),
             }
             for n in ranked[:MAX_NODES_PER_STAGE]

@@ -43,7 +43,7 @@ FIELDS = (("tried", "Tried"), ("worked", "Worked"), ("failed", "Failed"), ("next
 
 IDEA_CHARS = 200  # the table's idea cell: cut at a word, never mid-word
 RESULT_CHARS = 320  # the result cell: the primary metric, then whole metrics while they fit, "+N more"
-SUMMARY_CHARS = 600  # the summary cell: the findings whole (the review schema caps them at 500)
+SUMMARY_CHARS = 900  # the summary cell: the findings whole (the review's 500, a measurement caveat's 300)
 ERROR_CHARS = 200
 
 
