@@ -66,9 +66,19 @@ PLAN_SCHEMA: dict[str, Any] = {
             "properties": {"apt": _STR_LIST, "pip": _STR_LIST, "source": _STR_LIST},
             "required": ["apt", "pip", "source"],
         },
+        # a node's own steps, not the search's stages (a relay run's model could not tell them apart)
         "phase_guidance": {
             "type": "object",
-            "properties": {k: _text(400) for k in ("phase1", "phase2", "phase3", "phase4")},
+            "description": "optional notes for this node's own later steps (not the search's stages)",
+            "properties": {
+                k: {**_text(400), "description": what}
+                for k, what in (
+                    ("phase1", "installing the dependencies"),
+                    ("phase2", "writing the code"),
+                    ("phase3", "building it"),
+                    ("phase4", "running it and measuring"),
+                )
+            },
         },
         "risks_and_mitigations": _list(8, 200),
         "time_budget_estimate": _text(100),
