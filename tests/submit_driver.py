@@ -5,7 +5,8 @@ The job script calls ``<submit.python> -m ai_scientist.cli submit --in-job RUN``
 ``submit.python`` to a small shell script that runs this file with those arguments, so the batch
 job is the real one (its script, signals, continuation) and only the LLM backend is scripted,
 as ``tests/drive_run.py`` does for a run in its own process.
-Usage: submit_driver.py [--latency S] -m ai_scientist.cli submit --in-job RUN
+Usage: submit_driver.py [--latency S] [--slow NODE SECONDS] -m ai_scientist.cli submit --in-job RUN
+(``--slow``: that node's experiment sleeps first, after touching ``STARTED`` in its workspace)
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from ai_scientist.testing.scripted import ExampleResponder
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--latency", type=float, default=0.0, help="seconds each LLM answer takes")
+    p.add_argument("--slow", nargs=2, default=None)
     p.add_argument("-m", dest="module", required=True)
     p.add_argument("command", choices=["submit"])
     p.add_argument("--in-job", required=True)
     a = p.parse_args()
-    backend = ScriptedBackend(ExampleResponder(), latency_s=a.latency)
+    slow = {a.slow[0]: float(a.slow[1])} if a.slow else None
+    backend = ScriptedBackend(ExampleResponder(slow_nodes=slow), latency_s=a.latency)
     return run_in_job(Path(a.in_job), backend=backend)
 
 

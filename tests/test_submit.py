@@ -126,20 +126,21 @@ def test_continuation_budget_restarts_at_each_user_submission():
 
 
 # ------------------------------------------------------------------------------ on the cluster --
-def _interpreter(tmp_path: Path, latency_s: float) -> Path:
+def _interpreter(tmp_path: Path, latency_s: float, driver_args: str = "") -> Path:
     """``submit.python`` for the test: runs the job body with the scripted LLM (tests/submit_driver.py)."""
     path = tmp_path / "python-scripted"
     path.write_text(
-        f'#!/bin/sh\nexec {sys.executable} {DRIVER} --latency {latency_s} "$@"\n', encoding="utf-8"
+        f'#!/bin/sh\nexec {sys.executable} {DRIVER} --latency {latency_s} {driver_args} "$@"\n',
+        encoding="utf-8",
     )
     path.chmod(0o755)
     return path
 
 
-def _submit(tmp_path: Path, *extra: str, latency_s: float = 0.0) -> tuple[Path, str]:
+def _submit(tmp_path: Path, *extra: str, latency_s: float = 0.0, driver_args: str = "") -> tuple[Path, str]:
     res = _cli(
         "submit", "--idea", str(IDEA), "--out", "exp", "--name", "run", *SETS,
-        "--set", f"submit.python={_interpreter(tmp_path, latency_s)}",
+        "--set", f"submit.python={_interpreter(tmp_path, latency_s, driver_args)}",
         "--set", "submit.cpus=1", "--set", "submit.mem_mb=2048", *extra,
         cwd=tmp_path,
     )  # fmt: skip
@@ -222,11 +223,12 @@ def test_submitted_run_completes_as_a_batch_job(tmp_path):
 @on_cluster
 @pytest.mark.slow
 def test_time_limit_stops_cleanly_and_the_continuation_finishes(tmp_path):
-    # 1-minute jobs warned 30 s before their limit; a fake LLM slow enough (1.5 s an answer, about
-    # 50 s of answers in all) that no single job can finish the run
+    # 1-minute jobs warned 30 s before their limit (Slurm may warn up to a minute early: at most
+    # 30 s of work each); a fake LLM slow enough that no job can finish the run (2 s an answer,
+    # 20-31 answers in all)
     run_dir, job_id = _submit(
-        tmp_path, "--time", "00:01:00", "--set", "submit.warning_s=30", "--set", "submit.max_resubmits=6",
-        latency_s=1.5,
+        tmp_path, "--time", "00:01:00", "--set", "submit.warning_s=30", "--set", "submit.max_resubmits=10",
+        latency_s=2.0,
     )  # fmt: skip
     state = _wait_done(run_dir, job_id, 420)
     assert state["exit_code"] == 0
@@ -287,3 +289,68 @@ def test_resume_of_a_queued_run_is_refused(tmp_path):
     assert [e["by"] for e in submitted] == ["user", "user"] and submitted[1]["job_id"] == res.stdout.split()[
         1
     ]
+
+
+def _warn(job_id: str) -> None:
+    """Send the job the time-limit warning now, as Slurm does (SIGUSR1 to the batch shell only):
+    a test that needs the warning at a chosen moment, not Slurm's (which may come a minute early)."""
+    subprocess.run(["scancel", "--batch", "--signal=USR1", job_id], check=True, capture_output=True)
+
+
+@on_cluster
+@pytest.mark.slow
+def test_requeue_continues_under_the_same_job_id(tmp_path):
+    # submit.continue_with=requeue: `scontrol requeue` of the job itself (Slurm holds a requeued job
+    # about two minutes before it may start again); the warning is sent once a node has finished
+    run_dir, job_id = _submit(
+        tmp_path, "--time", "00:10:00", "--set", "submit.continue_with=requeue", latency_s=1.0
+    )
+    journal = run_dir / "journal.jsonl"
+    wait_until(
+        lambda: journal.exists() and '"status": "good"' in journal.read_text(),
+        "a node finished",
+        120,
+        every=0.2,
+    )
+    _warn(job_id)
+    assert _wait_done(run_dir, job_id, 600)["exit_code"] == 0
+    evs = events(run_dir)
+    stops = [e for e in evs if e["type"] == "run_stopped"]
+    continued = [e for e in evs if e["type"] == "submit_continued"]
+    started = [e for e in evs if e["type"] == "submit_job_started"]
+    assert [e["status"] for e in stops] == ["time_limit"] and [e["how"] for e in continued] == ["requeue"]
+    # the same job ran again, Slurm counting its restarts; its output continues one file
+    assert [(e["job_id"], e["restart_count"]) for e in started] == [(job_id, 0), (job_id, 1)]
+    out = (run_dir / "submit" / f"slurm-{job_id}.out").read_text()
+    assert "run stopped by its Slurm job (exit 4)" in out and "run completed (exit 0)" in out
+
+
+@on_cluster
+@pytest.mark.slow
+@pytest.mark.parametrize("experiment_jobs", ["leave", "cancel"])
+def test_experiment_jobs_in_flight_at_the_stop(tmp_path, experiment_jobs):
+    # experiments as their own jobs (exec.backend slurm, submitted from inside the orchestrator's
+    # job); n0002's experiment sleeps 40 s, and the warning comes while its job runs
+    run_dir, job_id = _submit(
+        tmp_path, "--time", "00:10:00", "--set", f"submit.experiment_jobs={experiment_jobs}",
+        "--set", "exec.backend=slurm", "--set", "exec.slurm.poll_interval_s=0.2",
+        "--set", "exec.slurm.lost_grace_s=3", "--set", "exec.slurm.mem_mb=256",
+        driver_args="--slow n0002 40",
+    )  # fmt: skip
+    marker = run_dir / "nodes" / "n0002" / "workspace" / "STARTED"
+    wait_until(marker.exists, "n0002's experiment started", 180, every=0.2)
+    _warn(job_id)
+    assert _wait_done(run_dir, job_id, 600)["exit_code"] == 0
+    evs = events(run_dir)
+    stop = next(e["ts"] for e in evs if e["type"] == "run_stopped")
+    records = [json.loads(p.read_text()) for p in (run_dir / "nodes" / "n0002" / "exec").glob("*.json")]
+    runs = [r for r in records if r["phase"] == "phase4"]
+    assert len(runs) == 1 and runs[0]["ok"], runs
+    job_dir = Path(runs[0]["extra"]["job_dir"])
+    set_aside = sorted(p.name for p in job_dir.parent.glob(job_dir.name + ".cancelled-*"))
+    if experiment_jobs == "leave":  # the next job re-attached to the job that ran on, started once
+        assert runs[0]["extra"]["reattached"] and not set_aside
+        assert marker.stat().st_mtime < stop
+    else:  # cancelled at the stop, set aside, and run again as a new job
+        assert not runs[0]["extra"]["reattached"] and len(set_aside) == 1
+        assert set_aside[0].rsplit("-", 1)[1] != runs[0]["extra"]["job_id"]

@@ -200,6 +200,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
         if resources is not None:  # staged here, on the login node, where the network is
             _stage(run, resources)
         return _submit(run, time, partition, args.sbatch_args, by="user")
+    except UsageError as exc:  # e.g. sbatch refused after --test-only accepted: the run is kept
+        raise UsageError(
+            f"{exc}\nthe run directory {run.dir} is kept: ai-scientist submit --resume {run.dir}"
+        ) from None
     finally:
         if run.lock is not None:
             run.lock.release()
@@ -333,7 +337,7 @@ class _JobSignals:
     def _warning(self, signum: int, frame: object) -> None:
         self.disarm()
         raise SlurmJobEnding(
-            f"Slurm job {self.job_id} is {self.warning_s} s from its time limit (--signal=B:USR1@{self.warning_s})",
+            f"Slurm job {self.job_id} got its time-limit warning (SIGUSR1, --signal=B:USR1@{self.warning_s})",
             time_limit=True,
             keep_jobs=self.keep_jobs,
         )
