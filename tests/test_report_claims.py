@@ -43,6 +43,8 @@ def test_what_counts_as_a_number():
         "\\includegraphics[width=0.7\\linewidth]{figures/std_2.png}\n"
         "\\texttt{phase4: exit 1, line 23} \\begin{quote}lr=0.05 from the plan\\end{quote}\n"
         "\\begin{tabular}{llp{5.5cm}} a & b \\\\[2pt] \\end{tabular} stages 1-4.\n"
+        # the template's figure measuring: a register and a log line, no claim
+        "\\setbox0\\vbox{x}\\typeout{ai-scientist-figure fig:1 \\the\\dimexpr\\ht0+\\dp0\\relax}\\box0\n"
         "\\end{document}\n"
     )
     assert _texts(tex) == ["0.851", "3", "85.1%", "1,234", "1.2e-3", "1", "4"]

@@ -61,9 +61,11 @@ SELF_REPORTED = "self-reported metric"  # what a graded node's program said of i
 _KEY_COMMANDS = (
     "ref|eqref|autoref|label|cite|citep|citet|includegraphics|input|include|bibliography|"
     "bibliographystyle|usepackage|documentclass|setlength|vspace|hspace|begin|end|url|"
-    "DeclareMathOperator\\*?|newcommand|renewcommand|hline|cline"
+    "DeclareMathOperator\\*?|newcommand|renewcommand|hline|cline|typeout"
 )
 _KEY_CMD = re.compile(r"\\(?:" + _KEY_COMMANDS + r")\*?(?:\[[^\]]*\])?(?:\{[^{}]*\})?")
+# a TeX register number (\box0, \ht0: the template's figure measuring), never a claim
+_REGISTER = re.compile(r"\\(?:box|setbox|ht|dp|wd|count|dimen|skip)\d+")
 _OPTIONS = re.compile(r"\\[A-Za-z]+\*?\[[^\]]*\]")  # \begin{figure}[!htbp], \\[2pt]
 _COMMENT = re.compile(r"(?<!\\)%[^\n]*")
 _QUOTE = re.compile(r"\\begin\{quote\}.*?\\end\{quote\}", re.S)
@@ -140,7 +142,7 @@ def paper_body(tex: str) -> tuple[str, int]:
     for pattern in (_COMMENT, _QUOTE):
         body = _blank_all(body, pattern)
     body = _blank_texttt(body)
-    for pattern in (_KEY_CMD, _OPTIONS):
+    for pattern in (_KEY_CMD, _REGISTER, _OPTIONS):
         body = _blank_all(body, pattern)
     return body, tex.count("\n", 0, start) + 1
 
