@@ -157,6 +157,12 @@ def test_writer_gets_citation_keys_and_every_good_node(tmp_path, run_copy):
     for stage in view.by_stage():
         for node in view.ranked_good(stage):
             assert node["id"] in sent, node["id"]
+    # and the program of the run's best node (the last stage's best), for the Method's details
+    best = str(list(view.best_per_stage().values())[-1]["id"])
+    answer = json.loads((run / "nodes" / best / "code_answer.json").read_text())
+    assert f"# The program of the run's best node ({best})" in sent
+    for f in answer["files"]:
+        assert f"{f['path']}:\n```\n{f['content'][:300]}" in sent
 
 
 def test_manifest_skips_hidden_and_cache_dirs(tmp_path, run_copy):

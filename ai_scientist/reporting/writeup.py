@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
-from ..base.paths import RunPaths
+from ..base.paths import CODE_FILE, RunPaths
 from ..llm.client import backend_name
 from ..llm.prompting import Prompter, ask
 from ..llm.types import CallContext
@@ -104,7 +104,10 @@ class ReportOptions:
 
 
 MAX_NODES_PER_STAGE = 12  # good nodes listed per stage, best first (the findings layer cuts at its tail)
-NODE_SUMMARY_CHARS = 900  # a node's findings whole (the review's 500, a measurement caveat's 300), cut at a sentence
+METHOD_CODE_CHARS = 12_000  # the best node's program shown to the writer
+NODE_SUMMARY_CHARS = (
+    900  # a node's findings whole (the review's 500, a measurement caveat's 300), cut at a sentence
+)
 
 
 def metrics_text(metrics: list[dict[str, Any]]) -> str:
@@ -336,6 +339,33 @@ def _sections_call(client: LLMClient, template: str, label: str, values: dict) -
     return {k: str(parsed.get(k, "")) for k in ("title", "abstract", *SECTIONS)}
 
 
+def method_code(run_dir: Path, limit: int = METHOD_CODE_CHARS) -> dict[str, str] | None:
+    """The run's best node (the last stage's best) and its program's files as fenced blocks, at most
+    ``limit`` characters, what does not fit named with its size: the Method section's details (how
+    the data are drawn, sizes, the procedure) are in the code, not in the metrics (a relay run's
+    writer had to leave the data description vague). None when no node worked."""
+    view = load_run(run_dir)
+    best = list(view.best_per_stage().values())
+    if not best:
+        return None
+    nid = str(best[-1]["id"])
+    answer = read_json(RunPaths(run_dir).node(nid).file(CODE_FILE), default=None)
+    files = answer.get("files") if isinstance(answer, dict) else None
+    parts, left = [], limit
+    for f in files if isinstance(files, list) else []:
+        text = f.get("content") if isinstance(f, dict) else None
+        if not isinstance(text, str) or f.get("encoding", "utf-8") != "utf-8":
+            continue
+        if left <= 0:
+            parts.append(f"[{f.get('path')}: {len(text)} characters not shown]")
+            continue
+        shown = text[:left]
+        more = f"\n[... {len(text) - len(shown)} more characters not shown ...]" if shown != text else ""
+        parts.append(f"{f.get('path')}:\n```\n{shown.rstrip()}\n```{more}")
+        left -= len(shown)
+    return {"node_id": nid, "text": "\n".join(parts)} if parts else None
+
+
 def _default_cfg() -> Config:
     from ..base.config import Config
 
@@ -535,6 +565,7 @@ def write_paper(
         "figures": figures,
         "figure_problems": duplicates,
         "memory_digest": memory_digest[:6000],
+        "method_code": method_code(run_dir),
         "seed_statistic": SEED_STATISTIC,
         "page_limit": cfg.report.page_limit,
         "template": cfg.report.template,
