@@ -119,12 +119,15 @@ def paper_feedback(
         out.append(f"\\ref{{{label}}} points to no figure (usable labels: {', '.join(labels) or 'none'}).")
     for fig in figures:
         review = vlm_figures.get(fig["file"]) or {}
-        issues = [str(i) for i in review.get("issues") or []]
+        issues = [str(i).strip().rstrip(".;") for i in review.get("issues") or [] if str(i).strip()]
         if review.get("caption_matches") is False:
             issues.append("the caption does not match what the figure shows")
         if issues:
+            # the writer writes the text only: it cannot redraw a figure or change its caption
             out.append(
-                f"Figure {fig['label']} ({fig['file']}), as the vision model saw it: {'; '.join(issues)}."
+                f"Figure {fig['label']} ({fig['file']}), as the vision model saw it: {'; '.join(issues)}. "
+                "The figure and its caption are fixed now: where this matters, say it in the text "
+                "(what the figure shows and what it does not), never claim what it does not show."
             )
     out += [f"Figure check: {d}." for d in duplicates]
     if chktex:  # already those of the writer's lines, with their text (chktex_for_writer)
