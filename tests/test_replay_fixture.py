@@ -18,7 +18,9 @@ issue 28 changed them on purpose (budgets per model, reviews and plots given the
 calls that state their purpose, drafts that see each other, siblings, the ablation stage's best, the
 siblings layer, the seed rule), recorded at 89f97fd; issue 30 changed them (the stage's evaluation
 protocol shown to later nodes, graded and self-reported metrics in the review, re-ranking over
-seeds at a stage's end), recorded again. A change that alters prompts on purpose records a new fixture (``record_fixture`` in docs/testing.md) and says so.
+seeds at a stage's end), recorded again; issue 28's relay follow-ups changed them (a later draft
+copies the protocol node's data code, findings whole, the parent's commands and run as text, the
+length limits and per-branch memory words, the ideas schema's count), recorded at 18c71b5. A change that alters prompts on purpose records a new fixture (``record_fixture`` in docs/testing.md) and says so.
 """
 
 from __future__ import annotations
