@@ -177,3 +177,47 @@ def test_noise_estimator_threshold_and_ranking():
         "b",
     ]
     assert rank_by_mean([("a", agg(1.0, d="minimize")), ("b", agg(0.5, d="minimize"))]) == ["b", "a"]
+
+
+class FarLucky(LuckySeed):
+    """The tuning node of the first proposed idea leads by far on the search seed only (beyond the
+    seed noise of its stage, so no re-run of the others is triggered by its search value)."""
+
+    def _phase2(self, text: str, ctx: Any) -> str:
+        answer = json.loads(ExampleResponder._phase2(self, text, ctx))
+        if f"This node's idea: {TUNE_IDEAS[0]}" in text:
+            self.lucky.append(ctx.node_id)
+            for f in answer["files"]:
+                f["content"] = f["content"].replace(
+                    ACCURACY_LINE, ACCURACY_LINE + "    acc += 0.3 if SEED == 0 else -0.05\n"
+                )
+        return json.dumps(answer)
+
+
+def test_a_runner_up_re_run_before_is_ranked_by_its_mean(tmp_path):
+    """The node a stage starts from was re-run over seeds at its own stage's end: at the next
+    stage's end its mean is compared at no cost, however far its single search run lies behind."""
+    responder = FarLucky(buggy_nodes=())
+    code, run_dir, _ = start_run(tmp_path, "agent.stages.stage2_max_iters=1", responder=responder)
+    assert code == 0 and responder.lucky
+    lucky = responder.lucky[0]
+    nodes = journal_nodes(run_dir)
+    evs = events(run_dir)
+    stage = nodes[lucky]["stage"]
+    started = next(e for e in evs if e["type"] == "stage_started" and e["stage"] == stage)
+    carried = started["carried_id"]
+    rerank = next(e for e in evs if e["type"] == "seed_rerank" and e["stage"] == stage)
+    key = rerank["metric"]
+    assert rerank["node_id"] == lucky  # it led on its search run
+    # the carried node lay beyond the noise by its search value: no candidate, yet compared
+    assert abs(nodes[lucky]["metric"]["value"] - nodes[carried]["metric"]["value"]) > rerank["threshold"]
+    assert carried not in rerank["candidates"] and carried in rerank["measured"]
+    before = [n for n in nodes.values() if n["operation"] == "seed_eval" and n["parent_id"] == carried]
+    assert before and all(n["stage"] < stage for n in before)  # re-run at its own stage's end, not again
+    means = {nid: statistics.fmean(_seed_values(nodes, nid, key)) for nid in (lucky, carried)}
+    assert rerank["means"][carried]["mean"] == means[carried]
+    chosen = max(means, key=lambda i: means[i])
+    assert chosen == carried and rerank["chosen"] == carried and rerank["changed"] is True
+    best = next(e for e in evs if e["type"] == "stage_best" and e["stage"] == stage)
+    assert best["node_id"] == carried and best["method"] == "seed_mean"
+    assert "re-run before" in rerank["decision"]

@@ -715,23 +715,35 @@ class Orchestrator:
         else:
             threshold = noise_threshold(noise.sigma, cfg.noise_z)
             candidates = within_noise(m.score, ranked, threshold, cfg.rerank_candidates)
+            # a runner-up re-run over seeds already (the node the stage started from) is ranked by
+            # its mean at no cost: its single search value may be far below it (a relay run kept a
+            # tuning node over its parent whose re-run mean was higher, judged on the parent's
+            # noisy search run)
+            measured = [
+                nid
+                for nid, _ in ranked
+                if nid not in candidates and self._seed_aggregate(nid, m.key) is not None
+            ]
             values = {n.id: n.metric.value for n in pool if n.metric is not None}
             record["threshold"] = threshold
             record["runners_up"] = [{"node_id": i, "value": values[i]} for i, _ in ranked[:5]]
             record["candidates"] = candidates
-            if not candidates:
+            record["measured"] = measured
+            if not candidates and not measured:
                 record["decision"] = f"no runner-up within the seed noise of {best.id}: it stays"
             else:
                 for nid in candidates:
                     self._run_seeds(state.stage, nid)
-                aggs = [(nid, self._seed_aggregate(nid, m.key)) for nid in [best.id, *candidates]]
+                compared = [best.id, *candidates, *measured]
+                aggs = [(nid, self._seed_aggregate(nid, m.key)) for nid in compared]
                 order = rank_by_mean(aggs)
                 chosen = order[0] if order else best.id
                 record["means"] = {nid: (a.to_dict() if a else None) for nid, a in aggs}
                 record["ranking"] = order
                 record["chosen"] = chosen
                 record["decision"] = (
-                    f"{chosen} has the best mean over the seed re-runs of {', '.join([best.id, *candidates])}"
+                    f"{chosen} has the best mean over the seed re-runs of {', '.join(compared)}"
+                    + (f" ({', '.join(measured)} re-run before)" if measured else "")
                     + (f"; it replaces {best.id}" if chosen != best.id else f": {best.id} stays")
                 )
         record["changed"] = record.get("chosen", best.id) != best.id
@@ -747,7 +759,7 @@ class Orchestrator:
             node_id=record["chosen"],
             method="seed_mean",
             reason=reason,
-            candidates=(best.id, *record["candidates"]),
+            candidates=(best.id, *record["candidates"], *record.get("measured", [])),
             evidence=evidence,
         )
 
