@@ -109,7 +109,7 @@ def test_review_instructions_read_right(run):
 
 def test_a_childs_review_plot_and_critique_show_its_parents_metrics(run):
     nodes = journal_nodes(run)
-    seen = {"draft": 0, "child": 0}
+    seen = {"draft": 0, "child": 0, "parent_mean": 0}
     for phase in ("review", "phase5_plot", "phase5_vlm"):
         for r in _records(run, phase):
             node = nodes[r["node_id"]]
@@ -128,10 +128,21 @@ def test_a_childs_review_plot_and_critique_show_its_parents_metrics(run):
                 assert line.endswith("Compare this node's results with these.")
             for m in parent["metrics"]:  # every metric, whole (a few here: no "+N more")
                 assert f"{m['name']}={m['value']:.6g}" in line, (line, m)
+            # a parent re-run over seeds (at its stage's end) is shown with its mean beside its search run
+            reruns = [
+                n["metric"]["value"]
+                for n in nodes.values()
+                if n["operation"] == "seed_eval" and n["parent_id"] == parent["id"] and n["status"] == "good"
+                and n["metric"]["name"] == parent["metric"]["name"]
+            ]  # fmt: skip
+            if reruns and nodes[r["node_id"]]["stage"] > parent["stage"]:
+                mean = sum(reruns) / len(reruns)
+                assert f"over its {len(reruns)} seed re-run" in line and f"mean {mean:.4g}" in line, line
+                seen["parent_mean"] += 1
             # the node's own metrics stay in "Run result", not a third list in the brief
             assert "higher is better" not in brief and "Metrics (" not in brief
             seen["child"] += 1
-    assert seen["draft"] >= 3 and seen["child"] >= 9
+    assert seen["draft"] >= 3 and seen["child"] >= 9 and seen["parent_mean"] >= 3
 
 
 # 4 -------------------------------------------------------------------------------------------

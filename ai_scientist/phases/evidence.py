@@ -54,8 +54,32 @@ def node_facts(ctx: NodeContext) -> dict[str, Any]:
         # the parent's metrics, whole, primary first, next to the node's own "Run result"
         from ..treesearch.tried import metrics_text
 
-        facts["parent_metrics"] = metrics_text(parent, limit=PARENT_METRICS_CHARS)
+        facts["parent_metrics"] = metrics_text(parent, limit=PARENT_METRICS_CHARS) + _seed_mean_text(
+            ctx, parent
+        )
     return facts
+
+
+def _seed_mean_text(ctx: NodeContext, parent: Any) -> str:
+    """``"; over its 2 seed re-runs: val_accuracy mean 0.909 ± 0.007 s.e."`` when the parent was
+    re-run over seeds (at its stage's end, so before any child of a later stage): a child compared
+    with its parent's single search run alone credits its change with the parent's seed luck."""
+    from ..treesearch.seeds import aggregate_seeds
+
+    m = parent.metric
+    if ctx.journal is None or m is None:
+        return ""
+    same = [
+        r.metric
+        for r in ctx.journal.seed_runs(parent.id)
+        if r.is_good and r.metric is not None and r.metric.key == m.key and r.metric.is_valid
+    ]
+    if not same:
+        return ""
+    agg = aggregate_seeds(same)
+    spread = f" ± {agg.stderr:.2g} s.e." if agg.stderr is not None else " (one re-run: no spread)"
+    runs = "re-run" if agg.n == 1 else "re-runs"
+    return f"; over its {agg.n} seed {runs}: {m.name} mean {agg.mean:.4g}{spread}"
 
 
 def run_result_text(
