@@ -17,7 +17,7 @@ from .journal import JournalView
 from .node import Node
 
 ERROR_CHARS = 400  # a failed row says why in one line (a review's reason needs its sentence)
-SUMMARY_CHARS = 900  # a node's findings whole (the review's 500, a measurement caveat's 300), cut at a sentence end
+SUMMARY_CHARS = 900  # a node's findings whole (review 500 + caveat 300), cut at a sentence end
 METRICS_CHARS = 240
 DESIGN_CHARS = 500  # an earlier draft's plan: its goal and its strategy, each
 SIBLING_ROWS = 8  # a node's table of the other nodes of its stage: the nearest ones first
