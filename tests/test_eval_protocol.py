@@ -129,7 +129,10 @@ def test_a_node_that_changes_the_protocol_is_kept_out_of_the_ranking(tmp_path, c
         start = next(e for e in evs if e["type"] == "stage_started" and e["stage"] == rec_stage)
         origin = next(e for e in evs if e["type"] == "eval_protocol" and e["stage"] == rec_stage)["node_id"]
         if rec_stage > 1 and origin == start["carried_id"]:
-            assert f"protocol of the node it starts from ({origin}, the previous stage's best)" in content
+            assert (
+                f"protocol of the node it starts from ({origin}, the previous stage's best):\n- metric: "
+                in content
+            )
             assert "first working node" not in content
             carried_checked += 1
     assert carried_checked, "no later-stage prompt under its start node's protocol"
@@ -190,9 +193,11 @@ def test_protocol_change_names_each_difference():
 
 def test_protocol_parameters_are_the_data_split_size_noise_and_seed_knobs():
     assert all(
-        is_protocol_parameter(n) for n in ("N_TRAIN", "NOISE", "testSize", "SEED", "n", "VAL_FRACTION")
+        is_protocol_parameter(n) for n in ("N_TRAIN", "NOISE", "testSize", "SEED", "n", "VAL_FRACTION", "SEP")
     )
-    assert not any(is_protocol_parameter(n) for n in ("N_EPOCHS", "BATCH_SIZE", "LR", "L2", "TRAIN_STEPS"))
+    assert not any(
+        is_protocol_parameter(n) for n in ("N_EPOCHS", "BATCH_SIZE", "LR", "L2", "TRAIN_STEPS", "N_RESTARTS")
+    )
     answer = {
         "files": [
             {
@@ -202,7 +207,11 @@ def test_protocol_parameters_are_the_data_split_size_noise_and_seed_knobs():
         ],
         "run": {"commands": ["python3 e.py --test-size 0.25 --epochs 3"]},
     }
-    assert protocol_parameters(answer) == (("N_TRAIN", "300"), ("SEED", "0"), ("--test-size", "0.25"))
+    assert protocol_parameters(answer) == (
+        ("N_TRAIN", "300"),
+        ("SEED", "(from the environment, default 0)"),  # set per run: the seed re-runs change it
+        ("--test-size", "0.25"),
+    )
     # C reads its seed with getenv and no default: the value comes from the environment, not ""
     c_answer = {"files": [{"path": "mm.c", "content": 'int main(void) {\n  const char *s = getenv("SEED");\n'
                            "  int sizes[] = {256, 512, 1024};\n  return 0;\n}\n"}]}  # fmt: skip

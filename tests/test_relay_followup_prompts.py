@@ -314,3 +314,18 @@ def test_a_childs_code_call_shows_its_parents_commands_and_run_as_text(run):
         assert last in shown
         checked += 1
     assert checked >= 3
+
+
+def test_run_result_prints_a_metric_without_float_noise():
+    """0.9133000000000001 is shown 0.9133 (12 significant digits: the noise of binary floats goes,
+    every digit a program printed stays); integers and strings as they are."""
+    from ai_scientist.phases.evidence import run_result_text
+
+    metrics = [
+        {"name": "acc", "value": 0.9133000000000001, "direction": "maximize", "dataset": None},
+        {"name": "se", "value": 0.0002236067977499543, "direction": "minimize", "dataset": None},
+        {"name": "n", "value": 123456789012, "direction": "maximize", "dataset": None},
+    ]
+    text = run_result_text({"outputs": []}, metrics)
+    assert "- acc = 0.9133 (" in text and "- se = 0.00022360679775 (" in text
+    assert "- n = 123456789012 (" in text

@@ -35,13 +35,13 @@ if TYPE_CHECKING:
 PROTOCOL_WORDS = frozenset(
     "n size sizes train test val valid validation holdout eval evaluation sample samples points examples "
     "dataset data split splits fold folds noise noisy draws repeats trials seed seeds classes "
-    "separation difficulty metric subset".split()
+    "separation sep difficulty metric subset".split()
 )
 # ... unless another token says it is the method's own knob (N_EPOCHS, TRAIN_STEPS, BATCH_SIZE)
 METHOD_WORDS = frozenset(
     "epoch epochs step steps iter iters iterations lr rate batch hidden layer layers dim width depth "
     "units tile tiles block threads workers lambda reg l1 l2 decay momentum dropout grad clip warmup "
-    "patience beta alpha temperature heads".split()
+    "patience beta alpha temperature heads restarts restart inits".split()
 )
 _TOKEN = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _FLAG = re.compile(r"(?:^|\s)--?([A-Za-z][\w-]*)(?:=|\s+)([^\s-][^\s]*)")
@@ -95,7 +95,14 @@ def protocol_parameters(answer: dict[str, Any] | None) -> tuple[tuple[str, str],
         if p.kind != "argv" and is_protocol_parameter(p.name) and p.name not in found:
             # an environment variable read with no default (C's getenv("SEED")) has no value in the
             # code: say where it comes from rather than show "SEED = " (a relay run's C program)
-            found[p.name] = _norm(p.value) if p.value or p.kind != "environment" else "(from the environment)"
+            if p.kind == "environment":  # set per run (the seed re-runs change SEED): not a fixed value
+                found[p.name] = (
+                    f"(from the environment, default {_norm(p.value)})"
+                    if p.value
+                    else "(from the environment)"
+                )
+            else:
+                found[p.name] = _norm(p.value)
     run = (answer or {}).get("run") if isinstance(answer, dict) else None
     commands = run.get("commands") if isinstance(run, dict) else None
     for cmd in commands if isinstance(commands, list) else []:
