@@ -136,6 +136,15 @@ def test_a_node_that_changes_the_protocol_is_kept_out_of_the_ranking(tmp_path, c
             assert "first working node" not in content
             carried_checked += 1
     assert carried_checked, "no later-stage prompt under its start node's protocol"
+    # the review of each such node judges comparability under the same protocol (frozen per node)
+    with_protocol = {r["node_id"] for r in later}
+    reviews = [
+        r for r in prompt_records(run_dir) if r["phase"] == "review" and r["node_id"] in with_protocol
+    ]
+    assert reviews
+    for rec in reviews:
+        content = "\n".join(m["content"] for m in rec["messages"] if isinstance(m["content"], str))
+        assert "## Evaluation protocol" in content and "NOISE = 0.2" in content, rec["call_id"]
 
     # a later draft writes its program from nothing: it gets the reference node's code to copy the
     # data and evaluation from (its first lines at least), the others (children) have their parent's

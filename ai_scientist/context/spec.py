@@ -287,6 +287,9 @@ PROMPTS: dict[str, list[str]] = {
         "environment",
         "task",
         *_TAIL,
+        # what the stage's nodes must measure alike: the review's "measurement" field judges
+        # comparability (a relay run's reviewer had nothing to judge it against)
+        "evaluation_protocol",
         "prior_code",
         "run_output",
         "run_result",
