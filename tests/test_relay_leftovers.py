@@ -256,7 +256,7 @@ def test_a_childs_plotting_call_is_offered_its_parents_script(run):
     run_dir, _ = run
     paths = RunPaths(run_dir)
     nodes = journal_nodes(run_dir)
-    offered = 0
+    offered = with_problems = 0
     for r in prompt_records(run_dir):
         if r["phase"] != "phase5_plot":
             continue
@@ -269,5 +269,11 @@ def test_a_childs_plotting_call_is_offered_its_parents_script(run):
         script = (paths.node(parent).workspace / PLOT_SCRIPT).read_text()
         assert shown is not None and f"parent node {parent}" in shown
         assert script.strip() in shown
+        # with the problems the vision model found in the parent's figures, to fix, not copy
+        vlm_file = paths.node(parent).file("vlm.json")
+        critique = (json.loads(vlm_file.read_text()) if vlm_file.exists() else {}).get("critique") or {}
+        for problem in critique.get("problems") or []:
+            assert f"- {problem}" in shown
+            with_problems += 1
         offered += 1
-    assert offered >= 2
+    assert offered >= 2 and with_problems >= 1

@@ -237,6 +237,7 @@ def _plots(ctx: NodeContext, answer: dict, metrics: Any) -> dict:
         "plot_problems": "",
         "previous_script": "",
         "parent_plot_script": parent_plot_script(ctx),
+        "parent_plot_problems": parent_plot_problems(ctx),
     }
     schema = plot_schema(pcfg.max_figures)
     problems: list[str] = []
@@ -296,6 +297,20 @@ def parent_plot_script(ctx: NodeContext) -> str:
     except (OSError, ValueError, UnicodeDecodeError):  # no script, or a torn record: none offered
         return ""
     return script if isinstance(record, dict) and record.get("figures") else ""
+
+
+def parent_plot_problems(ctx: NodeContext) -> list[str]:
+    """The problems the vision model found in the parent's figures (its ``vlm.json`` critique):
+    a child reusing the parent's script fixes them rather than copying them (relay run 2)."""
+    if ctx.parent is None:
+        return []
+    try:
+        vlm = read_json(RunPaths(ctx.run.dir).node(ctx.parent.id).file(VLM_FILE), default=None) or {}
+    except (OSError, ValueError):
+        return []
+    critique = vlm.get("critique") if isinstance(vlm, dict) else None
+    problems = critique.get("problems") if isinstance(critique, dict) else None
+    return [str(p) for p in problems if str(p).strip()] if isinstance(problems, list) else []
 
 
 def _done(ctx: NodeContext, record: dict[str, Any]) -> dict[str, Any]:
