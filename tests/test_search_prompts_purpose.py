@@ -153,6 +153,13 @@ def test_the_idea_proposer_sees_the_codes_parameters_and_the_stage_budget(run):
         assert marked and marked != {*constants, *envs}
         stage = int(r["stage"].removeprefix("stage"))
         assert f"agent.stages.stage{stage}_max_iters" in brief
+        # its design (the plan's goal and strategy): the components an idea can change or remove
+        plan_file = RunPaths(run).node(best).file("plan.json")
+        plan = json.loads(plan_file.read_text()) if plan_file.exists() else {}
+        if not plan.get("goal_summary"):
+            plan = answer
+        assert plan.get("goal_summary"), "the scripted plan states a goal"
+        assert f"Its design: goal: {plan['goal_summary'][:80]}" in brief
         # its build and run commands, whole: what a command-line argument stands for
         assert (answer.get("run") or {}).get("commands")
         for part in ("build", "run"):

@@ -741,9 +741,15 @@ class Orchestrator:
                 record["means"] = {nid: (a.to_dict() if a else None) for nid, a in aggs}
                 record["ranking"] = order
                 record["chosen"] = chosen
+                tied = [
+                    nid
+                    for nid, a in aggs
+                    if a is not None and nid != chosen and a.mean == dict(aggs)[chosen].mean  # type: ignore[union-attr]
+                ]
                 record["decision"] = (
                     f"{chosen} has the best mean over the seed re-runs of {', '.join(compared)}"
                     + (f" ({', '.join(measured)} re-run before)" if measured else "")
+                    + (f", tied with {', '.join(tied)}: the earlier choice wins a tie" if tied else "")
                     + (f"; it replaces {best.id}" if chosen != best.id else f": {best.id} stays")
                 )
         record["changed"] = record.get("chosen", best.id) != best.id

@@ -114,20 +114,25 @@ def reference_code(files: dict[str, str], limit: int = REFERENCE_CODE_CHARS) -> 
     return "\n".join(parts)
 
 
+def _plan_of(run: Run, node_id: str) -> dict[str, Any] | None:
+    """The node's plan (``plan.json``, or the code answer that carried it), None without one."""
+    paths = RunPaths(run.dir)
+    plan = read_json(paths.node(node_id).file(PLAN_FILE))
+    if not isinstance(plan, dict) or not plan.get("goal_summary"):
+        plan = read_json(paths.node(node_id).file(CODE_FILE))
+    return plan if isinstance(plan, dict) else None
+
+
 def _designs(run: Run, view: JournalView, node: Node) -> dict[str, str]:
     """The design line of every finished node of ``node``'s stage (its ``plan.json``, or the code
     answer that carried the plan): a running node's plan is left out — it appears at a moment that
     depends on timing, and a replay must see the same table."""
-    paths = RunPaths(run.dir)
     out: dict[str, str] = {}
     for nid in view.ids("search", node.stage):
         other = view.get(nid)
         if nid == node.id or not other.is_finished:
             continue
-        plan = read_json(paths.node(nid).file(PLAN_FILE))
-        if not isinstance(plan, dict) or not plan.get("goal_summary"):
-            plan = read_json(paths.node(nid).file(CODE_FILE))
-        line = design_text(plan if isinstance(plan, dict) else None)
+        line = design_text(_plan_of(run, nid))
         if line:
             out[nid] = line
     return out
@@ -156,6 +161,9 @@ def proposal_inputs(
     values: dict[str, Any] = {
         "kind": kind,
         "best_summary": f"{parent.id}: {parent.summary} ({metrics_text(parent, limit=BEST_METRICS_CHARS)})",
+        # its plan's goal and strategy: the components an ablation can remove (relay run 2's
+        # ablation proposer saw only the review's words for them)
+        "best_design": design_text(_plan_of(run, parent.id)),
         # the data / split / size / noise / seed knobs are marked: a tuning or an ablation that
         # changes one makes its node incomparable (a relay run's proposer could not tell them apart)
         "code_parameters": code_parameters(text_files(answer), note=_protocol_note),

@@ -290,7 +290,7 @@ def rerank_lines(record: dict[str, Any] | None) -> list[str]:
         parts = [
             f"{nid} {num(a['mean'])}"
             + (f" ± {_stderr(a['stderr'])}" if a.get("stderr") is not None else "")
-            + f" (n={a['n']})"
+            + f" (n={a['n']}: {', '.join(num(float(v)) for v in a.get('values') or [])})"
             if a
             else f"{nid} no good re-run"
             for nid, a in means.items()
