@@ -323,3 +323,26 @@ def test_a_local_models_sections_fit_its_max_tokens(tmp_path, backend, run_copy)
             assert all(props[k]["maxLength"] == 20_000 for k in props if k not in ("title", "abstract"))
     if backend == "local":
         assert_llama_parses(sent[0])
+
+
+def test_many_figures_are_drawn_smaller_so_they_leave_the_text_its_pages():
+    """Six figures at the template's height filled half of a 4-page paper, and the writer was asked
+    to cut its text three times; each figure now gets at most its share of FIGURE_SHARE of the pages
+    (never below 0.12 of the text height), and a paper with few figures keeps the template's size."""
+    from ai_scientist.reporting import latex
+    from ai_scientist.reporting.writeup import assemble
+
+    figs = [{"file": f"f{i}.png", "label": f"fig:{i}", "caption": "c"} for i in range(1, 7)]
+    for template, columns in (("workshop", 1), ("conference", 2)):
+        base = latex.FIGURE_HEIGHT[f"{template}.tex.j2"]
+        for n in (1, 2, 6, 12):
+            tex = assemble(SECTIONS, (figs * 2)[:n], [], 4, template)
+            heights = {float(h) for h in re.findall(r"height=([0-9.]+)\\textheight", tex)}
+            assert len(heights) == 1, heights
+            (h,) = heights
+            assert 0.12 <= h <= base
+            # together they take about the share of the pages (a two-column page holds two)
+            if h > 0.12:
+                assert n * (h + latex.CAPTION_HEIGHT) / columns <= 4 * latex.FIGURE_SHARE + 1e-6
+            if n * (base + latex.CAPTION_HEIGHT) / columns <= 4 * latex.FIGURE_SHARE:
+                assert h == base  # few figures: the template's own size

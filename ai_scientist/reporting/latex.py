@@ -138,8 +138,32 @@ def latex_text(
     return re.sub(r"\n{3,}", "\n\n", "".join(out)).strip()
 
 
+# each figure's height (a fraction of \\textheight) at most; with many figures less, so that
+# together they take about FIGURE_SHARE of the page limit (a two-column page holds two side by side)
+FIGURE_HEIGHT = {"conference.tex.j2": 0.28, "workshop.tex.j2": 0.32}
+FIGURE_SHARE = 0.35
+CAPTION_HEIGHT = 0.04  # a caption's lines, as a fraction of \\textheight
+
+
+def figure_height(template: str, figures: int, page_limit: int | None) -> float:
+    """The height each figure of the paper gets (fraction of ``\\textheight``): the template's own,
+    or less so that ``figures`` of them take about :data:`FIGURE_SHARE` of ``page_limit`` pages,
+    never below 0.12. A relay run's six figures filled half of four pages, and the writer was asked
+    to cut its text three times, to 150 words, while the page count stayed the same."""
+    base = FIGURE_HEIGHT.get(template, 0.3)
+    if not figures or not page_limit:
+        return base
+    columns = 2 if template == "conference.tex.j2" else 1
+    room = page_limit * FIGURE_SHARE * columns / figures - CAPTION_HEIGHT
+    return round(max(0.12, min(base, room)), 3)
+
+
 def render_tex(template: str, **values: Any) -> str:
-    """Render ``prompt/reporting/latex/<template>`` (LaTeX-friendly delimiters \\VAR{} / \\BLOCK{})."""
+    """Render ``prompt/reporting/latex/<template>`` (LaTeX-friendly delimiters \\VAR{} / \\BLOCK{});
+    ``fig_height`` defaults to :func:`figure_height` of its figures and page limit."""
+    values.setdefault(
+        "fig_height", figure_height(template, len(values.get("figures") or []), values.get("page_limit"))
+    )
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(PROMPT_DIR / "latex")),
         block_start_string=r"\BLOCK{",
