@@ -164,6 +164,16 @@ def _job_active(job_id: str) -> bool:
     return job_id in out.stdout.split()
 
 
+def _release(job_id: str) -> bool:
+    """Start a requeued job now instead of after Slurm's hold; True once it is no longer held
+    (pending for another reason, running, or done)."""
+    out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T %r"], capture_output=True, text=True).stdout
+    if "BeginTime" not in out:
+        return bool(out.strip()) and "PENDING" not in out or not out.strip()
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], capture_output=True)
+    return False
+
+
 def _wait_done(run_dir: Path, first_job: str, timeout: float) -> dict:
     """The run's state once its jobs are over: the last job that started (or, if none did, the
     one submitted) has left the queue and no continuation of it is waiting to start."""
@@ -313,6 +323,12 @@ def test_requeue_continues_under_the_same_job_id(tmp_path):
         every=0.2,
     )
     _warn(job_id)
+    # Slurm holds a requeued job (Reason=BeginTime, ~2 min): once the run asked for the requeue,
+    # release it now, as an administrator could (what is tested is the requeue, not Slurm's delay)
+    wait_until(
+        lambda: any(e["type"] == "submit_continued" for e in events(run_dir)), "the requeue", 300, every=0.5
+    )
+    wait_until(lambda: _release(job_id), "the requeued job released", 120, every=1.0)
     assert _wait_done(run_dir, job_id, 600)["exit_code"] == 0
     evs = events(run_dir)
     stops = [e for e in evs if e["type"] == "run_stopped"]
