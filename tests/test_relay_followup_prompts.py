@@ -329,3 +329,19 @@ def test_run_result_prints_a_metric_without_float_noise():
     text = run_result_text({"outputs": []}, metrics)
     assert "- acc = 0.9133 (" in text and "- se = 0.00022360679775 (" in text
     assert "- n = 123456789012 (" in text
+
+
+def test_plot_feedback_says_the_verdict_without_an_empty_reason(tmp_path, run_copy):
+    """A critique whose reason is empty reads "Result judged valid." (not "valid:" and nothing)."""
+    from ai_scientist.phases.plots import plot_feedback
+
+    run = run_copy(tmp_path)
+    node = next(
+        p.parent for p in sorted(run.glob("nodes/*/vlm.json")) if json.loads(p.read_text()).get("critique")
+    )
+    vlm = json.loads((node / "vlm.json").read_text())
+    vlm["critique"]["reason"] = ""
+    (node / "vlm.json").write_text(json.dumps(vlm))
+    text = plot_feedback(run, node.name)
+    verdict = "valid" if vlm["critique"].get("valid") else "INVALID"
+    assert f"Result judged {verdict}." in text and f"Result judged {verdict}:" not in text

@@ -497,7 +497,8 @@ def plot_feedback(run_dir: Path, node_id: str) -> str:
         lines.append("Problems:" if problems else "Problems: none found")
         lines += [f"- {p}" for p in problems]
         verdict = "valid" if critique.get("valid") else "INVALID"
-        lines.append(f"Result judged {verdict}: {critique.get('reason', '')}")
+        reason = str(critique.get("reason") or "").strip()
+        lines.append(f"Result judged {verdict}" + (f": {reason}" if reason else "."))
     elif vlm.get("skipped") and figures:
         lines.append(f"No critique: {vlm['skipped']}")
     return "\n".join(lines)
