@@ -132,6 +132,19 @@ def string_messages_text(record: dict) -> str:
     return "\n".join(m["content"] for m in record["messages"] if isinstance(m.get("content"), str))
 
 
+def record_text(record: dict) -> str:
+    """Every text of a prompt-log record's messages (string contents and the text parts of a
+    message with images), joined."""
+    parts = []
+    for m in record["messages"]:
+        c = m.get("content")
+        if isinstance(c, str):
+            parts.append(c)
+        elif isinstance(c, list):
+            parts += [p.get("text", "") for p in c if isinstance(p, dict) and p.get("type") == "text"]
+    return "\n".join(parts)
+
+
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """``python -m ai_scientist.cli ARGS`` from the repository root, output captured."""
     return subprocess.run(

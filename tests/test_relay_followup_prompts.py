@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 
 import pytest
-from pipeline_support import journal_nodes, prompt_records, start_run
+from pipeline_support import journal_nodes, prompt_records, record_text, start_run
 
 from ai_scientist.base.config import Config
 from ai_scientist.base.paths import PLAN_FILE, RunPaths
@@ -34,16 +34,7 @@ from ai_scientist.treesearch.node import Metric
 from ai_scientist.treesearch.parameters import code_parameters
 from ai_scientist.treesearch.tried import ablation_plan, metrics_text, sentences
 
-
-def _text(record: dict) -> str:
-    parts = []
-    for m in record["messages"]:
-        c = m.get("content")
-        if isinstance(c, str):
-            parts.append(c)
-        elif isinstance(c, list):
-            parts += [p.get("text", "") for p in c if isinstance(p, dict) and p.get("type") == "text"]
-    return "\n".join(parts)
+_text = record_text
 
 
 def _section(record: dict, title: str) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 from components import needs_latex
-from pipeline_support import journal_nodes, prompt_records, start_run
+from pipeline_support import journal_nodes, prompt_records, record_text, start_run
 
 from ai_scientist.base.paths import PLOTS_FILE, REVIEW_FILE, RunPaths
 from ai_scientist.context.kinds import experiment_kinds
@@ -95,15 +95,7 @@ def run(tmp_path_factory) -> tuple[Path, LeftoversResponder]:
     return run_dir, responder
 
 
-def _text(record: dict) -> str:
-    parts = []
-    for m in record["messages"]:
-        c = m.get("content")
-        if isinstance(c, str):
-            parts.append(c)
-        elif isinstance(c, list):
-            parts += [p.get("text", "") for p in c if isinstance(p, dict) and p.get("type") == "text"]
-    return "\n".join(parts)
+_text = record_text
 
 
 def _section(record: dict, title: str) -> str | None:
