@@ -116,3 +116,23 @@ def test_a_json_value_the_budget_has_room_for_is_not_previewed():
     narrow = assemble("plot_aggregate", values, Budget(2_500), counter)
     entry = next(e for e in narrow.ledger if e["layer"] == "manifest")
     assert entry["action"] == "previewed" and narrow.tokens <= 2_500
+
+
+def test_the_calls_own_payload_is_previewed_only_when_it_nears_the_budget():
+    """A pinned, required JSON layer (the aggregation's manifest) is the call's content: previewed
+    ahead of packing only past three quarters of the budget, not a quarter (a relay run's 29 kB
+    manifest, about 8k tokens of a 32k budget, was previewed and lost 3 of its 6 nodes)."""
+    nodes = [
+        {"node_id": f"n{i:04d}", "files": [f"data/n{i:04d}/results.json"], "note": "x " * 2500}
+        for i in range(8)
+    ]
+    manifest = {"data_root": "data", "nodes": nodes}
+    values = {"manifest": manifest, "max_figures": 4, "instructions": "Plot.", "response_format": "JSON."}
+    counter = counter_for("gpt-4o")
+    budget = Budget(32_000)
+    text = len(json.dumps(manifest))
+    assert budget.limit_for(counter) < text < 3 * budget.limit_for(counter)  # past a quarter's worth
+    wide = assemble("plot_aggregate", values, budget, counter)
+    entry = next(e for e in wide.ledger if e["layer"] == "manifest")
+    assert entry["action"] == "kept" and all(n["node_id"] in wide.sections["manifest"] for n in nodes)
+    assert wide.tokens <= 32_000

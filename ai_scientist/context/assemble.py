@@ -105,6 +105,11 @@ def _prepare(layer: Layer, raw: Any, r: _Renderer, params: PolicyParams, handle:
             st.notes.append(res[1])
             st.stripped = True
     policy = get_layer_policy(layer.policy)
+    if layer.pinned and layer.required:
+        # the call's own payload (the aggregation's manifest): previewed ahead of packing only past
+        # three quarters of the budget, not a quarter — packing still cuts it if it does not fit
+        # (a relay run's 29 kB manifest, well within a 32k budget, was previewed and lost 3 of 6 nodes)
+        params = replace(params, budget_tokens=3 * params.budget_tokens)
     res = policy.prepare(st.base, params, handle)
     if res is not None:
         st.value, st.cut = res[0], True
