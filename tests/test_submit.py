@@ -346,12 +346,15 @@ def test_requeue_continues_under_the_same_job_id(tmp_path):
 @pytest.mark.parametrize("experiment_jobs", ["leave", "cancel"])
 def test_experiment_jobs_in_flight_at_the_stop(tmp_path, experiment_jobs):
     # experiments as their own jobs (exec.backend slurm, submitted from inside the orchestrator's
-    # job); n0002's experiment sleeps 40 s, and the warning comes while its job runs
+    # job); n0002's experiment sleeps 20 s, and the warning comes while its job runs
     run_dir, job_id = _submit(
         tmp_path, "--time", "00:10:00", "--set", f"submit.experiment_jobs={experiment_jobs}",
         "--set", "exec.backend=slurm", "--set", "exec.slurm.poll_interval_s=0.2",
         "--set", "exec.slurm.lost_grace_s=3", "--set", "exec.slurm.mem_mb=256",
-        driver_args="--slow n0002 40",
+        # a small run: every command is a Slurm job here, and what is tested is n0002's
+        "--set", "agent.stages.stage1_max_iters=2", "--set", "agent.stages.stage2_max_iters=1",
+        "--set", "agent.stages.stage4_max_iters=1", "--set", "agent.multi_seed_eval.num_seeds=1",
+        driver_args="--slow n0002 20",
     )  # fmt: skip
     marker = run_dir / "nodes" / "n0002" / "workspace" / "STARTED"
     wait_until(marker.exists, "n0002's experiment started", 180, every=0.2)
