@@ -177,7 +177,9 @@ def test_numbers_of_any_good_node_and_of_its_codes_parameters_are_traced(tmp_pat
     ]
     assert others, "the scripted run has good nodes that were no stage's best"
     # what was traced before: metrics, the best nodes' files, the config
-    before = [m for m in run_measurements(run) if m.kind not in ("result file", "code parameter")]
+    # what ranks before a code parameter (the lower-priority sources cannot take its claim)
+    later = ("result file", "run output", "code parameter", "machine", "config", "idea", "reference")
+    before = [m for m in run_measurements(run) if m.kind not in later]
     known = {f"{m.value:.4f}" for m in before}
     for nid in bests:
         for f in (run / "nodes" / nid / "workspace").rglob("*.json"):
@@ -392,3 +394,21 @@ def test_embedded_model_writes_no_review(tmp_path, run_copy):
     assert (
         review["skipped"] == LOCAL_REVIEW_SKIPPED and review["decision"] is None and review["reviews"] == []
     )
+
+
+def test_the_machines_numbers_are_traced_in_the_units_a_paper_prints(tmp_path, run_copy):
+    """A benchmark's paper states its machine: the L2 and L3 sizes (recorded in bytes) in KiB or
+    MiB, the core count (a C relay run's checker sent back the 260 MiB L3 as unmeasured)."""
+    run = run_copy(tmp_path)
+    cpu = json.loads((run / "environment.json").read_text())["cpu"]
+    l3 = cpu["caches"]["L3"]["bytes"] / 1024**2
+    l2 = cpu["caches"]["L2"]["bytes"] / 1024
+    cores = cpu["usable_cores"]
+    (run / "paper").mkdir(exist_ok=True)
+    (run / "paper" / "paper.tex").write_text(
+        f"\\begin{{document}}\nAn L3 of {l3:g} MiB and an L2 of {l2:g} KiB on {cores} cores.\n\\end{{document}}\n"
+    )
+    claims = {c["text"]: c for c in check_claims(run, "model")["claims"]}
+    assert claims[f"{l3:g}"]["kind"] == "machine" and "L3" in claims[f"{l3:g}"]["source"]
+    assert claims[f"{l2:g}"]["kind"] == "machine" and "L2" in claims[f"{l2:g}"]["source"]
+    assert claims[str(cores)]["source"] is not None

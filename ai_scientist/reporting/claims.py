@@ -7,7 +7,8 @@ metric``), each stage's seed statistic (mean, standard error, number of re-runs,
 node counts of :mod:`ai_scientist.treesearch.best`, the stage numbers and seeds, the saved result
 files (JSON) of each stage's best node and its seed re-runs, then of every other good search node
 (the writer is given them all), the numbers each good node's run commands printed (``run
-output``), the numbers of the parameters each good node's code sets
+output``), the machine record's numbers (``machine``: cache sizes in bytes, KiB, MiB or GiB,
+cores), the numbers of the parameters each good node's code sets
 (``code parameter``: an epoch count stated as the setup), the resolved config, the idea's own
 numbers and the references' years. With a grader,
 what each program reported about itself (``grade.json`` ``self_reported``) is matched last: a
@@ -353,6 +354,26 @@ def _output_measurements(view: RunView) -> list[Measurement]:
     return out
 
 
+def _machine_measurements(run_dir: Path) -> list[Measurement]:
+    """The numbers of the run's machine record (``environment.json``: cores, cache sizes, clock,
+    vector width, memory), e.g. an L3 size a benchmark's caption states (``machine``)."""
+    try:
+        data = read_json(RunPaths(run_dir).environment, default=None)
+    except (ValueError, OSError):
+        return []
+    found: list[tuple[str, float]] = []
+    _leaves(data if isinstance(data, dict) else {}, "", found, 2_000)
+    out = [_m(v, f"machine {k}", "machine") for k, v in found]
+    # sizes as a paper prints them: bytes in KiB / MiB / GiB too
+    for k, v in found:
+        if v >= 1024 and any(w in k.lower() for w in ("cache", "size", "bytes", "memory", "mem")):
+            out += [
+                _m(v / 1024**e, f"machine {k} / {u}", "machine")
+                for e, u in ((1, "KiB"), (2, "MiB"), (3, "GiB"))
+            ]
+    return out
+
+
 def _config_measurements(run_dir: Path) -> list[Measurement]:
     try:
         data = yaml.safe_load(read_text(RunPaths(run_dir).config, 500_000)) or {}
@@ -378,6 +399,7 @@ def run_measurements(run_dir: str | Path) -> list[Measurement]:
         *_file_measurements(view),
         *_output_measurements(view),
         *_code_measurements(view),
+        *_machine_measurements(run_dir),
         *_config_measurements(run_dir),
         *idea,
         *years,

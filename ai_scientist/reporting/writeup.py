@@ -48,6 +48,7 @@ from .errors import StepFailed, StepSkipped
 from .images import duplicate_figures
 from .reflection import chktex_for_writer, overflow_message, paper_feedback
 from .runread import SEED_STATISTIC, load_run, read_text, seed_statistics
+from .vlm import machine_facts
 
 if TYPE_CHECKING:
     from ..base.config import Config
@@ -566,6 +567,8 @@ def write_paper(
         "figure_problems": duplicates,
         "memory_digest": memory_digest[:6000],
         "method_code": method_code(run_dir),
+        # a benchmark's machine (cores, caches, vector width, peak): what its numbers are judged by
+        "machine": machine_facts(run_dir, load_run(run_dir)),
         "seed_statistic": SEED_STATISTIC,
         "page_limit": cfg.report.page_limit,
         "template": cfg.report.template,
