@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -162,9 +163,16 @@ def test_graded_metric_decides_and_hidden_labels_stay_hidden(tmp_path, grader_di
     assert not [p for p in run.dir.rglob(SECRET)]
     # no prompt named the grader's directory or its data before a program did (the attacking
     # programs here embed the path, so later prompts quoting them do too)
+    # — a later draft is shown the protocol node's program to copy its data code from: the path
+    # there is the attacking program's own, so that quoted section is left out of the check
     drafts = [nid for nid, n in nodes.items() if n["operation"] == "draft"]
     for nid in drafts:
         first = sorted((run.dir / "nodes" / nid / "prompt_logs").glob("*_phase2_*.json"))[0]
-        sent = json.dumps(json.loads(first.read_text())["messages"])
+        texts = [
+            m["content"] for m in json.loads(first.read_text())["messages"] if isinstance(m["content"], str)
+        ]
+        sent = "\n".join(
+            re.sub(r"## Evaluation protocol\n.*?(?=^## |\Z)", "", t, flags=re.S | re.M) for t in texts
+        )
         assert "task" in sent.lower() and str(grader_dir) not in sent and SECRET not in sent
     assert os.stat(grader_dir / SECRET).st_size  # still there: nothing moved it

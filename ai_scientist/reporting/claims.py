@@ -338,9 +338,12 @@ def _code_measurements(view: RunView) -> list[Measurement]:
 def _output_measurements(view: RunView) -> list[Measurement]:
     """The numbers each good search node's run commands printed (``exec/*_phase4_*.json``
     stdout, at most :data:`MAX_OUTPUT_NUMBERS` per node): what the program measured and said,
-    e.g. a training accuracy it printed but saved in no file (``run output``)."""
+    e.g. a training accuracy it printed but saved in no file (``run output``). A graded node's
+    output is left out: there the program's words are its own claim, not the grader's."""
     out = []
     for nid in _good_search_nodes(view):
+        if grade_record(view, nid):
+            continue  # with a grader, what the program printed is its own claim (self-reported)
         found = 0
         for path in sorted(NodePaths(view.node_dir(nid)).exec.glob("*_phase4_*.json")):
             try:
