@@ -138,9 +138,7 @@ def test_a_node_that_changes_the_protocol_is_kept_out_of_the_ranking(tmp_path, c
     assert carried_checked, "no later-stage prompt under its start node's protocol"
     # the review of each such node judges comparability under the same protocol (frozen per node)
     with_protocol = {r["node_id"] for r in later}
-    reviews = [
-        r for r in prompt_records(run_dir) if r["phase"] == "review" and r["node_id"] in with_protocol
-    ]
+    reviews = [r for r in prompt_records(run_dir) if r["phase"] == "review" and r["node_id"] in with_protocol]
     assert reviews
     for rec in reviews:
         content = "\n".join(m["content"] for m in rec["messages"] if isinstance(m["content"], str))
