@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -373,3 +374,32 @@ def test_experiment_jobs_in_flight_at_the_stop(tmp_path, experiment_jobs):
     else:  # cancelled at the stop, set aside, and run again as a new job
         assert not runs[0]["extra"]["reattached"] and len(set_aside) == 1
         assert set_aside[0].rsplit("-", 1)[1] != runs[0]["extra"]["job_id"]
+
+
+def test_a_warning_before_the_handler_is_armed_is_ignored_not_fatal(tmp_path):
+    """The job script ignores SIGUSR1 until the orchestrator arms its handler: the ignore survives
+    ``exec`` (a warning in the interpreter's start-up no longer kills the job), and the handler the
+    program installs afterwards still receives a later one. Run here with the script's own lines."""
+    from ai_scientist.base.config import load_config
+    from ai_scientist.cli.submit import script_text
+
+    script = script_text(load_config(None, []), tmp_path / "run", ["--time=00:10:00"])
+    lines = script.splitlines()
+    trap = next(i for i, ln in enumerate(lines) if ln.strip() == "trap '' USR1")
+    assert trap < next(i for i, ln in enumerate(lines) if ln.startswith("exec "))
+    program = (
+        "import os, signal\n"
+        "os.kill(os.getpid(), signal.SIGUSR1)\n"  # before any handler: ignored
+        "print('alive')\n"
+        "signal.signal(signal.SIGUSR1, lambda s, f: print('handled'))\n"
+        "os.kill(os.getpid(), signal.SIGUSR1)\n"
+    )
+    body = "\n".join([lines[trap], f"exec {sys.executable} -c {shlex.quote(program)}"])
+    default = lambda: signal.signal(signal.SIGUSR1, signal.SIG_DFL)  # noqa: E731  (as Slurm starts it)
+    res = subprocess.run(["bash", "-c", body], capture_output=True, text=True, timeout=60, preexec_fn=default)
+    assert res.returncode == 0 and res.stdout.split() == ["alive", "handled"], res
+    # without the trap the same program dies of the signal
+    bare = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, preexec_fn=default
+    )
+    assert bare.returncode == -signal.SIGUSR1

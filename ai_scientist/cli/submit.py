@@ -164,6 +164,10 @@ def script_text(cfg: Config, run_dir: Path, options: list[str]) -> str:
     reaches it and nothing else; the environment is the submitting shell's (sbatch's default
     ``--export=ALL``: the orchestrator needs its API key variable; experiment jobs get none)."""
     lines = ["#!/bin/bash", *(f"#SBATCH {o}" for o in options), ""]
+    # a warning that comes before the orchestrator's handler is armed (interpreter start-up) is
+    # ignored, not fatal: the ignore survives exec, and the run then stops cleanly at the limit's
+    # SIGTERM with its state saved (without it, the default action killed the job at once)
+    lines.append("trap '' USR1")
     argv = [job_python(cfg), "-m", "ai_scientist.cli", "submit", "--in-job", str(run_dir)]
     return "\n".join([*lines, "exec " + " ".join(shlex.quote(a) for a in argv), ""])
 
