@@ -246,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("exec", help="run one command in a sandbox backend")
-    p.add_argument("--backend", default=None, help="auto | subprocess | bwrap | docker | apptainer")
+    p.add_argument("--backend", default=None, help="auto | subprocess | bwrap | docker | apptainer | slurm")
     p.add_argument(
         "--workspace",
         type=_workspace_dir,
