@@ -293,6 +293,9 @@ PROMPTS: dict[str, list[str]] = {
         "prior_code",
         "run_output",
         "run_result",
+        # the stage's other nodes with their results: "is this result sensible, better or worse"
+        # is judged against them (after the run's own result, which the brief's findings quote)
+        "siblings",
         "node_brief",
     ],
     # a working node's plotting code (reads the data files its experiment saved) and its critique
@@ -309,7 +312,7 @@ PROMPTS: dict[str, list[str]] = {
         "run_result",
         "node_brief",
     ],
-    "node_vlm": ["system", "environment", "task", *_TAIL, "run_result", "node_brief"],
+    "node_vlm": ["system", "environment", "task", *_TAIL, "run_result", "siblings", "node_brief"],
     # fallback: read the metrics from the run output when metrics.json is missing
     "metrics_parse": ["system", "task", *_TAIL, "execution_output", "node_brief"],
     # LLM tie-break between candidate nodes

@@ -60,6 +60,24 @@ def node_facts(ctx: NodeContext) -> dict[str, Any]:
     return facts
 
 
+def judged_siblings(ctx: NodeContext) -> dict[str, Any]:
+    """The ``siblings`` layer of a review or a figure critique: the table of the stage's other nodes
+    the node's own prompts got (frozen when it was scheduled, ``runloop/stage_inputs.py``), so its
+    result is judged against theirs; without the earlier drafts' designs, which only a new draft
+    needs (a judge compares results). {} when the stage has no other node (or a seed re-run)."""
+    rows = ctx.extra_values.get("siblings") or []
+    if isinstance(rows, str):
+        rows = rows.splitlines()
+    shown = [_without_design(str(row)) for row in rows]
+    return {"siblings": shown, "judging": True} if shown else {}
+
+
+def _without_design(row: str) -> str:
+    """A sibling row without its " — Design: ..." part (``treesearch/tried.py`` ``_did``)."""
+    head, sep, _ = row.partition(" — Design: ")
+    return f"{head} |" if sep else row
+
+
 def _seed_mean_text(ctx: NodeContext, parent: Any) -> str:
     """``"; over its 2 seed re-runs: val_accuracy mean 0.909 ± 0.007 s.e."`` when the parent was
     re-run over seeds (at its stage's end, so before any child of a later stage): a child compared

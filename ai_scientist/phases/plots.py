@@ -41,7 +41,7 @@ from ..llm.types import LLMError
 from ..llm.vision import is_vision_refusal, vision_skip_reason
 from .base import NodeContext, PhaseFailed, code_text
 from .checkpoint import checkpoint
-from .evidence import experiment_kinds, node_facts, run_result_text, shows_machine
+from .evidence import experiment_kinds, judged_siblings, node_facts, run_result_text, shows_machine
 from .execution import run_command
 
 PLOT_PHASE = "phase5_plot"
@@ -449,6 +449,8 @@ def _ask_vlm(ctx: NodeContext, figures: list[dict[str, Any]], plots: dict) -> di
         "run_result": run_result_text({}, metrics, commands=False),
         "kinds": kinds,
         "figures": figures,  # listed once, with their captions, in the call's brief
+        # the stage's other nodes with their results: a figure contradicting theirs is checked
+        **judged_siblings(ctx),
         "response_schema": CRITIQUE_SCHEMA,
     }
     # the figures go in the last message, their tokens set aside before the text is packed

@@ -23,7 +23,14 @@ from ..base.templates import render
 from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed, code_text
 from .checkpoint import checkpoint
-from .evidence import experiment_kinds, node_facts, run_output_text, run_result_text, shows_machine
+from .evidence import (
+    experiment_kinds,
+    judged_siblings,
+    node_facts,
+    run_output_text,
+    run_result_text,
+    shows_machine,
+)
 from .phase234 import METRICS_FROM_REVIEW, normalise_metrics
 from .schemas import REVIEW_METRICS_SCHEMA, REVIEW_SCHEMA
 
@@ -47,6 +54,9 @@ def _review(ctx: NodeContext, run_record: dict) -> dict:
         "run_result": run_result_text(run_record, metrics, builds=builds, from_review=parse),
         "kinds": kinds,
         "parse_metrics": parse,
+        # the stage's other nodes with their results: the run is judged against them too
+        "siblings": "",
+        **judged_siblings(ctx),
     }
     try:
         review = ctx.ask(

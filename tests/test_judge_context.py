@@ -1,0 +1,76 @@
+"""What the judging and re-check calls see, and what they no longer pay for (issue 28, continued).
+
+A scripted run with the realistic workload of tests/realistic_workload.py (a ~20 kB program
+printing ~5 kB, three metrics, two data files), default config but for the run's size, plots and
+the report on. Every expectation is read from the run's own files: each node's frozen stage inputs
+(``stage_inputs.json``, what its code prompt was given), the journal's results, the node's and its
+parent's code answers, the prompt logs as sent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from pipeline_support import FAST, content_text, events, journal_nodes, prompt_records, run_args
+from realistic_workload import RealisticResponder
+
+from ai_scientist.cli.commands import execute, setup_run
+from ai_scientist.llm.scripted_backend import ScriptedBackend
+
+OVERRIDES = [o for o in FAST if not o.startswith("report.")] + [
+    "report.enabled=true",
+    "report.citations.enabled=false",
+    "agent.plots.enabled=true",
+]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("judge")
+    r, resources = setup_run(run_args(tmp, *OVERRIDES))
+    code = execute(r, resources=resources, backend=ScriptedBackend(RealisticResponder(buggy_nodes=())))
+    assert code == 0, [e for e in events(r.dir) if e["type"] in ("internal_error", "node_failed")]
+    return r.dir
+
+
+def _prompt(rec: dict) -> str:
+    return "\n".join(content_text(m.get("content")) for m in rec["messages"])
+
+
+def _section(text: str, title: str) -> str:
+    """The text of the prompt section ``## title`` (up to the next ``## `` heading), "" if absent."""
+    m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+    return m.group(1) if m else ""
+
+
+def _judging_records(run_dir: Path) -> list[dict]:
+    return [
+        r
+        for r in prompt_records(run_dir)
+        if str(r.get("label", "")).startswith("exec_review") or r.get("phase") == "phase5_vlm"
+    ]
+
+
+def test_reviews_and_critiques_see_the_stages_other_nodes_and_their_results(run):
+    nodes = journal_nodes(run)
+    with_siblings = 0
+    for rec in _judging_records(run):
+        nid = rec["node_id"]
+        frozen = json.loads((run / "nodes" / nid / "stage_inputs.json").read_text()).get("siblings") or []
+        listed = [m.group(1) for row in frozen for m in [re.match(r"\| (n\d{4}) \|", row)] if m]
+        section = _section(_prompt(rec), "Other nodes of this stage")
+        if not listed:
+            assert not section, (nid, rec["label"])
+            continue
+        with_siblings += 1
+        assert "Judge whether this node's result is plausible" in section, nid
+        assert "Design:" not in section  # an earlier draft's design is for a new draft, not a judge
+        for sid in listed:
+            assert f"| {sid} |" in section, (nid, sid)
+            metric = nodes[sid].get("metric")
+            if nodes[sid]["status"] == "good" and metric:
+                assert f"{metric['name']}={metric['value']:.6g}" in section, (nid, sid)
+    assert with_siblings >= 2
