@@ -24,7 +24,7 @@ ENV = "AI_SCIENTIST_FAILPOINTS"
 
 def armed(name: str) -> bool:
     spec = os.environ.get(ENV)
-    return bool(spec) and name in spec.split(",")
+    return spec is not None and name in spec.split(",")
 
 
 def hit(name: str) -> None:

@@ -195,6 +195,7 @@ def _rerun_reporting(args: argparse.Namespace) -> int:
     print(run.dir, flush=True)
     from ..runloop.orchestrator import build_services, finish_reporting
 
+    lock = run.lock  # open_locked took it
     try:
         services = build_services(run)
         try:
@@ -202,7 +203,8 @@ def _rerun_reporting(args: argparse.Namespace) -> int:
         finally:
             services.close()
     finally:
-        run.lock.release()
+        if lock is not None:
+            lock.release()
         run.lock = None
     return EXIT_OK
 

@@ -444,11 +444,9 @@ def cmd_cost(run: Path, args: argparse.Namespace) -> int:
     cost = read_json(RunPaths(run).cost)
     if cost is None:
         raise UsageError(f"{run}/cost.json does not exist (no LLM call has been recorded yet)")
-    try:
-        from ..llm.cost import format_cost  # the LLM layer's own table, when it exists
-    except ImportError:
-        format_cost = None
-    if format_cost is not None and not getattr(args, "json", False):
+    from ..llm.cost import format_cost
+
+    if not getattr(args, "json", False):
         return _emit(args, cost, format_cost(cost))
     lines = [f"{key:<50} {value}" for key, value in _flat_rows(cost)]
     return _emit(args, cost, "\n".join(lines) or "(empty cost.json)")

@@ -88,8 +88,11 @@ def _daemon_reason(exc: BaseException) -> str:
 class _Cgroup:
     """Reads a container's memory peak and pid count from cgroup v1 or v2 files (None if hidden)."""
 
-    def __init__(self, cid: str):
+    def __init__(self, cid: str | None):
         v1 = Path("/sys/fs/cgroup")
+        self.candidates: dict[str, list[Path]] = {"mem": [], "pids": [], "oom": []}
+        if not cid:  # the daemon gave no id: nothing to read, every reading is "hidden"
+            return
         self.candidates = {
             "mem": [
                 v1 / "memory/docker" / cid / "memory.max_usage_in_bytes",

@@ -63,6 +63,14 @@ class ResourceEntry(BaseModel):
     class_: str | None = Field(None, alias="class")
     tags: list[str] = Field(default_factory=list)
 
+    def required(self, name: str) -> str:
+        """A field the checks made sure of for this entry (``path`` of a local one, ``url`` of a
+        git one, ``id`` once the file is read): raises if it is missing after all."""
+        value = getattr(self, name)
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"resource {self.id!r} ({self.type}) has no {name!r}")
+        return value
+
     @model_validator(mode="after")
     def _fields_for_type(self) -> ResourceEntry:
         need = {"local": ("path",), "git": ("url",), "described": ("summary",)}.get(self.type, ())
@@ -162,7 +170,7 @@ def load_resources(path: str | Path) -> ResourceSpec:
             if not src.exists():
                 raise ConfigError(f"{where}: path {str(src)!r} does not exist")
             entry.path = str(src.resolve())
-        if entry.type == "git" and _is_local(entry.url):
+        if entry.type == "git" and entry.url is not None and _is_local(entry.url):
             local = Path(entry.url.removeprefix("file://"))
             local = local if local.is_absolute() else p.parent / local
             if not local.exists():
@@ -172,7 +180,9 @@ def load_resources(path: str | Path) -> ResourceSpec:
 
 
 def _is_local(url: str | None) -> bool:
-    return bool(url) and (url.startswith("file://") or "://" not in url and not re.match(r"^[\w.-]+@", url))
+    if not url:
+        return False
+    return url.startswith("file://") or "://" not in url and not re.match(r"^[\w.-]+@", url)
 
 
 # ------------------------------------------------------------------ staging --
@@ -209,7 +219,7 @@ def _read_only(root: Path) -> None:
 
 
 def _stage_local(e: ResourceEntry, dest: Path, item: ResourceItem) -> None:
-    src = Path(e.path)
+    src = Path(e.required("path"))
     item.source = str(src)
     if e.mode == "bind":
         dest.symlink_to(src)
@@ -228,7 +238,7 @@ def _stage_git(e: ResourceEntry, dest: Path, item: ResourceItem) -> None:
     def run(*a: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["git", *a], cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
 
-    proc = run("clone", "--quiet", e.url, str(dest))
+    proc = run("clone", "--quiet", e.required("url"), str(dest))
     if proc.returncode == 0 and e.ref:
         proc = run("checkout", "--quiet", e.ref, cwd=dest)
     if proc.returncode != 0:
@@ -250,7 +260,7 @@ def _stage_fetch(
         return
     dest.mkdir()
     dest.chmod(0o755)
-    result = executor.run(["bash", "-c", e.fetch], workspace=dest, limits=limits)
+    result = executor.run(["bash", "-c", e.required("fetch")], workspace=dest, limits=limits)
     shutil.rmtree(dest / ".tmp", ignore_errors=True)
     if result.ok:
         item.status = "staged"
@@ -271,7 +281,7 @@ def stage_resources(
     items = []
     for e in spec.entries:
         item = ResourceItem(
-            id=e.id,
+            id=e.required("id"),
             type=e.type,
             status="described",
             summary=e.summary,
@@ -280,7 +290,7 @@ def stage_resources(
             mode=e.mode,
             writable=e.writable,
         )
-        dest = root / e.id
+        dest = root / item.id
         if dest.exists() or dest.is_symlink():
             if dest.is_symlink() or dest.is_file():
                 dest.unlink()

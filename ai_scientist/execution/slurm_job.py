@@ -97,7 +97,7 @@ def _unsafe(cls: type, spec: dict[str, Any]) -> dict[str, Any]:
     # exec.allow_unsafe_sandbox reaches the inner backend when that backend has the switch
     import inspect
 
-    if "allow_unsafe" in inspect.signature(cls.__init__).parameters:
+    if "allow_unsafe" in inspect.signature(cls).parameters:
         return {"allow_unsafe": bool(spec.get("allow_unsafe"))}
     return {}
 

@@ -56,8 +56,11 @@ class WorkspaceError(ValueError):
 
 @dataclass
 class FileSpec:
-    path: str
-    content: str
+    """One proposed file as the model wrote it: ``path`` and ``content`` are checked by
+    :func:`validate_files`, so they may hold anything a model answer can (a number, null)."""
+
+    path: Any
+    content: Any
     encoding: str = "utf-8"
     mode: int | str | None = None
 
@@ -206,20 +209,24 @@ def validate_files(workspace: Path, files: list[Any], *, max_files: int, max_fil
             continue
         rel, err = _check_path(spec.path)
         raw = spec.path if isinstance(spec.path, str) else repr(spec.path)
-        if err is None and str(rel) in seen:
-            err = FileRejection(raw, "duplicate", "the same path is proposed twice")
-        err = err or _check_target(ws, rel, raw)
+        if rel is None or err is not None:
+            errors.append(err or FileRejection(raw, "empty_path", "path names no file"))
+            continue
+        if str(rel) in seen:
+            errors.append(FileRejection(raw, "duplicate", "the same path is proposed twice"))
+            continue
+        err = _check_target(ws, rel, raw)
         data, derr = (None, None) if err else _decode(spec, raw)
         mode, merr = (None, None) if err or derr else _mode(spec, raw)
         err = err or derr or merr
-        if err is None and len(data) > max_file_bytes:
+        if err is None and data is not None and len(data) > max_file_bytes:
             err = FileRejection(
                 raw,
                 "too_large",
                 f"{len(data)} bytes exceeds the limit of {max_file_bytes} (exec.max_file_bytes)",
             )
-        if err:
-            errors.append(err)
+        if err or data is None:
+            errors.append(err or FileRejection(raw, "bad_content", "content must be a string"))
             continue
         seen.add(str(rel))
         plan.append((rel, data, mode))

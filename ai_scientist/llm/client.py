@@ -195,7 +195,11 @@ class LLMClient:
             if first_round and schema is not None:
                 mode = self.backend.structured_mode(call.model)
             instructed = mode in INSTRUCTED  # json_object and prompt modes carry the schema in the prompt
-            msgs = with_schema_instruction(convo, schema) if first_round and instructed else convo
+            msgs = (
+                with_schema_instruction(convo, schema)
+                if first_round and instructed and schema is not None
+                else convo
+            )
             params = self._params(call, schema if mode not in (None, "prompt") else None, mode)
             call.attempt += 1
             tries += 1

@@ -245,7 +245,8 @@ def context_window(url: str, key: str, model: str, listing: Any) -> tuple[int | 
         for k in _CTX_KEYS:
             if isinstance(entry.get(k), int) and entry[k] > 0:
                 return entry[k], f"/models {k}"
-        meta: dict[str, Any] = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+        raw_meta = entry.get("meta")
+        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
         for k in ("n_ctx", "n_ctx_train"):
             if isinstance(meta.get(k), int) and meta[k] > 0:
                 return meta[k], f"/models meta.{k}"

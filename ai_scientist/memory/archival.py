@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import search as S
+from .db import inserted_id
 from .records import aid, parse_id
 
 if TYPE_CHECKING:
@@ -58,10 +59,13 @@ class ArchivalMixin:
         branch: str | None,
     ) -> int:
         wanted = self._recorded_id(c, "archival", (branch, kind, text))
-        return c.execute(
-            "INSERT INTO archival(id, text, tags, source_ref, kind, branch, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (wanted, text, " ".join(tags), source_ref, kind, branch, self.clock()),
-        ).lastrowid
+        return inserted_id(
+            c.execute(
+                "INSERT INTO archival(id, text, tags, source_ref, kind, branch, created)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (wanted, text, " ".join(tags), source_ref, kind, branch, self.clock()),
+            )
+        )
 
     def _recorded_id(self, c: sqlite3.Connection, table: str, key: tuple) -> int | None:
         """A replay: the id this row had in the recording (see :mod:`.recorded_ids`); else None."""
@@ -144,7 +148,7 @@ class ArchivalMixin:
             ranked["fts"] = self.db.read(lambda c: S.fts_lane(c, query, limit, self._dfc))
         if "exact" in lanes:
             ranked["exact"] = self.db.read(lambda c: S.exact_lane(c, query, limit))
-        if "vector" in lanes and self.vectors is not None:
+        if "vector" in lanes and self.vectors is not None and self.embedder is not None:
             try:
                 ranked["vector"] = self.vectors.search(self.embedder.embed([query])[0], limit)
             except Exception as exc:  # a broken endpoint degrades to the other lanes, loudly
@@ -189,10 +193,10 @@ class ArchivalMixin:
             log.warning("%s; rebuild_vectors() will retry", msg)
             self.vector_errors.append(msg)
             return
-        self._store_vecs([a for a, _ in todo], vecs)
+        self._store_vecs(self.embedder.name, [a for a, _ in todo], vecs)
 
-    def _store_vecs(self, ids: Sequence[int], vecs: np.ndarray) -> None:
-        name, dim = self.embedder.name, int(vecs.shape[1])
+    def _store_vecs(self, name: str, ids: Sequence[int], vecs: np.ndarray) -> None:
+        dim = int(vecs.shape[1])
         self.db.write(
             lambda c: c.executemany(
                 "INSERT OR REPLACE INTO archival_vec(archival_id, model, dim, vec) VALUES (?, ?, ?, ?)",
@@ -207,13 +211,14 @@ class ArchivalMixin:
         """Archival ids without a vector from the current embedding model."""
         if self.embedder is None:
             return []
+        model = self.embedder.name
         return self.db.read(
             lambda c: [
                 r[0]
                 for r in c.execute(
                     "SELECT a.id FROM archival a LEFT JOIN archival_vec v ON v.archival_id = a.id"
                     " AND v.model = ? WHERE v.archival_id IS NULL",
-                    (self.embedder.name,),
+                    (model,),
                 )
             ]
         )

@@ -118,6 +118,13 @@ class MemoryStoreError(Exception):
     """A memory operation failed for a reason the caller should report (message says what/where)."""
 
 
+def inserted_id(cur: sqlite3.Cursor) -> int:
+    """The id of the row an INSERT just made (sqlite sets it for every row it inserts)."""
+    if cur.lastrowid is None:
+        raise MemoryStoreError("an INSERT returned no row id")
+    return cur.lastrowid
+
+
 def _is_lock_error(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and any(w in str(exc).lower() for w in _LOCK_WORDS)
 

@@ -323,7 +323,7 @@ class VectorIndex:
                 self._rebuild_locked(total)
                 return
             rows = self.db.read(lambda c: self._rows(c, self._vseq))
-            self._add_rows(rows)
+            self._add_rows(self._index, rows)
 
     def _rebuild_locked(self, total: int) -> None:
         rows = self.db.read(lambda c: self._rows(c, 0))
@@ -339,15 +339,16 @@ class VectorIndex:
         self._index.add_with_ids(vecs, ids)
         self._vseq = int(rows[-1]["vseq"])
 
-    def _add_rows(self, rows: list[sqlite3.Row]) -> None:
+    def _add_rows(self, index: faiss.Index, rows: list[sqlite3.Row]) -> None:
         if not rows:
             return
         dim = int(rows[0]["dim"])
         vecs = np.frombuffer(b"".join(r["vec"] for r in rows), dtype=np.float32).reshape(-1, dim)
         ids = np.array([r["archival_id"] for r in rows], dtype=np.int64)
         # an updated passage gets a new vseq: drop its old vector before adding the new one
-        self._index.remove_ids(ids)
-        self._index.add_with_ids(vecs, ids)
+        # faiss's Python wrapper turns an id array into a selector; its type stub knows only the selector
+        index.remove_ids(ids)  # type: ignore[arg-type]
+        index.add_with_ids(vecs, ids)
         self._vseq = int(rows[-1]["vseq"])
 
     def search(self, qvec: np.ndarray, limit: int) -> list[int]:

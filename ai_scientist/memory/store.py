@@ -37,7 +37,7 @@ from ..base.paths import RunPaths
 from ..base.redact import Redactor
 from . import search as S
 from .archival import ArchivalMixin
-from .db import Database, MemoryStoreError
+from .db import Database, MemoryStoreError, inserted_id
 from .embed import Embedder
 from .overflow import (
     Summarizer,
@@ -272,7 +272,7 @@ class MemoryStore(ArchivalMixin):
                 " VALUES (?, ?, ?, ?, ?, 0, ?)",
                 (branch, key, value, importance, expires, now),
             )
-            result = CoreWrite(key, cur.lastrowid)
+            result = CoreWrite(key, inserted_id(cur))
             visible = list(self._core_visible(c, branch, now).values())
             for e in choose_evictions(visible, self.cfg.core_max_chars, protect=key):
                 a = self._insert_archival(
@@ -318,11 +318,11 @@ class MemoryStore(ArchivalMixin):
         kind, text = self._red(kind).strip() or "note", self._red(text)
         key = (branch, node_id, kind, text)
         eid = self.db.write(
-            lambda c: (
+            lambda c: inserted_id(
                 c.execute(
                     "INSERT INTO recall(id, branch, kind, text, node_id, created) VALUES (?, ?, ?, ?, ?, ?)",
                     (self._recorded_id(c, "recall", key), branch, kind, text, node_id, self.clock()),
-                ).lastrowid
+                )
             )
         )
         limit = self.cfg.recall_max_events
@@ -343,7 +343,8 @@ class MemoryStore(ArchivalMixin):
             (self._chain_json(branch),),
         ).fetchone()[0]
 
-    def _masked(self, c: sqlite3.Connection, branch: str) -> dict[int, tuple[int | None, str]]:
+    def _masked(self, c: sqlite3.Connection, branch: str) -> dict[int, tuple[int, str]]:
+        # every mask row names the archival passage it was folded or evicted into
         rows = c.execute(
             self._CHAIN_CTE + "SELECT m.event_id, m.archival_id, m.reason FROM recall_masks m"
             " JOIN chain ON m.branch = chain.b AND m.id <= chain.ml",

@@ -28,7 +28,7 @@ from ..context.budget import ContextBudgetError
 from ..context.tokens import counter_for
 from ..llm.client import backend_name
 from ..llm.prompting import Prompter, ask
-from ..llm.types import CallContext, LLMError
+from ..llm.types import CallContext, LLMError, LLMResult
 from ..llm.vision import is_vision_refusal
 from . import prompts
 from .claims import SELF_REPORTED, check_claims, grade_record
@@ -122,7 +122,7 @@ def _ask(
     without them (the captions are in the text)."""
     prompter = prompter or _prompter(getattr(client, "cfg", None), client)
 
-    def send(imgs: list[dict[str, Any]]) -> Any:
+    def send(imgs: list[dict[str, Any]]) -> LLMResult:
         v = {**values, "instructions": prompts.render(template, **values, images_attached=bool(imgs))}
         ctx = CallContext(node_id="run", phase="review", label=label, ledger=list(ledger or []))
         return ask(client, prompter, _PROMPTS[template], v, role="review", ctx=ctx,
@@ -143,7 +143,7 @@ def _ask(
             if not (images and is_vision_refusal(exc)):
                 raise
             images = []  # a server that refuses images: the same review without them
-    if models is not None and getattr(result, "model", ""):
+    if models is not None and result.model:
         models.add(result.model)
     review = result.parsed
     problems = check_review(review)

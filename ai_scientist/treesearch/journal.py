@@ -505,7 +505,10 @@ def _apply(d: _State, rec: Any) -> _State:
     seq = rec.get("seq")
     if not isinstance(seq, int) or seq <= d.seq:
         raise JournalError(f"seq {seq!r} does not follow {d.seq}")
-    node = Node.from_dict(rec.get("node"))
+    raw = rec.get("node")
+    if not isinstance(raw, dict):
+        raise JournalError(f"record seq {seq} carries no node: {str(rec)[:80]!r}")
+    node = Node.from_dict(raw)
     if rec["type"] == "node_created":
         expected = format_node_id(len(d.index.nodes) + 1)
         if node.id != expected:

@@ -86,6 +86,14 @@ def tree_bests(view: JournalView, state: StageState, tree_nums: int) -> dict[int
     return out
 
 
+def _group_best(group: Sequence[Node]) -> str:
+    """The best node of one consensus group; a group holds the trees' answers, all good."""
+    node_id = select_best(group).node_id
+    if node_id is None:
+        raise ValueError(f"a consensus group has no good node: {[n.id for n in group]}")
+    return node_id
+
+
 def consensus_groups(nodes: Sequence[Node], rel_tol: float = CONSENSUS_REL_TOL) -> list[list[Node]]:
     """Distinct nodes grouped into 'equivalent answers', best group first.
 
@@ -150,7 +158,7 @@ def _consensus(
     ev = {**ev, "groups": [[n.id for n in g] for g in groups], "group_votes": sizes}
     top = max(sizes)
     tied = [g for g, s in zip(groups, sizes, strict=True) if s == top]
-    reps = [select_best(g).node_id for g in tied]
+    reps = [_group_best(g) for g in tied]
     if len(tied) == 1:
         return Choice(
             reps[0], "consensus", f"majority: {top} of {len(votes)} tree(s) agree", (reps[0],), evidence=ev
