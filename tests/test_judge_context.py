@@ -54,23 +54,35 @@ def _judging_records(run_dir: Path) -> list[dict]:
     ]
 
 
+# the frozen stage-input tables and the prompt sections they become
+TABLES = {
+    "siblings": "Other nodes of this stage",
+    "tried_hyperparams": "Hyper-parameters tried",
+    "tried_ablations": "Ablations done",
+}
+
+
 def test_reviews_and_critiques_see_the_stages_other_nodes_and_their_results(run):
     nodes = journal_nodes(run)
-    with_siblings = 0
+    compared = 0
     for rec in _judging_records(run):
         nid = rec["node_id"]
-        frozen = json.loads((run / "nodes" / nid / "stage_inputs.json").read_text()).get("siblings") or []
-        listed = [m.group(1) for row in frozen for m in [re.match(r"\| (n\d{4}) \|", row)] if m]
-        section = _section(_prompt(rec), "Other nodes of this stage")
-        if not listed:
-            assert not section, (nid, rec["label"])
-            continue
-        with_siblings += 1
-        assert "Judge whether this node's result is plausible" in section, nid
-        assert "Design:" not in section  # an earlier draft's design is for a new draft, not a judge
-        for sid in listed:
-            assert f"| {sid} |" in section, (nid, sid)
-            metric = nodes[sid].get("metric")
-            if nodes[sid]["status"] == "good" and metric:
-                assert f"{metric['name']}={metric['value']:.6g}" in section, (nid, sid)
-    assert with_siblings >= 2
+        frozen = json.loads((run / "nodes" / nid / "stage_inputs.json").read_text())
+        text = _prompt(rec)
+        for key, title in TABLES.items():
+            rows = frozen.get(key) or []
+            listed = [m.group(1) for row in rows for m in [re.search(r"\| (n\d{4}) \|", row)] if m]
+            section = _section(text, title)
+            if not listed:
+                assert not section, (nid, rec["label"], title)
+                continue
+            compared += 1
+            assert "Design:" not in section  # an earlier draft's design is for a new draft, not a judge
+            if key == "siblings":
+                assert "Judge whether this node's result is plausible" in section, nid
+            for sid in listed:
+                assert f"| {sid} |" in section, (nid, sid)
+                metric = nodes[sid].get("metric")
+                if nodes[sid]["status"] == "good" and metric:
+                    assert f"{metric['name']}={metric['value']:.6g}" in section, (nid, sid)
+    assert compared >= 4

@@ -206,6 +206,8 @@ LAYERS: dict[str, Layer] = {
 _SYS = ["system", "domain", "environment"]
 _TAIL = ["instructions", "response_format"]
 _STABLE = [*_SYS, "task", *_TAIL]
+# what a judge of one node's result compares it with: the stage's other nodes and their results
+_JUDGED = ["tried_hyperparams", "tried_ablations", "siblings"]
 
 _REVIEW: dict[str, list[str]] = {
     "review": ["reviewer", "fewshot", "paper", "measured", "instructions", "response_format"],
@@ -294,8 +296,9 @@ PROMPTS: dict[str, list[str]] = {
         "run_output",
         "run_result",
         # the stage's other nodes with their results: "is this result sensible, better or worse"
-        # is judged against them (after the run's own result, which the brief's findings quote)
-        "siblings",
+        # is judged against them (after the run's own result, which the brief's findings quote);
+        # in stages 2 and 4 the tuning / ablation nodes are in the tried tables, not in siblings
+        *_JUDGED,
         "node_brief",
     ],
     # a working node's plotting code (reads the data files its experiment saved) and its critique
@@ -312,7 +315,7 @@ PROMPTS: dict[str, list[str]] = {
         "run_result",
         "node_brief",
     ],
-    "node_vlm": ["system", "environment", "task", *_TAIL, "run_result", "siblings", "node_brief"],
+    "node_vlm": ["system", "environment", "task", *_TAIL, "run_result", *_JUDGED, "node_brief"],
     # fallback: read the metrics from the run output when metrics.json is missing
     "metrics_parse": ["system", "task", *_TAIL, "execution_output", "node_brief"],
     # LLM tie-break between candidate nodes

@@ -60,16 +60,22 @@ def node_facts(ctx: NodeContext) -> dict[str, Any]:
     return facts
 
 
-def judged_siblings(ctx: NodeContext) -> dict[str, Any]:
-    """The ``siblings`` layer of a review or a figure critique: the table of the stage's other nodes
-    the node's own prompts got (frozen when it was scheduled, ``runloop/stage_inputs.py``), so its
-    result is judged against theirs; without the earlier drafts' designs, which only a new draft
-    needs (a judge compares results). {} when the stage has no other node (or a seed re-run)."""
+def judged_stage(ctx: NodeContext) -> dict[str, Any]:
+    """The layers a review or a figure critique judges the node's result against: the stage's other
+    nodes with their results — the tables the node's code prompt got (frozen when it was scheduled,
+    ``runloop/stage_inputs.py``): ``siblings``, without the earlier drafts' designs, which only a new
+    draft needs, and in stages 2 and 4 the tuning / ablation table. Empty for a stage's first node
+    and for a seed re-run."""
     rows = ctx.extra_values.get("siblings") or []
     if isinstance(rows, str):
         rows = rows.splitlines()
     shown = [_without_design(str(row)) for row in rows]
-    return {"siblings": shown, "judging": True} if shown else {}
+    return {
+        "siblings": shown,
+        "judging": True,
+        "tried_hyperparams": ctx.extra_values.get("tried_hyperparams") or [],
+        "tried_ablations": ctx.extra_values.get("tried_ablations") or [],
+    }
 
 
 def _without_design(row: str) -> str:

@@ -41,7 +41,13 @@ from ..llm.types import LLMError
 from ..llm.vision import is_vision_refusal, vision_skip_reason
 from .base import NodeContext, PhaseFailed, code_text
 from .checkpoint import checkpoint
-from .evidence import experiment_kinds, judged_siblings, node_facts, run_result_text, shows_machine
+from .evidence import (
+    experiment_kinds,
+    judged_stage,
+    node_facts,
+    run_result_text,
+    shows_machine,
+)
 from .execution import run_command
 
 PLOT_PHASE = "phase5_plot"
@@ -450,7 +456,7 @@ def _ask_vlm(ctx: NodeContext, figures: list[dict[str, Any]], plots: dict) -> di
         "kinds": kinds,
         "figures": figures,  # listed once, with their captions, in the call's brief
         # the stage's other nodes with their results: a figure contradicting theirs is checked
-        **judged_siblings(ctx),
+        **judged_stage(ctx),
         "response_schema": CRITIQUE_SCHEMA,
     }
     # the figures go in the last message, their tokens set aside before the text is packed

@@ -25,7 +25,7 @@ from .base import NodeContext, PhaseFailed, code_text
 from .checkpoint import checkpoint
 from .evidence import (
     experiment_kinds,
-    judged_siblings,
+    judged_stage,
     node_facts,
     run_output_text,
     run_result_text,
@@ -55,8 +55,7 @@ def _review(ctx: NodeContext, run_record: dict) -> dict:
         "kinds": kinds,
         "parse_metrics": parse,
         # the stage's other nodes with their results: the run is judged against them too
-        "siblings": "",
-        **judged_siblings(ctx),
+        **judged_stage(ctx),
     }
     try:
         review = ctx.ask(
