@@ -86,3 +86,44 @@ def test_reviews_and_critiques_see_the_stages_other_nodes_and_their_results(run)
                 if nodes[sid]["status"] == "good" and metric:
                     assert f"{metric['name']}={metric['value']:.6g}" in section, (nid, sid)
     assert compared >= 4
+
+
+def _program(run_dir: Path, nid: str) -> str:
+    """The node's program as its code answer holds it (every text file under its path heading)."""
+    answer = json.loads((run_dir / "nodes" / nid / "code_answer.json").read_text())
+    return "\n\n".join(f"### {f['path']}\n{f['content']}" for f in answer.get("files", []))
+
+
+def test_a_child_that_changed_little_is_reviewed_and_plotted_from_its_diff_to_the_parent(run):
+    nodes = journal_nodes(run)
+    diffs = full = 0
+    for rec in prompt_records(run):
+        if not (str(rec.get("label", "")).startswith("exec_review") or rec.get("phase") == "phase5_plot"):
+            continue
+        nid = rec["node_id"]
+        parent = nodes[nid].get("parent_id")
+        text = _prompt(rec)
+        program = _program(run, nid)
+        if not parent:
+            assert program in text, nid  # a draft: its whole program
+            full += 1
+            continue
+        before = _program(run, parent)
+        mine, theirs = program.splitlines(), before.splitlines()
+        added = [ln for ln in mine if ln.strip() and ln not in theirs]
+        removed = [ln for ln in theirs if ln.strip() and ln not in mine]
+        changed = len("\n".join(added + removed))
+        if changed * 3 < len(program) // 2:  # a small change (the rule's 40 % with room for context)
+            diffs += 1
+            assert f"its parent node {parent}'s with these changes" in text, (nid, rec["label"])
+            assert program not in text  # the whole program is not paid for again
+            for line in added:
+                assert f"+{line}" in text, (nid, line)
+            for line in removed:
+                assert f"-{line}" in text, (nid, line)
+            if not added and not removed:
+                assert "(no line differs)" in text
+        elif changed > len(program):
+            assert program in text, nid
+            full += 1
+    assert diffs >= 2 and full >= 1

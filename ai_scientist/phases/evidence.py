@@ -11,6 +11,7 @@ templates; this module decides only what goes in.
 
 from __future__ import annotations
 
+import difflib
 from typing import TYPE_CHECKING, Any
 
 from ..base.templates import render
@@ -58,6 +59,37 @@ def node_facts(ctx: NodeContext) -> dict[str, Any]:
             ctx, parent
         )
     return facts
+
+
+# a child's program is shown as its diff to the parent's when the diff is at most this share of the
+# program (a tuning's one changed constant, not a rewrite): the parent's program was reviewed and
+# plotted already, and the review's and plotting's calls pay for the whole program otherwise
+DIFF_SHARE = 0.4
+
+
+def program_values(ctx: NodeContext, answer: dict[str, Any]) -> dict[str, Any]:
+    """The ``prior_code`` layer of a review or plotting call: the node's program, or — for a child
+    whose program differs little from its parent's (:data:`DIFF_SHARE`) — the unified diff to the
+    parent's program with the parent's id (``code_diff_of``; ``prompt/context/prior_code.j2``)."""
+    from ..base.paths import CODE_FILE
+    from .base import code_text, parent_file
+
+    program = code_text(answer or {})
+    parent = ctx.parent
+    if parent is None or not program:
+        return {"prior_code": program}
+    before = code_text(parent_file(ctx, CODE_FILE) or {})
+    if not before:
+        return {"prior_code": program}
+    diff = "\n".join(
+        difflib.unified_diff(
+            before.splitlines(), program.splitlines(), f"{parent.id}", f"{ctx.node.id}", n=2, lineterm=""
+        )
+    )
+    if len(diff) > DIFF_SHARE * len(program):
+        return {"prior_code": program}
+    # an unchanged program (a seed re-run) is said in words: the diff would be empty
+    return {"prior_code": diff or "(no line differs)", "code_diff_of": parent.id}
 
 
 def judged_stage(ctx: NodeContext) -> dict[str, Any]:

@@ -39,12 +39,13 @@ from ..base.paths import PLOTS_FILE, VLM_FILE, RunPaths
 from ..base.templates import render
 from ..llm.types import LLMError
 from ..llm.vision import is_vision_refusal, vision_skip_reason
-from .base import NodeContext, PhaseFailed, code_text
+from .base import NodeContext, PhaseFailed
 from .checkpoint import checkpoint
 from .evidence import (
     experiment_kinds,
     judged_stage,
     node_facts,
+    program_values,
     run_result_text,
     shows_machine,
 )
@@ -235,7 +236,7 @@ def _plots(ctx: NodeContext, answer: dict, metrics: Any) -> dict:
         return _done(ctx, record)
     values: dict[str, Any] = {
         **node_facts(ctx),
-        "prior_code": code_text(answer),
+        **program_values(ctx, answer),  # a small change: its diff to the parent's program
         "data_files": data_files_text(files, metrics, count_data_files(ctx.workspace, skip)),
         "run_result": run_result_text({}, metrics, commands=False),
         "plot_dir": PLOT_DIR,

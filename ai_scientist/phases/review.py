@@ -21,12 +21,13 @@ from typing import Any
 from ..base.paths import CODE_FILE, COMPILE_FILE, REVIEW_FILE
 from ..base.templates import render
 from ..llm.types import LLMError
-from .base import NodeContext, PhaseFailed, code_text
+from .base import NodeContext, PhaseFailed
 from .checkpoint import checkpoint
 from .evidence import (
     experiment_kinds,
     judged_stage,
     node_facts,
+    program_values,
     run_output_text,
     run_result_text,
     shows_machine,
@@ -49,7 +50,7 @@ def _review(ctx: NodeContext, run_record: dict) -> dict:
         **node_facts(ctx),
         # a benchmark is judged against the machine (its cores, caches, peak rate): only then
         "environment": ctx.environment_text if shows_machine(kinds) else "",
-        "prior_code": code_text(ctx.load(CODE_FILE) or {}),
+        **program_values(ctx, ctx.load(CODE_FILE) or {}),  # a small change: its diff to the parent's
         "run_output": run_output_text(run_record.get("outputs") or []),
         "run_result": run_result_text(run_record, metrics, builds=builds, from_review=parse),
         "kinds": kinds,
