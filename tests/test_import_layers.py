@@ -120,3 +120,75 @@ def test_the_check_catches_an_upward_import(tmp_path, where, code, message):
     (root / where).write_text(code)
     found = violations(root)
     assert len(found) == 1 and message in found[0], found
+
+
+def _module_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the package modules it imports (lazy and type-only imports included); ``from . import
+    x`` is an import of the module ``x`` when there is one, not of the package's ``__init__``."""
+    files = {_module(p, root): p for p in root.rglob("*.py")}
+    graph: dict[str, set[str]] = {m: set() for m in files}
+    for mod, path in files.items():
+        package = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+        targets: list[str] = []
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                base = ".".join(parts + ([node.module] if node.module else []))
+                targets += [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names]
+        for target in targets:
+            while target not in files and "." in target:  # a name inside a module: that module
+                target = target.rsplit(".", 1)[0]
+            if target in files and target != mod:
+                graph[mod].add(target)
+    return graph
+
+
+def import_loops(root: Path = PKG) -> list[list[str]]:
+    """Groups of modules that import each other, directly or round a longer loop (Tarjan)."""
+    graph = _module_graph(root)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    loops: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                loops.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return loops
+
+
+def test_no_import_loop_between_modules():
+    # a loop hidden by a lazy import is still a loop: the two modules cannot be understood apart
+    assert import_loops() == []
+
+
+def test_the_loop_check_catches_a_lazy_loop(tmp_path):
+    root = tmp_path / "ai_scientist"
+    (root / "execution").mkdir(parents=True)
+    for init in (root / "__init__.py", root / "execution" / "__init__.py"):
+        init.write_text("")
+    (root / "execution" / "a.py").write_text("from .b import B\nA = 1\n")
+    (root / "execution" / "b.py").write_text("B = 2\ndef f():\n    from . import a\n    return a.A\n")
+    (root / "execution" / "c.py").write_text("from .a import A\n")
+    assert import_loops(root) == [["ai_scientist.execution.a", "ai_scientist.execution.b"]]

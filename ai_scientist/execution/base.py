@@ -18,6 +18,10 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from ..base.config import ExecConfig
 
+# The PATH every sandbox and every probe command gets: the system's own directories, nothing of
+# the orchestrator's environment.
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 KilledBy = Literal["timeout", "memory", "output", "cpu", "pids", "signal"]
 
 # The workspace and resources paths seen inside container-like backends.

@@ -29,9 +29,10 @@ import psutil
 
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import RunPaths
+from .base import SYSTEM_PATH
 from .cpu_facts import cpu_facts, read_sys_cpu
 from .hpc_facts import MAX_MODULES, modules_view, mpi_summary, numa_layout, parse_modules
-from .sandbox_probe import TOOLS
+from .sandbox_probe import NOTABLE_LIBS, TOOLS
 
 if TYPE_CHECKING:
     from ..base.config import Config
@@ -49,26 +50,6 @@ COMPILERS = (
     "rustc",
     "go",
     "java",
-)
-NOTABLE_LIBS = (
-    "openblas",
-    "blas",
-    "lapack",
-    "mkl",
-    "fftw",
-    "hdf5",
-    "netcdf",
-    "mpi",
-    "cuda",
-    "cudnn",
-    "nccl",
-    "boost",
-    "eigen",
-    "gsl",
-    "omp",
-    "tbb",
-    "zlib",
-    "ssl",
 )
 KEY_PACKAGES = (
     "numpy",
@@ -88,7 +69,6 @@ KEY_PACKAGES = (
 )
 # An IP literal so the probe never depends on DNS; port 443 answers almost everywhere.
 DEFAULT_NETWORK_TARGET = ("1.1.1.1", 443)
-SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 _PKG_SCRIPT = """
 import json, sys

@@ -21,6 +21,7 @@ import subprocess
 from pathlib import Path
 
 from ..base.paths import NodePaths
+from .base import SYSTEM_PATH
 
 # Host path of a node's prefix, passed through ``run(env=...)``; every backend takes it out of
 # the command's environment and mounts the directory (at /env in containers) instead.
@@ -97,8 +98,6 @@ def _pyver(python: str) -> str:
 def install_environ(prefix: str, python: str = "/usr/bin/python3") -> dict[str, str]:
     """Variables that make installs go into ``prefix`` and make them visible (paths as seen inside)."""
     ver = _pyver(python)
-    from .sandbox_env import SYSTEM_PATH
-
     return {
         "AI_SCIENTIST_ENV": prefix,
         "PREFIX": prefix,

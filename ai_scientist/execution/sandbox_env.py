@@ -12,12 +12,12 @@ import os
 import re
 from typing import TYPE_CHECKING
 
-from .base import RESOURCES_ENV
+from .base import RESOURCES_ENV, SYSTEM_PATH
+from .lineage import install_environ
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _PASS_THROUGH = ("LANG", "LC_ALL", "TZ", "TERM")
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
 TMP_DIRNAME = ".tmp"
@@ -52,8 +52,6 @@ def sandbox_environ(
     if resources:
         env[RESOURCES_ENV] = resources
     if install_prefix:
-        from .lineage import install_environ
-
         env.update(install_environ(install_prefix, python))
     if marker:
         env["AI_SCIENTIST_SANDBOX_ID"] = marker

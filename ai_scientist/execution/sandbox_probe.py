@@ -39,6 +39,28 @@ if TYPE_CHECKING:
     from ..base.config import Config
     from .base import Executor
 
+# Shared libraries worth naming in the environment block (found by ldconfig, host or sandbox).
+NOTABLE_LIBS = (
+    "openblas",
+    "blas",
+    "lapack",
+    "mkl",
+    "fftw",
+    "hdf5",
+    "netcdf",
+    "mpi",
+    "cuda",
+    "cudnn",
+    "nccl",
+    "boost",
+    "eigen",
+    "gsl",
+    "omp",
+    "tbb",
+    "zlib",
+    "ssl",
+)
+
 # Build tools the probe looks for (first line of ``--version``); the build plan check rejects a
 # compiler from this list that the sandbox lacks (a name outside it cannot be judged).
 TOOLS = (
@@ -285,8 +307,6 @@ def _python(raw: str) -> dict[str, Any]:
 
 def _libraries(line: str) -> dict[str, Any]:
     """The shared-library names ldconfig lists inside: their count and the notable ones present."""
-    from .environment import NOTABLE_LIBS
-
     names = {n for n in line.split()[:1000] if _NAME.match(n) and n.startswith("lib")}
     notable = sorted({lib for lib in NOTABLE_LIBS for n in names if n.startswith(f"lib{lib}")})
     return {"count": len(names), "notable": notable}

@@ -21,7 +21,7 @@ from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import GRADE_FILE, RunPaths, claim_numbered
 from ..execution.grader import GraderError, grade, load_grader
 from .base import NodeContext
-from .phase234 import normalise_metrics
+from .metrics import normalise_metrics
 
 GRADER_SOURCE = "grader"
 

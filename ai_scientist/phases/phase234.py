@@ -33,6 +33,8 @@ from .checkpoint import checkpoint
 from .edits import EditError, expand_answer, text_files, with_edits
 from .evidence import run_output_text
 from .execution import run_command
+from .grading import grade_node
+from .metrics import normalise_metrics
 from .phase0 import check_installed, plan_schema
 from .plots import data_paths, plot_feedback
 from .schemas import (
@@ -272,8 +274,6 @@ def _run(ctx: NodeContext, answer: dict) -> dict:
         )
         record["metrics"], record["metrics_source"] = own, source
         if graded:  # the grader's metrics decide; the program's own are kept as self-reported
-            from .grading import grade_node
-
             record.update(grade_node(ctx, own, source, run_s=total))
             failure = record.get("failure")
     return record
@@ -373,32 +373,3 @@ def read_metrics(
     except LLMError as exc:
         return [], f"no metrics.json; fallback parser failed: {exc}"
     return normalise_metrics(parsed), "llm_fallback"
-
-
-def normalise_metrics(data: Any) -> list[dict]:
-    """Accept ``{"metrics": [...]}``, a list, or ``{name: {value, direction}}``; validate each."""
-    if isinstance(data, dict) and "metrics" in data:
-        data = data["metrics"]
-    if isinstance(data, dict):
-        data = [{"name": k, **(v if isinstance(v, dict) else {"value": v})} for k, v in data.items()]
-    if not isinstance(data, list):
-        raise ValueError("metrics must be a list of {name, value, direction}")
-    out = []
-    for m in data:
-        if not isinstance(m, dict) or "name" not in m or "value" not in m:
-            raise ValueError(f"metric entry {m!r} needs name and value")
-        direction = m.get("direction", "maximize")
-        if direction not in ("maximize", "minimize"):
-            raise ValueError(f"metric {m['name']}: direction must be maximize or minimize")
-        value = float(m["value"])
-        if value != value:  # NaN
-            raise ValueError(f"metric {m['name']}: value is NaN")
-        out.append(
-            {
-                "name": str(m["name"]),
-                "value": value,
-                "direction": direction,
-                "dataset": (str(m["dataset"]) if m.get("dataset") else None),
-            }
-        )
-    return out
