@@ -276,9 +276,10 @@ def one_review(
     review = _ask(
         client, "review_user.j2", f"review_{index}", values, fs.ledger, models, prompter, seen.images
     )
+    changed: list[str] = []  # what the last round changed in the review (the paper never changes)
     for r in range(reflections):
-        values = {**seen.values, "paper": paper, "review_so_far": review}
-        review = _ask(
+        values = {**seen.values, "paper": paper, "review_so_far": review, "round": r + 1, "changed": changed}
+        revised = _ask(
             client,
             "review_reflect_user.j2",
             f"review_{index}_reflect_{r + 1}",
@@ -286,6 +287,10 @@ def one_review(
             models=models,
             prompter=prompter,
         )
+        changed = [k for k in REVIEW_SCHEMA["properties"] if revised.get(k) != review.get(k)]
+        review = revised
+        if not changed:  # the review stood: another round would send the same request again
+            break
     return review
 
 

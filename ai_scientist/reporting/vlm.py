@@ -191,7 +191,17 @@ def review_figures(
         if isinstance(cache.get(key), dict):
             out[fig["file"]] = cache[key]
             continue
-        brief = prompts.render("vlm_figure_user.j2", file=fig["file"], caption=caption, question=question)
+        # reviewed before with another caption or image: this call says what changed since
+        earlier = cache.get(f"last|{fig['file']}")
+        earlier = earlier if isinstance(earlier, dict) and isinstance(earlier.get("review"), dict) else None
+        brief = prompts.render(
+            "vlm_figure_user.j2",
+            file=fig["file"],
+            caption=caption,
+            question=question,
+            earlier=earlier,
+            redrawn=bool(earlier) and str(earlier.get("key", "")).split("|")[0] != key.split("|")[0],
+        )
         values = {"instructions": instructions, "environment": machine, "node_brief": brief}
         ctx = CallContext(node_id="run", phase=phase, label=f"figure_{path.stem}"[:40])
         try:
@@ -205,6 +215,7 @@ def review_figures(
                 schema=FIGURE_SCHEMA,
                 images=[image_part(path)],
             ).parsed
+            cache[f"last|{fig['file']}"] = {"key": key, "caption": caption, "review": out[fig["file"]]}
             atomic_write_json(cache_path, cache)
         except LLMError as exc:
             if is_vision_refusal(exc):
