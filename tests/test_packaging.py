@@ -80,6 +80,8 @@ def test_wheel_contains_every_prompt_template(wheel):
     missing = [t for t in templates if t not in names]
     assert not missing, f"not in the wheel: {missing}"
     assert "ai_scientist/reporting/viewer_template.html" in names
+    shipped_tests = sorted(n for n in names if n.startswith("ai_scientist/testing/"))
+    assert not shipped_tests, f"test support shipped to users: {shipped_tests}"
 
 
 def test_unpacked_wheel_renders_prompts_outside_the_repository(wheel, tmp_path):
@@ -95,6 +97,8 @@ def test_unpacked_wheel_renders_prompts_outside_the_repository(wheel, tmp_path):
         f"assert str(prompt_dir()).startswith({str(site)!r}), prompt_dir()\n"
         "print(render('llm/json_instruction.j2', schema='{}')[:40])\n"
         "print(prompts.render('review_system.j2').strip()[:40])\n"
+        # the whole CLI imports without the test support the wheel leaves out
+        "import ai_scientist.cli.main\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "AI_SCIENTIST_PROMPT_DIR"}
     env["PYTHONPATH"] = str(site)
