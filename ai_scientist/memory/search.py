@@ -240,8 +240,6 @@ class VectorIndex:
 
     # -- persistence --------------------------------------------------------------------------
     def _load(self) -> None:
-        import json
-
         try:
             meta = json.loads(self.meta_path.read_text())
             if meta.get("model") != self.model:

@@ -126,8 +126,6 @@ def call_counts(records: list[dict[str, Any]]) -> dict[str, Any]:
 def read_records(run_dir: str | Path, node_id: str) -> list[dict[str, Any]]:
     """The prompt-log records of a node, in call order (a file claimed but never written, by a
     process killed in between, is skipped)."""
-    import json
-
     out = []
     for path in list_records(run_dir, node_id):
         try:
