@@ -32,6 +32,8 @@ ONE_NODE = (
     "agent.stages.stage4_max_iters=0",
     "agent.search.num_drafts=1",
     "agent.multi_seed_eval.num_seeds=1",
+    # the full environment block (the bundled idea is pure Python: it would get the compact one)
+    "context.environment_detail=full",
 )
 FLAGS = "fpu sse sse2 ssse3 fma sse4_1 sse4_2 avx avx2 avx512f avx512dq avx512bw avx512vl hypervisor"
 CPUINFO = f"""processor\t: 0

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
-from pipeline_support import FAST, content_text, events, journal_nodes, prompt_records, run_args
+from pipeline_support import FAST, ROOT, content_text, events, journal_nodes, prompt_records, run_args
 from realistic_workload import RealisticResponder
 
 from ai_scientist.cli.commands import execute, setup_run
@@ -127,3 +127,41 @@ def test_a_child_that_changed_little_is_reviewed_and_plotted_from_its_diff_to_th
             assert program in text, nid
             full += 1
     assert diffs >= 2 and full >= 1
+
+
+def _environment(run_dir: Path) -> str:
+    """The environment block of the run's first code prompt (the system message's "Environment")."""
+    rec = next(r for r in prompt_records(run_dir) if r.get("phase") == "phase2")
+    system = content_text(rec["messages"][0]["content"])
+    return system[system.index("## Environment") :]
+
+
+def _probed(run_dir: Path) -> tuple[list[str], dict]:
+    env = json.loads((run_dir / "environment.json").read_text())
+    return sorted((env.get("sandbox") or {}).get("tools") or env.get("compilers") or {}), env.get("cpu") or {}
+
+
+def test_a_pure_python_task_gets_the_compact_environment_and_a_compiled_one_the_full(run, tmp_path):
+    tools, cpu = _probed(run)
+    text = _environment(run)  # the bundled label-noise idea: Python only
+    assert "not listed (a pure-Python task" in text
+    for tool in tools:
+        assert not re.search(rf"(?<![\w+-]){re.escape(tool)}(?![\w+-])", text), tool
+    assert "MPI there" not in text and "Caches:" not in text and "Vector instructions" not in text
+    assert "Python there:" in text and "Limits, each command separately" in text  # what it needs stays
+
+    # the bundled C idea (cache-blocked matrix multiplication): every fact a compiled benchmark needs
+    args = run_args(tmp_path, "agent.stages.stage1_max_iters=1", "agent.search.num_drafts=1")
+    args.idea = str(ROOT / "examples" / "blocked_matmul" / "idea.md")
+    args.overrides += ["agent.stages.stage2_max_iters=0", "agent.stages.stage3_max_iters=0"]
+    args.overrides += ["agent.stages.stage4_max_iters=0", "agent.plots.enabled=false"]
+    r, resources = setup_run(args)
+    execute(r, resources=resources, backend=ScriptedBackend(RealisticResponder(buggy_nodes=())))
+    tools, cpu = _probed(r.dir)
+    full = _environment(r.dir)
+    assert "pure-Python" not in full
+    assert tools and all(tool in full for tool in tools if tool != "nvcc" or "GPUs: none" not in full)
+    if cpu.get("caches"):
+        assert "Caches:" in full
+    if cpu.get("simd"):
+        assert "Vector instructions" in full

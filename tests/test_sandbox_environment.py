@@ -31,6 +31,8 @@ ONE_NODE = (
     "agent.stages.stage4_max_iters=0",
     "agent.search.num_drafts=1",
     "agent.multi_seed_eval.num_seeds=1",
+    # the full environment block (the bundled idea is pure Python: it would get the compact one)
+    "context.environment_detail=full",
 )
 IMAGE = os.environ.get("AI_SCI_SANDBOX_IMAGE", "ai-scientist-sandbox:latest")
 SANDBOX_HEADING = "## Sandbox your code runs in"

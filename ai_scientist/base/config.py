@@ -312,6 +312,9 @@ class ContextConfig(_Strict):
     budget_policy: Literal["economy", "balanced", "full"] = "balanced"
     reserved_output_tokens: int = Field(1024, ge=16)
     model_context_window: int | None = Field(None, ge=512)
+    # the environment block: "auto" — full for compiled / parallel / benchmark ideas, compact for a
+    # pure-Python one (context/kinds.py needs_machine_details); "full" / "compact" force it
+    environment_detail: Literal["auto", "full", "compact"] = "auto"
     layers: dict[str, LayerBudget] = Field(default_factory=dict)
     policies: ContextPolicies = ContextPolicies()
 

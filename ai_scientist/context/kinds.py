@@ -57,3 +57,30 @@ def shows_machine(kinds: list[str]) -> bool:
     training run that also times itself (``train_time_s``) is not, and neither is a simulation;
     an experiment of unknown kind gets them (it may be a benchmark)."""
     return not kinds or ("benchmark" in kinds and "training" not in kinds)
+
+
+# the words of an idea that say its code is compiled, parallel or tuned to the hardware: then the
+# environment layer lists build tools, MPI, modules, native libraries, caches and vector units
+_MACHINE_WORDS = re.compile(
+    r"(\bc\+\+|\b(in|written in|a|plain|ansi|iso) c\b|\bc(89|99|11|17)\b|\bfortran\b|\bcuda\b|\bopencl\b|"
+    r"\bopenmp\b|\bmpi\b|\bsimd\b|\bavx\w*|\bsse\d*\b|\bneon\b|\bvectori[sz]\w*|\bcompil\w*|\bgcc\b|"
+    r"\bg\+\+|\bclang\b|\bicc\b|\bnvcc\b|\bmakefile\b|\bcmake\b|\bcache[- ]?(block\w*|lines?|sizes?|"
+    r"miss\w*|friendly|oblivious|aware)\b|\bl[123] cache|\broofline\b|\bmemory bandwidth\b|\bnuma\b|"
+    r"\brust\b|\bjulia\b)",
+    re.I,
+)
+_COMPILED_SUFFIXES = (".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".f", ".f90", ".f95", ".cu", ".rs", ".jl")
+
+
+def needs_machine_details(idea_text: str, code_file: str = "") -> bool:
+    """Whether the run's environment layer lists what compiled, parallel or hardware-tuned work
+    needs (build tools and their versions, MPI, environment modules, native libraries, the CPU's
+    caches and vector units): when the idea's words name such work (a compiled language, a
+    compiler, MPI / OpenMP, SIMD, caches, a roofline) or benchmark it (:data:`_IDEA_PATTERNS`),
+    or its seed code is in a compiled language. Otherwise — a pure-Python task — the layer is
+    the compact form (docs/context.md, "Layers and prompts"). Decided once per run, from the idea:
+    the environment is in the system message, the same bytes for every call (the prefix cache)."""
+    if code_file and code_file.lower().endswith(_COMPILED_SUFFIXES):
+        return True
+    text = idea_text or ""
+    return bool(_MACHINE_WORDS.search(text) or _IDEA_PATTERNS["benchmark"].search(text))

@@ -385,8 +385,12 @@ def cpu_view(env: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
-def render_environment(env: dict[str, Any], budget_chars: int | None = None) -> str:
+def render_environment(
+    env: dict[str, Any], budget_chars: int | None = None, python_only: bool = False
+) -> str:
     """The environment prompt layer; shortened (compact form, then cut) to ``budget_chars`` if given.
+    ``python_only``: a pure-Python task (``context.kinds.needs_machine_details``), without build
+    tools, MPI, modules, native libraries, caches and vector units.
 
     With the sandbox probe's facts (``env["sandbox"]``, see :mod:`.sandbox_probe`) the layer
     describes the sandbox first and the host only where the sandbox shares it; an environment
@@ -404,8 +408,8 @@ def render_environment(env: dict[str, Any], budget_chars: int | None = None) -> 
             "versions": versions,
             "modules": modules_view(env["sandbox"].get("modules") if env["sandbox"].get("ok") else None),
         }
-    text = render(name, env=env, compact=False, **extra)
+    text = render(name, env=env, compact=False, python_only=python_only, **extra)
     if budget_chars is None or len(text) <= budget_chars:
         return text
-    text = render(name, env=env, compact=True, **extra)
+    text = render(name, env=env, compact=True, python_only=python_only, **extra)
     return text if len(text) <= budget_chars else text[: max(0, budget_chars - 20)] + "\n[... truncated]"

@@ -191,6 +191,7 @@ def build_services(
 ) -> Services:
     """Everything the orchestrator needs, checked before the first token is spent."""
     from ..base.logsetup import RunLog
+    from ..context.kinds import needs_machine_details
     from ..execution.environment import render_environment
     from ..llm.factory import make_client
     from ..phases.prompts import PromptAdapter
@@ -224,7 +225,16 @@ def build_services(
         prompts=prompts,
         environment=env,
         # compact (no versions, no package names) when over a quarter of the prompt budget
-        environment_text=render_environment(env, budget_chars=prompts.budget_for("code").max_tokens),
+        environment_text=render_environment(
+            env,
+            budget_chars=prompts.budget_for("code").max_tokens,
+            # a pure-Python idea: no build tools, MPI, caches (context/kinds.py)
+            python_only=cfg.context.environment_detail == "compact"
+            or (
+                cfg.context.environment_detail == "auto"
+                and not needs_machine_details(run.idea.to_markdown(), run.idea.code_file)
+            ),
+        ),
         resources_dir=res_dir,
         resource_index=index,
         memory_store=store,
