@@ -200,7 +200,7 @@ def review_figures(
             caption=caption,
             question=question,
             earlier=earlier,
-            redrawn=bool(earlier) and str(earlier.get("key", "")).split("|")[0] != key.split("|")[0],
+            redrawn=bool(earlier) and str((earlier or {}).get("key", "")).split("|")[0] != key.split("|")[0],
         )
         values = {"instructions": instructions, "environment": machine, "node_brief": brief}
         ctx = CallContext(node_id="run", phase=phase, label=f"figure_{path.stem}"[:40])
