@@ -25,6 +25,7 @@ LAYERS: list[set[str]] = [
     {"phases", "reporting"},
     {"ideation"},
     {"runloop"},
+    {"serve"},  # the web view: reads the run directory, writes steering requests (runloop/steering)
     {"cli", "testing"},
 ]
 RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}

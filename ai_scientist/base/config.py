@@ -97,6 +97,10 @@ class AgentConfig(_Strict):
     # is kept in review.json and the event review_advisory, and a run that exited 0 with valid
     # metrics stays good) — for a model too weak to judge a run (the bundled example's 135M model)
     trust_review: bool = True
+    # approval gates (runloop/steering.py): the run stops with exit code 5 at each named point until
+    # `ai-scientist steer RUN approve` (or the serve page) passes it; stage_end: before each next
+    # stage, reporting: before plots and paper
+    gates: list[Literal["stage_end", "reporting"]] = []
     stages: StagesConfig = StagesConfig()
     search: SearchKnobs = SearchKnobs()
     multi_seed_eval: MultiSeedConfig = MultiSeedConfig()

@@ -71,6 +71,18 @@ def _view(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve(args: argparse.Namespace) -> int:
+    from .serve import cmd_serve
+
+    return cmd_serve(args)
+
+
+def _steer(args: argparse.Namespace) -> int:
+    from .steer import cmd_steer
+
+    return cmd_steer(args)
+
+
 def _doctor(args: argparse.Namespace) -> int:
     from .doctor import cmd_doctor
 
@@ -96,6 +108,8 @@ HANDLERS = {
     "submit": _submit,
     "logs": _logs,
     "view": _view,
+    "serve": _serve,
+    "steer": _steer,
     "doctor": _doctor,
     "exec": _exec,
     "ideate": _ideate,
@@ -240,6 +254,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("view", help="write a self-contained offline HTML view of the run's tree")
     p.add_argument("run_dir")
     p.add_argument("--html", default=None, help="output file (default: RUN_DIR/tree.html)")
+
+    p = sub.add_parser("serve", help="live web view of a run (or of the runs under a directory), with steering")
+    from .serve import add_arguments as serve_arguments
+
+    serve_arguments(p)
+
+    p = sub.add_parser("steer", help="steer a run: pause, resume, note, block, expand, approve, status")
+    from .steer import add_arguments as steer_arguments
+
+    steer_arguments(p)
 
     p = sub.add_parser("doctor", help="what this machine offers: LLM, sandboxes, LaTeX, GPU, disk")
     _config_args(p)

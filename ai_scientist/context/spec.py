@@ -101,6 +101,9 @@ LAYERS: dict[str, Layer] = {
         # -- what this call is about (operation, stage, the node's idea, the installer step, ...):
         # rendered by phases/_node.j2, last in the prompt so the layers above stay a shared prefix
         _L("node_brief", "user", 92, "head", min_tokens=40, title="This call"),
+        # the user's notes to the model (`ai-scientist steer RUN note`, the serve page): the notes
+        # active when the node was created (runloop/steering.py), until withdrawn
+        _L("user_note", "user", 94, "head", min_tokens=120, title="Note from the user"),
         # -- reporting: the paper review (templates in prompt/reporting/)
         _L("reviewer", "system", 100, template="reporting/review_system.j2", key=None, pinned=True),
         _L("fewshot", "user", 40, template="reporting/review_fewshot.j2", title="Example reviews"),
@@ -248,6 +251,7 @@ PROMPTS: dict[str, list[str]] = {
         "history",
         "prior_outputs",
         "siblings",
+        "user_note",
         "node_brief",
     ],
     # Phase 1: next installer command, given the plan and the steps so far
@@ -280,6 +284,7 @@ PROMPTS: dict[str, list[str]] = {
         "ablation_plan",
         "tried_ablations",
         "siblings",
+        "user_note",
         "node_brief",
     ],  # fmt: skip
     # judge one execution: bug or not, what it found (its code is cut first: PROMPT_LAYERS); the
@@ -331,6 +336,7 @@ PROMPTS: dict[str, list[str]] = {
         "ablation_plan",
         "tried_hyperparams",
         "tried_ablations",
+        "user_note",
         "node_brief",
     ],
     # the summary role at a stage's end: what was tried, what worked (stage_summaries/stageN.json)

@@ -29,6 +29,7 @@ import threading
 import time
 import traceback
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base import failpoints
@@ -52,6 +53,7 @@ from ..treesearch.stages import (
 )
 from .scheduler import WorkerPool, recorded_waiting
 from .services import Services, build_services  # noqa: F401  (re-exported for commands)
+from .steering import GateStop, Steering, note_text, steer_action
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -99,6 +101,9 @@ class Orchestrator:
             self.replay_order = recorded_waiting(self.cfg.llm.replay_dir)
             if self.replay_order is None:  # recorded by the batch scheduler (or older code): same order
                 self.scheduler = "batch"
+        # steering requests (runloop/steering.py); a replay applies the recording's steer events
+        replay_src = self.cfg.llm.replay_dir if self.cfg.llm.backend == "replay" else None
+        self.steering = Steering(run.dir, run.event, Path(replay_src) if replay_src else None)
 
     # ------------------------------------------------------------- main --
     def run(self) -> int:
@@ -107,6 +112,8 @@ class Orchestrator:
         if state is not None:  # a resumed run shows its saved state at once, not after a node
             self._progress(state.stage, force=True)
         while state is not None:
+            if state.stage > 1:  # the previous stage's best is chosen: the transition may need approval
+                self._gate("stage_end", f"stage_end:{state.stage - 1}")
             self.run_.event(
                 "stage_started", stage=state.stage, name=STAGES[state.stage].name, carried_id=state.carried_id
             )
@@ -119,8 +126,57 @@ class Orchestrator:
                 return EXIT_NO_WORKING_EXPERIMENT
             state = self._finish_stage(state)
         self.run_.save_state(stage_state=None, search_done=True)
+        if self.cfg.report.enabled:
+            self._gate("reporting", "reporting")
         finish_reporting(self.run_, self.services)
         return EXIT_OK
+
+    # --------------------------------------------------------- steering --
+    def _gate(self, kind: str, gate: str) -> None:
+        """Stop at ``gate`` (exit code steering.EXIT_GATE, state saved) unless ``agent.gates``
+        does not name ``kind`` or a ``steer approve`` passed it."""
+        if kind not in self.cfg.agent.gates:
+            return
+        self.steering.poll(self.journal.next_node_id())
+        if gate not in self.steering.state.approved:
+            self.run_.save_state(awaiting_gate=gate)
+            self.run_.event("gate_reached", gate=gate)
+            raise GateStop(gate)
+        if self.run_.state.get("awaiting_gate") or not any(
+            e.get("type") == "gate_passed" and e.get("gate") == gate for e in self.run_.events()
+        ):
+            self.run_.save_state(awaiting_gate=None)
+            self.run_.event("gate_passed", gate=gate)
+
+    def _steer_point(self, pool: WorkerPool | None) -> None:
+        """A safe point (before a decision): apply pending steering; while paused, let the nodes
+        in flight finish and wait for a resume, reading the steering directory twice a second."""
+        self.steering.poll(self.journal.next_node_id())
+        if not self.steering.waits:
+            return
+        waited = pool.running_ids if pool is not None else []
+        while pool is not None and pool.running_ids:
+            self._collect(pool, pool.wait())
+        self.run_.event("run_paused", waited_for=waited)  # nothing runs from here until a resume
+        while self.steering.waits:
+            time.sleep(0.5)
+            self.steering.poll(self.journal.next_node_id())
+        self.run_.event("run_unpaused")
+
+    def _decide(self, view: JournalView, state: StageState, next_id: str) -> Action | None:
+        """The policy's action for ``next_id``, after steering (block / expand next)."""
+        action = self.policy.next_action(view, state, decision_rng(self.cfg.agent.seed, next_id))
+        steered, used = steer_action(
+            view, state, action, self.steering.state, self.cfg.agent.search.max_debug_depth
+        )
+        if used is not None:
+            self.steering.used(used, next_id)
+        return steered
+
+    def _notes(self, node_id: str) -> dict[str, Any]:
+        """The ``user_note`` layer's value for a node (the notes active when it was created)."""
+        text = note_text(self.steering.state.notes_at(node_id))
+        return {"user_note": text} if text else {}
 
     def _load_stage_state(self) -> StageState | None:
         if self.run_.state.get("search_done"):
@@ -145,6 +201,7 @@ class Orchestrator:
         if leftover:
             self._run_batch(leftover)
         while True:
+            self._steer_point(None)
             state, _ = self._protocol_step(state, self.journal.snapshot())
             outcome = self._outcome(state)
             self._progress(state.stage, force=outcome.done)
@@ -168,6 +225,7 @@ class Orchestrator:
             pool.add(node, None)
         try:
             while True:
+                self._steer_point(pool)
                 self._replay_prepare(pool)
                 view = self._settled_view(pool)
                 state, marked = self._protocol_step(state, view)
@@ -315,7 +373,9 @@ class Orchestrator:
         """Pick one node on ``view`` and create it; returns the stage state after the pick, the
         node (None when an idea proposal offered nothing new) and its context inputs."""
         next_id = self.journal.next_node_id()
-        action = self.policy.next_action(view, state, decision_rng(self.cfg.agent.seed, next_id))
+        action = self._decide(view, state, next_id)
+        if action is None:  # every candidate is blocked by steering
+            return state, None, {}
         idea = action.idea
         if action.operation in ("tune", "ablate") and idea is None:
             state, idea = self._propose_idea(state, action, view)
@@ -323,7 +383,11 @@ class Orchestrator:
                 return state, None, {}
         node = self._create_node(state, action, idea, waiting=sorted([*pool.running_ids, *pool.queued_ids]))
         # inputs frozen on the decision's view (stage inputs are also stored with the node)
-        extras = {**self._stage_inputs(node, view), **self._input_diversity(node, view)}
+        extras = {
+            **self._stage_inputs(node, view),
+            **self._input_diversity(node, view),
+            **self._notes(node.id),
+        }
         return state, node, extras
 
     def _create_node(
@@ -370,9 +434,9 @@ class Orchestrator:
             if not outcome.accepting or state.ideas_exhausted:
                 break
             next_id = self.journal.next_node_id()
-            action = self.policy.next_action(
-                self.journal.snapshot(), state, decision_rng(self.cfg.agent.seed, next_id)
-            )
+            action = self._decide(self.journal.snapshot(), state, next_id)
+            if action is None:  # every candidate is blocked by steering
+                break
             idea = action.idea
             if action.operation in ("tune", "ablate") and idea is None:
                 state, idea = self._propose_idea(state, action)
@@ -398,6 +462,7 @@ class Orchestrator:
         if action.parent_id is None:  # tune and ablate ideas apply to an existing node
             raise ValueError(f"a {kind} proposal needs the node to grow; the action names none")
         values = proposal_inputs(self.run_, journal, state, journal.get(action.parent_id), kind)
+        values.update(self._notes(self.journal.next_node_id()))
         from ..phases.schemas import ideas_schema
 
         try:
@@ -492,7 +557,9 @@ class Orchestrator:
             journal=self.journal,
             exec_env=self.services.exec_env(node, parent, slot),
             extra_values=(
-                {**self._stage_inputs(node), **self._input_diversity(node)} if extras is None else extras
+                {**self._stage_inputs(node), **self._input_diversity(node), **self._notes(node.id)}
+                if extras is None
+                else extras
             ),
         )
 
