@@ -165,3 +165,21 @@ def test_a_pure_python_task_gets_the_compact_environment_and_a_compiled_one_the_
         assert "Caches:" in full
     if cpu.get("simd"):
         assert "Vector instructions" in full
+
+
+def test_the_memory_protocol_is_sent_once_per_code_call_in_its_short_form(run):
+    from ai_scientist.memory.protocol import OPS
+
+    blocks = set()
+    for rec in prompt_records(run):
+        if rec.get("phase") != "phase2":
+            continue
+        text = _prompt(rec)
+        assert text.count("## Memory protocol") == 1, rec["node_id"]
+        block = _section(text, "Memory protocol")
+        assert rec["params"].get("schema") and '"memory_update" field' in block
+        assert "<memory_update>" not in block  # the free-text block's example is not sent
+        for op in OPS:
+            assert block.count(op) == 1, op  # each operation named once, its fields in the schema
+        blocks.add(block)
+    assert len(blocks) == 1  # the same bytes in every code call: cached after the first
