@@ -133,11 +133,15 @@ def test_persistent_429_degrades_with_a_note(tmp_path):
         server.close()
     assert code == 0
     ev = json.loads(out.read_text())[0][EVIDENCE_KEY]
-    assert not ev["novelty_checked"] and ev["queries"][0]["status"] == "error"
+    # the only source throttled: skipped for the session, so the search is offline from then on
+    assert not ev["novelty_checked"] and ev["queries"][0]["status"] == "offline"
     assert any("HTTP 429" in n and "novelty NOT checked" in n for n in ev["notes"])
+    events = [json.loads(x) for x in (out.parent / "ideas.json.d" / "events.jsonl").read_text().splitlines()]
+    skipped = [e["note"] for e in events if e["type"] == "literature"]
+    assert len(skipped) == 1 and "Semantic Scholar skipped for the rest of this run" in skipped[0]
 
 
-def test_offline_gives_ideas_with_the_note(tmp_path, capsys):
+def test_offline_gives_ideas_with_the_note_and_stops_offering_the_search(tmp_path, capsys):
     responder = IdeationResponder(TITLES, searches=2)
     code, out = _ideate(tmp_path, unreachable_url(), responder, "--num-ideas", "2")
     assert code == 0
@@ -148,10 +152,18 @@ def test_offline_gives_ideas_with_the_note(tmp_path, capsys):
     for idea in ideas:
         ev = idea[EVIDENCE_KEY]
         assert not ev["novelty_checked"] and ev["papers"] == []
-        assert [q["status"] for q in ev["queries"]] == ["offline", "offline"]
         assert any("literature search offline" in n and "unreachable" in n for n in ev["notes"])
-        # the model was told: its refined draft quotes the note it saw
-        assert "The search could not be made: literature search offline" in idea["Related Work"]
+    # idea 1 searched once; the search failed, so round 2 no longer offered it (the model, told
+    # so, finalised) and idea 2's first round did not offer it either: its one "search" is the
+    # title check of an idea finalised without one, answered offline at once
+    assert [q["status"] for q in ideas[0][EVIDENCE_KEY]["queries"]] == ["offline"]
+    assert "The search could not be made: literature search offline" in ideas[0]["Related Work"]
+    assert [q["query"] for q in ideas[1][EVIDENCE_KEY]["queries"]] == [TITLES[1]]
+    assert ideas[1]["Related Work"].startswith("Search unavailable: literature search offline")
+    first_of_second = [t for i, label, t in responder.prompts if i == "idea002" and label == "round1"][0]
+    assert "look up the literature" not in first_of_second
+    assert "literature search is unavailable in this session" in first_of_second
+    assert [label for i, label, _ in responder.prompts if i == "idea001"] == ["round1", "round2"]
     assert load_idea(f"{out}#0").title == TITLES[0]
 
 

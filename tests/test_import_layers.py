@@ -21,7 +21,7 @@ LAYERS: list[set[str]] = [
     {"context"},
     {"promptlog"},
     {"llm"},
-    {"memory", "execution", "treesearch"},
+    {"memory", "execution", "treesearch", "literature"},
     {"phases", "reporting"},
     {"ideation"},
     {"runloop"},

@@ -79,7 +79,8 @@ def test_writeup_offline_skips_citations_with_notice(tmp_path, run_copy):
     summary = write_paper(
         run, report_cfg(tmp_path), client, options=ReportOptions(s2_base_url=unreachable_url())
     )
-    assert summary["citations"].startswith("citations skipped: Semantic Scholar unreachable")
+    assert summary["citations"].startswith("citations skipped: no literature source answers")
+    assert "Semantic Scholar unreachable" in summary["citations"]
     assert summary["references"] == [] and summary["pdf"] == "paper/paper.pdf"
     assert "citation" not in client.roles()  # no tokens spent on queries that cannot be searched
     tex = (run / "paper" / "paper.tex").read_text()

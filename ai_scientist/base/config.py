@@ -342,11 +342,61 @@ class SearchConfig(_Strict):
 # --------------------------------------------------------------- report ----
 
 
+LiteratureSource = Literal["semantic_scholar", "openalex", "crossref", "arxiv"]
+LITERATURE_SOURCES: list[LiteratureSource] = ["semantic_scholar", "openalex", "crossref", "arxiv"]
+
+
 class CitationConfig(_Strict):
+    """The literature sources (ai_scientist/literature, docs/literature.md): tried in order after
+    the user's library (``report.references``); keys are read from the variables named here."""
+
     enabled: bool = True
-    api_key_env: str = "S2_API_KEY"
+    sources: list[LiteratureSource] = Field(default_factory=lambda: list(LITERATURE_SOURCES))
+    api_key_env: str = "S2_API_KEY"  # Semantic Scholar
+    openalex_key_env: str = "OPENALEX_API_KEY"
+    crossref_key_env: str = "CROSSREF_PLUS_API_TOKEN"
+    contact_email_env: str = "AI_SCIENTIST_CONTACT_EMAIL"  # OpenAlex's and Crossref's polite pool
     max_results: int = Field(5, ge=1, le=50)
     rounds: int = Field(3, ge=1, le=20)
+    timeout_s: float = Field(10.0, gt=0, le=120)  # one request; a timeout skips the source for the run
+    max_attempts: int = Field(3, ge=1, le=10)  # per request, on HTTP 429 / 5xx
+    max_wait_s: float = Field(30.0, ge=0, le=600)  # a longer Retry-After skips the source instead
+    budget: int = Field(200, ge=1, le=100_000)  # requests per source per run
+    # a source's API at another address (an institute's mirror or proxy); {} = the public APIs
+    base_urls: dict[LiteratureSource, str] = Field(default_factory=dict)
+
+    @field_validator("sources")
+    @classmethod
+    def _unique_sources(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"each source at most once, got {v}")
+        return v
+
+
+def _references(v: list[str]) -> list[str]:
+    """Each path exists (a .bib, a PDF or a folder of them); kept absolute, as a run resumes elsewhere."""
+    out = []
+    for given in v:
+        p = Path(given).expanduser()
+        if not p.exists():
+            raise ValueError(f"{given}: no such file or folder")
+        if p.is_file() and p.suffix.lower() not in (".bib", ".pdf"):
+            raise ValueError(f"{given}: not a .bib file, a PDF or a folder of them")
+        out.append(str(p.resolve()))
+    return out
+
+
+class IdeationConfig(_Strict):
+    """``ai-scientist ideate``'s literature: null = the report's (report.citations.sources,
+    report.references)."""
+
+    sources: list[LiteratureSource] | None = None
+    references: list[str] | None = None
+
+    @field_validator("references")
+    @classmethod
+    def _check_refs(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else _references(v)
 
 
 class ReviewConfig(_Strict):
@@ -385,7 +435,14 @@ class ReportConfig(_Strict):
     num_reviews: int = Field(2, ge=0, le=10)
     num_reflections: int = Field(1, ge=0, le=5)
     citations: CitationConfig = CitationConfig()
+    # the user's own papers: .bib files, PDFs, folders of them (`run --references`); searched first
+    references: list[str] = Field(default_factory=list)
     review: ReviewConfig = ReviewConfig()
+
+    @field_validator("references")
+    @classmethod
+    def _check_refs(cls, v: list[str]) -> list[str]:
+        return _references(v)
 
 
 class GraderConfig(_Strict):
@@ -428,6 +485,7 @@ class Config(_Strict):
     context: ContextConfig = ContextConfig()
     search: SearchConfig = SearchConfig()
     report: ReportConfig = ReportConfig()
+    ideation: IdeationConfig = IdeationConfig()
     grader: GraderConfig = GraderConfig()
     submit: SubmitConfig = SubmitConfig()
 

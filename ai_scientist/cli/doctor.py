@@ -3,7 +3,10 @@
 Sections: LLM (backend, key present — never shown —, and for an OpenAI-compatible endpoint a
 live probe: models, context window, the structured-output mode a run will use, images; see
 ``llm/probe.py``), sandbox backends (each really run once; which one ``auto`` picks; see
-``execution/doctor.py``), LaTeX tools, GPUs (pynvml) and free disk. Exit 0 when the default
+``execution/doctor.py``), LaTeX tools, the literature sources (the user's library of
+``report.references`` read, each service of ``report.citations.sources`` asked once with a short
+timeout: ``answers``, ``offline`` or ``failing``; see ``literature/cascade.py``), GPUs (pynvml) and
+free disk. Exit 0 when the default
 pipeline can run here (an LLM backend and a sandbox are usable), else 1.
 
 Every row is ``{name, ok, status, detail}``. ``status`` is the word the table prints and it
@@ -103,12 +106,35 @@ def _llm_rows(cfg: Config) -> list[Row]:
     return check_llm(cfg)
 
 
+def _literature_rows(cfg: Config) -> list[Row]:
+    """The library (records read) and each service (probed; never blocking: a run skips it)."""
+    from ..base.errors import ConfigError
+    from ..literature.cascade import Machine, probe_all
+    from ..literature.local import load_library
+
+    rows: list[Row] = []
+    if cfg.report.references:
+        try:
+            n = len(load_library(cfg.report.references))
+            rows.append({"name": "library", "ok": True, "status": "found",
+                         "detail": f"{n} papers read from report.references, searched first"})  # fmt: skip
+        except ConfigError as exc:
+            rows.append({"name": "library", "ok": False, "status": "unusable", "detail": str(exc)})
+    rows += probe_all(cfg, Machine())
+    if not any(r["status"] in ("answers", "found") for r in rows):
+        rows.append({"name": "offline", "ok": True, "status": "none",
+                     "detail": "No literature source answers from this machine: a run's paper gets no "
+                     "references and ideate checks no novelty unless you give --references"})  # fmt: skip
+    return rows
+
+
 # section name -> check; a new section (e.g. a cluster scheduler) is one more line here
 SECTIONS: dict[str, Callable[[Any], list[Row]]] = {
     "llm": _llm_rows,
     "sandbox": _sandbox_rows,
     "slurm": lambda cfg: __import__("ai_scientist.execution.doctor", fromlist=["x"]).check_slurm(cfg),
     "latex": lambda cfg: _latex_rows(),
+    "literature": _literature_rows,
     "gpu": lambda cfg: check_gpus(),
     "disk": lambda cfg: check_disk(),
 }

@@ -1,13 +1,17 @@
-"""``ai-scientist ideate TOPIC.md [--out ideas.json] [--num-ideas N] [--reflections K]``.
+"""``ai-scientist ideate TOPIC.md [--out ideas.json] [--num-ideas N] [--reflections K] [--references PATH]``.
 
 Writes the ideas (AI-Scientist-v2 JSON list, each with its ``Novelty Evidence``)
 to ``--out`` (default: TOPIC with ``.json``), appending to an existing file and
 skipping duplicates of the ideas already there. The file is rewritten after
 every idea, so a stop (cost cap, Ctrl-C) keeps what was finished.
 
+The literature (:mod:`ai_scientist.literature`): the user's library (``--references`` .bib /
+PDF / folder, else ``ideation.references``, else ``report.references``), searched offline and
+first, then the services of ``ideation.sources`` (else ``report.citations.sources``).
+
 Everything else goes to the ideation directory ``<out>.d/`` (``ideas.json.d/``):
 ``nodes/ideaNNN/prompt_logs/`` (one record per LLM call, with its ledger),
-``cost.json``, ``s2_cache/`` (Semantic Scholar answers), ``events.jsonl``
+``cost.json``, ``s2_cache/<source>/`` (the literature services' answers), ``events.jsonl``
 (searches and outcomes), ``topic.md``, ``config.resolved.yaml`` and
 ``ideation.json`` (the summary of the last session).
 """
@@ -33,7 +37,7 @@ from ..context.budget import ContextBudgetError
 from ..ideation.literature import Literature
 from ..ideation.loop import IdeaPrompts, Ideator
 from ..ideation.schema import check_v2
-from ..reporting.citations import DEFAULT_BASE_URL, client_for
+from ..literature.cascade import Machine, build
 
 if TYPE_CHECKING:
     import argparse
@@ -49,8 +53,10 @@ class IdeationOptions:
     """Machine-level knobs not in the config (tests point them at a fake server)."""
 
     s2_base_url: str | None = None  # None: --s2-url, else the public API
-    environ: Mapping[str, str] | None = None  # where the S2 key is read (None = os.environ)
-    sleep: Callable[[float], None] = time.sleep  # the S2 client's back-off waits
+    # {source: URL}; when any URL is given (here, s2_base_url or --s2-url) only those sources are asked
+    base_urls: Mapping[str, str] | None = None
+    environ: Mapping[str, str] | None = None  # where the keys are read (None = os.environ)
+    sleep: Callable[[float], None] = time.sleep  # the sources' back-off waits
 
 
 def log_dir_for(out: Path) -> Path:
@@ -102,17 +108,35 @@ def run_ideation(
     atomic_write_text(RunPaths(log_dir).config, dump_config(cfg))
 
     llm = make_client(cfg, log_dir, redactor_for(cfg), backend=backend)
-    base_url = opts.s2_base_url or args.s2_url or DEFAULT_BASE_URL
-    s2 = client_for(cfg, log_dir / "s2_cache", base_url, opts.environ or os.environ)
-    s2.sleep = opts.sleep
+    urls = dict(opts.base_urls or {})
+    if opts.s2_base_url or args.s2_url:
+        urls["semantic_scholar"] = opts.s2_base_url or args.s2_url
+    refs = [str(Path(p).expanduser().resolve()) for p in getattr(args, "references", None) or []]
+
+    def note(line: str) -> None:  # a source skipped for the session: one line, and in events.jsonl
+        print(line, file=sys.stderr, flush=True)
+        append_jsonl(RunPaths(log_dir).events, {"ts": time.time(), "type": "literature", "note": line})
+
+    env = opts.environ if opts.environ is not None else os.environ
+    cascade = build(
+        cfg,
+        log_dir / "s2_cache",
+        Machine(base_urls=urls or None, environ=env, sleep=opts.sleep),
+        sources=cfg.ideation.sources,
+        references=refs or cfg.ideation.references,
+        on_note=note,
+    )
     ideator = Ideator(
         llm=llm,
         prompts=IdeaPrompts(cfg, llm),
-        literature=Literature(s2, cfg.report.citations.max_results),
+        literature=Literature(cascade, cfg.report.citations.max_results),
         topic=topic,
         rounds=args.reflections,
         on_event=lambda e: append_jsonl(RunPaths(log_dir).events, {"ts": time.time(), **e}),
     )
+    if cascade.has_library:
+        n = sum(len(s) for s in cascade.sources if s.name == "library")
+        print(f"literature: your library ({n} papers) is searched first", file=sys.stderr, flush=True)
     first = len(list(RunPaths(log_dir).nodes.glob("idea[0-9]*"))) + 1  # idea ids stay unique across sessions
     summary: dict[str, Any] = {"out": str(out), "previous": len(ideas), "outcomes": []}
     known = list(ideas)
@@ -145,7 +169,8 @@ def run_ideation(
 def _report(k: int, total: int, outcome: Any, index: int) -> None:
     if outcome.status == "added":
         ev = outcome.idea["Novelty Evidence"]
-        line = f"added as #{index}: {outcome.idea['Name']} ({len(ev['queries'])} searches, {len(ev['papers'])} papers)"
+        line = f"added as #{index}: {outcome.idea['Name']} ({len(ev['queries'])} searches, {len(ev['papers'])} papers"
+        line += f" from {', '.join(ev['sources'])})" if ev.get("sources") else ")"
         if not ev["novelty_checked"]:
             line += f"; {'; '.join(ev['notes'])}"
     else:

@@ -8,6 +8,7 @@ user can fix exit 2 with one clear message and no traceback.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from collections.abc import Sequence
@@ -180,6 +181,18 @@ def _run_inputs(p: argparse.ArgumentParser) -> None:
         help="grader directory (grade or grade.py + hidden data): it decides each node's metric, "
         "out of the generated code's reach (sets grader.dir; wins over the idea's)",
     )
+    _references_arg(p)
+
+
+def _references_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--references",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="your own papers: a .bib file, a PDF or a folder of them (repeatable), searched offline "
+        "and first for citations and novelty (sets report.references; docs/literature.md)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -287,6 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-ideas", type=int, default=3, help="ideas to propose (1-50, default 3)")
     p.add_argument("--reflections", type=int, default=5, help="rounds per idea (1-20, default 5)")
     p.add_argument("--s2-url", default=None, help="Semantic Scholar API base URL (default: the public API)")
+    _references_arg(p)
     _config_args(p)
     for q in sub.choices.values():  # `ai-scientist -v run ...` and `ai-scientist run -v ...` both work
         q.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="INFO logs")
@@ -304,6 +318,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return EXIT_USAGE
+    if getattr(args, "references", None) and args.command != "ideate":  # ideate reads it itself
+        # absolute: config.resolved.yaml keeps it for a resume from another directory
+        paths = [str(Path(r).expanduser().resolve()) for r in args.references]
+        args.overrides.append(f"report.references={json.dumps(paths)}")
     try:
         return int(HANDLERS[args.command](args) or 0)
     except (ConfigError, UsageError) as exc:

@@ -341,8 +341,9 @@ PROMPTS: dict[str, list[str]] = {
     ],
     # the summary role at a stage's end: what was tried, what worked (stage_summaries/stageN.json)
     "stage_summary": ["system", "task", *_TAIL, "stage_summary", "stage_facts", "node_brief"],
-    # ideation: draft / search / refine one research idea from a topic (``ai-scientist ideate``)
-    "ideation": ["system", "topic", *_TAIL, "previous_ideas", "idea_draft", "literature"],
+    # ideation: draft / search / refine one research idea from a topic (``ai-scientist ideate``);
+    # the ideas already proposed sit next to the instruction that refers to them
+    "ideation": ["system", "topic", "previous_ideas", *_TAIL, "idea_draft", "literature"],
     # the paper review (reporting/review.py): a reviewer's first review (with the few-shot examples),
     # its reflection rounds, the area chair's meta-review; the paper is the shared prefix
     **_REVIEW,

@@ -1,9 +1,11 @@
-"""The ideation's literature tool: Semantic Scholar search through the cached reporting client.
+"""The ideation's literature tool: the cascade of :mod:`ai_scientist.literature` (the user's
+library first, then the services of ``ideation.sources``), cached.
 
-A search never raises: its :class:`Search` record says ``ok``, ``offline``
-(nothing reachable: later searches are not tried again, so an offline machine
-does not wait once per round) or ``error`` (e.g. HTTP 429 still after the
-client's back-off), with a note a reader of the idea can act on.
+A search never raises: its :class:`Search` record says ``ok`` (some source answered; its note
+names the sources skipped on the way), ``offline`` (no source is left: later searches are not
+tried again, so an offline machine does not wait once per round, and :attr:`Literature.available`
+tells the loop to stop offering the search) or ``skipped`` (an empty query). Each paper names
+the sources that returned it (``library`` for the user's own).
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..reporting.citations import CitationsError, CitationsOffline, S2Client
+from ..literature.cascade import Cascade
+from ..literature.sources import SourceOffline
 
 ABSTRACT_CHARS = 400  # per paper, in the prompt; the evidence stored with the idea has no abstracts
 
@@ -36,41 +39,55 @@ def _paper(p: dict[str, Any]) -> dict[str, Any]:
         "venue": p.get("venue") or "",
         "authors": authors[:4],
         "url": p.get("url") or "",
-        "abstract": (p.get("abstract") or "")[:ABSTRACT_CHARS],
+        "doi": p.get("doi") or "",
+        "sources": list(p.get("sources") or []),
+        "abstract": (p.get("abstract") or p.get("text") or "")[:ABSTRACT_CHARS],
     }
 
 
 class Literature:
-    """Searches through ``client`` (an :class:`S2Client`); remembers that the service is offline."""
+    """Searches through ``cascade``; remembers that no source is left."""
 
-    def __init__(self, client: S2Client, max_results: int):
-        self.client = client
+    def __init__(self, cascade: Cascade, max_results: int):
+        self.cascade = cascade
         self.max_results = max_results
         self.offline_note = ""
+
+    @property
+    def available(self) -> bool:
+        return not self.offline_note and self.cascade.available
 
     def search(self, query: str) -> Search:
         query = " ".join(query.split())
         if not query:
             return Search(query, "skipped", note="empty query: nothing searched")
-        if self.offline_note:
+        if not self.available:
+            self.offline_note = self.offline_note or self._offline(self.cascade.unavailable_reason())
             return Search(query, "offline", note=self.offline_note)
+        seen = len(self.cascade.notes)
         try:
-            found = self.client.search(query, self.max_results)
-        except CitationsOffline as exc:
-            self.offline_note = f"literature search offline, novelty NOT checked: {exc}"
+            found = self.cascade.search(query, self.max_results)
+        except SourceOffline as exc:
+            self.offline_note = self._offline(str(exc))
             return Search(query, "offline", note=self.offline_note)
-        except CitationsError as exc:
-            return Search(query, "error", note=f"literature search failed, novelty NOT checked: {exc}")
         papers = [_paper(p) for p in found if isinstance(p, dict) and p.get("title")]
-        return Search(query, "ok", papers, note="" if papers else "no papers found")
+        notes = self.cascade.notes[seen:] + ([] if papers else ["no papers found"])
+        return Search(query, "ok", papers, note="; ".join(notes))
+
+    @staticmethod
+    def _offline(why: str) -> str:
+        return f"literature search offline, novelty NOT checked: {why}"
 
 
 def evidence(searches: list[Search]) -> dict[str, Any]:
     """What is stored with an idea: every query, its outcome, the papers (no abstracts), the notes."""
-    notes = sorted({s.note for s in searches if s.status in ("offline", "error")})
+    # failures, and the sources an answered search skipped on the way (empty result notes aside)
+    notes = sorted({s.note for s in searches if s.status in ("offline", "error") or "skipped" in s.note})
     checked = any(s.status == "ok" for s in searches)
+    sources = sorted({src for s in searches for p in s.papers for src in p.get("sources") or []})
     return {
         "novelty_checked": checked,
+        "sources": sources,  # which sources the papers came from ("library": the user's own)
         "queries": [{"query": s.query, "status": s.status, "papers": len(s.papers)} for s in searches],
         "papers": [
             {k: v for k, v in p.items() if k != "abstract"} | {"query": s.query}

@@ -14,7 +14,7 @@ last draft with a note; duplicates (:mod:`dedupe`) are skipped, not written.
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -56,9 +56,9 @@ class IdeaPrompts:
         v["agent_role"] = "ideation agent"  # the run's system layer, with the ideation persona below
         v["persona"] = render("ideation/system.j2")
         v["instructions"] = render(f"ideation/{instructions}.j2", **v)
-        v["response_format"] = render(
-            "ideation/response_format.j2", schema_json=json.dumps(ACTION_SCHEMA, separators=(",", ":"))
-        )
+        # the schema itself goes with the request (response_format, or the client's instruction
+        # when the backend has none): inline as well, it cost ~3k tokens a round twice over
+        v["response_format"] = render("ideation/response_format.j2", **v)
         p = assemble(PROMPT, v, self.budget, self.counter, self.cfg.context)
         return p.messages, p.ledger
 
@@ -76,6 +76,27 @@ class Outcome:
 
 def _brief(idea: dict[str, Any]) -> dict[str, str]:
     return {k: str(idea.get(k) or "") for k in ("Name", "Title", "Short Hypothesis")}
+
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$", re.M)
+
+
+def topic_brief(topic: str) -> str:
+    """The topic without its ``Abstract`` section (AI-Scientist-v2's topic files have one): after
+    the first round the draft carries the idea, and the abstract repeated every round cost its
+    tokens each time. A topic without such a section is returned whole."""
+    heads = list(_HEADING.finditer(topic))
+    for i, h in enumerate(heads):
+        if h.group(2).strip().lower().rstrip(":") == "abstract":
+            level = len(h.group(1))
+            end = next((n.start() for n in heads[i + 1 :] if len(n.group(1)) <= level), len(topic))
+            cut = (topic[: h.start()] + topic[end:]).strip()
+            return (
+                cut + "\n\n(The topic's abstract was shown in round 1; your draft builds on it.)"
+                if cut
+                else topic
+            )
+    return topic
 
 
 @dataclass
@@ -107,8 +128,14 @@ class Ideator:
         notes: list[str] = []
         finalized, last_search, used = False, None, 0
         for r in range(1, self.rounds + 1):
+            available = self.literature.available
             values = {
-                "topic": self.topic,
+                "topic": self.topic if r == 1 else topic_brief(self.topic),
+                "search_available": available,
+                "search_note": ""
+                if available
+                else (self.literature.offline_note or self.literature.cascade.unavailable_reason()),
+                "library": self.literature.cascade.has_library,
                 "previous_ideas": [_brief(i) for i in known],
                 "idea_draft": draft,
                 "literature": [s.to_dict() for s in searches if s.status != "skipped"],
@@ -131,6 +158,9 @@ class Ideator:
             if answer["action"] == "finalize":
                 finalized = True
                 break
+            if not self.literature.available:
+                last_search = None  # not offered any more: the round only refines the draft
+                continue
             last_search = self._search(idea_id, answer["query"], searches)
         if draft is None:
             return Outcome(idea_id, "failed", reason="; ".join(notes) or "no draft", searches=searches)

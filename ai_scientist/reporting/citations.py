@@ -1,111 +1,27 @@
-"""Citations from Semantic Scholar: search, on-disk cache, 429 back-off, offline skip.
+"""Citations: the BibTeX of the records the literature sources returned, and their collection.
 
-The API key is optional (environment variable named by
-``report.citations.api_key_env``) and only ever sent as a request header.
-Every answer is cached under ``paper/s2_cache/`` so a re-run of the writeup
-asks nothing twice. A 429 waits for ``Retry-After`` (capped) and retries a
-bounded number of times; an unreachable server raises ``CitationsOffline``,
-which the writeup turns into a notice and a paper without references.
+The searching itself is :mod:`ai_scientist.literature` (the user's library, then Semantic
+Scholar, OpenAlex, Crossref and arXiv, each with its rate-limit handling and cache). Every entry
+of ``references.bib`` is built here from a record a source returned, never from the model's
+text: a ``\\cite`` key outside these records is no reference (see :func:`unknown_cite_keys`).
+``S2Client`` / ``CitationsOffline`` / ``CitationsError`` are the Semantic Scholar source and the
+sources' errors under their earlier names.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection
+from typing import Any
 
-from ..base.fileio import atomic_write_json, read_json
-from .latex import _plain
+from ..literature.records import identities
+from ..literature.sources import SemanticScholar, SourceError, SourceOffline
+from .latex import _REF, _plain
 
-if TYPE_CHECKING:
-    from ..base.config import Config
-
-DEFAULT_BASE_URL = "https://api.semanticscholar.org"
-FIELDS = "title,authors,year,venue,abstract,externalIds,url"
-
-
-class CitationsOffline(Exception):
-    """Semantic Scholar cannot be reached (no network, DNS, refused, timeout)."""
-
-
-class CitationsError(Exception):
-    """Semantic Scholar answered with an error that retrying did not fix."""
-
-
-@dataclass
-class S2Client:
-    """A small Semantic Scholar search client; ``sleep`` is injectable so tests do not wait."""
-
-    cache_dir: Path
-    base_url: str = DEFAULT_BASE_URL
-    api_key: str | None = None
-    timeout_s: float = 10.0
-    max_attempts: int = 4
-    max_wait_s: float = 30.0
-    sleep: Callable[[float], None] = time.sleep
-
-    def search(self, query: str, limit: int) -> list[dict[str, Any]]:
-        """Papers matching ``query`` (cached); raises CitationsOffline / CitationsError."""
-        key = hashlib.sha256(f"{query}\n{limit}".encode()).hexdigest()[:24]
-        cached = read_json(self.cache_dir / f"{key}.json", default=None)
-        if isinstance(cached, dict) and "data" in cached:
-            return cached["data"]
-        params = urllib.parse.urlencode({"query": query, "limit": limit, "fields": FIELDS})
-        url = f"{self.base_url.rstrip('/')}/graph/v1/paper/search?{params}"
-        data = self._get(url).get("data") or []
-        atomic_write_json(self.cache_dir / f"{key}.json", {"query": query, "data": data})
-        return data
-
-    def probe(self) -> None:
-        """One tiny request; raises CitationsOffline when the server cannot be reached."""
-        self._get(f"{self.base_url.rstrip('/')}/graph/v1/paper/search?query=survey&limit=1&fields=title")
-
-    def _get(self, url: str) -> dict[str, Any]:
-        headers = {"User-Agent": "ai-scientist/0.1"}
-        if self.api_key:
-            headers["x-api-key"] = self.api_key
-        for attempt in range(1, self.max_attempts + 1):
-            try:
-                with urllib.request.urlopen(
-                    urllib.request.Request(url, headers=headers), timeout=self.timeout_s
-                ) as r:
-                    return json.loads(r.read().decode("utf-8"))
-            except urllib.error.HTTPError as exc:
-                if exc.code == 429 or exc.code >= 500:
-                    if attempt == self.max_attempts:
-                        raise CitationsError(
-                            f"Semantic Scholar answered HTTP {exc.code} {self.max_attempts} times; "
-                            "set an API key (report.citations.api_key_env) or retry later"
-                        ) from exc
-                    self.sleep(self._wait(exc.headers.get("Retry-After"), attempt))
-                    continue
-                raise CitationsError(f"Semantic Scholar answered HTTP {exc.code} for {url}") from exc
-            except (urllib.error.URLError, TimeoutError, OSError) as exc:
-                raise CitationsOffline(f"Semantic Scholar unreachable at {self.base_url}: {exc}") from exc
-            except json.JSONDecodeError as exc:
-                raise CitationsError(f"Semantic Scholar sent invalid JSON: {exc}") from exc
-        raise CitationsError("unreachable")  # loop always returns or raises
-
-    def _wait(self, retry_after: str | None, attempt: int) -> float:
-        try:
-            wait = float(retry_after) if retry_after else 2.0**attempt
-        except ValueError:
-            wait = 2.0**attempt
-        return max(0.0, min(wait, self.max_wait_s))
-
-
-def client_for(cfg: Config, cache_dir: Path, base_url: str, environ: Mapping[str, str]) -> S2Client:
-    """An S2Client using the key from ``report.citations.api_key_env`` when set."""
-    key = environ.get(cfg.report.citations.api_key_env) or None
-    return S2Client(cache_dir=cache_dir, base_url=base_url, api_key=key)
+DEFAULT_BASE_URL = SemanticScholar.default_url
+S2Client = SemanticScholar
+CitationsOffline = SourceOffline
+CitationsError = SourceError
 
 
 def _bib_field(text: Any) -> str:
@@ -114,6 +30,11 @@ def _bib_field(text: Any) -> str:
 
 
 def bib_key(paper: dict[str, Any], taken: set[str]) -> str:
+    """The user's own key (a library's BibTeX entry) when it is free, else ``lastYEARword``."""
+    own = str(paper.get("key") or "")
+    if re.fullmatch(r"[A-Za-z0-9:_.\-]+", own) and own not in taken:
+        taken.add(own)
+        return own
     authors = paper.get("authors") or [{}]
     last = (authors[0].get("name") or "anon").split()[-1] if authors else "anon"
     word = next((w for w in re.findall(r"[A-Za-z]+", paper.get("title") or "") if len(w) > 3), "paper")
@@ -126,30 +47,35 @@ def bib_key(paper: dict[str, Any], taken: set[str]) -> str:
 
 
 def to_bibtex(key: str, paper: dict[str, Any]) -> str:
+    """One entry from a record: title, authors, year, venue, DOI, arXiv id, URL."""
     authors = " and ".join(_bib_field(a.get("name")) for a in paper.get("authors") or [] if a.get("name"))
+    arxiv = str(paper.get("arxiv") or "")
+    venue = _bib_field(paper.get("venue"))
+    if arxiv and (not venue or venue.lower() == "arxiv"):
+        venue = f"arXiv preprint arXiv:{arxiv}"
     fields = {
         "title": _bib_field(paper.get("title")),
         "author": authors or "Anonymous",
         "year": str(paper.get("year") or ""),
-        "journal": _bib_field(paper.get("venue")) or "arXiv",
+        "journal": venue,
+        "doi": re.sub(r"[{}\\%#\s]", "", str(paper.get("doi") or "")),
+        "eprint": re.sub(r"[^A-Za-z0-9./\-]", "", arxiv),
         "url": re.sub(r"[{}\\%#\s]", "", str(paper.get("url") or "")),
     }
     body = ",\n".join(f"  {k} = {{{v}}}" for k, v in fields.items() if v)
-    return f"@article{{{key},\n{body}\n}}\n"
-
-
-def _title_key(title: Any) -> str:
-    return " ".join(re.findall(r"[a-z0-9]+", str(title or "").lower()))
+    kind = "article" if venue else "misc"  # no venue known (a PDF of the user's): no empty journal
+    return f"@{kind}{{{key},\n{body}\n}}\n"
 
 
 def collect(
-    client: S2Client,
+    client: Any,
     queries: list[str],
     max_results: int,
     seen: set[str] | None = None,
     keys: set[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Search each query; papers not in ``seen`` (by id or by title: a preprint and its published
+    """Search each query (``client``: a :class:`~ai_scientist.literature.cascade.Cascade` or one
+    source); papers not in ``seen`` (by DOI, arXiv id or title: a preprint and its published
     version are one paper) with a bibtex key not in ``keys``, in first-seen order. Pass the same
     ``seen`` and ``keys`` to later rounds to deduplicate across them."""
     seen = set() if seen is None else seen
@@ -157,13 +83,25 @@ def collect(
     out: list[dict[str, Any]] = []
     for query in queries:
         for paper in client.search(query, max_results):
-            pid = str(paper.get("paperId") or "")
-            title = _title_key(paper.get("title"))
-            if not title or title in seen or (pid and pid in seen):
+            ids = identities(paper)
+            if not ids or ids & seen:
                 continue
-            seen.update(x for x in (pid, title) if x)
-            out.append({"key": bib_key(paper, keys), "query": query, **paper})
+            seen.update(ids)
+            out.append({**paper, "key": bib_key(paper, keys), "query": query})
     return out
+
+
+def unknown_cite_keys(texts: Collection[str], known: Collection[str]) -> list[str]:
+    """The ``\\cite`` keys of ``texts`` that are no record's key (made up by the writer), sorted."""
+    found = {
+        k.strip()
+        for t in texts
+        for m in _REF.finditer(str(t or ""))
+        if m.group(1).startswith("cite")
+        for k in m.group(2).split(",")
+        if k.strip()
+    }
+    return sorted(found - set(known))
 
 
 def check_bibtex(entry: str) -> list[str]:

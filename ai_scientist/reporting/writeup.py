@@ -18,31 +18,25 @@ back to the model with the precise log excerpt for up to
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
 from ..base.paths import CODE_FILE, RunPaths
+from ..literature.cascade import Machine, build
+from ..literature.sources import SourceError, SourceOffline
 from ..llm.client import backend_name
 from ..llm.prompting import Prompter, ask
 from ..llm.types import CallContext
 from ..treesearch.best import NodeCounts
 from ..treesearch.tried import sentences
 from . import latex, prompts
-from .citations import (
-    DEFAULT_BASE_URL,
-    CitationsError,
-    CitationsOffline,
-    check_bibtex,
-    client_for,
-    collect,
-    to_bibtex,
-)
+from .citations import check_bibtex, collect, to_bibtex, unknown_cite_keys
 from .claims import SELF_REPORTED, check_claims
 from .errors import StepFailed, StepSkipped
 from .images import duplicate_figures
@@ -97,11 +91,21 @@ QUERY_SCHEMA: dict[str, Any] = {
 
 @dataclass
 class ReportOptions:
-    """Machine-level knobs not in the config: where tools and Semantic Scholar are."""
+    """Machine-level knobs not in the config: where tools and the literature services are."""
 
     tool_path: str | None = None  # PATH-like lookup for LaTeX tools; None = $PATH, "" = none
-    s2_base_url: str = DEFAULT_BASE_URL
-    environ: Mapping[str, str] | None = None  # where the S2 key is read (None = os.environ)
+    s2_base_url: str | None = None  # Semantic Scholar's URL (None = the public API)
+    # {source: URL}: a URL given replaces the public service; when any is given (here or
+    # s2_base_url), the sources without one are not contacted (tests, an institute's mirror)
+    base_urls: Mapping[str, str] | None = None
+    environ: Mapping[str, str] | None = None  # where the keys are read (None = os.environ)
+    sleep: Callable[[float], None] = time.sleep  # the sources' back-off waits
+
+    def machine(self) -> Machine:
+        urls = dict(self.base_urls or {})
+        if self.s2_base_url:
+            urls["semantic_scholar"] = self.s2_base_url
+        return Machine(base_urls=urls or None, environ=self.environ, sleep=self.sleep)
 
 
 MAX_NODES_PER_STAGE = 12  # good nodes listed per stage, best first (the findings layer cuts at its tail)
@@ -207,17 +211,22 @@ def _unique_figures(run_dir: Path, figures: list[dict[str, Any]]) -> tuple[list[
 def gather_citations(
     run_dir: Path, cfg: Config, client: LLMClient, ctx_values: dict, opts: ReportOptions
 ) -> tuple[list, str]:
-    """(papers with bibtex keys, notice). Offline or disabled yields no papers and a notice."""
+    """(papers with bibtex keys, notice). The user's library (``report.references``) is searched
+    first, then the services of ``report.citations.sources``; with no library and no service
+    answering, no query is asked of the model and the notice says why."""
     ccfg = cfg.report.citations
     if not ccfg.enabled:
         return [], "citations disabled (report.citations.enabled=false)"
-    s2 = client_for(cfg, RunPaths(run_dir).s2_cache, opts.s2_base_url, opts.environ or os.environ)
-    try:
-        s2.probe()
-    except CitationsOffline as exc:
-        return [], f"citations skipped: {exc}"
-    except CitationsError:
-        pass  # reachable; a search error is reported per query below
+    cascade = build(cfg, RunPaths(run_dir).s2_cache, opts.machine())  # one folder per source
+    if not cascade.has_library:
+        for src in list(cascade.sources):  # one answering service is enough to start
+            try:
+                src.probe()
+                break
+            except (SourceOffline, SourceError) as exc:
+                cascade.skip(src, str(exc))
+        if not cascade.available:
+            return [], f"citations skipped: {cascade.unavailable_reason()}"
     papers: list[dict[str, Any]] = []
     asked: list[str] = []
     seen: set[str] = set()
@@ -249,17 +258,34 @@ def gather_citations(
             break  # the model has nothing new to look for
         asked += queries[:6]
         try:
-            new = collect(s2, queries[:6], ccfg.max_results, seen, keys)
-        except (CitationsOffline, CitationsError) as exc:
-            if not papers:
-                return [], f"citations skipped: {exc}"
-            break  # keep what earlier rounds found
+            new = collect(cascade, queries[:6], ccfg.max_results, seen, keys)
+        except SourceOffline:
+            break  # every source is skipped now: keep what earlier rounds found
         papers += new
         if not new:
             break  # the searches found nothing not already cited
     papers, bad = _checked_bibtex(papers)
-    notice = f"{len(papers)} reference(s) from Semantic Scholar for {len(asked)} queries in {rounds} round(s)"
-    return papers, notice + (f"; dropped {len(bad)} with a bad BibTeX entry: {'; '.join(bad)}" if bad else "")
+    labels = {s.name: s.label for s in cascade.sources}
+    by = sorted({labels.get(s, s) for p in papers for s in p.get("sources") or []})
+    notice = (
+        f"{len(papers)} reference(s) from {', '.join(by) or 'no source'} for {len(asked)} queries "
+        f"in {rounds} round(s)"
+    )
+    if not papers and not cascade.available:
+        notice = f"citations skipped: {cascade.unavailable_reason()}"
+    notes = cascade.notes + ([f"dropped {len(bad)} with a bad BibTeX entry: {'; '.join(bad)}"] if bad else [])
+    return papers, "; ".join([notice, *notes])
+
+
+LIBRARY_GIST_CHARS = 800  # of a paper of the user's library shown to the writer (its abstract or first page)
+
+
+def _gist(p: dict[str, Any]) -> str:
+    """What the writer reads of a reference: 200 characters of a found abstract; of the user's own
+    library (no other text of it may be reachable), its abstract or its PDF's first page."""
+    if "library" in (p.get("sources") or []):
+        return (p.get("abstract") or p.get("text") or "")[:LIBRARY_GIST_CHARS]
+    return (p.get("abstract") or "")[:200]
 
 
 def _checked_bibtex(papers: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -483,6 +509,12 @@ def _reflect(
         chktex = chktex_for_writer(result.chktex, tex, _own_texts(sections, values["figures"], papers))
         feedback = paper_feedback(sections, values["figures"], vlm, chktex, pages,
                                   _page_limit(cfg), values["figure_problems"], result.figure_pages)  # fmt: skip
+        invented = _invented(sections, papers)
+        if invented:  # removed from the .tex already (latex_text); the writer is told which
+            feedback = [
+                *feedback,
+                prompts.render("citation_unknown.j2", invented=invented, papers=papers).strip(),
+            ]
         entry: dict[str, Any] = {"round": r, "feedback": feedback, **_texts(unmatched)}
         if not feedback and not unmatched:
             log.append({**entry, "outcome": "nothing left to fix"})
@@ -519,6 +551,12 @@ def _reflect(
 
 
 MAX_UNMATCHED = 15  # unmatched numbers named in one reflection prompt (the rest are counted)
+
+
+def _invented(sections: dict, papers: list) -> list[str]:
+    """The ``\\cite`` keys of the writer's sections that no source returned (made up)."""
+    texts = [str(sections.get(k, "")) for k in ("title", "abstract", *SECTIONS)]
+    return unknown_cite_keys(texts, {p["key"] for p in papers})
 
 
 def _unmatched(run_dir: Path) -> list[dict[str, Any]]:
@@ -577,13 +615,12 @@ def write_paper(
     if papers:
         atomic_write_text(paper_dir / "references.bib", "".join(to_bibtex(p["key"], p) for p in papers))
     values["papers"] = [
-        {k: p.get(k) for k in ("key", "title", "year", "venue")}
-        | {"abstract": (p.get("abstract") or "")[:200]}
-        for p in papers
+        {k: p.get(k) for k in ("key", "title", "year", "venue")} | {"abstract": _gist(p)} for p in papers
     ]
     values["prompter"] = Prompter(cfg, client)
     sections = _sections_call(client, "writeup_draft.j2", "sections", values)
     sections, result, attempts = _compile_with_fixes(client, paper_dir, sections, papers, values, cfg, opts)
+    invented = _invented(sections, papers)
     reflections: list[dict[str, Any]] = []
     if result.ok:
         sections, result, reflections = _reflect(client, run_dir, sections, result, papers, values, cfg, opts)
@@ -600,6 +637,9 @@ def write_paper(
         "chktex_warnings": result.chktex,
         "citations": notice,
         "references": [p["key"] for p in papers],
+        # \\cite keys the writer made up (no source returned them): removed from the paper; the
+        # first draft's, and those still in the final sections
+        "invented_citations": {"draft": invented, "final": _invented(sections, papers)},
         "figures": figures,
         "duplicate_figures": duplicates,
         "reflections": reflections,

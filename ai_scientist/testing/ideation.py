@@ -2,7 +2,8 @@
 
 Per idea (``ctx.node_id``) it drafts an idea from ``titles`` (one per idea, in
 order), asks ``searches`` literature searches (one per round) and then
-finalises. A refined draft names, in ``Related Work``, the first paper title
+finalises; when its prompt says the search is unavailable for the session, it finalises at
+once, as the prompt asks. A refined draft names, in ``Related Work``, the first paper title
 it finds under "Literature search results" in the prompt it was sent, or says
 the search was unavailable, so a test can check what reached the model.
 """
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from ..llm.types import CallContext
 
 _PAPER = re.compile(r"^1\. (.+?)(?: \(\d{4}.*)?$", re.M)
+_DOWN = re.compile(r"literature search is unavailable in this session(?: \((.*?)\): do not ask)?")
 
 
 class IdeationResponder:
@@ -42,7 +44,7 @@ class IdeationResponder:
             self.prompts.append((ctx.node_id, ctx.label, text))
         title = self.titles[k % len(self.titles)]
         rnd = int(re.sub(r"\D", "", ctx.label) or 1)
-        searching = rnd <= self.searches or not self.finalize
+        searching = (rnd <= self.searches or not self.finalize) and not _DOWN.search(text)
         return json.dumps(
             {
                 "thought": f"round {rnd}: {'search' if searching else 'finalize'}",
@@ -59,6 +61,8 @@ class IdeationResponder:
             section = lit[1].split("\n## ", 1)[0]
             m = _PAPER.search(section)
             related = f"Closest work: {m.group(1)}." if m else "Search unavailable: " + section.strip()[:200]
+        elif _DOWN.search(prompt):
+            related = f"Search unavailable: {_DOWN.search(prompt).group(1) or 'unavailable'}"  # type: ignore[union-attr]
         else:
             related = "Not searched yet."
         name = re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_")
