@@ -230,17 +230,30 @@ def _messages(
             messages.append({"role": role, "content": SECTION_SEP.join(parts)})
     messages += list(conv)
     if images:
-        messages = with_images(messages, sections.get("node_brief"), images)
+        # the images go before the trailing sections that differ from node to node — the call's own
+        # request and the tables comparing the node with the stage's others — so a figure sent
+        # again (another caption, a node whose figure and metrics repeat an earlier one's) shares
+        # the prefix up to and including its image
+        user = [layer.name for layer in layers if layer.role == "user" and layer.name in sections]
+        k = len(user)
+        while k > 0 and user[k - 1] in AFTER_IMAGES:
+            k -= 1
+        messages = with_images(messages, SECTION_SEP.join(sections[n] for n in user[k:]) or None, images)
     return messages, sections
+
+
+# the layers that follow a call's images when they end its user message (see _messages)
+AFTER_IMAGES = frozenset({"tried_hyperparams", "tried_ablations", "siblings", "node_brief"})
 
 
 def with_images(
     messages: list[dict[str, Any]], brief: str | None, images: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """``messages`` with ``images`` in the last message: after everything but the ``node_brief``
-    section ``brief`` when that section ends the message (the call's own request stays last, and a
-    figure asked about twice, e.g. with two captions, shares the prefix up to its image); otherwise
-    after the text."""
+    """``messages`` with ``images`` in the last message: after everything but ``brief`` — the
+    trailing sections (the ``node_brief``, and before it the tables comparing the node with the
+    stage's others) — when that text ends the message (the call's own request stays last, and a
+    figure asked about twice, e.g. with two captions, shares the prefix up to its image);
+    otherwise after the text."""
     *head, last = messages
     content = last["content"]
     parts = content if isinstance(content, list) else [{"type": "text", "text": content}]

@@ -69,8 +69,10 @@ DIFF_SHARE = 0.4
 
 def program_values(ctx: NodeContext, answer: dict[str, Any]) -> dict[str, Any]:
     """The ``prior_code`` layer of a review or plotting call: the node's program, or — for a child
-    whose program differs little from its parent's (:data:`DIFF_SHARE`) — the unified diff to the
-    parent's program with the parent's id (``code_diff_of``; ``prompt/context/prior_code.j2``)."""
+    whose program differs a little from its parent's (:data:`DIFF_SHARE`) — the unified diff to
+    the parent's program with the parent's id (``code_diff_of``; ``prompt/context/prior_code.j2``).
+    A program equal to its parent's (a seed re-run) is shown whole: its bytes repeat the parent's
+    call, which a provider's prefix cache serves."""
     from ..base.paths import CODE_FILE
     from .base import code_text, parent_file
 
@@ -86,10 +88,11 @@ def program_values(ctx: NodeContext, answer: dict[str, Any]) -> dict[str, Any]:
             before.splitlines(), program.splitlines(), f"{parent.id}", f"{ctx.node.id}", n=2, lineterm=""
         )
     )
-    if len(diff) > DIFF_SHARE * len(program):
+    # an unchanged program (a seed re-run) is shown whole: the same bytes as its parent's call, a
+    # prefix-cache hit up to the run's own output; so is one whose diff is not much shorter
+    if not diff or len(diff) > DIFF_SHARE * len(program):
         return {"prior_code": program}
-    # an unchanged program (a seed re-run) is said in words: the diff would be empty
-    return {"prior_code": diff or "(no line differs)", "code_diff_of": parent.id}
+    return {"prior_code": diff, "code_diff_of": parent.id}
 
 
 def judged_stage(ctx: NodeContext) -> dict[str, Any]:
