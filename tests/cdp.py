@@ -112,7 +112,8 @@ class Browser:
             if value:
                 return value
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{expression!r} still false after {timeout} s")
+                shown = self.js("document.body ? document.body.innerText.slice(0, 1500) : ''")
+                raise TimeoutError(f"{expression!r} still false after {timeout} s; the page shows: {shown}")
             time.sleep(every)
 
     def screenshot(self, path: Path) -> Path:

@@ -32,8 +32,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ..serve.data import find_runs
 
     root = Path(args.path)
-    if not root.is_dir() or not find_runs(root):
-        raise UsageError(f"{root}: neither a run directory nor a directory holding runs (no journal.jsonl)")
+    if not root.is_dir():
+        raise UsageError(
+            f"{root}: not a directory (a run directory, or a directory of runs such as experiments/)"
+        )
+    if not find_runs(root):  # runs started later show up in the list
+        print(f"{root}: no run in it yet", file=sys.stderr)
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port: must be 0-65535, got {args.port}")
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
