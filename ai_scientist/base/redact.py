@@ -1,7 +1,7 @@
 """Secret redaction applied to everything a run writes.
 
 The values of the environment variables named in the config (``llm.api_key_env``,
-``report.citations.api_key_env``) plus any variable whose name looks like a
+``report.citations.api_key_env``, ``openalex_key_env``, ``crossref_key_env``) plus any variable whose name looks like a
 credential are replaced by ``[REDACTED:<NAME>]``; common token shapes (``sk-...``,
 GitHub, Slack, AWS, Hugging Face, bearer headers) are replaced even when no
 variable names them.
@@ -70,7 +70,8 @@ class Redactor:
 
 def redactor_for(cfg: Config, environ: Mapping[str, str] | None = None) -> Redactor:
     """The redactor for a loaded :class:`~ai_scientist.base.config.Config`."""
-    names = [cfg.llm.api_key_env, cfg.report.citations.api_key_env]
+    c = cfg.report.citations
+    names = [cfg.llm.api_key_env, c.api_key_env, c.openalex_key_env, c.crossref_key_env]
     return Redactor(names, environ)
 
 
