@@ -316,12 +316,27 @@ def test_a_source_budget_is_per_run(tmp_path, services):
     assert len(s2.requests) == 2 and "budget of 2 requests" in notes[0]
 
 
-def test_sources_config_is_checked():
+def test_sources_and_references_are_checked(tmp_path, capsys):
     with pytest.raises(ConfigError, match="report.citations.sources"):
         load_config(None, ["report.citations.sources=[google_scholar]"])
+    with pytest.raises(ConfigError, match="report.citations.sources.*at most once"):
+        load_config(None, ["report.citations.sources=[arxiv, arxiv]"])
     with pytest.raises(ConfigError, match="report.references"):
         load_config(None, ["report.references=[/nonexistent/refs.bib]"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="report.references.*holds no .bib file and no PDF"):
+        load_config(None, [f"report.references=[{tmp_path / 'empty'}]"])
     assert main(["run", "--idea", "x.md", "--references", "/nonexistent/refs.bib"]) == 2
+    assert "report.references" in capsys.readouterr().err
+    bad = tmp_path / "bad.bib"
+    bad.write_text("@misc{nokey, note = {no title here}}\n")
+    topic = tmp_path / "topic.md"
+    topic.write_text("# T\nA topic.\n")
+    assert main(["ideate", str(topic), "--references", str(bad)]) == 2
+    assert "no BibTeX entry with a title" in capsys.readouterr().err
+    assert (
+        not (tmp_path / "topic.json.d").exists() and not (tmp_path / "topic.json").exists()
+    )  # nothing written
 
 
 # ------------------------------------------------------------ the library --

@@ -382,6 +382,8 @@ def _references(v: list[str]) -> list[str]:
             raise ValueError(f"{given}: no such file or folder")
         if p.is_file() and p.suffix.lower() not in (".bib", ".pdf"):
             raise ValueError(f"{given}: not a .bib file, a PDF or a folder of them")
+        if p.is_dir() and not any(x.suffix.lower() in (".bib", ".pdf") for x in p.rglob("*")):
+            raise ValueError(f"{given}: the folder holds no .bib file and no PDF")
         out.append(str(p.resolve()))
     return out
 

@@ -103,11 +103,6 @@ def run_ideation(
     out = Path(args.out) if args.out else topic_path.with_suffix(".json")
     ideas = load_previous(out)
     log_dir = log_dir_for(out)
-    log_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(log_dir / "topic.md", topic)
-    atomic_write_text(RunPaths(log_dir).config, dump_config(cfg))
-
-    llm = make_client(cfg, log_dir, redactor_for(cfg), backend=backend)
     urls = dict(opts.base_urls or {})
     if opts.s2_base_url or args.s2_url:
         urls["semantic_scholar"] = opts.s2_base_url or args.s2_url
@@ -118,6 +113,7 @@ def run_ideation(
         append_jsonl(RunPaths(log_dir).events, {"ts": time.time(), "type": "literature", "note": line})
 
     env = opts.environ if opts.environ is not None else os.environ
+    # the library is read here: a bad --references exits 2 before anything is written
     cascade = build(
         cfg,
         log_dir / "s2_cache",
@@ -126,6 +122,11 @@ def run_ideation(
         references=refs or cfg.ideation.references,
         on_note=note,
     )
+    log_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(log_dir / "topic.md", topic)
+    atomic_write_text(RunPaths(log_dir).config, dump_config(cfg))
+
+    llm = make_client(cfg, log_dir, redactor_for(cfg), backend=backend)
     ideator = Ideator(
         llm=llm,
         prompts=IdeaPrompts(cfg, llm),

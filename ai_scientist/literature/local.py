@@ -143,9 +143,14 @@ def load_library(paths: Sequence[str | Path]) -> list[Record]:
                 f"references {p}: not a .bib file, a PDF or a folder of them"
                 + ("" if p.exists() else " (it does not exist)")
             )
+        if not files:
+            raise ConfigError(f"references {p}: the folder holds no .bib file and no PDF")
         for f in files:
             if f.suffix.lower() == ".bib":
-                bibs += bib_records(f)
+                found = bib_records(f)
+                if not found:
+                    raise ConfigError(f"references {f}: no BibTeX entry with a title in it")
+                bibs += found
             else:
                 pdfs.append(pdf_record(f))
     return merge_all(merge_all([], bibs), pdfs)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..base.errors import ConfigError
 from ..base.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
 from ..base.paths import CODE_FILE, RunPaths
 from ..literature.cascade import Machine, build
@@ -217,7 +218,10 @@ def gather_citations(
     ccfg = cfg.report.citations
     if not ccfg.enabled:
         return [], "citations disabled (report.citations.enabled=false)"
-    cascade = build(cfg, RunPaths(run_dir).s2_cache, opts.machine())  # one folder per source
+    try:
+        cascade = build(cfg, RunPaths(run_dir).s2_cache, opts.machine())  # one folder per source
+    except ConfigError as exc:  # the library changed since the run started: say so, write on
+        return [], f"citations skipped: {exc}"
     if not cascade.has_library:
         for src in list(cascade.sources):  # one answering service is enough to start
             try:
