@@ -297,13 +297,14 @@ PROMPTS: dict[str, list[str]] = {
         # what the stage's nodes must measure alike: the review's "measurement" field judges
         # comparability (a relay run's reviewer had nothing to judge it against)
         "evaluation_protocol",
+        # the stage's other nodes with their results: "is this result sensible, better or worse"
+        # is judged against them; in stages 2 and 4 the tuning / ablation nodes are in the tried
+        # tables, not in siblings. Stage-level and growing (a later node's table extends an
+        # earlier one's), so before the node's own program and output (the prefix cache)
+        *_JUDGED,
         "prior_code",
         "run_output",
         "run_result",
-        # the stage's other nodes with their results: "is this result sensible, better or worse"
-        # is judged against them (after the run's own result, which the brief's findings quote);
-        # in stages 2 and 4 the tuning / ablation nodes are in the tried tables, not in siblings
-        *_JUDGED,
         "node_brief",
     ],
     # a working node's plotting code (reads the data files its experiment saved) and its critique

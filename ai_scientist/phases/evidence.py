@@ -85,7 +85,14 @@ def program_values(ctx: NodeContext, answer: dict[str, Any]) -> dict[str, Any]:
         return {"prior_code": program}
     diff = "\n".join(
         difflib.unified_diff(
-            before.splitlines(), program.splitlines(), f"{parent.id}", f"{ctx.node.id}", n=2, lineterm=""
+            # the file labels name no node (the sentence above names the parent): siblings' diffs
+            # share their bytes up to the first changed line
+            before.splitlines(),
+            program.splitlines(),
+            "parent",
+            "this node",
+            n=2,
+            lineterm="",
         )
     )
     # an unchanged program (a seed re-run) is shown whole: the same bytes as its parent's call, a

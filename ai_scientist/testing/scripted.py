@@ -244,7 +244,10 @@ class ExampleResponder:
         return json.dumps({**plan, **answer} if isinstance(answer, dict) else answer)
 
     def _exec_review(self, text: str, ctx: CallContext) -> str:
-        m = re.search(r"val_accuracy=([0-9.]+)", text)
+        # the node's own value: from its program and output, not from the tables of the stage's
+        # other nodes (before them in the prompt) or its parent's result (in the brief)
+        own = text[text.find("## Current code") :] if "## Current code" in text else text
+        m = re.search(r"val_accuracy=([0-9.]+)", own)
         acc = m.group(1) if m else "unknown"
         review: dict[str, Any] = {
             "findings": f"ran cleanly; val_accuracy={acc}",
