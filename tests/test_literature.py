@@ -497,7 +497,7 @@ def test_an_invented_citation_is_removed_and_the_writer_told(offline_run):
     tex = (run_dir / "paper" / "paper.tex").read_text()
     assert "fake2024" not in tex and unknown_cite_keys([tex], summary["references"]) == []
     log = (run_dir / "paper" / "paper.log").read_text(errors="replace")
-    assert "undefined" not in log.lower() or "Citation" not in log
+    assert not re.search(r"Citation `[^']*' .*undefined", log)  # LaTeX's warning for a `?` citation
     if shutil.which("pdftotext"):
         text = subprocess.run(["pdftotext", str(run_dir / "paper" / "paper.pdf"), "-"],
                               capture_output=True, text=True, check=True).stdout  # fmt: skip
