@@ -25,6 +25,7 @@ LAYERS: list[set[str]] = [
     {"phases", "reporting"},
     {"ideation"},
     {"runloop"},
+    {"benchsuite"},  # the bench: tasks, baselines, runs as processes, the report (docs/bench.md)
     {"serve"},  # the web view: reads the run directory, writes steering requests (runloop/steering)
     {"cli", "testing"},
 ]

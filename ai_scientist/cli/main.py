@@ -102,6 +102,12 @@ def _ideate(args: argparse.Namespace) -> int:
     return cmd_ideate(args)
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from .bench import cmd_bench
+
+    return cmd_bench(args)
+
+
 HANDLERS = {
     "run": _run,
     "resume": _resume,
@@ -114,6 +120,7 @@ HANDLERS = {
     "doctor": _doctor,
     "exec": _exec,
     "ideate": _ideate,
+    "bench": _bench,
 }
 
 
@@ -302,6 +309,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--s2-url", default=None, help="Semantic Scholar API base URL (default: the public API)")
     _references_arg(p)
     _config_args(p)
+    p = sub.add_parser("bench", help="graded research tasks: list, run (resumable), report")
+    from .bench import add_arguments as bench_arguments
+
+    bench_arguments(p)
     for q in sub.choices.values():  # `ai-scientist -v run ...` and `ai-scientist run -v ...` both work
         q.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="INFO logs")
     return parser
