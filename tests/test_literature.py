@@ -539,6 +539,7 @@ def test_ideate_offline_with_a_library_reports_novelty_evidence_from_it(tmp_path
     schema = json.dumps(ACTION_SCHEMA, separators=(",", ":"))
     assert r1.count('"Risk Factors and Limitations"') <= 2 and r1.count(schema) <= 1
     assert 'then choose "search"' in r2 and "Early Stopping Against Label Noise" in r2
+    assert "[in the user's own library]" in r2  # the model knows where the papers came from
 
 
 def test_ideas_already_proposed_sit_next_to_their_instruction(tmp_path):
