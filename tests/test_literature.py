@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from components import latex_or_skip, matplotlib_or_skip
-from pipeline_support import prompt_records, start_run
+from pipeline_support import events, prompt_records, start_run
 from test_report_support import unreachable_url
 
 from ai_scientist.base.config import ConfigError, load_config, validate
@@ -491,6 +491,8 @@ def test_an_invented_citation_is_removed_and_the_writer_told(offline_run):
     run_dir, _, writer = offline_run
     summary = json.loads((run_dir / "paper" / "writeup.json").read_text())
     assert summary["invented_citations"] == {"draft": ["fake2024"], "final": []}
+    step = next(e for e in events(run_dir) if e["type"] == "report_step" and e["step"] == "writeup")
+    assert step["result"]["invented_citations"] == summary["invented_citations"]  # events.jsonl says it too
     told = [r for r in summary["reflections"] if any("fake2024" in f for f in r["feedback"])]
     assert told and told[0]["outcome"] == "applied"
     assert sum(CitingWriter.TOLD in p for p in writer.writer_prompts) == 1  # the reflection prompt said so

@@ -80,7 +80,8 @@ def _brief(step: str, result: Any) -> dict[str, Any]:
             "rounds": result.get("rounds_used"),
         }
     if step == "writeup":
-        keys: tuple[str, ...] = ("writer", "pdf", "pages", "main_pages", "over_page_limit", "citations")
+        keys: tuple[str, ...] = ("writer", "pdf", "pages", "main_pages", "over_page_limit", "citations",
+                                 "references", "invented_citations")  # fmt: skip
         return {k: result.get(k) for k in keys}
     if step == "review":
         return {"decision": result.get("decision"), "mean_scores": result.get("mean_scores")}
