@@ -77,7 +77,8 @@ def test_reviews_and_critiques_see_the_stages_other_nodes_and_their_results(run)
                 assert not section, (nid, rec["label"], title)
                 continue
             compared += 1
-            assert "Design:" not in section  # an earlier draft's design is for a new draft, not a judge
+            # a judge compares results: no earlier draft's design, no findings' prose
+            assert "Design:" not in section and "what it did" not in section
             if key == "siblings":
                 assert "Judge whether this node's result is plausible" in section, nid
             for sid in listed:

@@ -12,6 +12,7 @@ templates; this module decides only what goes in.
 from __future__ import annotations
 
 import difflib
+import re
 from typing import TYPE_CHECKING, Any
 
 from ..base.templates import render
@@ -105,13 +106,14 @@ def program_values(ctx: NodeContext, answer: dict[str, Any]) -> dict[str, Any]:
 def judged_stage(ctx: NodeContext) -> dict[str, Any]:
     """The layers a review or a figure critique judges the node's result against: the stage's other
     nodes with their results — the tables the node's code prompt got (frozen when it was scheduled,
-    ``runloop/stage_inputs.py``): ``siblings``, without the earlier drafts' designs, which only a new
-    draft needs, and in stages 2 and 4 the tuning / ablation table. Empty for a stage's first node
-    and for a seed re-run."""
+    ``runloop/stage_inputs.py``): ``siblings``, each row cut to what a judge compares (node,
+    operation, idea, every metric or the failure, a measurement caveat; not the findings' prose
+    or an earlier draft's design, which a node that writes code needs), and in stages 2 and 4 the
+    tuning / ablation table. Empty for a stage's first node and for a seed re-run."""
     rows = ctx.extra_values.get("siblings") or []
     if isinstance(rows, str):
         rows = rows.splitlines()
-    shown = [_without_design(str(row)) for row in rows]
+    shown = [_judged_row(str(row)) for row in rows]
     return {
         "siblings": shown,
         "judging": True,
@@ -120,10 +122,21 @@ def judged_stage(ctx: NodeContext) -> dict[str, Any]:
     }
 
 
-def _without_design(row: str) -> str:
-    """A sibling row without its " — Design: ..." part (``treesearch/tried.py`` ``_did``)."""
-    head, sep, _ = row.partition(" — Design: ")
-    return f"{head} |" if sep else row
+_CELL = re.compile(r"(?<!\\)\|")  # a table cell's border: a "|" the cell's text did not escape
+
+
+def _judged_row(row: str) -> str:
+    """A sibling table line (``treesearch/tried.py`` ``sibling_table``) as a judge sees it: the
+    header and each row without the "what it did" column, whose measurement caveat (when the
+    findings open with one) joins the result; any other line (a "more nodes" note) as it is."""
+    cells = _CELL.split(row)
+    if len(cells) != 7 or cells[0].strip() or cells[-1].strip():
+        return row
+    did = cells[5].strip()
+    if did.startswith("Caveat"):
+        caveat = did.split(": ", 1)[-1].split(". ", 1)[0].rstrip(".")
+        cells[4] = f"{cells[4].rstrip()}; caveat: {caveat} "
+    return "|".join(cells[:5]) + "|"
 
 
 def _seed_mean_text(ctx: NodeContext, parent: Any) -> str:
