@@ -113,7 +113,7 @@ def judged_stage(ctx: NodeContext) -> dict[str, Any]:
     rows = ctx.extra_values.get("siblings") or []
     if isinstance(rows, str):
         rows = rows.splitlines()
-    shown = [_judged_row(str(row)) for row in rows]
+    shown = ["\n".join(_judged_row(line) for line in str(row).split("\n")) for row in rows]
     return {
         "siblings": shown,
         "judging": True,
