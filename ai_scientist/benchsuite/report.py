@@ -10,6 +10,7 @@ B - A of the normalised means with its standard error sqrt(se_A^2 + se_B^2) (non
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from pathlib import Path
 from typing import Any
@@ -46,12 +47,14 @@ def collect(out: Path) -> dict[str, Any]:
         baseline = read_json(out / "baselines" / f"{name}.json", default={}) or {}
         base = baseline.get("score")
         task_rows = []
-        for run_dir in sorted(
-            (out / "runs").glob(f"{name}-s*"), key=lambda p: int(p.name.rsplit("-s", 1)[1] or 0)
-        ):
-            seed = run_dir.name.rsplit("-s", 1)[1]
-            if seed.isdigit() and (run_dir / "config.resolved.yaml").is_file():
-                task_rows.append(run_row(task, int(seed), run_dir, base))
+        seeds = {
+            int(m.group(1)): p
+            for p in (out / "runs").glob(f"{name}-s*")
+            if (m := re.fullmatch(rf"{name}-s(\d+)", p.name))
+        }
+        for seed, run_dir in sorted(seeds.items()):
+            if (run_dir / "config.resolved.yaml").is_file():  # not a run killed before it recorded anything
+                task_rows.append(run_row(task, seed, run_dir, base))
         rows += task_rows
         scores = [r["score"] for r in task_rows if r["score"] is not None]
         norms = [r["normalised"] for r in task_rows if r["normalised"] is not None]

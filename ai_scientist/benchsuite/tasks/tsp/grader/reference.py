@@ -45,6 +45,7 @@ for start in range(n):
     tour = two_opt(tour)
     if best is None or length(tour) < length(best):
         best = tour
+assert best is not None
 print(f"reference tour length {length(best):.6f}")
 with open("tour.csv", "w") as f:
     f.write("id\n")
