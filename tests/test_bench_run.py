@@ -145,3 +145,25 @@ def test_kill_9_then_bench_run_again_redoes_no_finished_run(tmp_path):
     # once more: nothing left to do
     again = bench(*run_args(out, "tsp", 3))
     assert again.returncode == 0 and again.stderr.count("already finished: not run again") == 3
+
+
+def test_a_run_held_by_a_live_process_is_waited_for_not_started_again(tmp_path):
+    from ai_scientist.base.fileio import atomic_write_json
+    from ai_scientist.base.runlock import RunLock
+    from ai_scientist.benchsuite.runner import run_state
+
+    run_dir = tmp_path / "runs" / "tsp-s1"
+    assert run_state(run_dir) == "new"
+    run_dir.mkdir(parents=True)  # killed inside Run.create: nothing recorded, made again
+    assert run_state(run_dir) == "new" and not run_dir.exists()
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.resolved.yaml").write_text("{}\n")
+    atomic_write_json(run_dir / "state.json", {"status": "running"})
+    lock = RunLock.acquire(run_dir, "another bench")  # as a live `ai-scientist run` holds it
+    try:
+        assert run_state(run_dir) == "held"
+    finally:
+        lock.release()
+    assert run_state(run_dir) == "resume"
+    atomic_write_json(run_dir / "state.json", {"status": "completed", "exit_code": 3})
+    assert run_state(run_dir) == "done"
