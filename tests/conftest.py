@@ -16,12 +16,20 @@ that are still alive then are killed with their children (``pytest_runtest_call`
 ``scripted_run`` is a finished run the pipeline really wrote (pipeline_support.start_run, report
 off), made once per session; ``run_copy(root)`` copies it to ``root/run`` for a test to change, so
 a reporting test starts from the files the pipeline writes, not a hand-made layout.
+
+No test reaches past this machine: ``_no_internet`` (autouse) makes a connection or a name lookup
+to anything but loopback or a Unix socket fail at once with ``OSError`` in the test's process, as
+an offline machine would — a code path that would call a public service (a literature source, a
+network probe) then takes its offline branch. Subprocesses are not covered; the sandboxes run
+with the network off.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shutil
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,6 +41,49 @@ from hypothesis import settings
 settings.register_profile("mutation", derandomize=True, database=None, deadline=None, print_blob=False)
 if os.environ.get("HYPOTHESIS_PROFILE"):
     settings.load_profile(os.environ["HYPOTHESIS_PROFILE"])
+
+
+def _local(host: object) -> bool:
+    if not isinstance(host, str) or host in ("", "localhost"):
+        return host in ("", "localhost")
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return host.endswith(".localhost")
+
+
+class _Offline(OSError):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def _no_internet(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+    real_getaddrinfo = socket.getaddrinfo
+
+    def allowed(sock: socket.socket, address: object) -> bool:
+        if sock.family == getattr(socket, "AF_UNIX", None):
+            return True
+        return isinstance(address, tuple) and _local(address[0])
+
+    def connect(sock: socket.socket, address: object) -> None:
+        if not allowed(sock, address):
+            raise _Offline(f"tests do not reach the internet (connect to {address!r})")
+        real_connect(sock, address)  # type: ignore[arg-type]
+
+    def connect_ex(sock: socket.socket, address: object) -> int:
+        if not allowed(sock, address):
+            raise _Offline(f"tests do not reach the internet (connect to {address!r})")
+        return real_connect_ex(sock, address)  # type: ignore[arg-type]
+
+    def getaddrinfo(host: object, *args: object, **kwargs: object) -> list:
+        if host is not None and not _local(host if not isinstance(host, bytes) else host.decode()):
+            raise socket.gaierror(socket.EAI_NONAME, f"tests do not reach the internet (lookup of {host!r})")
+        return real_getaddrinfo(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
 
 
 def pytest_configure(config: pytest.Config) -> None:
