@@ -5,7 +5,7 @@ Runs in a fresh directory holding ``submission/`` (the node's workspace, read-on
 harness and its reference (``grader/reference.c`` built as ``matmul_ref``, same compiler, same
 flags ``-O2``), then runs both on fresh random inputs from a seed the submission never sees:
 every result must equal the reference's within 1e-9 * n, and the score is the speed-up of the
-submission over the reference at n = 512, both timed in this same run (best of 3 alternating
+submission over the reference at n = 512, both timed in this same run (best of 5 alternating
 runs), so the machine's speed cancels. ``speedup`` (higher is better); n = 64 is checked only.
 """
 
@@ -38,7 +38,7 @@ for cmd in steps:
         sys.exit(
             f"{SUBMITTED}: compiling {what} failed (exit {done.returncode}): {done.stderr.strip()[-1500:]}"
         )
-done = subprocess.run(["build/harness", "4242", "3"], capture_output=True, text=True, timeout=300)
+done = subprocess.run(["build/harness", "4242", "5"], capture_output=True, text=True, timeout=300)
 if done.returncode != 0:
     why = done.stdout.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
     sys.exit(

@@ -1,7 +1,7 @@
 /* The grader's timing harness: the submission's matmul against matmul_ref (grader/reference.c,
  * renamed by the preprocessor), on fresh random inputs per repetition (seeded from argv), each
  * result checked against the reference's. Prints one line per size: "n ref_s sub_s max_err";
- * the times are the best of REPS alternating runs. Exit 3 on a wrong result. */
+ * the times are the best of REPS (argv[2]) alternating runs. Exit 3 on a wrong result. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
