@@ -87,6 +87,8 @@ def test_bench_run_then_report_on_a_scripted_model(tmp_path):
         assert row["prompt_tokens"] == read_json(run_dir / "cost.json")["total"]["prompt_tokens"] > 0
         assert row["wall_s"] > 0
         assert yaml.safe_load((run_dir / "config.resolved.yaml").read_text())["agent"]["seed"] == row["seed"]
+    # bundled tasks are named, not located: the directory reads back from another checkout
+    assert read_json(out / "bench.json")["tasks"] == {"tsp": "bundled", "label_noise": "bundled"}
     summary = {t["task"]: t for t in data["tasks"]}
     assert summary["tsp"]["scored"] == 2 and summary["tsp"]["best_known"] == 11.192668
     md = (out / "results.md").read_text()

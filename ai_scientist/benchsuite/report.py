@@ -18,7 +18,7 @@ from typing import Any
 from ..base.config import ConfigError
 from ..base.fileio import atomic_write_json, atomic_write_text, read_json
 from .results import run_row
-from .task import Task, load_task
+from .task import Task, load_task, task_dir
 
 
 def _spread(values: list[float]) -> dict[str, Any]:
@@ -41,7 +41,9 @@ def collect(out: Path) -> dict[str, Any]:
         raise ConfigError(
             f"{out}: not a bench directory (no bench.json); `ai-scientist bench run --out {out}` makes one"
         )
-    tasks: dict[str, Task] = {name: load_task(d) for name, d in (manifest.get("tasks") or {}).items()}
+    tasks: dict[str, Task] = {
+        name: load_task(task_dir(name, ref)) for name, ref in (manifest.get("tasks") or {}).items()
+    }
     rows, summaries = [], []
     for name, task in tasks.items():
         baseline = read_json(out / "baselines" / f"{name}.json", default={}) or {}

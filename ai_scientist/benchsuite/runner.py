@@ -34,7 +34,7 @@ from ..base.fileio import atomic_write_json, atomic_write_text, read_json
 from ..base.paths import RunPaths
 from ..base.runlock import RunLock, RunLocked
 from .baseline import measure_baseline
-from .task import Task
+from .task import Task, task_dir, task_ref
 
 DEFAULT_RUNNER = (sys.executable, "-m", "ai_scientist.cli")
 PR_SET_PDEATHSIG = 1
@@ -90,9 +90,9 @@ def _manifest(plan: BenchPlan, argv: list[str]) -> None:
     record["commands"].append({"argv": argv, "at": time.time()})
     tasks = record.setdefault("tasks", {})
     for task in plan.tasks:
-        if tasks.get(task.name, str(task.dir)) != str(task.dir):
+        if task.name in tasks and task_dir(task.name, tasks[task.name]) != task.dir:
             raise UsageError(f"{plan.out}: task {task.name} was {tasks[task.name]} here, not {task.dir}")
-        tasks[task.name] = str(task.dir)
+        tasks[task.name] = task_ref(task)
     record["seeds"] = max(int(record.get("seeds", 0)), plan.seeds)
     if plan.label:
         record["label"] = plan.label

@@ -22,6 +22,7 @@ from ..base.userfiles import load_yaml, read_user_text
 
 BUNDLED = Path(__file__).parent / "tasks"
 NAME = re.compile(r"^[a-z0-9][a-z0-9_]{0,39}$")
+BUNDLED_REF = "bundled"
 PARTS = ("idea.md", "data", "grader", "baseline", "task.yaml")
 
 
@@ -112,6 +113,17 @@ def load_task(path: str | Path) -> Task:
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
         raise TaskError(f"{source}: {where}: {first['msg']}") from None
     return Task(d.name, d, spec)
+
+
+def task_ref(task: Task) -> str:
+    """How ``bench.json`` names a task's directory: ``bundled`` for one shipped in the package (so
+    a bench directory reads back from another checkout), else its absolute path."""
+    return BUNDLED_REF if task.dir == (BUNDLED / task.name).resolve() else str(task.dir)
+
+
+def task_dir(name: str, ref: str) -> Path:
+    """The directory a :func:`task_ref` names."""
+    return (BUNDLED / name).resolve() if ref == BUNDLED_REF else Path(ref).resolve()
 
 
 def bundled_tasks() -> list[Task]:
