@@ -27,11 +27,21 @@ OVERRIDES = [o for o in FAST if not o.startswith("report.")] + [
 ]
 
 
+HEADLINE = "the program's own lr and l2 (one configuration of its sweep)"
+
+
+class HeadlineResponder(RealisticResponder):
+    """The realistic answers; every review also says which configuration the value is for."""
+
+    def _exec_review(self, text, ctx):
+        return json.dumps({**json.loads(super()._exec_review(text, ctx)), "headline": HEADLINE})
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("judge")
     r, resources = setup_run(run_args(tmp, *OVERRIDES))
-    code = execute(r, resources=resources, backend=ScriptedBackend(RealisticResponder(buggy_nodes=())))
+    code = execute(r, resources=resources, backend=ScriptedBackend(HeadlineResponder(buggy_nodes=())))
     assert code == 0, [e for e in events(r.dir) if e["type"] in ("internal_error", "node_failed")]
     return r.dir
 
@@ -186,3 +196,30 @@ def test_the_memory_protocol_is_sent_once_per_code_call_in_its_short_form(run):
             assert block.count(op) == 1, op  # each operation named once, its fields in the schema
         blocks.add(block)
     assert len(blocks) == 1  # the same bytes in every code call: cached after the first
+
+
+def test_a_grids_headline_configuration_travels_with_its_value(run):
+    nodes = journal_nodes(run)
+    reviewed = [n for n in nodes.values() if n["status"] == "good" and n["operation"] != "seed_eval"]
+    assert reviewed
+    sentences = {}
+    for n in reviewed:
+        review = json.loads((run / "nodes" / n["id"] / "review.json").read_text())
+        m = n["metric"]
+        sentence = f"Headline: {m['name']}={m['value']:.6g} is for {review['headline'].rstrip('.')}."
+        assert sentence in n["summary"], n["id"]  # the node's result, as every later table shows it
+        sentences[n["id"]] = sentence
+    # a later code prompt shows a sibling's value with its configuration; a judge's table too
+    later_code = judged = 0
+    for rec in prompt_records(run):
+        text = _prompt(rec)
+        table = _section(text, "Other nodes of this stage")
+        for nid, sentence in sentences.items():
+            if f"| {nid} |" not in table:
+                continue
+            if rec.get("phase") == "phase2":
+                later_code += sentence in table
+            elif str(rec.get("label", "")).startswith("exec_review") or rec.get("phase") == "phase5_vlm":
+                m = nodes[nid]["metric"]
+                judged += f"{m['name']}={m['value']:.6g} ({m['dataset']}) for {HEADLINE.rstrip('.')}" in table
+    assert later_code >= 1 and judged >= 1

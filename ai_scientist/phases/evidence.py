@@ -134,8 +134,12 @@ def _judged_row(row: str) -> str:
         return row
     did = cells[5].strip()
     if did.startswith("Caveat"):
-        caveat = did.split(": ", 1)[-1].split(". ", 1)[0].rstrip(".")
-        cells[4] = f"{cells[4].rstrip()}; caveat: {caveat} "
+        caveat, _, did = did.split(": ", 1)[-1].partition(". ")
+        cells[4] = f"{cells[4].rstrip()}; caveat: {caveat.rstrip('.')} "
+    if did.startswith("Headline: "):  # a grid's value: the configuration it is for (review.headline)
+        config = did.removeprefix("Headline: ").split(" is for ", 1)[-1].split(". ", 1)[0]
+        primary, sep, rest = cells[4].strip().partition("; ")  # the primary metric comes first
+        cells[4] = f" {primary} for {config.rstrip('.')}{sep}{rest} "
     return "|".join(cells[:5]) + "|"
 
 

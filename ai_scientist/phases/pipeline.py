@@ -18,7 +18,15 @@ from .phase0 import merges_plan, run_phase0
 from .phase1 import run_phase1
 from .phase234 import METRICS_FROM_REVIEW, compile_code, generate_code, run_experiment
 from .plots import check_valid, critique_plots, make_plots, wants_plots
-from .review import findings, measurement, node_summary, review_execution, review_metrics, seed_summary
+from .review import (
+    findings,
+    headline,
+    measurement,
+    node_summary,
+    review_execution,
+    review_metrics,
+    seed_summary,
+)
 
 
 def _metric_objects(metrics: list[dict]) -> tuple[Any, list[Any]]:
@@ -85,7 +93,7 @@ def run_node(ctx: NodeContext) -> None:
         if ctx.node.operation == "seed_eval":
             summary = seed_summary(ctx, record["metrics"])
         else:
-            summary = node_summary(found, measurement(review), ctx.node.summary)
+            summary = node_summary(found, measurement(review), ctx.node.summary, headline(review, metric))
         ctx.update(
             status="good",
             error=None,

@@ -89,11 +89,24 @@ def measurement(review: dict[str, Any]) -> str:
     return " ".join(str(review.get("measurement") or "").split())
 
 
-def node_summary(found: str, concern: str, fallback: str = "") -> str:
-    """A reviewed node's summary: what its run found, after the review's measurement concern when
-    it has one — first, so the tables that cut a summary at its end (the siblings', the stage's
-    facts) still say that the number is noisy or not comparable."""
+def headline(review: dict[str, Any], metric: Any = None) -> str:
+    """The review's answer to which configuration of a grid the primary metric's value is for, as
+    the sentence the node's summary opens with: "Headline: val_accuracy=0.91 is for lr=0.1."
+    ("" when the run measured one configuration, or the review did not say)."""
+    said = " ".join(str(review.get("headline") or "").split()).rstrip(".")
+    if not said:
+        return ""
+    value = f"{metric.name}={metric.value:.6g}" if metric is not None else "the reported value"
+    return f"Headline: {value} is for {said}."
+
+
+def node_summary(found: str, concern: str, fallback: str = "", head: str = "") -> str:
+    """A reviewed node's summary: what its run found, after the review's measurement concern and
+    the grid's headline configuration (``head``, :func:`headline`) when it has them — first, so
+    the tables that cut a summary at its end (the siblings', the stage's facts) keep them."""
     text = (found or fallback)[:500]
+    if head:
+        text = f"{head} {text}".strip()
     if not concern:
         return text
     return f"Caveat (valid but noisy or not comparable): {concern.rstrip('.')}. {text}".strip()

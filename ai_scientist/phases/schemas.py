@@ -156,6 +156,9 @@ REVIEW_SCHEMA: dict[str, Any] = {
         "findings": _text(500),
         "remarks": _text(400),
         "measurement": _text(300),
+        # a grid's headline: which configuration the primary metric's reported value is for
+        # (optional: "" or absent when the run measured one); carried with the value (node summary)
+        "headline": _text(200),
         "is_bug": {"type": "boolean"},
     },
     "required": ["findings", "remarks", "measurement", "is_bug"],
