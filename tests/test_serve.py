@@ -1,7 +1,7 @@
 """``ai-scientist serve``: the live page in a real headless Chromium (Debian's package), its access
 token, hostile content, path traversal; steering from the page reaches the run.
 
-The browser is driven over the DevTools protocol (tests/cdp.py). The run is a scripted run of the
+The browser is driven over the DevTools protocol (ai_scientist/testing/cdp.py). The run is a scripted run of the
 bundled example going on in this process while ``ai-scientist serve`` runs as its own process:
 what each check expects comes from the run's files (journal, events, prompt logs)."""
 
@@ -18,12 +18,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from cdp import CHROMIUM, Browser
 from components import needs
 from pipeline_support import events, journal_nodes, run_args
 
 from ai_scientist.cli.commands import execute, setup_run
 from ai_scientist.llm.scripted_backend import ScriptedBackend
+from ai_scientist.testing.cdp import CHROMIUM, Browser
 from ai_scientist.testing.scripted import ExampleResponder
 from ai_scientist.treesearch.node import node_sort_key
 
@@ -44,8 +44,9 @@ class Serve:
             text=True,
             cwd=ROOT,
         )
-        self.url = self.proc.stdout.readline().strip()  # type: ignore[union-attr]
-        assert self.url.startswith("http://127.0.0.1:"), self.proc.stderr.read()  # type: ignore[union-attr]
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self.url: str = self.proc.stdout.readline().strip()
+        assert self.url.startswith("http://127.0.0.1:"), self.proc.stderr.read()
         self.base, _, self.token = self.url.partition("/?token=")
 
     def get(self, path: str, token: str | None = "", headers: dict | None = None) -> tuple[int, str]:

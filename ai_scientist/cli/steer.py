@@ -38,8 +38,8 @@ def cmd_steer(args: argparse.Namespace) -> int:
     from ..runloop.steering import make_request, summary, write_request
 
     run = Path(args.run_dir)
-    if not RunPaths(run).journal.exists():
-        raise UsageError(f"{run}: not a run directory (no journal.jsonl)")
+    if not (RunPaths(run).journal.exists() or RunPaths(run).config.exists()):
+        raise UsageError(f"{run}: not a run directory (no journal.jsonl, no config.resolved.yaml)")
     if args.action == "status":
         info = summary(run)
         if args.json:

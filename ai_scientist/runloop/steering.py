@@ -103,8 +103,9 @@ def make_request(action: str, *, text: str | None = None, node: str | None = Non
 def write_request(run_dir: Path, req: dict[str, Any]) -> Path:
     """Write ``req`` into ``RUN/steer/pending/`` atomically (the orchestrator never reads a
     half-written request); returns the file."""
-    if not RunPaths(Path(run_dir)).journal.exists():
-        raise UsageError(f"{run_dir}: not a run directory (no journal.jsonl)")
+    paths = RunPaths(Path(run_dir))
+    if not (paths.journal.exists() or paths.config.exists()):  # (a run just created has no journal yet)
+        raise UsageError(f"{run_dir}: not a run directory (no journal.jsonl, no config.resolved.yaml)")
     return atomic_write_json(steer_dir(run_dir) / "pending" / f"{req['id']}.json", req)
 
 
@@ -244,9 +245,10 @@ class Steering:
         return self.state.paused and self.replay_src is None
 
 
-def summary(run_dir: Path) -> dict[str, Any]:
-    """The steering state for ``steer RUN status`` and the page: JSON-ready."""
-    st = read_state(run_dir)
+def summary(run_dir: Path, st: SteeringState | None = None) -> dict[str, Any]:
+    """The steering state for ``steer RUN status`` and the page: JSON-ready. ``st``: the state
+    already folded from the events (the page keeps one as it reads them), else read now."""
+    st = read_state(run_dir) if st is None else st
     state = read_json(RunPaths(Path(run_dir)).state, default={}) or {}
     return {
         "paused": st.paused,

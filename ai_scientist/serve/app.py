@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..base.errors import UsageError
 from ..runloop.steering import make_request, write_request
-from .data import RunSource, find_runs
+from .data import RunSource, find_runs, is_run_dir
 
 STATIC = Path(__file__).with_name("static")
 STATIC_FILES = {"app.js": "text/javascript", "app.css": "text/css"}
@@ -150,7 +150,7 @@ def create_app(root: Path, token: str, hosts: set[str] | None = None) -> ASGIApp
 
     async def run_list(request: Request) -> Response:
         names = await locked(runs.names)
-        return JSONResponse({"runs": list(names), "single": (Path(root) / "journal.jsonl").exists()})
+        return JSONResponse({"runs": list(names), "single": is_run_dir(Path(root))})
 
     async def tree(request: Request) -> Response:
         return JSONResponse(await locked(lambda: source(request).tree()))

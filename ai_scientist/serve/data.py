@@ -19,6 +19,7 @@ from ..base.fileio import read_json, regular_file_inside
 from ..base.paths import RunPaths
 from ..reporting.runread import RunView, read_text
 from ..reporting.viewer import CODE_SUFFIXES, TEXT_CAP, _Images, _prompt_logs, _redactor, node_view
+from ..runloop.steering import SteeringState
 from ..runloop.steering import summary as steering_summary
 from ..treesearch.best import rank_nodes, recorded_best
 from ..treesearch.node import Node, NodeError, node_sort_key
@@ -96,6 +97,7 @@ class RunSource:
         self.nodes: dict[str, dict[str, Any]] = {}
         self.events: collections.deque[dict[str, Any]] = collections.deque(maxlen=EVENTS_KEPT)
         self.event_count = 0
+        self.steering = SteeringState()  # folded from the events as they are read
 
     # ------------------------------------------------------------ reading --
     def refresh(self) -> None:
@@ -110,8 +112,12 @@ class RunSource:
         if reset:
             self.events.clear()
             self.event_count = 0
+            self.steering = SteeringState()
         self.events.extend(evs)
         self.event_count += len(evs)
+        for ev in evs:
+            if ev.get("type") in ("steer", "steer_used"):
+                self.steering.apply(ev)
 
     def signature(self) -> list[Any]:
         """What changes when the page has something new to show (file sizes and times)."""
@@ -171,7 +177,7 @@ class RunSource:
                 "nodes": [_compact(n) for n in self.nodes.values()],
                 "best": best,
                 "best_path": path[::-1],
-                "steering": steering_summary(self.run_dir),
+                "steering": steering_summary(self.run_dir, self.steering),
             }
         )
 
@@ -211,7 +217,7 @@ class RunSource:
                 "cost": {k: cost.get(k) for k in ("total", "by_role", "by_model")},
                 "events": list(self.events)[-EVENTS_KEPT:],
                 "event_count": self.event_count,
-                "steering": steering_summary(self.run_dir),
+                "steering": steering_summary(self.run_dir, self.steering),
             }
         )
 
@@ -264,12 +270,18 @@ def code_files(ws: Path) -> dict[str, str]:
     return out
 
 
+def is_run_dir(path: Path) -> bool:
+    """A run directory: its journal, or (a run just created, no node yet) its resolved config."""
+    paths = RunPaths(path)
+    return paths.journal.exists() or paths.config.exists()
+
+
 def find_runs(root: Path) -> dict[str, Path]:
     """Run name -> directory: ``root`` itself when it is a run, else the runs directly under it."""
-    if RunPaths(root).journal.exists():
+    if is_run_dir(root):
         return {root.resolve().name: root}
     found = {}
     for child in sorted(root.iterdir(), key=lambda p: node_sort_key(p.name)) if root.is_dir() else []:
-        if child.is_dir() and RunPaths(child).journal.exists():
+        if child.is_dir() and is_run_dir(child):
             found[child.name] = child
     return found

@@ -278,9 +278,22 @@ function route() {
   });
 }
 
+// A busy run changes its files many times a second: the page refreshes at most every
+// MIN_REFRESH_MS (the first change after a quiet spell at once), so watching stays cheap.
+const MIN_REFRESH_MS = 500;
+let lastRefresh = 0;
+let timer = null;
+
+function scheduleRefresh() {
+  const wait = lastRefresh + MIN_REFRESH_MS - Date.now();
+  if (wait <= 0) { refresh(); return; }
+  if (!timer) timer = setTimeout(() => { timer = null; refresh(); }, wait);
+}
+
 async function refresh() {
   if (refreshing) { again = true; return; }
   refreshing = true;
+  lastRefresh = Date.now();
   try {
     renderTree(await api(runApi("tree")));
     if (!shownNode) await showOverview();
@@ -289,7 +302,7 @@ async function refresh() {
     document.getElementById("live").dataset.state = "error";
   } finally {
     refreshing = false;
-    if (again) { again = false; refresh(); }
+    if (again) { again = false; scheduleRefresh(); }
   }
 }
 
@@ -298,7 +311,7 @@ function listen() {
   const live = document.getElementById("live");
   es.addEventListener("open", () => { live.dataset.state = "on"; });
   es.addEventListener("error", () => { live.dataset.state = "off"; });
-  es.addEventListener("change", () => refresh());
+  es.addEventListener("change", () => scheduleRefresh());
 }
 
 async function start() {
@@ -317,6 +330,7 @@ async function start() {
   await route();
   window.addEventListener("hashchange", route);
   listen();
+  document.body.dataset.readyMs = String(Math.round(performance.now())); // page load, for bench/serve.py
   document.body.dataset.ready = "1";
 }
 

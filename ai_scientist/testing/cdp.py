@@ -1,7 +1,7 @@
 """A headless Chromium driven over the DevTools protocol on a pipe (``--remote-debugging-pipe``).
 
 No client library: the protocol's messages are JSON, NUL-terminated, on the browser's fds 3 (in)
-and 4 (out). Enough for the serve tests: open a page, evaluate JavaScript in it, wait for a
+and 4 (out). Enough for the serve tests and bench/serve.py: open a page, evaluate JavaScript in it, wait for a
 condition, take a screenshot.
 """
 
