@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -237,3 +238,29 @@ def test_live_page_steers_a_run_in_headless_chromium(tmp_path):
         browser.close()
         srv.close()
         thread.join(60)
+
+
+def test_serve_dir_lists_its_runs_and_steers_the_one_named(tmp_path, run_copy):
+    first = run_copy(tmp_path / "a")
+    second = Path(shutil.copytree(first, tmp_path / "runs" / "second"))
+    shutil.copytree(first, tmp_path / "runs" / "first")
+    (tmp_path / "runs" / "not-a-run").mkdir()
+    srv = Serve(tmp_path / "runs")
+    try:
+        assert json.loads(srv.get("/api/runs")[1]) == {"runs": ["first", "second"], "single": False}
+        assert srv.get("/api/run/not-a-run/tree")[0] == 404
+        tree = json.loads(srv.get("/api/run/second/tree")[1])
+        assert [n["id"] for n in tree["nodes"]] == list(journal_nodes(second))
+        body = json.dumps({"action": "note", "text": "<script>x</script>"}).encode()
+        req = urllib.request.Request(
+            f"{srv.base}/api/run/second/steer?token={srv.token}", data=body, method="POST"
+        )
+        with urllib.request.urlopen(req, timeout=30) as r:
+            made = json.loads(r.read())
+        (pending,) = (second / "steer" / "pending").glob("*.json")
+        assert json.loads(pending.read_text()) == made and made["source"] == "web"
+        assert not (tmp_path / "runs" / "first" / "steer").exists()
+        overview = json.loads(srv.get("/api/run/second/overview")[1])
+        assert [r["text"] for r in overview["steering"]["pending"]] == ["<script>x</script>"]
+    finally:
+        srv.close()
