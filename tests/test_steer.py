@@ -159,7 +159,9 @@ def test_pause_waits_for_the_nodes_in_flight_then_resume_finishes(tmp_path, caps
     assert journal_nodes(run) == before and t.is_alive()
     assert main(["steer", str(run), "resume"]) == 0
     t.join(120)
-    assert result.get("code") == 0, capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert result.get("code") == 0, err
+    assert "steering: pause" in err and f"paused: no node runs until `ai-scientist steer {run} resume`" in err
     finished = [e["node_id"] for e in events(run) if e["type"] == "node_finished"]
     assert sorted(finished) == sorted(journal_nodes(run)), "every node finished exactly once"
     assert len(finished) == len(set(finished)) > len(before)

@@ -151,17 +151,25 @@ class Orchestrator:
     def _steer_point(self, pool: WorkerPool | None) -> None:
         """A safe point (before a decision): apply pending steering; while paused, let the nodes
         in flight finish and wait for a resume, reading the steering directory twice a second."""
-        self.steering.poll(self.journal.next_node_id())
+        for ev in self.steering.poll(self.journal.next_node_id()):
+            what = ev.get("node") or ev.get("gate") or ev.get("note") or (ev.get("text") or "")[:60]
+            self._say(f"steering: {ev['action']} {what}".rstrip())
         if not self.steering.waits:
             return
         waited = pool.running_ids if pool is not None else []
         while pool is not None and pool.running_ids:
             self._collect(pool, pool.wait())
         self.run_.event("run_paused", waited_for=waited)  # nothing runs from here until a resume
+        self._say(f"paused: no node runs until `ai-scientist steer {self.run_.dir} resume`")
         while self.steering.waits:
             time.sleep(0.5)
             self.steering.poll(self.journal.next_node_id())
         self.run_.event("run_unpaused")
+        self._say("resumed")
+
+    def _say(self, msg: str) -> None:
+        if self.services.progress is not None:
+            self.services.progress.event(msg)
 
     def _decide(self, view: JournalView, state: StageState, next_id: str) -> Action | None:
         """The policy's action for ``next_id``, after steering (block / expand next)."""
