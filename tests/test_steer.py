@@ -213,3 +213,11 @@ def test_bad_requests_are_refused_with_exit_2(tmp_path, capsys):
         make_request("block", node="../x")
     assert main(["steer", str(tmp_path), "pause"]) == 2
     assert "not a run directory" in capsys.readouterr().err
+
+
+def test_a_bad_gate_is_a_config_error_naming_the_key(tmp_path, capsys):
+    from pipeline_support import IDEA
+
+    code = main(["run", "--idea", str(IDEA), "--out", str(tmp_path), "--set", "agent.gates=[stage_start]"])
+    err = capsys.readouterr().err
+    assert code == 2 and "agent.gates.0" in err and "stage_end" in err and not list(tmp_path.iterdir())
