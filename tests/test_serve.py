@@ -203,13 +203,20 @@ def test_live_page_steers_a_run_in_headless_chromium(tmp_path):
             entry = next(e for e in rec["ledger"] if e["layer"] == "user_note")
             assert entry["action"] == "kept" and any(NOTE in str(m["content"]) for m in rec["messages"])
 
-        # n0002's page: the model's script is text, and each prompt log is shown as the file is
+        # n0002's page: the model's script is text, and each prompt log is shown as the file is;
+        # so is a file name the generated code could have written
+        hostile_name = "<img src=x onerror=window.__pwned=3>.py"
+        (run.dir / "nodes" / "n0002" / "workspace" / hostile_name).write_text("# written by the experiment\n")
         browser.js("location.hash = 'node=n0002'")
         browser.wait("document.getElementById('detail').dataset.nodeId === 'n0002'")
         texts = browser.js("[...document.querySelectorAll('#detail pre')].map(p => p.textContent)")
         # (inside the answer's JSON its quotes are escaped: the tags are compared)
         assert any("</pre><script>window.__pwned=1</script><img src=x" in t for t in texts)
         assert browser.js("window.__pwned === undefined && document.scripts.length === 1")
+        names = browser.js(
+            "[...document.querySelectorAll('#detail details.code summary')].map(s => s.textContent)"
+        )
+        assert hostile_name in names
         assert browser.js("document.querySelectorAll('#detail img[src=\"x\"], #detail script').length") == 0
         logs = sorted((run.dir / "nodes" / "n0002" / "prompt_logs").glob("*.json"))
         assert browser.js("document.querySelectorAll('#detail details.call').length") == len(logs)
