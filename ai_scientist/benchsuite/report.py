@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 import statistics
 from pathlib import Path
 from typing import Any
@@ -103,7 +104,7 @@ def markdown(data: dict[str, Any]) -> str:
     if data.get("label"):
         lines += [f"**{data['label']}**", ""]
     for c in data.get("commands") or []:
-        lines.append(f"    {' '.join(c['argv'])}")
+        lines.append(f"    {shlex.join(c['argv'])}")
     lines += [
         "",
         "Score: the graded metric of the best node (mean ± sample s.d. over the seeds that scored);",
@@ -206,7 +207,14 @@ def figure(datasets: list[dict[str, Any]], path: Path) -> Path:
     ax.axhline(1.0, color="black", lw=1, ls=":")
     ax.text(len(names) - 0.5, 0.0, " baseline", va="bottom", ha="right", fontsize=7, color="grey")
     ax.text(len(names) - 0.5, 1.0, " best known", va="bottom", ha="right", fontsize=7)
-    ax.set_xticks(range(len(names)), names, rotation=20, fontsize=8)
+    # how many runs scored, per directory: a run with no working node has no dot
+    scored = [
+        " / ".join(f"{t['scored']}/{t['runs']}" for d in datasets for t in d["tasks"] if t["task"] == name)
+        for name in names
+    ]
+    ax.set_xticks(
+        range(len(names)), [f"{n}\n{s} scored" for n, s in zip(names, scored, strict=True)], fontsize=8
+    )
     ax.set_ylabel("normalised score")
     ax.set_xlim(-0.6, len(names) - 0.4)
     ax.legend(fontsize=7, loc="best")
