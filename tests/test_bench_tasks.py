@@ -145,3 +145,20 @@ def test_a_task_directory_is_checked(tmp_path):
     shutil.rmtree(bad / "baseline")
     with pytest.raises(TaskError, match="missing baseline"):
         load_task(bad)
+
+
+def test_a_user_task_directory_is_selected_and_recorded_by_its_path(tmp_path):
+    from ai_scientist.benchsuite.task import TaskError, select_tasks, task_dir, task_ref
+
+    mine = tmp_path / "mytsp"
+    shutil.copytree(BUNDLED / "tsp", mine)
+    tasks = select_tasks(f"digits,{mine}")
+    assert [t.name for t in tasks] == ["digits", "mytsp"]
+    assert task_ref(tasks[0]) == "bundled" and task_dir("digits", "bundled") == tasks[0].dir
+    assert (
+        task_ref(tasks[1]) == str(mine.resolve()) and task_dir("mytsp", task_ref(tasks[1])) == mine.resolve()
+    )
+    with pytest.raises(TaskError, match="no task 'nope'; bundled: c_speedup, circle_packing"):
+        select_tasks("nope")
+    with pytest.raises(TaskError, match="tsp given twice"):
+        select_tasks("tsp,tsp")
