@@ -12,7 +12,7 @@ import json
 import re
 
 import pytest
-from pipeline_support import events, journal_nodes, prompt_records, start_run
+from pipeline_support import content_text, events, journal_nodes, prompt_records, start_run
 
 from ai_scientist.context.tokens import counter_for, messages_tokens
 from ai_scientist.testing.scripted import ABLATE_IDEAS, TUNE_IDEAS, ExampleResponder
@@ -40,7 +40,8 @@ class OneIdeaAtATime(ExampleResponder):
 
 def _section(record: dict, title: str) -> str | None:
     """The text of the ``## title`` section of the record's user message (None if absent)."""
-    text = "\n".join(m["content"] for m in record["messages"] if isinstance(m.get("content"), str))
+    # a figure critique's message is a list of parts (its images between text parts)
+    text = "\n".join(content_text(m.get("content")) for m in record["messages"])
     m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.S | re.M)
     return m.group(1) if m else None
 
