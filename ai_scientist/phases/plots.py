@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -201,8 +202,9 @@ def _json_outline(value: Any, depth: int = 0) -> str:
             return f"{{... {len(value)} keys}}"
         items = list(value.items())
         inner = {str(k): _json_outline(v, depth + 1) for k, v in items[:OUTLINE_KEYS]}
-        shapes = set(inner.values())
-        first = next(iter(inner.values()))
+        # runs whose lists differ only in how many nulls they hold share one structure
+        shapes = {_NULL_COUNT.sub("", v) for v in inner.values()}
+        first = _NULL_COUNT.sub("", next(iter(inner.values())))
         if len(inner) >= 3 and len(shapes) == 1 and first[:1] in ("{", "["):
             keys = [str(k) for k, _ in items]
             named = ", ".join(keys) if len(keys) <= 4 else f"{keys[0]}, {keys[1]}, ..., {keys[-1]}"
@@ -212,10 +214,41 @@ def _json_outline(value: Any, depth: int = 0) -> str:
             parts.append(f"... {len(items) - OUTLINE_KEYS} more keys")
         return "{" + ", ".join(parts) + "}"
     if isinstance(value, list):
-        return f"[{len(value)} x {_json_outline(value[0], depth + 1)}]" if value else "[]"
+        return f"[{len(value)} x {_list_items(value, depth)}]" if value else "[]"
+    return _scalar(value)
+
+
+# a list's null count in an outline ("[60 x float or null (3 null)]")
+_NULL_COUNT = re.compile(r" \(\d+ null\)")
+
+
+def _scalar(value: Any) -> str:
     if value is None:
         return "null"
     return {bool: "bool", int: "int", float: "float", str: "str"}.get(type(value), type(value).__name__)
+
+
+def _list_items(items: list[Any], depth: int) -> str:
+    """What a list holds: its first container's shape, or every scalar type it holds in order of
+    appearance; nulls named and counted (a loss list whose non-finite values were written as null
+    is "float or null (3 null)": a script that assumes floats fails on them)."""
+    kinds: list[str] = []
+    nulls = 0
+    container = False
+    for item in items:
+        if item is None:
+            nulls += 1
+        elif isinstance(item, (dict, list)):
+            if not container:  # a list of records: its first record's shape stands for all
+                container = True
+                kinds.append(_json_outline(item, depth + 1))
+        elif (kind := _scalar(item)) not in kinds:
+            kinds.append(kind)
+    if not nulls:
+        return " or ".join(kinds)
+    if not kinds:
+        return "null"
+    return f"{' or '.join(kinds)} or null ({nulls} null)"
 
 
 def _plots(ctx: NodeContext, answer: dict, metrics: Any) -> dict:
