@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 def compute_stage_inputs(run: Run, view: JournalView, node: Node, state: StageState | None) -> dict[str, Any]:
     """The stage-input values for ``node`` from the journal as it is now (empty ones left out)."""
     values: dict[str, Any] = {"stage_summary": summaries_text(run.dir, before=node.stage)}
-    values["evaluation_protocol"] = protocol_value(state, node.stage)
+    values["evaluation_protocol"] = with_noise(run, view, protocol_value(state, node.stage))
     protocol = values["evaluation_protocol"]
     if protocol and node.operation == "draft" and protocol.get("node_id") != node.id:
         code = reference_code(text_files(node_answer(run.dir, str(protocol["node_id"]))))
@@ -93,6 +93,42 @@ def protocol_value(state: StageState | None, stage: int) -> dict[str, Any] | Non
         # stages 2-4: the node the stage starts from, not a "first working node" of its own
         return {**state.protocol, "carried": True}
     return state.protocol
+
+
+def with_noise(run: Run, view: JournalView, protocol: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``protocol`` with ``seed_noise``: the seed noise of its metric as the seed re-ranking
+    estimates it (:mod:`..treesearch.seeds`: pooled within-node standard deviation over every good
+    seed re-run so far, and the band ``noise_z * sigma * sqrt 2`` within which two single-seed
+    results are a tie) — the reviewers, tuners and ablation writers who judge a difference need it
+    (a relay run's saw none and ranked 0.001 gains inside a 0.012 band). Unchanged without a
+    metric or before any node has two re-runs."""
+    from ..treesearch.seeds import noise_threshold, seed_noise
+
+    metric = (protocol or {}).get("metric")
+    if not protocol or not metric:
+        return protocol
+    key = (str(metric[0]), str(metric[1]), None if metric[2] is None else str(metric[2]))
+    groups: dict[str, list[float]] = {}
+    for n in view.nodes:  # the orchestrator's re-ranking pools the same runs
+        m = n.metric
+        if n.is_seed_eval and n.is_good and n.parent_id and m is not None and m.is_valid and m.key == key:
+            groups.setdefault(n.parent_id, []).append(m.value)
+    noise = seed_noise(groups)
+    if noise.sigma is None:
+        return protocol
+    z = run.cfg.agent.multi_seed_eval.noise_z
+    pooled = sorted(k for k, v in groups.items() if len(v) >= 2)
+    return {
+        **protocol,
+        "seed_noise": {
+            "metric": key[0],
+            "sigma": noise.sigma,
+            "dof": noise.dof,
+            "nodes": pooled,
+            "z": z,
+            "band": noise_threshold(noise.sigma, z),
+        },
+    }
 
 
 def reference_code(files: dict[str, str], limit: int = REFERENCE_CODE_CHARS) -> str:
@@ -175,7 +211,7 @@ def proposal_inputs(
         ("tried_hyperparams" if kind == "tune" else "tried_ablations"): table,
         "ablation_plan": ablation_plan(view, state.stage, state.ideas) if kind == "ablate" else [],
         "stage_summary": summaries_text(run.dir, before=state.stage),
-        "evaluation_protocol": protocol_value(state, state.stage),
+        "evaluation_protocol": with_noise(run, view, protocol_value(state, state.stage)),
         # the stage's nodes the tried table does not list (debug children, improve nodes)
         "siblings": "\n".join(sibling_table(view, state.stage, parent_id=parent.id)),
     }

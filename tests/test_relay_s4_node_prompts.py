@@ -1,0 +1,163 @@
+"""Issue 28, relay run s4 (node-level findings): what a capable model still could not see.
+
+Read from the prompt logs and files of one scripted run (FAST, three stage-3 nodes) whose
+experiment writes a second per-epoch loss list holding nulls (non-finite losses written as null):
+
+1. the seed-noise estimate (pooled sigma and the noise band) reaches the reviewers, the tuning
+   and ablation code calls and the idea proposers of every stage after the first re-runs;
+2. a data file's structure says a list holds nulls, and how many;
+3. an ablation node's review and critique say chance level can be its finding, and the review
+   criteria of every call say so for an ablated condition.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pipeline_support import journal_nodes, prompt_records, record_text, start_run
+
+from ai_scientist.testing.scripted import ExampleResponder
+
+# a second loss list, every seventh epoch's value null: what a program that maps NaN to None
+# writes (train_loss stays whole: the scripted plotting script reads it)
+NULL_LOSSES = """
+import json as _json
+with open("results.json") as _fh:
+    _res = _json.load(_fh)
+_res["val_loss"] = [None if i % 7 == 3 else 1.1 * v for i, v in enumerate(_res["train_loss"])]
+with open("results.json", "w") as _fh:
+    _json.dump(_res, _fh)
+"""
+
+
+class NullLossResponder(ExampleResponder):
+    def _phase2(self, text: str, ctx: Any) -> str:
+        answer = json.loads(super()._phase2(text, ctx))
+        for f in answer["files"]:
+            if f["path"] == "experiment.py" and "results.json" in f["content"]:
+                f["content"] += NULL_LOSSES
+        return json.dumps(answer)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    code, run_dir, _ = start_run(
+        tmp_path_factory.mktemp("relay_s4"),
+        "agent.stages.stage3_max_iters=3",
+        responder=NullLossResponder(),
+    )
+    assert code == 0
+    return run_dir
+
+
+def _pooled(groups: dict[str, list[float]]) -> tuple[float, int]:
+    ss = sum(sum((x - sum(v) / len(v)) ** 2 for x in v) for v in groups.values() if len(v) >= 2)
+    dof = sum(len(v) - 1 for v in groups.values() if len(v) >= 2)
+    return math.sqrt(ss / dof), dof
+
+
+# 1 -------------------------------------------------------------------------------------------
+
+
+def test_the_seed_noise_reaches_reviewers_tuners_and_ablation_writers(run):
+    """A call of stage S sees the noise of the seed re-runs of the stages before it (re-runs are
+    made at a stage's end), with the band noise_z x sigma x sqrt 2 the re-ranking uses."""
+    nodes = journal_nodes(run)
+    cfg = yaml.safe_load((run / "config.resolved.yaml").read_text())
+    z = cfg["agent"]["multi_seed_eval"]["noise_z"]
+    seeds = [n for n in nodes.values() if n["operation"] == "seed_eval" and n["status"] == "good"]
+
+    def expected(stage: int) -> tuple[float, int, float]:
+        groups: dict[str, list[float]] = {}
+        for n in seeds:
+            if n["stage"] < stage:
+                groups.setdefault(n["parent_id"], []).append(n["metric"]["value"])
+        sigma, dof = _pooled(groups)
+        return sigma, dof, z * sigma * math.sqrt(2)
+
+    checked: set[str] = set()
+    for rec in prompt_records(run):
+        nid = rec["node_id"]
+        if nid == "run":  # the idea proposers: tuning at stage 2's start, ablations at stage 4's
+            stage = {"tune": 2, "ablate": 4}.get(str(rec.get("label")), 0)
+            if rec.get("phase") != "ideas" or not stage:
+                continue
+            what = f"ideas_{rec['label']}"
+        else:
+            node = nodes[nid]
+            stage = node["stage"]
+            if stage < 2 or node["operation"] == "seed_eval":
+                continue
+            if rec["phase"] == "review":
+                what = "review"
+            elif rec["phase"] == "phase2" and node["operation"] in ("tune", "ablate", "improve"):
+                what = node["operation"]
+            else:
+                continue
+        sigma, dof, band = expected(stage)
+        text = record_text(rec)
+        assert f"sigma {sigma:.3g}" in text and f"{dof} degree(s) of freedom" in text, (nid, what)
+        assert f"closer than {band:.3g}" in text, (nid, what)
+        checked.add(what)
+    assert checked >= {"review", "tune", "ablate", "improve", "ideas_tune", "ideas_ablate"}, checked
+
+
+def test_stage_one_calls_have_no_noise_estimate_yet(run):
+    """No node has been re-run before stage 1's nodes: nothing is claimed."""
+    nodes = journal_nodes(run)
+    for rec in prompt_records(run):
+        if rec["node_id"] != "run" and nodes[rec["node_id"]]["stage"] == 1:
+            assert "seed noise of" not in record_text(rec)
+
+
+# 2 -------------------------------------------------------------------------------------------
+
+
+def test_a_list_holding_nulls_is_outlined_with_its_null_count(run):
+    plots = [r for r in prompt_records(run) if r.get("phase") == "phase5_plot"]
+    assert plots
+    for rec in plots:
+        data = json.loads((run / "nodes" / rec["node_id"] / "workspace" / "results.json").read_text())
+        losses = data["val_loss"]
+        nulls = sum(v is None for v in losses)
+        assert nulls  # the experiment really wrote nulls
+        text = record_text(rec)
+        assert f'"val_loss": [{len(losses)} x float or null ({nulls} null)]' in text, rec["node_id"]
+        assert f'"train_loss": [{len(data["train_loss"])} x float]' in text  # no null, none said
+
+
+# 3 -------------------------------------------------------------------------------------------
+
+
+def _brief(rec: dict) -> str:
+    return record_text(rec).rsplit("## This call", 1)[-1]
+
+
+def test_an_ablations_review_and_critique_say_chance_level_can_be_its_finding(run):
+    nodes = journal_nodes(run)
+    seen: dict[bool, set[str]] = {True: set(), False: set()}
+    for rec in prompt_records(run):
+        nid = rec["node_id"]
+        if nid == "run" or rec["phase"] not in ("review", "phase5_vlm"):
+            continue
+        ablation = nodes[nid]["operation"] == "ablate"
+        brief = _brief(rec)
+        assert ("This node is an ablation: a result at chance level" in brief) == ablation, (
+            nid,
+            rec["phase"],
+        )
+        seen[ablation].add(rec["phase"])
+        # the shared criteria: chance level is a bug, except as an ablation's finding
+        text = record_text(rec)
+        assert "accuracy at chance level" in text
+        assert re.search(
+            r"An ablation \(an ablation node, or an ablated condition[^)]*\) that ends at\s+chance level",
+            text,
+        )
+    assert seen[True] == seen[False] == {"review", "phase5_vlm"}
