@@ -161,3 +161,31 @@ def test_an_ablations_review_and_critique_say_chance_level_can_be_its_finding(ru
             text,
         )
     assert seen[True] == seen[False] == {"review", "phase5_vlm"}
+
+
+# 5 -------------------------------------------------------------------------------------------
+
+
+def _section(rec: dict, title: str) -> str:
+    m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", record_text(rec), re.S | re.M)
+    return m.group(1) if m else ""
+
+
+def test_a_review_sees_the_head_and_tail_of_each_loss_list(run):
+    """The execution review's "Run result" shows each loss list of the node's data files with its
+    length, null count and first and last values (read from the node's results.json)."""
+    reviews = [r for r in prompt_records(run) if r["node_id"] != "run" and r["phase"] == "review"]
+    assert reviews
+    for rec in reviews:
+        data = json.loads((run / "nodes" / rec["node_id"] / "workspace" / "results.json").read_text())
+        shown = _section(rec, "Run result")
+        for key in ("train_loss", "val_loss"):
+            values = data[key]
+            nulls = sum(v is None for v in values)
+            fmt = ["null" if v is None else f"{v:.4g}" for v in values]
+            line = f"- results.json {key} ({len(values)} values{f', {nulls} null' if nulls else ''}): "
+            assert line in shown, (rec["node_id"], key, shown)
+            row = shown.split(line, 1)[1].splitlines()[0]
+            assert row.startswith(", ".join(fmt[:3])) and row.endswith(", ".join(fmt[-3:])), row
+        # the criterion says where a loss's course is judged from
+        assert "judge it from the per-step values or figures shown" in record_text(rec)

@@ -172,12 +172,15 @@ def run_result_text(
     commands: bool = True,
     builds: list[dict[str, Any]] | None = None,
     from_review: bool = False,
+    series: tuple[list[dict[str, Any]], int] | None = None,
 ) -> str:
     """The ``run_result`` layer: each build command (``builds``, from ``compile.json``: a
     benchmark's flags matter) and run command with its exit code (``commands``), then every
     metric with its value, direction and dataset, and where the metrics came from
     (``from_review``: none yet, the review reads them from the output); with a grader, each
-    value the program claimed that the grader did not confirm."""
+    value the program claimed that the grader did not confirm; ``series`` (the review's: the
+    data files' loss-like lists, :func:`.plots.loss_series`): the first and last values of each."""
+    shown, total = series or ([], 0)
     return render(
         "context/_run_result.j2",
         builds=builds or [],
@@ -186,6 +189,8 @@ def run_result_text(
         metrics_source=run_record.get("metrics_source") or "",
         mismatches=run_record.get("mismatches") or [],
         from_review=from_review,
+        series=shown,
+        series_more=total - len(shown),
     ).strip()
 
 

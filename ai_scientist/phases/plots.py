@@ -163,6 +163,81 @@ def _outline(path: Path) -> dict[str, Any]:
     return {}
 
 
+# the loss-like lists of a node's data files a review sees (head and tail of each): "a loss that
+# never decreases" can only be judged from per-epoch values, which the output rarely prints
+SERIES_NAME = re.compile(r"loss|error|residual", re.IGNORECASE)
+MAX_SERIES = 8
+SERIES_ENDS = 3  # values shown from each end
+SERIES_FILE_BYTES = 5_000_000
+
+
+def loss_series(workspace: Path, skip: frozenset[str] = frozenset()) -> tuple[list[dict[str, Any]], int]:
+    """The numeric lists of the workspace's JSON data files whose key names a loss, an error or a
+    residual (nulls allowed), each as ``{"path", "n", "nulls", "head", "tail"}`` (``tail`` empty
+    when the list is short enough to show whole): the first :data:`MAX_SERIES`, in file and key
+    order, and how many there are in all."""
+    found: list[dict[str, Any]] = []
+    total = 0
+
+    def walk(value: Any, path: str, depth: int) -> None:
+        nonlocal total
+        if depth > OUTLINE_DEPTH:
+            return
+        if isinstance(value, dict):
+            for k, v in value.items():
+                key = f"{path}.{k}" if path else str(k)
+                if isinstance(v, list) and SERIES_NAME.search(str(k)) and _numbers(v):
+                    total += 1
+                    if len(found) < MAX_SERIES:
+                        found.append(_series(key, v))
+                else:
+                    walk(v, key, depth + 1)
+        elif isinstance(value, list):
+            for i, v in enumerate(value[:OUTLINE_KEYS]):
+                if isinstance(v, (dict, list)):
+                    walk(v, f"{path}[{i}]", depth + 1)
+
+    for rel in data_paths(workspace):
+        path = workspace / rel
+        if rel in skip or path.suffix.lower() != ".json" or not regular_file_inside(workspace, path):
+            continue
+        try:
+            if path.stat().st_size > SERIES_FILE_BYTES:
+                continue
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, OSError):
+            continue  # an unreadable file is the plotting call's to report
+        walk(data, "", 0)
+        found_in = [f for f in found if "file" not in f]
+        for f in found_in:
+            f["file"] = rel
+    return found, total
+
+
+def _numbers(items: list[Any]) -> bool:
+    """A list of at least two numbers, nulls allowed (a non-finite loss written as null)."""
+    nums = [v for v in items if v is not None]
+    return (
+        len(items) >= 2
+        and bool(nums)
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in nums)
+    )
+
+
+def _series(path: str, items: list[Any]) -> dict[str, Any]:
+    def fmt(v: Any) -> str:
+        return "null" if v is None else f"{v:.4g}"
+
+    whole = len(items) <= 2 * SERIES_ENDS + 1
+    return {
+        "path": path,
+        "n": len(items),
+        "nulls": sum(v is None for v in items),
+        "head": [fmt(v) for v in (items if whole else items[:SERIES_ENDS])],
+        "tail": [] if whole else [fmt(v) for v in items[-SERIES_ENDS:]],
+    }
+
+
 def data_files_text(files: list[dict[str, Any]], metrics: Any, total: int | None = None) -> str:
     """The ``data_files`` layer: every file's relative path and size first (a head cut keeps the
     names), each structure once — inline when short and one file's own, else under a label that

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..base.nodedata import unmeasured
 from ..base.paths import CODE_FILE, COMPILE_FILE, REVIEW_FILE
 from ..base.templates import render
 from ..llm.types import LLMError
@@ -33,6 +34,7 @@ from .evidence import (
     shows_machine,
 )
 from .phase234 import METRICS_FROM_REVIEW, normalise_metrics
+from .plots import loss_series
 from .schemas import REVIEW_METRICS_SCHEMA, REVIEW_SCHEMA
 
 
@@ -52,7 +54,15 @@ def _review(ctx: NodeContext, run_record: dict) -> dict:
         "environment": ctx.environment_text if shows_machine(kinds) else "",
         **program_values(ctx, ctx.load(CODE_FILE) or {}),  # a small change: its diff to the parent's
         "run_output": run_output_text(run_record.get("outputs") or []),
-        "run_result": run_result_text(run_record, metrics, builds=builds, from_review=parse),
+        # the data files' per-epoch losses (head and tail): "a loss that never decreases" is
+        # judged from them (the output rarely prints them; a relay run's reviewer never saw any)
+        "run_result": run_result_text(
+            run_record,
+            metrics,
+            builds=builds,
+            from_review=parse,
+            series=loss_series(ctx.workspace, unmeasured(ctx.dir)),
+        ),
         "kinds": kinds,
         "parse_metrics": parse,
         # the stage's other nodes with their results: the run is judged against them too
