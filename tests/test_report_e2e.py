@@ -50,11 +50,16 @@ def test_full_reporting_pipeline(tmp_path, run_copy):
     seed_runs = {n for n in seed_runs if nodes[n]["status"] == "good"}
     assert best and seed_runs
     assert {n for n, e in by_id.items() if e["role"] == "best"} == best
-    assert {n for n, e in by_id.items() if e["role"] == "seed_run"} == seed_runs
-    assert all(by_id[n]["seed"] == nodes[n]["seed"] for n in seed_runs)
+    # every listed node's good seed re-runs too, each naming the node it re-ran (issue 28)
+    reruns = {n for n, e in by_id.items() if e["role"] == "seed_run"}
+    assert seed_runs <= reruns
+    assert all(by_id[n]["seed"] == nodes[n]["seed"] for n in reruns)
+    assert all(
+        by_id[n]["seed_of"] == nodes[n]["parent_id"] and nodes[n]["parent_id"] in by_id for n in reruns
+    )
     others = {n for n, e in by_id.items() if e["role"] == "stage_node"}
     assert all(nodes[n]["status"] == "good" and nodes[n]["operation"] != "seed_eval" for n in others)
-    assert set(by_id) == best | seed_runs | others
+    assert set(by_id) == best | reruns | others
     for nid in best:  # the data files its program saved, copied for the figure script
         saved = {
             p.relative_to(run / "nodes" / nid / "workspace").as_posix()

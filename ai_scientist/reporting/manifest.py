@@ -1,6 +1,7 @@
 """Data manifest of a run: what the aggregation script may plot, described precisely.
 
-For the best node of every stage and each of its seed re-runs, the manifest
+For the best node of every stage, the other good nodes of each stage, and each one's seed
+re-runs (``seed_of`` names the node re-run), the manifest
 lists the data files the experiment saved (numpy arrays with shape and dtype,
 npz members, JSON structure, CSV headers), the node's metrics, and which node
 and seed produced each file. The files are copied under the aggregation
@@ -14,6 +15,7 @@ manifest states (``seed_statistic``) is the one the writeup and the run's last l
 
 from __future__ import annotations
 
+import copy
 import csv
 import json
 import shutil
@@ -32,7 +34,8 @@ from .runread import SEED_STATISTIC, RunView
 MAX_FILES_PER_NODE = 40
 OTHER_NODES_PER_STAGE = 3  # good nodes of a stage besides its best (role "stage_node")
 SUMMARY_CHARS = 900  # a node's findings in the manifest, whole (the review's 500, a caveat's 300)
-STAGE_NODES_MAX_CHARS = 20_000  # stage_node entries only while the manifest stays under this
+STAGE_NODES_MAX_CHARS = 40_000  # stage_node entries only while the manifest stays under this
+SEED_SUMMARY_CHARS = 300  # a seed re-run's findings (its metrics say what it measured)
 MAX_FILE_BYTES = 50_000_000
 
 
@@ -61,13 +64,26 @@ def describe_file(path: Path) -> dict[str, Any]:
 
 
 def _json_outline(value: Any, depth: int = 0) -> Any:
-    """Types and list lengths of a JSON value, to depth 3 (values of scalars omitted)."""
+    """Types and list lengths of a JSON value, to depth 3 (values of scalars omitted). An object
+    whose values (3 or more) all have one outline shows it once under ``"<each of N keys: k1,
+    k2, ...>"``: a capable model's manifest spelled out one run's 12-field structure for each of
+    a grid's runs (~1000 lines) and had no room left for the stage-3 and stage-4 nodes."""
     if isinstance(value, dict):
         if depth >= 3:
             return f"object with {len(value)} keys"
-        return {str(k): _json_outline(v, depth + 1) for k, v in list(value.items())[:30]}
+        items = list(value.items())
+        inner = [_json_outline(v, depth + 1) for _, v in items]
+        shared = json.dumps(inner[0], sort_keys=True) if inner else ""
+        if len(items) >= 3 and all(json.dumps(x, sort_keys=True) == shared for x in inner):
+            names = [str(k) for k, _ in items]
+            listed = names if len(names) <= 40 else [*names[:20], "...", *names[-5:]]
+            return {f"<each of {len(names)} keys: {', '.join(listed)}>": inner[0]}
+        return {str(k): x for (k, _), x in list(zip(items, inner, strict=True))[:30]}
     if isinstance(value, list):
         head = _json_outline(value[0], depth + 1) if value else None
+        kinds = {type(v).__name__ for v in value if not isinstance(v, (dict, list))}
+        if len(kinds) > 1 and len(kinds) == len({type(v).__name__ for v in value}):
+            head = "|".join(sorted(k.replace("NoneType", "null") for k in kinds))  # [0.5, null, ...]
         return {"list_len": len(value), "item": head}
     return type(value).__name__
 
@@ -102,8 +118,28 @@ def _node_entry(view: RunView, node: dict[str, Any], role: str, dest_root: Path)
         "seed": node.get("seed"),
         # what the node found, to say what its data is (the writer gets the findings in full)
         "summary": sentences(node.get("summary") or "", SUMMARY_CHARS),
-        "metrics": view.metrics(nid),
+        **_compact_metrics(view.metrics(nid)),
         "files": files,
+    }
+
+
+def _compact_metrics(metrics: list[dict[str, Any]]) -> dict[str, Any]:
+    """``metrics``: name -> value (6 significant digits; the first is the headline), and which are
+    ``lower_is_better`` and the ``datasets`` only when they are said: a list of one 4-field object
+    per metric took most of a capable model's manifest (49 metrics a node, each re-run again)."""
+    values: dict[str, Any] = {}
+    lower, datasets = [], []
+    for m in metrics:
+        name, value = str(m.get("name", "metric")), m.get("value")
+        values[name] = float(f"{value:.6g}") if isinstance(value, float) else value
+        if m.get("direction") == "minimize":
+            lower.append(name)
+        if m.get("dataset") and m["dataset"] not in datasets:
+            datasets.append(str(m["dataset"]))
+    return {
+        "metrics": values,
+        **({"lower_is_better": lower} if lower else {}),
+        **({"datasets": datasets} if datasets else {}),
     }
 
 
@@ -130,35 +166,56 @@ def _share_structures(entries: list[dict[str, Any]]) -> None:
                 first[key] = f["path"]
 
 
+def _with_seeds(view: RunView, node: dict[str, Any], role: str, dest_root: Path) -> list[dict[str, Any]]:
+    """The node's entry and one per good seed re-run of it (role ``seed_run``, ``seed_of`` the
+    node, its findings cut to :data:`SEED_SUMMARY_CHARS`: its metrics say what it measured): a
+    stage-3 condition's re-runs are what says whether its gain replicates."""
+    out = [_node_entry(view, node, role, dest_root)]
+    for seed_node in view.seed_runs(str(node["id"])):
+        if seed_node.get("status") == "good":
+            entry = _node_entry(view, seed_node, "seed_run", dest_root)
+            entry["summary"] = sentences(entry["summary"], SEED_SUMMARY_CHARS)
+            out.append({**entry, "seed_of": str(node["id"])})
+    return out
+
+
+def _shown(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The entries as the manifest shows them: stage order, a repeated file layout named once."""
+    out = copy.deepcopy(sorted(entries, key=lambda e: (e["_group"][0], e["_group"][1])))
+    for e in out:
+        del e["_group"]
+    _share_structures(out)
+    return out
+
+
 def build_manifest(view: RunView, dest_root: Path) -> dict[str, Any]:
     """Describe (and copy under ``dest_root``) the data of each stage's best node and its seeds
     (roles ``best``, ``seed_run``), then of up to :data:`OTHER_NODES_PER_STAGE` other good nodes
-    of each stage, best first (role ``stage_node``)."""
+    of each stage, best first (role ``stage_node``), each with its seed re-runs; the entries in
+    stage order."""
     entries: list[dict[str, Any]] = []
     listed: set[str] = set()
-    for _stage, best in view.best_per_stage().items():
+    for stage, best in view.best_per_stage().items():
         if best["id"] in listed:  # kept from an earlier stage that no node of this one beat
             continue
         listed.add(best["id"])
-        entries.append(_node_entry(view, best, "best", dest_root))
-        for seed_node in view.seed_runs(str(best["id"])):
-            if seed_node.get("status") == "good":
-                entries.append(_node_entry(view, seed_node, "seed_run", dest_root))
+        entries += [{**e, "_group": (stage, 0)} for e in _with_seeds(view, best, "best", dest_root)]
     # every other good node of a stage bears on the idea too (a stage-3 sweep, a control, an
-    # ablation): the best few of each stage, so the figures can show more than the winners
-    # — while the manifest stays small enough to be shown whole (a previewed list loses its middle
-    # entries: a later stage's best went missing behind them in a capable model's run)
-    _share_structures(entries)
-    for stage in sorted(view.by_stage()):
-        for node in [n for n in view.ranked_good(stage) if n["id"] not in listed][:OTHER_NODES_PER_STAGE]:
-            entries.append(_node_entry(view, node, "stage_node", dest_root))
-            _share_structures(entries)  # the size that counts is the one shown
-            if len(json.dumps(entries)) > STAGE_NODES_MAX_CHARS:
-                entries.pop()
+    # ablation): the best few of each stage, so the figures can show more than the winners —
+    # while the manifest stays small enough to be shown whole (a previewed list loses its middle
+    # entries). The later stages are chosen first: a capable model's manifest filled up with
+    # stage-1 and stage-2 nodes and left out the stage-3 conditions and the stage-4 ablation,
+    # the run's only tests of the idea beyond its first task.
+    for stage in sorted(view.by_stage(), reverse=True):
+        ranked = [n for n in view.ranked_good(stage) if n["id"] not in listed][:OTHER_NODES_PER_STAGE]
+        for rank, node in enumerate(ranked, 1):
+            added = [{**e, "_group": (stage, rank)} for e in _with_seeds(view, node, "stage_node", dest_root)]
+            if len(json.dumps(_shown(entries + added))) > STAGE_NODES_MAX_CHARS:
                 break
+            entries += added
             listed.add(node["id"])
     return {
-        "nodes": entries,
+        "nodes": _shown(entries),
         "data_root": "data",
-        "seed_statistic": f"role seed_run entries: {SEED_STATISTIC} (role best)",
+        "seed_statistic": SEED_STATISTIC,
     }

@@ -26,9 +26,10 @@ MAX_POINTS = 10_000
 
 
 def _metric(entry):
-    for m in entry.get("metrics") or []:
-        if isinstance(m, dict) and isinstance(m.get("value"), (int, float)) and math.isfinite(m["value"]):
-            return m
+    """The entry's headline: the first finite metric (manifest.py: ``metrics`` is name -> value)."""
+    for name, value in (entry.get("metrics") or {}).items():
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            return {"name": name, "value": value}
     return None
 
 
@@ -45,7 +46,7 @@ def metric_by_stage(nodes):
         seeds = [
             _metric(s)["value"]
             for s in nodes
-            if s.get("role") == "seed_run" and s.get("stage") == e.get("stage") and _metric(s)
+            if s.get("role") == "seed_run" and s.get("seed_of") == e.get("node_id") and _metric(s)
         ]
         if seeds:
             ax.scatter([i] * len(seeds), seeds, color="black", s=12, zorder=3)

@@ -1,0 +1,114 @@
+"""Issue 28 (report side): what a capable model found missing in the report's inputs — every good
+node and its seed re-runs reach the aggregation manifest, the stage summary, the writer and the
+reviewer, with one seed statistic; every number the writer was given is a source for the number
+check; the page-overflow message's word budget fits the measured overflow; the writer's context
+shows each node's findings once.
+
+Every expectation is read from a scripted run's own files (journal.jsonl, figures/manifest.json,
+paper/*, the prompt logs whose ``messages`` are exactly what was sent), never from constants of
+the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from components import latex_or_skip, matplotlib_or_skip
+from pipeline_support import journal_nodes, prompt_records, record_text, start_run
+
+from ai_scientist.reporting.manifest import describe_file
+from ai_scientist.testing.scripted import ExampleResponder
+
+CAVEAT = "Caveat: {nid} measured one draw of the data, so its value moves with the seed it ran under."
+
+
+class EveryNodeResponder(ExampleResponder):
+    """The example's answers; each review's summary carries a long caveat naming its node (a
+    capable model's findings run to several sentences)."""
+
+    def _exec_review(self, text: str, ctx: Any) -> str:
+        review = json.loads(super()._exec_review(text, ctx))
+        review["findings"] = f"{review['findings']}. {CAVEAT.format(nid=ctx.node_id)}"
+        return json.dumps(review)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> tuple[Path, EveryNodeResponder]:
+    latex_or_skip()
+    matplotlib_or_skip()
+    responder = EveryNodeResponder()
+    code, run_dir, _ = start_run(
+        tmp_path_factory.mktemp("every_node"),
+        "report.enabled=true",
+        "report.citations.enabled=false",
+        "report.num_reviews=1",
+        "agent.stages.stage3_max_iters=2",
+        "agent.stages.stage4_max_iters=1",
+        responder=responder,
+    )
+    assert code == 0, run_dir
+    return run_dir, responder
+
+
+def _good_search(nodes: dict[str, dict]) -> list[dict]:
+    return [n for n in nodes.values() if n["status"] == "good" and n["operation"] != "seed_eval"]
+
+
+def _reruns(nodes: dict[str, dict], nid: str) -> list[dict]:
+    return [n for n in nodes.values() if n["operation"] == "seed_eval" and n["parent_id"] == nid]
+
+
+def _one(records: list[dict], phase: str, label: str) -> dict:
+    (rec,) = [r for r in records if r["phase"] == phase and r["label"] == label]
+    return rec
+
+
+# 1 -------------------------------------------------------------------------------------------
+
+
+def test_every_good_node_and_its_seed_reruns_reach_the_aggregation_manifest(run):
+    run_dir, _ = run
+    nodes = journal_nodes(run_dir)
+    manifest = json.loads((run_dir / "figures" / "manifest.json").read_text())
+    listed = {e["node_id"]: e for e in manifest["nodes"]}
+    good = _good_search(nodes)
+    assert {n["stage"] for n in good} == {1, 2, 3, 4}
+    assert any(_reruns(nodes, n["id"]) for n in good if listed.get(n["id"], {}).get("role") == "stage_node")
+    for n in good:  # the run has at most 3 good nodes a stage besides its best: all of them
+        assert n["id"] in listed, n["id"]
+        for r in _reruns(nodes, n["id"]):
+            assert listed[r["id"]]["role"] == "seed_run" and listed[r["id"]]["seed_of"] == n["id"]
+            assert listed[r["id"]]["seed"] == r["seed"]
+    # entries in stage order; a node's metrics as the journal records them (name -> value)
+    stages = [e["stage"] for e in manifest["nodes"]]
+    assert stages == sorted(stages)
+    for e in manifest["nodes"]:
+        written = nodes[e["node_id"]]["metrics"] or [nodes[e["node_id"]]["metric"]]
+        assert e["metrics"] == {m["name"]: float(f"{m['value']:.6g}") for m in written}
+    # the plotter's prompt shows them all, and the one seed statistic
+    plot = _one(prompt_records(run_dir), "plots", "aggregate_r0")
+    sent = record_text(plot)
+    for e in manifest["nodes"]:
+        assert f'"node_id": "{e["node_id"]}"' in sent
+    assert manifest["seed_statistic"] in plot["messages"][0]["content"]
+
+
+def test_a_json_structure_every_key_shares_is_described_once(run, tmp_path):
+    """The run's nodes' results.json files under one object (as a grid's runs are saved): the
+    outline says the structure once, for every key."""
+    run_dir, _ = run
+    nodes = journal_nodes(run_dir)
+    files = {nid: run_dir / "nodes" / nid / "workspace" / "results.json" for nid in nodes}
+    files = {nid: p for nid, p in files.items() if p.exists()}
+    assert len(files) >= 3
+    combined = tmp_path / "grid.json"
+    combined.write_text(json.dumps({nid: json.loads(p.read_text()) for nid, p in files.items()}))
+    one = describe_file(next(iter(files.values())))["structure"]
+    structure = describe_file(combined)["structure"]
+    ((key, value),) = structure.items()
+    assert key == f"<each of {len(files)} keys: {', '.join(files)}>"
+    assert value == one
+    assert len(json.dumps(structure)) < len(files) * len(json.dumps(one)) / 2
