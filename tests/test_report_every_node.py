@@ -12,6 +12,8 @@ the code under test.
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +114,60 @@ def test_a_json_structure_every_key_shares_is_described_once(run, tmp_path):
     assert key == f"<each of {len(files)} keys: {', '.join(files)}>"
     assert value == one
     assert len(json.dumps(structure)) < len(files) * len(json.dumps(one)) / 2
+
+
+# 2 -------------------------------------------------------------------------------------------
+
+
+def _stat(values: list[float]) -> tuple[str, str]:
+    """mean (4 significant digits) and standard error (2) as the prompts print them: the mean
+    over the re-runs only, the sample standard deviation over sqrt(n)."""
+    mean = statistics.fmean(values)
+    se = statistics.stdev(values) / math.sqrt(len(values))
+    return f"{mean:.4g}", f"{se:.2g}"
+
+
+def test_every_nodes_seed_reruns_reach_the_summary_writer_and_reviewer(run):
+    run_dir, _ = run
+    nodes = journal_nodes(run_dir)
+    records = prompt_records(run_dir)
+    writer = record_text(_one(records, "writeup", "sections"))
+    reviewer = record_text(_one(records, "review", "review_1"))
+    summaries = {r["label"]: record_text(r) for r in records if r["phase"] == "summary"}
+    checked = 0
+    for n in _good_search(nodes):
+        reruns = [r for r in _reruns(nodes, n["id"]) if r["status"] == "good"]
+        if len(reruns) < 2:
+            continue
+        mean, se = _stat([r["metric"]["value"] for r in reruns])
+        who = ", ".join(f"{r['id']} seed {r['seed']}" for r in reruns)
+        stated = f"{n['metric']['name']}={mean} ± {se}"
+        # the writer and the reviewer: on the node's own line, with the re-runs named
+        head = f"{len(reruns)} seed re-runs ({who})"
+        for name, text in (("writer", writer), ("reviewer", reviewer)):
+            line = next((x for x in text.splitlines() if head in x), None)
+            assert line and stated in line, (name, n["id"], stated)
+        # the stage summary's table: in the node's row
+        row = next(x for x in summaries[f"stage{n['stage']}"].splitlines() if x.startswith(f"| {n['id']} |"))
+        assert head in row and stated in row, row
+        checked += 1
+    assert checked >= 4  # the drafts' best, the tuning nodes, the stage-3 nodes
+    # one seed statistic, said the same way to the writer, the reviewer and the plotter
+    manifest = json.loads((run_dir / "figures" / "manifest.json").read_text())
+    for text in (writer, reviewer):
+        assert f"Every seed statistic here is the {manifest['seed_statistic']}" in text
+
+
+# 5 -------------------------------------------------------------------------------------------
+
+
+def test_the_writer_sees_each_nodes_findings_once(run):
+    run_dir, _ = run
+    nodes = journal_nodes(run_dir)
+    writer = record_text(_one(prompt_records(run_dir), "writeup", "sections"))
+    for n in _good_search(nodes):
+        caveat = CAVEAT.format(nid=n["id"])
+        assert writer.count(caveat) == 1, (n["id"], writer.count(caveat))
+    # the notes the agents kept are still there, less what the stage results show
+    assert "# Notes the agents kept during the run" in writer
+    assert "(its text is in the stage results above)" in writer

@@ -34,6 +34,7 @@ from ..literature.sources import SourceError, SourceOffline
 from ..llm.client import backend_name
 from ..llm.prompting import Prompter, ask
 from ..llm.types import CallContext
+from ..runloop.stage_summary import by_dataset, rerun_text
 from ..treesearch.best import NodeCounts
 from ..treesearch.tried import sentences
 from . import latex, prompts
@@ -116,31 +117,63 @@ NODE_SUMMARY_CHARS = (
 )
 
 
-def metrics_text(metrics: list[dict[str, Any]]) -> str:
-    """Every metric of a node on one line: ``name=value↑ (dataset)``, ``; ``-separated."""
-    out = []
-    for m in metrics:
+def metrics_text(metrics: list[dict[str, Any]], same_as: dict[str, Any] | None = None, of: str = "") -> str:
+    """Every metric of a node, ``; ``-separated ``name=value``, ``↓`` after one where lower is
+    better, its dataset said once for each run of metrics that share it (``a=1 [synthetic]; b=2``: a
+    capable model's writer prompt repeated ``↑ (synthetic)`` after each of 49 metrics). With
+    ``same_as`` (name -> value of the node ``of``), the metrics with the same value there are
+    counted, not repeated (never the first, the node's headline): a stage-3 node re-ran its
+    parent's grid unchanged beside its new conditions."""
+    items: list[tuple[str, str, str | None]] = []
+    same = 0
+    for i, m in enumerate(metrics):
         value = m.get("value")
+        if i and same_as is not None and same_as.get(str(m.get("name"))) == value:  # the headline stays
+            same += 1
+            continue
         shown = f"{value:.6g}" if isinstance(value, (int, float)) else str(value)
-        arrow = {"minimize": "↓", "maximize": "↑"}.get(str(m.get("direction")), "")
-        out.append(
-            f"{m.get('name', 'metric')}={shown}{arrow}" + (f" ({m['dataset']})" if m.get("dataset") else "")
-        )
-    return "; ".join(out) or "no metric"
+        arrow = "↓" if m.get("direction") == "minimize" else ""
+        items.append((f"{m.get('name', 'metric')}={shown}{arrow}", "", m.get("dataset") or None))
+    text = "; ".join(by_dataset(items))
+    if same:
+        text += f"{'; ' if text else ''}{same} metric{'' if same == 1 else 's'} equal to {of}'s"
+    return text or "no metric"
+
+
+def _values(metrics: list[dict[str, Any]]) -> dict[str, Any]:
+    return {str(m.get("name")): m.get("value") for m in metrics}
+
+
+def _alike(node: dict[str, Any], row: dict[str, Any], shown: dict[str, str]) -> tuple[str, str] | None:
+    """(the stage's best, its re-run text) for a child of that best: the re-run metrics the two
+    share value for value are counted in the child's text, not repeated."""
+    best = row.get("best_node")
+    return (best, shown[best]) if best and node.get("parent_id") == best and best in shown else None
 
 
 def stage_summaries(run_dir: Path) -> list[dict[str, Any]]:
     """Per stage: node counts (search nodes; seed re-runs apart), the best node the stage's end
     chose (its metrics and seed statistic), every good search node best first (summary and all
-    its metrics: a control or a sweep point bears on the idea even when it is not the best), and
+    its metrics: a control or a sweep point bears on the idea even when it is not the best; the
+    metrics it shares with the stage's best, value for value, counted), each node with its seed
+    re-runs (``reruns``: every metric as the run's one seed statistic, :data:`SEED_STATISTIC`), and
     (``account``) what the summary role wrote at the stage's end (``stage_summaries/stage<N>.json``:
     tried / worked / failed / next), when the stage has one. The same counts and best node as the
     status line, the stage facts and the run's last lines (:mod:`ai_scientist.treesearch.best`)."""
     view = load_run(run_dir)
     best = view.best_per_stage()
     counts = view.counts()
+    typed = {n.id: n for n in view.typed()}
     paths = RunPaths(run_dir)
     state_stages = (read_json(paths.state, default={}) or {}).get("stages") or {}
+
+    def reruns(nid: str, same_as: tuple[str, str] | None = None) -> str | None:
+        node = typed.get(nid)
+        seeds = [typed[s["id"]] for s in view.seed_runs(nid) if s["id"] in typed]
+        return rerun_text(node, seeds, same_as=same_as) if node is not None else None
+
+    shown_reruns: dict[str, str] = {}  # the best nodes' re-run texts, by id
+
     out = []
     for stage in sorted(set(counts) | set(best)):
         row: dict[str, Any] = {
@@ -151,8 +184,10 @@ def stage_summaries(run_dir: Path) -> list[dict[str, Any]]:
         written = read_json(paths.stage_summary(stage))
         if isinstance(written, dict) and isinstance(written.get("summary"), dict):
             row["account"] = {k: str(v)[:1500] for k, v in written["summary"].items() if v}
+        best_values: dict[str, Any] = {}
         if stage in best:
             b = best[stage]
+            best_values = _values(view.metrics(b["id"]))
             row.update(
                 best_node=b["id"],
                 best_from_stage=b.get("stage") if b.get("stage") != stage else None,
@@ -162,6 +197,11 @@ def stage_summaries(run_dir: Path) -> list[dict[str, Any]]:
             agg = seed_statistics(view, state_stages.get(str(stage)) or {}, b["id"])
             if agg:
                 row["seeds"] = agg
+            text = shown_reruns.get(b["id"]) or reruns(b["id"])
+            if text:
+                shown_reruns[b["id"]] = text
+                if not row["best_from_stage"]:
+                    row["reruns"] = text
         ranked = view.ranked_good(stage)
         row["good_nodes"] = [
             {
@@ -169,7 +209,11 @@ def stage_summaries(run_dir: Path) -> list[dict[str, Any]]:
                 "operation": n.get("operation"),
                 "idea": (n.get("idea") or "")[:200],
                 "summary": sentences(n.get("summary") or "", NODE_SUMMARY_CHARS),
-                "metrics": metrics_text(view.metrics(n["id"])),
+                # a child of the best that re-ran its grid: those metrics counted, not repeated
+                "metrics": metrics_text(view.metrics(n["id"]), best_values, str(row.get("best_node")))
+                if n.get("parent_id") == row.get("best_node")
+                else metrics_text(view.metrics(n["id"])),
+                **({"reruns": t} if (t := reruns(n["id"], _alike(n, row, shown_reruns))) else {}),
             }
             for n in ranked[:MAX_NODES_PER_STAGE]
             if n["id"] != row.get("best_node")
@@ -397,6 +441,25 @@ def method_code(run_dir: Path, limit: int = METHOD_CODE_CHARS) -> dict[str, str]
     return {"node_id": nid, "text": "\n".join(parts)} if parts else None
 
 
+SHOWN_PROBE_CHARS = 60  # a memory note whose first characters the findings already hold repeats them
+
+
+def without_repeats(digest: str, shown: str) -> str:
+    """The memory digest less what the findings already show: a note (``- r3 [phase] node
+    succeeded: <text>``) whose text's first :data:`SHOWN_PROBE_CHARS` characters are in ``shown``
+    keeps its head and says where the text is. A capable model's writer prompt held the best
+    node's caveat in its stage record and again, cut mid-sentence, in the notes."""
+    out = []
+    for line in digest.splitlines():
+        head, sep, body = line.partition(": ")
+        probe = " ".join(body.split())[:SHOWN_PROBE_CHARS]
+        if sep and len(probe) == SHOWN_PROBE_CHARS and probe in " ".join(shown.split()):
+            out.append(f"{head}: (its text is in the stage results above)")
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
 def _default_cfg() -> Config:
     from ..base.config import Config
 
@@ -607,7 +670,7 @@ def write_paper(
         "stages": stage_summaries(run_dir),
         "figures": figures,
         "figure_problems": duplicates,
-        "memory_digest": memory_digest[:6000],
+        "memory_digest": "",
         "method_code": method_code(run_dir),
         # a benchmark's machine (cores, caches, vector width, peak): what its numbers are judged by
         "machine": machine_facts(run_dir, load_run(run_dir)),
@@ -615,6 +678,8 @@ def write_paper(
         "page_limit": cfg.report.page_limit,
         "template": cfg.report.template,
     }
+    shown = prompts.render("writeup_user.j2", **values, papers=[])
+    values["memory_digest"] = without_repeats(memory_digest, shown)[:6000]
     papers, notice = gather_citations(run_dir, cfg, client, values, opts)
     if papers:
         atomic_write_text(paper_dir / "references.bib", "".join(to_bibtex(p["key"], p) for p in papers))
