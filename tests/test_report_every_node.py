@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from pathlib import Path
 from typing import Any
@@ -21,20 +22,42 @@ import pytest
 from components import latex_or_skip, matplotlib_or_skip
 from pipeline_support import journal_nodes, prompt_records, record_text, start_run
 
+from ai_scientist.reporting.claims import WRITER_INPUT, extract_numbers, match_claim, run_measurements
 from ai_scientist.reporting.manifest import describe_file
-from ai_scientist.testing.scripted import ExampleResponder
+from ai_scientist.testing.scripted import PAPER_SECTIONS, ExampleResponder
 
 CAVEAT = "Caveat: {nid} measured one draw of the data, so its value moves with the seed it ran under."
 
 
 class EveryNodeResponder(ExampleResponder):
     """The example's answers; each review's summary carries a long caveat naming its node (a
-    capable model's findings run to several sentences)."""
+    capable model's findings run to several sentences), and the writer states one non-best node's
+    seed-re-run mean and standard error, read from its own prompt (as a model reads them), and
+    one number the run never produced."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stated: list[str] = []
 
     def _exec_review(self, text: str, ctx: Any) -> str:
         review = json.loads(super()._exec_review(text, ctx))
         review["findings"] = f"{review['findings']}. {CAVEAT.format(nid=ctx.node_id)}"
         return json.dumps(review)
+
+    def _writeup(self, text: str, ctx: Any) -> str:
+        if "citation" in ctx.label or ctx.label != "sections":
+            return super()._writeup(text, ctx)
+        # each node's re-run line: "Its 2 seed re-runs (...), mean ± s.e. ...: [..] name=M ± S (v1, v2)"
+        found = re.findall(r"^- (n\d+) [^\n]*\n  Over \d+ seed re-runs \([^)]*\), [^:]*: "
+                           r"\w+=([0-9.]+) ± ([0-9.]+)", text, re.M)  # fmt: skip
+        assert found, "the writer's prompt shows no node's seed re-runs"
+        self.stated = [x for _, mean, se in found for x in (mean, se)]
+        results = " ".join(
+            f"Over its seed re-runs {nid} reached {mean} $\\pm$ {se}." for nid, mean, se in found
+        )
+        return json.dumps(
+            {**PAPER_SECTIONS, "results": results + " An unmeasured 0.3141 is printed as well."}
+        )
 
 
 @pytest.fixture(scope="module")
@@ -156,6 +179,29 @@ def test_every_nodes_seed_reruns_reach_the_summary_writer_and_reviewer(run):
     manifest = json.loads((run_dir / "figures" / "manifest.json").read_text())
     for text in (writer, reviewer):
         assert f"Every seed statistic here is the {manifest['seed_statistic']}" in text
+
+
+# 3 -------------------------------------------------------------------------------------------
+
+
+def test_numbers_the_writer_was_given_are_traced_and_others_are_not(run):
+    """The writer states a tuning node's seed-re-run mean and standard error (no single
+    measurement: the run's records hold them only as the findings it gave the writer) and a number
+    the run never produced: the first round's number check flags only the latter."""
+    run_dir, responder = run
+    assert responder.stated
+    inputs = (run_dir / "paper" / "writer_inputs.md").read_text()
+    sent = record_text(_one(prompt_records(run_dir), "writeup", "sections"))
+    assert inputs in sent  # the kept inputs are exactly what the writer got
+    writeup = json.loads((run_dir / "paper" / "writeup.json").read_text())
+    first = writeup["reflections"][0]
+    assert first["unmatched"] == ["0.3141"], first
+    reflect = record_text(_one(prompt_records(run_dir), "writeup", "reflect_1"))
+    assert '"0.3141" in' in reflect and not any(f'"{x}" in' in reflect for x in responder.stated)
+    # some of them no measurement of the run matches: only the findings the writer was given
+    others = [m for m in run_measurements(run_dir) if m.kind != WRITER_INPUT]
+    only_given = [c.text for x in responder.stated for c in extract_numbers(x) if not match_claim(c, others)]
+    assert only_given, "every stated number had another source: the run does not test the writer's inputs"
 
 
 # 5 -------------------------------------------------------------------------------------------

@@ -9,8 +9,10 @@ files (JSON) of each stage's best node and its seed re-runs, then of every other
 (the writer is given them all), the numbers each good node's run commands printed (``run
 output``), the machine record's numbers (``machine``: cache sizes in bytes, KiB, MiB or GiB,
 cores), the numbers of the parameters each good node's code sets
-(``code parameter``: an epoch count stated as the setup), the resolved config, the idea's own
-numbers and the references' years. With a grader,
+(``code parameter``: an epoch count stated as the setup), the resolved config, every number of
+the findings the model writer was given (``writer input``: ``paper/writer_inputs.md``, e.g. a stage
+summary's seed-noise band or a difference it states), the idea's own numbers and the references'
+years. With a grader,
 what each program reported about itself (``grade.json`` ``self_reported``) is matched last: a
 number only such a value matches is ``self-reported metric``, a claim the grader did not make
 (the program's own ``metrics.json`` is then not read as a result file).
@@ -377,6 +379,24 @@ def _machine_measurements(run_dir: Path) -> list[Measurement]:
     return out
 
 
+WRITER_INPUTS = "writer_inputs.md"  # under paper/: the run's findings exactly as the writer got them
+WRITER_INPUT = "writer input"
+
+
+def _writer_input_measurements(run_dir: Path) -> list[Measurement]:
+    """Every number of the findings the pipeline gave the model writer (``paper/writer_inputs.md``,
+    written by :func:`writeup.write_paper`: the stage records, the stage-end summaries with the
+    seed-noise estimate and the differences they state, each node's seed statistics, the notes,
+    the machine, the program), each with its context as the source: a capable model's checker
+    rejected the pooled sigma, the noise band and a node's seed mean that the writer's prompt gave
+    it as facts."""
+    text = read_text(RunPaths(run_dir).paper / WRITER_INPUTS, 2_000_000)
+    return [
+        _m(c.value, f'the writer\'s inputs: "... {c.context} ..."', WRITER_INPUT)
+        for c in extract_numbers(text)
+    ]
+
+
 def _config_measurements(run_dir: Path) -> list[Measurement]:
     try:
         data = yaml.safe_load(read_text(RunPaths(run_dir).config, 500_000)) or {}
@@ -404,6 +424,7 @@ def run_measurements(run_dir: str | Path) -> list[Measurement]:
         *_code_measurements(view),
         *_machine_measurements(run_dir),
         *_config_measurements(run_dir),
+        *_writer_input_measurements(run_dir),
         *idea,
         *years,
         *_self_reported_measurements(view),
@@ -450,6 +471,7 @@ _NEAR_RANK = {
     "stage": 1,
     "result file": 2,
     "run output": 2,
+    WRITER_INPUT: 2,
 }
 
 

@@ -29,6 +29,7 @@ from ..base.paths import PLAN_FILE, NodePaths, RunPaths
 from ..llm.client import backend_name
 from ..treesearch.best import NodeCounts
 from . import latex
+from .claims import WRITER_INPUTS
 from .errors import StepFailed
 from .runread import SEED_STATISTIC, RunView, load_run, read_text, seed_statistics
 from .writeup import STAGE_NAMES, ReportOptions, stage_paper_figures
@@ -400,6 +401,7 @@ def write_facts_paper(
     for stale in ("paper.pdf", "paper.aux", "paper.fdb_latexmk", "paper.fls", "paper.bbl", "paper.blg"):
         (paper_dir / stale).unlink(missing_ok=True)
     (paper_dir / "references.bib").unlink(missing_ok=True)  # the facts paper cites nothing
+    (paper_dir / WRITER_INPUTS).unlink(missing_ok=True)  # no model writer's inputs: no such source
     result = latex.compile_pdf(paper_dir, cfg.exec.timeout, opts.tool_path)
     limit = cfg.report.page_limit or 4
     summary = {

@@ -39,7 +39,7 @@ from ..treesearch.best import NodeCounts
 from ..treesearch.tried import sentences
 from . import latex, prompts
 from .citations import check_bibtex, collect, to_bibtex, unknown_cite_keys
-from .claims import SELF_REPORTED, check_claims
+from .claims import SELF_REPORTED, WRITER_INPUTS, check_claims
 from .errors import StepFailed, StepSkipped
 from .images import duplicate_figures
 from .reflection import chktex_for_writer, overflow_message, paper_feedback
@@ -686,6 +686,8 @@ def write_paper(
     values["papers"] = [
         {k: p.get(k) for k in ("key", "title", "year", "venue")} | {"abstract": _gist(p)} for p in papers
     ]
+    # what the writer is given, kept: every number in it is a source the claims check accepts
+    atomic_write_text(paper_dir / WRITER_INPUTS, prompts.render("writeup_user.j2", **values))
     values["prompter"] = Prompter(cfg, client)
     sections = _sections_call(client, "writeup_draft.j2", "sections", values)
     sections, result, attempts = _compile_with_fixes(client, paper_dir, sections, papers, values, cfg, opts)
