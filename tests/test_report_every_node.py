@@ -204,6 +204,128 @@ def test_numbers_the_writer_was_given_are_traced_and_others_are_not(run):
     assert only_given, "every stated number had another source: the run does not test the writer's inputs"
 
 
+# 4 -------------------------------------------------------------------------------------------
+
+FIVE_FIGURES = """
+import glob, json
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+paths = sorted(glob.glob("data/*/results.json"))
+for i in range(1, 6):
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for path in paths[: i + 1]:
+        losses = json.load(open(path))["train_loss"]
+        ax.plot(range(1, len(losses) + 1), [v * i for v in losses], label=path.split("/")[1])
+    ax.set_xlabel("epoch"); ax.set_ylabel(f"training loss x {i}"); ax.set_title(f"view {i}")
+    ax.legend(fontsize=6); fig.tight_layout(); fig.savefig(f"fig_{i}.png", dpi=100); plt.close(fig)
+"""
+WORDS = (
+    "The penalty shrinks the weights toward zero while noisy labels pull single points across the "
+    "boundary, and each grid point of the study was trained from the same draw of the data with its "
+    "own learning rate and number of epochs before its clean accuracy was read on held out points. "
+)
+
+
+def _words(sections: dict) -> int:
+    return sum(len(str(sections.get(k, "")).split()) for k in (*SECTIONS_OF_TEXT, "abstract"))
+
+
+SECTIONS_OF_TEXT = ("introduction", "related_work", "method", "experiments", "results", "conclusion")
+
+
+class LongPaperResponder(ExampleResponder):
+    """Five figures; a first paper far over its pages; each length fix cut to exactly the word
+    budget the message gives (whole words from each section's start, in proportion)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.budgets: list[int] = []
+        self.answers: list[dict] = []
+
+    def _plots(self, text: str, ctx: Any) -> str:
+        figures = [{"file": f"fig_{i}.png", "caption": f"Training loss, view {i}."} for i in range(1, 6)]
+        return json.dumps({"script": FIVE_FIGURES, "figures": figures})
+
+    def _writeup(self, text: str, ctx: Any) -> str:
+        if "citation" in ctx.label:
+            return super()._writeup(text, ctx)
+        if ctx.label == "sections":
+            refs = " ".join(f"Figure \\ref{{fig:{i}}} shows view {i}." for i in range(1, 6))
+            long = {k: (WORDS * 7).strip() for k in SECTIONS_OF_TEXT}
+            answer = {**PAPER_SECTIONS, **long, "results": long["results"] + " " + refs}
+        else:
+            budget = int(re.findall(r"to at most (\d+) words in all", text)[-1])
+            current = json.loads(re.findall(r"^Your current sections \(JSON\):\n(.*)$", text, re.M)[-1])
+            keep = budget / _words(current)
+            answer = {
+                k: " ".join(v.split()[: int(len(v.split()) * keep)])
+                if k in (*SECTIONS_OF_TEXT, "abstract")
+                else v
+                for k, v in current.items()
+            }
+            self.budgets.append(budget)
+        self.answers.append(answer)
+        return json.dumps(answer)
+
+
+@pytest.fixture(scope="module")
+def long_run(tmp_path_factory) -> tuple[Path, LongPaperResponder]:
+    latex_or_skip()
+    matplotlib_or_skip()
+    responder = LongPaperResponder()
+    code, run_dir, _ = start_run(
+        tmp_path_factory.mktemp("long_paper"),
+        "report.enabled=true",
+        "report.citations.enabled=false",
+        "report.num_reviews=0",
+        "report.page_limit=4",
+        "report.max_figures=5",
+        "report.writeup_reflections=0",
+        "agent.stages.stage2_max_iters=0",
+        "agent.stages.stage3_max_iters=0",
+        "agent.stages.stage4_max_iters=0",
+        responder=responder,
+    )
+    assert code == 0, run_dir
+    return run_dir, responder
+
+
+def test_a_paper_cut_to_its_word_budget_fits_its_pages(long_run):
+    run_dir, responder = long_run
+    writeup = json.loads((run_dir / "paper" / "writeup.json").read_text())
+    assert len(writeup["figures"]) == 5
+    records = prompt_records(run_dir)
+    fixes = [r for r in records if r["phase"] == "writeup" and r["label"].startswith("fix")]
+    assert fixes, "the long first paper did not overflow"
+    first = writeup["problems"][0]
+    # the message: pages over, the overflow in pages and in words, how words are counted, the
+    # sections' words as counted, and leaving a figure out as the other way
+    assert re.search(r"the limit is 4 pages, so it is \d+ pages? over. About [0-9.]+ pages? of content must go: "
+                     r"some \d+ words", first), first  # fmt: skip
+    assert "Words are counted as the whitespace-separated pieces" in first
+    assert f"Your sections hold {_words(responder.answers[0])} words" in first
+    assert "Leaving a figure out is the other way: list its label in omit_figures" in first
+    # the budget met is a paper that fits: one length fix, no second
+    assert len(responder.budgets) == len(fixes) == 1, writeup["problems"]
+    assert _words(responder.answers[1]) <= responder.budgets[0]
+    assert not writeup["over_page_limit"] and writeup["main_pages"] <= 4, writeup["main_pages"]
+
+
+def test_a_figure_the_writer_leaves_out_is_not_in_the_paper(long_run, tmp_path):
+    """The writer's ``omit_figures``: the .tex assembled from its sections has the other figures
+    only, and a \\ref to the one left out is not a reference."""
+    from ai_scientist.reporting.writeup import assemble
+
+    run_dir, responder = long_run
+    figures = json.loads((run_dir / "paper" / "writeup.json").read_text())["figures"]
+    sections = {**responder.answers[0], "omit_figures": [figures[1]["label"]]}
+    tex = assemble(sections, figures, [], 4)
+    assert f"figures/{figures[1]['file']}" not in tex
+    assert all(f"figures/{f['file']}" in tex for f in figures if f is not figures[1])
+    assert f"\\ref{{{figures[1]['label']}}}" not in tex and f"\\ref{{{figures[0]['label']}}}" in tex
+
+
 # 5 -------------------------------------------------------------------------------------------
 
 

@@ -235,6 +235,8 @@ class CompileResult:
     # how many figures; None when the log does not say (no figure, another template)
     figure_pages: float | None = None
     figures: int = 0
+    # how full the last page of the main text is (0-1; None when unknown or a float page)
+    last_fill: float | None = None
 
 
 def _run(cmd: list[str], cwd: Path, timeout: float) -> tuple[int, str]:
@@ -287,18 +289,51 @@ _PAGE_LINE = re.compile(rf"^ai-scientist-page {_PT} {_PT} {_PT} {_PT}", re.M)
 _FIGURE_LINE = re.compile(rf"^ai-scientist-figure (\S+) {_PT}", re.M)
 
 
+_END_LINE = re.compile(r"^ai-scientist-endpos (\d+) (-?\d+) (-?\d+)", re.M)  # page, x, y (sp, at shipout)
+_TOP_LINE = re.compile(rf"^ai-scientist-top {_PT} {_PT}", re.M)  # the text's top, the 1st column's right
+_SP = 65536.0  # scaled points a TeX point
+
+
 def figure_pages(log_text: str) -> tuple[float | None, int]:
     """(pages, figures): how much of the main text the figures take, from the lines the templates
-    write to the log — each figure's float (image and caption) plus the space around a float,
-    over the text height times the columns. (None, 0) when the log holds no such lines."""
+    write to the log — each figure's float (image and caption) plus the space around a float —
+    packed in order into columns of the text height: a float never splits, so floats of a third
+    of a page each fill two to a page, and five of them take 2.3 pages, not their summed 1.7 (the
+    sum made a capable model's word budget too large: met, and still a page over). (None, 0)
+    when the log holds no such lines."""
     page = _PAGE_LINE.findall(log_text)
     figs = dict(_FIGURE_LINE.findall(log_text))  # by label: a rerun of pdflatex writes them again
     if not page or not figs:
         return None, 0
     height, width, column, sep = (float(x) for x in page[-1])
     columns = max(1, round(width / column)) if column else 1
-    used = sum(float(h) + sep for h in figs.values())
-    return used / (height * columns), len(figs)
+    full, used = 0, 0.0
+    for h in figs.values():
+        need = min(float(h) + sep, height)
+        if used and used + need > height:
+            full, used = full + 1, 0.0
+        used += need
+    return (full + used / height) / columns, len(figs)
+
+
+def last_page_fill(log_text: str) -> tuple[int, float] | None:
+    """(page, fill): the page the main text ends on and how much of it the text fills (0-1), from
+    the position the templates save where the text ends (``\\pdfsavepos``, written when the page
+    is shipped: the page builder may still move the last lines to the next page after the text
+    ends, so nothing measured before shipping is reliable); on a two-column page, the second
+    column counts from one half. None when the log holds no such line."""
+    page, top, end = _PAGE_LINE.findall(log_text), _TOP_LINE.findall(log_text), _END_LINE.findall(log_text)
+    if not page or not top or not end:
+        return None
+    height, width, column = (float(x) for x in page[-1][:3])
+    top_y, first_right = (float(x) for x in top[-1])
+    number, x, y = int(end[-1][0]), int(end[-1][1]) / _SP, int(end[-1][2]) / _SP
+    if not height:
+        return None
+    fill = max(0.0, min(1.0, (top_y - y) / height))
+    if column and round(width / column) >= 2:
+        fill = (fill + (1.0 if x > first_right else 0.0)) / 2
+    return number, fill
 
 
 def main_body_pages(aux: Path) -> int | None:
@@ -337,15 +372,20 @@ def compile_pdf(paper_dir: Path, timeout: float, tool_path: str | None = None) -
     pages = count_pages(pdf, tex_log, tool_path) if ok else None
     chk = run_chktex(paper_dir, tool_path) if ok else []
     fig_pages, n_figs = figure_pages(tex_log) if ok else (None, 0)
+    main = main_body_pages(paper_dir / "paper.aux")
+    # the fill is the last page's only when the text ends on it (no figure floated to a later one)
+    end = last_page_fill(tex_log) if ok else None
+    fill = end[1] if end and main is not None and end[0] == main else None
     return CompileResult(
         ok,
         pdf if ok else None,
         pages,
-        main_body_pages(paper_dir / "paper.aux"),
+        main,
         excerpt,
         chk,
         fig_pages,
         n_figs,
+        fill,
     )
 
 

@@ -23,7 +23,15 @@ _CHKTEX = re.compile(r"^[^:]*:(\d+):(\d+):(\d+):(.*)$")  # chktex -v0: file:line
 
 
 def word_count(sections: dict[str, str]) -> int:
+    """The words of the paper as the page budget counts them: :data:`WORDS_RULE`."""
     return sum(len(str(sections.get(k, "")).split()) for k in SECTION_KEYS)
+
+
+WORDS_RULE = (
+    "Words are counted as the whitespace-separated pieces of the abstract and the six sections (not "
+    "the title, not the figure captions): a number, an inline math span without spaces or a \\ref is one."
+)
+HEADINGS_MARGIN = 0.95  # of the words that fit: headings and paragraph breaks take the rest
 
 
 def overflow_message(
@@ -32,32 +40,51 @@ def overflow_message(
     sections: dict[str, str],
     figure_pages: float | None = None,
     figures: int = 0,
+    last_fill: float | None = None,
 ) -> str:
-    """A page overrun as the writer can act on it: pages over, the room the figures take (from the
-    compile's log: ``latex.figure_pages``), the words the sections hold, and a word budget — the
-    words scaled from the pages the text fills now to the pages left to it, less 5 % for headings."""
+    """A page overrun as the writer can act on it: how far the main text runs past the limit, in
+    pages (``last_fill``: how full its last page is, from the compile's log; a full page when
+    unknown) and in words; the room the figures take (``latex.figure_pages``: their floats packed
+    whole into pages); the words the sections hold, counted as :data:`WORDS_RULE` says; and a
+    word budget — the words scaled from the pages the text fills now to the pages left to it, less
+    5 % for headings; and that leaving a figure out is the other way to gain room."""
     words = word_count(sections)
-    over = main_pages - page_limit
-    figs = figure_pages if figure_pages is not None and figure_pages < main_pages else 0.0
-    text_now, text_room = main_pages - figs, page_limit - figs
-    budget = int(words * max(text_room, 0.0) / text_now * 0.95) if text_now > 0 else 0
+    fill = 1.0 if last_fill is None else max(0.05, min(1.0, last_fill))
+    content = main_pages - 1 + fill  # pages the main text and its figures fill now
+    over = max(content - page_limit, 0.0)
+    figs = figure_pages if figure_pages is not None and figure_pages < content else 0.0
+    text_now, text_room = content - figs, page_limit - figs
+    per_page = words / text_now if text_now > 0 else 0.0
+    budget = int(words * max(text_room, 0.0) / text_now * HEADINGS_MARGIN) if text_now > 0 else 0
+    pages_over = main_pages - page_limit
     out = (
-        f"The main text runs to page {main_pages}; the limit is {page_limit} pages, so it is "
-        f"{over} page{'' if over == 1 else 's'} over."
+        f"The main text runs to page {main_pages}"
+        + (f", filling {fill:.0%} of it" if last_fill is not None else "")
+        + f"; the limit is {page_limit} pages, so it is {pages_over} page{'' if pages_over == 1 else 's'} "
+        f"over. About {max(over, 0.05):.1f} page{'' if round(over, 1) == 1 else 's'} of content must go: "
+        f"some {round(over * per_page)} words at the {round(per_page)} words a page the text holds now."
     )
     if figs:
         out += (
             f" The {figures} figure{' takes' if figures == 1 else 's take'} about {figs:.1f} "
-            f"page{'' if round(figs, 1) == 1 else 's'} ({figs / main_pages:.0%} of the main text), "
-            f"leaving {max(text_room, 0.0):.1f} for the text."
+            f"page{'' if round(figs, 1) == 1 else 's'} ({figs / content:.0%} of the main text; a "
+            f"float never splits across pages), leaving {max(text_room, 0.0):.1f} for the text."
+        )
+    if figures:
+        each = figs / figures if figs else 0.0
+        out += (
+            " Leaving a figure out is the other way: list its label in omit_figures"
+            + (f" (each frees about {each:.1f} page, some {round(each * per_page)} words)" if each else "")
+            + " and say in the text what it showed; keep the figures that carry the results."
         )
     if text_room <= 0:
         return out + (
-            f" The figures alone fill the limit: keep the text to its essentials ({words} words "
-            "now; every caveat, limitation and reported number stays)."
+            f" The figures alone fill the limit: leave figures out, and keep the text to its "
+            f"essentials ({words} words now; every caveat, limitation and reported number stays)."
         )
     return out + (
-        f" Your sections hold {words} words: cut about {max(words - budget, 0)} words, to at most "
+        f" {WORDS_RULE} Your sections hold {words} words: cut about {max(words - budget, 0)} words "
+        f"(the {round(over * per_page)} over and 5 % for headings and paragraph breaks), to at most "
         f"{budget} words in all. Cut prose (repetition, background, long descriptions of the "
         "method); keep every caveat, limitation and reported number."
     )
@@ -104,6 +131,7 @@ def paper_feedback(
     page_limit: int,
     duplicates: list[str],
     figure_pages: float | None = None,
+    last_fill: float | None = None,
 ) -> list[str]:
     """The problems of the paper as sentences the writer can act on (empty: nothing to fix)."""
     text = "\n".join(str(sections.get(k, "")) for k in SECTION_KEYS)
@@ -134,5 +162,5 @@ def paper_feedback(
         more = f" (and {len(chktex) - MAX_CHKTEX} more lines)" if len(chktex) > MAX_CHKTEX else ""
         out.append(f"LaTeX style warnings (chktex) in your text: {' | '.join(chktex[:MAX_CHKTEX])}{more}.")
     if main_pages is not None and main_pages > page_limit:
-        out.append(overflow_message(main_pages, page_limit, sections, figure_pages, len(figures)))
+        out.append(overflow_message(main_pages, page_limit, sections, figure_pages, len(figures), last_fill))
     return out

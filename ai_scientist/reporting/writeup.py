@@ -57,23 +57,36 @@ SECTION_MAX_CHARS = 20_000
 CHARS_PER_TOKEN = 4  # English prose; what the answer's characters may be, per token of max_tokens
 
 
-def writeup_schema(max_tokens: int | None = None) -> dict[str, Any]:
+def writeup_schema(max_tokens: int | None = None, labels: list[str] | None = None) -> dict[str, Any]:
     """The writer's answer. With ``max_tokens`` (a grammar-constrained local model), every
     section's bound is its share of what fits in ``max_tokens``, so the whole answer ends before
     the cut: a small model that repeats itself fills each section to its bound, and a bound of
     20,000 characters per section ran to ``max_tokens`` (or past ``llm.timeout_s``) and was asked
     again. A capable model chooses its lengths, so without ``max_tokens`` each section may take
-    20,000 characters."""
+    20,000 characters. With figure ``labels``, ``omit_figures`` (optional) lists the figures the
+    paper leaves out: room for the text when the pages are over."""
     per_section = SECTION_MAX_CHARS
     if max_tokens:
         room = max_tokens * CHARS_PER_TOKEN - 300 - 2_000 - 400  # title, abstract, the JSON itself
         per_section = max(200, min(SECTION_MAX_CHARS, room // len(SECTIONS)))
+    omit = (
+        {
+            "omit_figures": {
+                "type": "array",
+                "items": {"type": "string", "enum": list(labels)},
+                "maxItems": len(labels),
+            }
+        }
+        if labels
+        else {}
+    )
     return {
         "type": "object",
         "properties": {
             "title": {"type": "string", "maxLength": 300},
             "abstract": {"type": "string", "maxLength": 2_000},  # ~300 words: longer is no abstract
             **{k: {"type": "string", "maxLength": per_section} for k in SECTIONS},
+            **omit,
         },
         "required": ["title", "abstract", *SECTIONS],
         "additionalProperties": False,
@@ -348,8 +361,16 @@ def _checked_bibtex(papers: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     return good, bad
 
 
+def kept_figures(sections: dict, figures: list) -> list:
+    """The figures the paper shows: all but those the writer's ``omit_figures`` lists."""
+    omitted = set(sections.get("omit_figures") or [])
+    return [f for f in figures if f["label"] not in omitted]
+
+
 def assemble(sections: dict, figures: list, papers: list, page_limit: int, template: str = "workshop") -> str:
-    """The full .tex from ``latex/<template>.tex.j2``; every LLM string passes through latex_text."""
+    """The full .tex from ``latex/<template>.tex.j2``; every LLM string passes through latex_text;
+    the figures the writer left out (``omit_figures``) are not in it, nor usable as a \\ref."""
+    figures = kept_figures(sections, figures)
     keys = {p["key"] for p in papers}
     labels = {f["label"] for f in figures}
     esc = lambda s: latex.latex_text(s, keys, labels)  # noqa: E731
@@ -376,7 +397,7 @@ def assemble(sections: dict, figures: list, papers: list, page_limit: int, templ
 def _own_texts(sections: dict, figures: list, papers: list) -> list[str]:
     """The writer's strings as :func:`assemble` puts them into the .tex (escaped)."""
     keys = {p["key"] for p in papers}
-    labels = {f["label"] for f in figures}
+    labels = {f["label"] for f in kept_figures(sections, figures)}
     return [
         latex.latex_text(str(sections.get(k, "")), keys, labels) for k in ("title", "abstract", *SECTIONS)
     ]
@@ -407,11 +428,15 @@ def _sections_call(client: LLMClient, template: str, label: str, values: dict) -
         "node_brief": prompts.render(template, **values),
     }
     ctx = CallContext(node_id="run", phase="writeup", label=label)
-    schema = WRITEUP_SCHEMA
-    if backend_name(client) == "local":
-        schema = writeup_schema(prompter.cfg.agent.writeup.max_tokens)
+    labels = [f["label"] for f in values.get("figures") or []]
+    local = backend_name(client) == "local"
+    schema = writeup_schema(prompter.cfg.agent.writeup.max_tokens if local else None, labels)
     parsed = ask(client, prompter, "writeup", v, role="writeup", ctx=ctx, schema=schema).parsed
-    return {k: str(parsed.get(k, "")) for k in ("title", "abstract", *SECTIONS)}
+    out: dict[str, Any] = {k: str(parsed.get(k, "")) for k in ("title", "abstract", *SECTIONS)}
+    omit = [x for x in parsed.get("omit_figures") or [] if x in labels]
+    if omit:
+        out["omit_figures"] = omit
+    return out
 
 
 def method_code(run_dir: Path, limit: int = METHOD_CODE_CHARS) -> dict[str, str] | None:
@@ -503,7 +528,11 @@ def _build(
         return tex, result, f"LaTeX compile failed. Log excerpt:\n{result.log_excerpt}"
     n = result.main_pages or result.pages or 0
     if n > limit:
-        return tex, result, overflow_message(n, limit, sections, result.figure_pages, result.figures)
+        return (
+            tex,
+            result,
+            overflow_message(n, limit, sections, result.figure_pages, result.figures, result.last_fill),
+        )
     return tex, result, ""
 
 
@@ -574,8 +603,9 @@ def _reflect(
         pages = result.main_pages or result.pages
         tex = read_text(paper_dir / "paper.tex", 2_000_000)
         chktex = chktex_for_writer(result.chktex, tex, _own_texts(sections, values["figures"], papers))
-        feedback = paper_feedback(sections, values["figures"], vlm, chktex, pages,
-                                  _page_limit(cfg), values["figure_problems"], result.figure_pages)  # fmt: skip
+        feedback = paper_feedback(sections, kept_figures(sections, values["figures"]), vlm, chktex, pages,
+                                  _page_limit(cfg), values["figure_problems"], result.figure_pages,
+                                  result.last_fill)  # fmt: skip
         invented = _invented(sections, papers)
         if invented:  # removed from the .tex already (latex_text); the writer is told which
             feedback = [
@@ -711,7 +741,8 @@ def write_paper(
         # \\cite keys the writer made up (no source returned them): removed from the paper; the
         # first draft's, and those still in the final sections
         "invented_citations": {"draft": invented, "final": _invented(sections, papers)},
-        "figures": figures,
+        "figures": kept_figures(sections, figures),
+        "omitted_figures": list(sections.get("omit_figures") or []),  # the writer left them out
         "duplicate_figures": duplicates,
         "reflections": reflections,
         "sections": sections,
