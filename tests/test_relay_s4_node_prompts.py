@@ -7,11 +7,14 @@ experiment writes a second per-epoch loss list holding nulls (non-finite losses 
    and ablation code calls and the idea proposers of every stage after the first re-runs;
 2. a data file's structure says a list holds nulls, and how many;
 3. an ablation node's review and critique say chance level can be its finding, and the review
-   criteria of every call say so for an ablated condition.
+   criteria of every call say so for an ablated condition;
+4. an improve node, told to build on what scored well, sees the best sibling's changes as code;
+5. an execution review sees the head and tail of every loss list of the node's data files.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
@@ -42,6 +45,9 @@ class NullLossResponder(ExampleResponder):
         for f in answer["files"]:
             if f["path"] == "experiment.py" and "results.json" in f["content"]:
                 f["content"] += NULL_LOSSES
+                if re.search(r"^Operation: improve$", text, re.M):  # each improvement its own epochs
+                    epochs = f"EPOCHS = {3 + int(ctx.node_id[1:]) % 5}"
+                    f["content"] = re.sub(r"^EPOCHS = \d+$", epochs, f["content"], flags=re.M)
         return json.dumps(answer)
 
 
@@ -189,3 +195,53 @@ def test_a_review_sees_the_head_and_tail_of_each_loss_list(run):
             assert row.startswith(", ".join(fmt[:3])) and row.endswith(", ".join(fmt[-3:])), row
         # the criterion says where a loss's course is judged from
         assert "judge it from the per-step values or figures shown" in record_text(rec)
+
+
+# 4 -------------------------------------------------------------------------------------------
+
+
+def _files(run: Path, nid: str) -> dict[str, str]:
+    answer = json.loads((run / "nodes" / nid / "code_answer.json").read_text())
+    return {f["path"]: f["content"] for f in answer["files"]}
+
+
+def test_an_improve_node_sees_the_best_siblings_changes_as_code(run):
+    """The best working node of the stage (not the parent) finished before the node was scheduled
+    (journal times, ranked by its metric, ties to the earlier node) is named under the siblings' table, with the lines its
+    program changed from the node's parent's program (difflib on both nodes' code answers)."""
+    nodes = journal_nodes(run)
+    checked = 0
+    for rec in prompt_records(run):
+        nid = rec["node_id"]
+        if nid == "run" or rec["phase"] != "phase2" or nodes[nid]["operation"] != "improve":
+            continue
+        node = nodes[nid]
+        done = [
+            n
+            for n in nodes.values()
+            if n["stage"] == node["stage"]
+            and n["id"] not in (nid, node["parent_id"])  # the parent's program is shown as its own
+            and n["operation"] not in ("seed_eval",)
+            and n["status"] == "good"
+            and n["finished_at"]
+            and n["finished_at"] <= node["created_at"]
+        ]
+        text = _section(rec, "Other nodes of this stage")
+        if not done:
+            assert "The best of these" not in text
+            continue
+        best = sorted(done, key=lambda n: (-n["metric"]["value"], n["id"]))[0]
+        assert f"The best of these, {best['id']} (" in text, (nid, text)
+        before, after = _files(run, node["parent_id"]), _files(run, best["id"])
+        changed = [
+            ln[1:]
+            for ln in difflib.unified_diff(
+                before["experiment.py"].splitlines(), after["experiment.py"].splitlines()
+            )
+            if ln.startswith("+") and not ln.startswith("+++")
+        ]
+        assert changed  # the sibling really changed the program
+        for line in changed:
+            assert f"+{line}" in text, (nid, line)
+        checked += 1
+    assert checked >= 1

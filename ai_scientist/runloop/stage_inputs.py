@@ -24,6 +24,7 @@ in between), so its prompts, and a replay of the run, stay the same.
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,9 @@ REFERENCE_CODE_CHARS = 8000
 # the best node's metrics in the proposer's brief: whole items (all a grid's and ablations' cells)
 BEST_METRICS_CHARS = 1200
 IDEA_ABLATION_CHARS = 600
+# an improve node's best sibling is shown as its diff to the node's parent when the diff is at most
+# this share of its program (a few changed lines), else whole
+SIBLING_DIFF_SHARE = 0.5
 
 if TYPE_CHECKING:
     from ..base.run import Run
@@ -74,6 +78,8 @@ def compute_stage_inputs(run: Run, view: JournalView, node: Node, state: StageSt
         left = max(0, iterations_left(run, view, 4, exclude=node.id) - 1)
         values["ablation_plan"] = ablation_plan(view, 4, planned, current=node.idea, iterations_left=left)
         values["tried_ablations"] = tried_table(view, 4, column="ablation", exclude=node.id, carried=carried)
+    if node.operation == "improve":  # told to build on what scored well: the code that did
+        values["sibling_code"] = best_sibling_code(run, view, node)
     # the siblings layer, just before the node's brief (rows grow call by call)
     # a draft sees each earlier finished draft's design (its plan's goal and strategy): taking a
     # "clearly different approach" needs more than a metric and a finding
@@ -129,6 +135,51 @@ def with_noise(run: Run, view: JournalView, protocol: dict[str, Any] | None) -> 
             "band": noise_threshold(noise.sigma, z),
         },
     }
+
+
+def best_sibling_code(run: Run, view: JournalView, node: Node) -> dict[str, Any] | None:
+    """The program of the best finished working node of ``node``'s stage (comparable, ranked as
+    the stage ranks): as its diff to ``node``'s parent's program when that is much shorter, else
+    whole (at most :data:`REFERENCE_CODE_CHARS`). An improve node is told to build on what scored
+    well; a relay run's saw only the sibling's review and had to rewrite its changes. None when no
+    other node has finished working; a running one is left out (a replay must see the same)."""
+    from ..treesearch.best import rank_nodes
+
+    done = [
+        n
+        for i in view.ids("search", node.stage)
+        if i not in (node.id, node.parent_id)  # the parent's program is the node's own start
+        and (n := view.get(i)).is_finished
+        and n.is_good
+        and not n.is_incomparable
+        and n.metric is not None
+    ]
+    if not done:
+        return None
+    best = rank_nodes(done)[0]
+    files = text_files(node_answer(run.dir, best.id))
+    if not files:
+        return None
+    value: dict[str, Any] = {"node_id": best.id, "result": metrics_text(best, limit=BEST_METRICS_CHARS)}
+    before = text_files(node_answer(run.dir, node.parent_id)) if node.parent_id else {}
+    if before:
+        diff = "\n".join(
+            line
+            for path in dict.fromkeys([*before, *files])
+            for line in difflib.unified_diff(
+                before.get(path, "").splitlines(),
+                files.get(path, "").splitlines(),
+                f"{node.parent_id}/{path}",
+                f"{best.id}/{path}",
+                n=2,
+                lineterm="",
+            )
+        )
+        if not diff:
+            return {**value, "same_as": node.parent_id}
+        if len(diff) <= SIBLING_DIFF_SHARE * sum(len(t) for t in files.values()):
+            return {**value, "diff_of": node.parent_id, "code": diff}
+    return {**value, "code": reference_code(files)}
 
 
 def reference_code(files: dict[str, str], limit: int = REFERENCE_CODE_CHARS) -> str:
