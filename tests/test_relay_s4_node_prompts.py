@@ -245,3 +245,63 @@ def test_an_improve_node_sees_the_best_siblings_changes_as_code(run):
             assert f"+{line}" in text, (nid, line)
         checked += 1
     assert checked >= 1
+
+
+# 1b ------------------------------------------------------------------------------------------
+
+
+def test_a_best_node_line_gives_its_search_value_and_seed_mean_and_what_decided(run):
+    """The stage facts' best-node line and the proposers' "Best node so far" quote the search run
+    and the mean over the node's seed re-runs (journal), and the facts say which decided: the mean
+    when the stage re-ranked over seeds (its seed_rerank event compared means), else the search
+    run; the ablation stage (no seed_rerank event) decided nothing."""
+    nodes = journal_nodes(run)
+    reranked = {
+        e["stage"]: bool(e.get("means"))
+        for e in (json.loads(ln) for ln in (run / "events.jsonl").read_text().splitlines() if ln.strip())
+        if e["type"] == "seed_rerank"
+    }
+
+    def mean_of(nid: str) -> tuple[int, float]:
+        vals = [
+            n["metric"]["value"]
+            for n in nodes.values()
+            if n["operation"] == "seed_eval" and n["parent_id"] == nid and n["status"] == "good"
+        ]
+        return len(vals), sum(vals) / len(vals)
+
+    facts = 0
+    for rec in prompt_records(run):
+        if rec["node_id"] != "run":
+            continue
+        text = record_text(rec)
+        if rec["phase"] == "ideas":
+            m = re.search(r"^Best node so far: (n\d+): ", text, re.M)
+            assert m, rec["label"]
+            n, mean = mean_of(m.group(1))
+            value = nodes[m.group(1)]["metric"]["value"]
+            line = text[m.start() :].splitlines()[0]
+            assert (
+                f"val_accuracy={value:.4g} is its search run; over its {n} seed re-runs: mean {mean:.4g}"
+                in line
+            )
+            continue
+        m = re.search(r"^Best node (?:handed to the next stage|of the run): (n\d+)\b.*$", text, re.M)
+        if not m:
+            continue
+        n, mean = mean_of(m.group(1))
+        line = m.group(0)
+        assert (
+            f"val_accuracy={nodes[m.group(1)]['metric']['value']:.4g} (maximize, synthetic) on its search run"
+            in line
+        )
+        assert f"mean {mean:.4g} over its {n} seed re-runs" in line
+        stage = int(re.search(r"stage(\d)", rec["label"] + rec["stage"]).group(1))
+        if stage not in reranked:  # the ablation stage keeps its carried node: no choice made
+            assert f"on its search run (mean {mean:.4g}" in line and "decided" not in line, line
+        elif reranked[stage]:
+            assert "which decided the choice (re-ranking over seeds, below)" in line, line
+        else:
+            assert "on its search run, which decided the choice (mean" in line, line
+        facts += 1
+    assert facts == 4

@@ -247,7 +247,8 @@ def proposal_inputs(
     answer = read_json(RunPaths(run.dir).node(parent.id).file(CODE_FILE))
     values: dict[str, Any] = {
         "kind": kind,
-        "best_summary": f"{parent.id}: {parent.summary} ({metrics_text(parent, limit=BEST_METRICS_CHARS)})",
+        "best_summary": f"{parent.id}: {parent.summary} ({metrics_text(parent, limit=BEST_METRICS_CHARS)})"
+        + _seed_mean(view, parent),
         # its plan's goal and strategy: the components an ablation can remove (relay run 2's
         # ablation proposer saw only the review's words for them)
         "best_design": design_text(_plan_of(run, parent.id)),
@@ -272,6 +273,26 @@ def proposal_inputs(
         values["idea_ablations"] = idea_ablations(run.idea)
         values["measured_ablations"] = measured_ablations(parent)
     return values
+
+
+def _seed_mean(view: JournalView, node: Node) -> str:
+    """ "; val_accuracy=0.918 is its search run; over its 2 seed re-runs: mean 0.9085" when the
+    node was re-run over seeds: the stage chose it by that mean, not by the search run alone."""
+    from ..treesearch.seeds import aggregate_seeds
+
+    m = node.metric
+    if m is None:
+        return ""
+    same = [
+        r.metric
+        for r in view.seed_runs(node.id)
+        if r.is_good and r.metric is not None and r.metric.key == m.key and r.metric.is_valid
+    ]
+    if not same:
+        return ""
+    agg = aggregate_seeds(same)
+    runs = "re-run" if agg.n == 1 else "re-runs"
+    return f"; {m.name}={m.value:.4g} is its search run; over its {agg.n} seed {runs}: mean {agg.mean:.4g}"
 
 
 def _protocol_note(p: Parameter) -> str:
