@@ -34,8 +34,8 @@ from ..literature.sources import SourceError, SourceOffline
 from ..llm.client import backend_name
 from ..llm.prompting import Prompter, ask
 from ..llm.types import CallContext
-from ..runloop.stage_summary import by_dataset, rerun_text
 from ..treesearch.best import NodeCounts
+from ..treesearch.seeds import by_dataset, rerun_text
 from ..treesearch.tried import sentences
 from . import latex, prompts
 from .citations import check_bibtex, collect, to_bibtex, unknown_cite_keys

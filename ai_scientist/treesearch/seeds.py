@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .journal import JournalView
-from .node import IncomparableMetrics, Metric
+from .node import IncomparableMetrics, Metric, Node
 
 
 @dataclass(frozen=True)
@@ -155,3 +155,89 @@ def rank_by_mean(aggregates: Sequence[tuple[str, SeedAggregate | None]]) -> list
         if a is not None
     ]
     return [nid for _, _, nid in sorted(scored)]
+
+
+# ------------------------------------------------- seed re-runs as text --
+# One wording of a node's re-runs for every reader (stage facts, the writer, the reviewer): the
+# run loop and the report both import it from here.
+
+
+def num(value: float) -> str:
+    """A number as the stage facts show it: 4 significant digits (``0.8658``, ``1.235e+05``)."""
+    return f"{value:.4g}"
+
+
+def stderr_text(value: float) -> str:
+    """A standard error: 2 significant digits (an uncertainty needs no more)."""
+    return f"{value:.2g}"
+
+
+def by_dataset(items: Sequence[tuple[str, str, str | None]]) -> list[str]:
+    """``(head, tail, dataset)`` items as ``head tail``, the dataset said once for each run of
+    items that share it, after the first one's head (``a=1 [synthetic_d30] (0.9, 0.8)``, ``b=2``):
+    a stage-3 node's 49 metrics named theirs 49 times."""
+    out = []
+    for i, (head, tail, dataset) in enumerate(items):
+        new = dataset and (i == 0 or items[i - 1][2] != dataset)
+        out.append(f"{head} [{dataset}]{tail}" if new else f"{head}{tail}")
+    return out
+
+
+def rerun_text(
+    node: Node, reruns: Sequence[Node], limit: int | None = None, same_as: tuple[str, str] | None = None
+) -> str | None:
+    """A node's seed re-runs, every metric the node reports that all its good re-runs report too,
+    as the run's one seed statistic (:data:`ai_scientist.reporting.runread.SEED_STATISTIC`: mean ±
+    s.e. over the re-runs only, the search run apart) with the values: ``2 seed re-runs (n0012
+    seed 1, n0013 seed 2), mean ± s.e. (the first with its values): val_accuracy=0.9085 ± 0.003
+    [synthetic] (0.9115, 0.9055); ...``. The primary metric first; with ``limit``, the metrics that do not fit are
+    counted (``+3 more``), never cut; the values of each re-run are listed for the primary metric
+    only (the mean and its s.e. say the rest). ``same_as``: (another node's id, its re-run text):
+    the metrics that text states alike are counted, not repeated (a child that re-ran its parent's
+    grid with the same seeds). None when no re-run worked. A capable model saw only the best node's
+    re-runs, so a stage-3 condition's gain was reported without whether it replicated."""
+    good = [r for r in reruns if r.is_good]
+    if not good:
+        return None
+    order = list(node.metrics) or ([node.metric] if node.metric is not None else [])
+    if node.metric is not None:
+        order = [node.metric, *(m for m in order if m.key != node.metric.key)]
+    per_run = [{m.key: m for m in (list(r.metrics) or ([r.metric] if r.metric else []))} for r in good]
+    found: list[tuple[str, str, str | None]] = []
+    theirs = set((same_as[1] if same_as else "").split("; "))
+    alike = 0
+    for m in order:
+        got = [run.get(m.key) for run in per_run]
+        if any(g is None or not g.is_valid for g in got):
+            continue
+        values = [g.value for g in got if g is not None]
+        mean = sum(values) / len(values)
+        item = f"{m.name}={num(mean)}"
+        if len(values) > 1:
+            se = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5 / len(values) ** 0.5
+            item += f" ± {stderr_text(se)}"
+        if found and (item in theirs or f"{item} [{m.dataset}]" in theirs):
+            alike += 1
+            continue
+        found.append((item, f" ({', '.join(num(v) for v in values)})" if not found else "", m.dataset))
+    items = by_dataset(found)
+    if alike and same_as:
+        items.append(f"{alike} more alike in {same_as[0]}'s re-runs")
+    who = ", ".join(f"{r.id} seed {r.seed}" if r.seed is not None else r.id for r in good)
+    n = len(good)
+    head = f"{n} seed re-run{'' if n == 1 else 's'} ({who}), " + (
+        "value (one re-run: no spread):" if n == 1 else "mean ± s.e. (the first with its values):"
+    )
+    if not items:
+        return f"{head} none of its metrics"
+    shown: list[str] = []
+    used = len(head)
+    for i, item in enumerate(items):
+        rest = len(items) - i - 1
+        more = len(f"; +{rest} more") if rest else 0
+        if limit is not None and shown and used + 2 + len(item) + more > limit:
+            shown.append(f"+{len(items) - i} more")
+            break
+        shown.append(item)
+        used += 2 + len(item)
+    return f"{head} {'; '.join(shown)}"
