@@ -275,7 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("--html", default=None, help="output file (default: RUN_DIR/tree.html)")
 
-    p = sub.add_parser("serve", help="live web view of a run (or of the runs under a directory), with steering")
+    p = sub.add_parser(
+        "serve", help="live web view of a run (or of the runs under a directory), with steering"
+    )
     from .serve import add_arguments as serve_arguments
 
     serve_arguments(p)
