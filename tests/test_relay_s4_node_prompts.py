@@ -305,3 +305,39 @@ def test_a_best_node_line_gives_its_search_value_and_seed_mean_and_what_decided(
             assert "on its search run, which decided the choice (mean" in line, line
         facts += 1
     assert facts == 4
+
+
+# 3b ------------------------------------------------------------------------------------------
+
+
+def test_earlier_summaries_advice_on_protocol_settings_is_said_not_to_apply(run):
+    """A code call showing the earlier stages' summaries and the evaluation protocol names the
+    protocol's parameters (the node's frozen stage inputs) as settings the summaries' advice does
+    not change; the summary call itself is told they are the protocol even where the idea calls
+    them knobs (the bundled idea's Risks do)."""
+    checked = 0
+    for rec in prompt_records(run):
+        nid = rec["node_id"]
+        if nid == "run" or rec["phase"] != "phase2":
+            continue
+        inputs = json.loads((run / "nodes" / nid / "stage_inputs.json").read_text())
+        params = (inputs.get("evaluation_protocol") or {}).get("parameters") or []
+        previous = _section(rec, "Previous stages")
+        if not previous.strip() or not params:
+            continue
+        names = ", ".join(p[0] for p in params)
+        assert (
+            f"Where these summaries advise changing {names} (the evaluation protocol, below), keep them"
+            in previous
+        )
+        checked += 1
+    assert checked
+    idea = (run / "idea.md").read_text()
+    assert "knobs to adjust" in idea
+    summaries = [r for r in prompt_records(run) if r["node_id"] == "run" and r["phase"] == "summary"]
+    assert summaries
+    for rec in summaries:
+        assert (
+            "even where the research idea\n  calls them knobs to adjust: never advise changing them"
+            in record_text(rec)
+        )
