@@ -80,6 +80,9 @@ def test_wheel_contains_every_prompt_template(wheel):
     missing = [t for t in templates if t not in names]
     assert not missing, f"not in the wheel: {missing}"
     assert "ai_scientist/reporting/viewer_template.html" in names
+    # serve's page: its one script and stylesheet ship with the package (no CDN)
+    static = [p.relative_to(ROOT).as_posix() for p in (ROOT / "ai_scientist" / "serve" / "static").iterdir()]
+    assert static and not [s for s in static if s not in names], static
     shipped_tests = sorted(n for n in names if n.startswith("ai_scientist/testing/"))
     assert not shipped_tests, f"test support shipped to users: {shipped_tests}"
 
