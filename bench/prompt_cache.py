@@ -29,7 +29,10 @@ figures: the *ideal* share (any shared prefix is reused, as llama.cpp's KV cache
 cache do) and the *OpenAI rule* (only prompts of 1,024+ tokens, the cached part rounded down to a
 multiple of 128 tokens). USD at list price (the model's ``llm.prices`` entry, else gpt-4o-mini's:
 $0.15 per million input tokens, cached ones at ``--cached-ratio`` of that, OpenAI's 50 %).
-Results go to ``bench/results/prompt_cache.json``.
+Results go to ``bench/results/prompt_cache.json``. Where each request stops sharing its prefix
+is recorded too (``breaks``: the last heading before that point, per phase, with the requests and
+the uncached tokens after it, most first; the report prints the top rows): the place to look when
+the share falls.
 
 The local backend's KV reuse (prefill time with and without reuse) is measured separately, by its
 own section/benchmark (issue 14, item 4).
@@ -54,6 +57,7 @@ RESULTS = ROOT / "bench" / "results" / "prompt_cache.json"
 TARGET = 0.80
 DEFAULT_INPUT_USD = 0.15  # gpt-4o-mini list price per million input tokens
 OPENAI_MIN, OPENAI_STEP = 1024, 128
+BREAK_ROWS = 12  # rows of the "where the shared prefix ends" table printed
 
 
 def _orchestration() -> Any:
@@ -154,10 +158,31 @@ def run_records(run_dir: Path) -> list[dict[str, Any]]:
     return sorted(recs, key=lambda r: (r.get("started_at") or r.get("ts") or 0, r["_mtime"]))
 
 
+_HEADING = re.compile(r"(?:^|\n|\x00)(#{1,4} [^\n]*)")
+
+
+def break_section(text: str, shared: int) -> str:
+    """Where a request stops sharing its prefix with every earlier one: the last heading before
+    that point (digits as ``#``, so one section of many nodes is one row), ``(start)`` before any
+    heading; ``(whole request)`` when it is all shared."""
+    if shared >= len(text):
+        return "(whole request)"
+    last = None
+    for m in _HEADING.finditer(text, 0, shared):  # a heading the break cuts is read whole
+        last = m
+    if last is None:
+        return "(start)"
+    start = last.start(1)
+    line = text[start : text.find("\n", start) if "\n" in text[start:] else len(text)]
+    return re.sub(r"\d+", "#", line)[:70]
+
+
 def analyse(records: list[dict[str, Any]], counter: Any) -> dict[str, Any]:
     index = PrefixIndex()
     per_phase: dict[str, dict[str, int]] = {}
     total = {"requests": 0, "prompt_tokens": 0, "cacheable_tokens": 0, "openai_cached_tokens": 0}
+    # (phase, section) -> [requests, uncached tokens]: what breaks the shared prefix, and its cost
+    breaks: dict[tuple[str, str], list[int]] = {}
     for rec in records:
         text = request_text(rec.get("messages") or [])
         shared = index.longest(text)
@@ -166,6 +191,9 @@ def analyse(records: list[dict[str, Any]], counter: Any) -> dict[str, Any]:
         cached = count_tokens(counter, text[:shared]) if shared else 0
         openai = (cached // OPENAI_STEP) * OPENAI_STEP if tokens >= OPENAI_MIN and cached >= OPENAI_MIN else 0
         phase = str(rec.get("_phase") or rec.get("phase") or "?")
+        row = breaks.setdefault((phase, break_section(text, shared)), [0, 0])
+        row[0] += 1
+        row[1] += tokens - cached
         for bucket in (total, per_phase.setdefault(phase, dict.fromkeys(total, 0))):
             bucket["requests"] += 1
             bucket["prompt_tokens"] += tokens
@@ -175,7 +203,15 @@ def analyse(records: list[dict[str, Any]], counter: Any) -> dict[str, Any]:
         p = bucket["prompt_tokens"] or 1
         bucket["cacheable_share"] = round(bucket["cacheable_tokens"] / p, 4)  # type: ignore[assignment]
         bucket["openai_share"] = round(bucket["openai_cached_tokens"] / p, 4)  # type: ignore[assignment]
-    return {"total": total, "per_phase": dict(sorted(per_phase.items()))}
+    where = sorted(breaks.items(), key=lambda kv: -kv[1][1])
+    return {
+        "total": total,
+        "per_phase": dict(sorted(per_phase.items())),
+        # the uncached tokens by where the prefix broke, most first
+        "breaks": [
+            {"phase": ph, "section": sec, "requests": n, "uncached_tokens": u} for (ph, sec), (n, u) in where
+        ],
+    }
 
 
 def usd(figures: dict[str, Any], input_usd: float, cached_usd: float) -> dict[str, float]:
@@ -313,6 +349,13 @@ def report(result: dict[str, Any]) -> str:
             f"{name}: {r['total']['prompt_tokens']} prompt tokens, {r['total']['cacheable_tokens']} cacheable; "
             f"USD at ${p['input']}/M input, ${p['cached']}/M cached: no cache {u['no_cache']:.4f}, "
             f"ideal cache {u['ideal_cache']:.4f}, OpenAI rule {u['openai_rule']:.4f}"
+        )
+    out.append(
+        "where the shared prefix ends (stable-first layout; uncached tokens, requests, phase, last heading):"
+    )
+    for b in new.get("breaks", [])[:BREAK_ROWS]:
+        out.append(
+            f"  {b['uncached_tokens']:>7}  {b['requests']:>3} x  {b['phase']:<14} after {b['section']!r}"
         )
     share = new["total"]["cacheable_share"]
     ratio = share / base["total"]["cacheable_share"] if base["total"]["cacheable_share"] else float("inf")

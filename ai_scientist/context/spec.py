@@ -280,9 +280,12 @@ PROMPTS: dict[str, list[str]] = {
         "parent_error",
         "plot_feedback",
         "time_feedback",
+        # the stage's tables: each grows by a row per node (a new row last, or by rank); the
+        # ablation plan's header counts what is left, so it changes with every node and follows
+        # the done ablations' table instead of cutting the prefix before it
         "tried_hyperparams",
-        "ablation_plan",
         "tried_ablations",
+        "ablation_plan",
         "siblings",
         "user_note",
         "node_brief",

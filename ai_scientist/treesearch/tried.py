@@ -20,7 +20,7 @@ ERROR_CHARS = 400  # a failed row says why in one line (a review's reason needs 
 SUMMARY_CHARS = 900  # a node's findings whole (review 500 + caveat 300), cut at a sentence end
 METRICS_CHARS = 240
 DESIGN_CHARS = 500  # an earlier draft's plan: its goal and its strategy, each
-SIBLING_ROWS = 8  # a node's table of the other nodes of its stage: the nearest ones first
+SIBLING_ROWS = 8  # a node's table of the other nodes of its stage: the nearest and the best
 
 
 def _cell(text: str, limit: int) -> str:
@@ -145,9 +145,12 @@ def sibling_table(
     rows: int = SIBLING_ROWS,
     designs: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """What the nodes of ``stage`` other than ``node_id`` did and scored: ``[header, row, ...]``,
-    the children of ``parent_id`` first (creation order: for a draft, the earlier drafts), then
-    the stage's other nodes ranked best first; [] when there is none.
+    """What the nodes of ``stage`` other than ``node_id`` did and scored: ``[header, row, ...]``;
+    [] when there is none. Which nodes are shown (at most ``rows``): the children of
+    ``parent_id`` first (for a draft, the earlier drafts), then the stage's other nodes ranked
+    best first; the rows shown are in creation order, so a later node's table extends an
+    earlier one's (a new node's row comes last: the prefix cache keeps the rows before it, and
+    the nodes' ids and results say which is nearest and best).
 
     Left out: ``node_id`` itself, ``parent_id`` (its material is the prompt's lineage) and, in
     stages whose prompts carry a tried table (2 and 4), the idea nodes that table lists. A node
@@ -167,12 +170,14 @@ def sibling_table(
     same = [n for n in others if n.parent_id == parent_id]
     rest = ranked([n for n in others if n.parent_id != parent_id])
     picked = [*same, *rest]
+    order = {n.id: i for i, n in enumerate(others)}  # creation order
+    shown = sorted(picked[:rows], key=lambda n: order[n.id])
     header = [
         "| node | operation | idea | result | what it did |",
         "|---|---|---|---|---|",
     ]
     lines = []
-    for n in picked[:rows]:
+    for n in shown:
         op = n.operation + (f" of {n.parent_id}" if n.parent_id else "")
         lines.append(
             f"| {n.id} | {op} | {_cell(n.idea or '-', 120)} | {result_text(n, all_metrics=True)} "
