@@ -83,6 +83,13 @@ def test_wheel_contains_every_prompt_template(wheel):
     # serve's page: its one script and stylesheet ship with the package (no CDN)
     static = [p.relative_to(ROOT).as_posix() for p in (ROOT / "ai_scientist" / "serve" / "static").iterdir()]
     assert static and not [s for s in static if s not in names], static
+    # the bench's bundled tasks (ai-scientist bench list) ship whole: idea, data, grader, baseline
+    tasks = [
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "ai_scientist" / "benchsuite" / "tasks").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    ]
+    assert len({t.split("/")[3] for t in tasks}) >= 6 and not [t for t in tasks if t not in names]
     shipped_tests = sorted(n for n in names if n.startswith("ai_scientist/testing/"))
     assert not shipped_tests, f"test support shipped to users: {shipped_tests}"
 
