@@ -295,6 +295,20 @@ def rerank_lines(record: dict[str, Any] | None) -> list[str]:
     return out
 
 
+def _decided_by(best: Node, seeds: dict | None, rerank: dict | None) -> str:
+    """Next to the best node's search-run value: its seed re-runs' mean and which of the two the
+    stage's choice rested on (a relay run quoted the search value of a node chosen by its mean)."""
+    agg = (seeds or {}).get("aggregate") if (seeds or {}).get("node_id") == best.id else None
+    if not agg:
+        return ""
+    mean = f"mean {num(agg['mean'])} over its {agg['n']} seed re-run{'s' if agg['n'] != 1 else ''}"
+    if not rerank:  # not chosen in this stage (the ablation stage's carried node)
+        return f" on its search run ({mean})"
+    if rerank.get("means"):
+        return f" on its search run; {mean}, which decided the choice (re-ranking over seeds, below)"
+    return f" on its search run, which decided the choice ({mean})"
+
+
 def stage_facts(
     view: JournalView, stage: int, best: Node | None, seeds: dict | None, rerank: dict | None = None
 ) -> list[str]:
@@ -322,7 +336,10 @@ def stage_facts(
             )
         elif best.stage < stage:
             where = f" (from stage {best.stage}: no node of this stage beat it)"
-        head.append(f"{label}: {best.id}{where} {best_metric_text(best)}: {_one_line(best.summary or '-')}")
+        decided = _decided_by(best, seeds, rerank)
+        head.append(
+            f"{label}: {best.id}{where} {best_metric_text(best)}{decided}: {_one_line(best.summary or '-')}"
+        )
     seeded = (seeds or {}).get("node_id") or (best.id if best else None)
     used = (
         sorted(n.seed for n in view.seed_runs(seeded) if n.is_good and n.seed is not None) if seeded else []
