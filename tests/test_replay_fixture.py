@@ -20,7 +20,7 @@ siblings layer, the seed rule), recorded at 89f97fd; issue 30 changed them (the 
 protocol shown to later nodes, graded and self-reported metrics in the review, re-ranking over
 seeds at a stage's end), recorded again; issue 28's relay follow-ups changed them (a later draft
 copies the protocol node's data code, findings whole, the parent's commands and run as text, the
-length limits and per-branch memory words, the ideas schema's count, a parent's seed re-run mean beside its search run, the protocol's environment values, the protocol in the review, the parent's figure problems, the best node's design), recorded at a06d13a. A change that alters prompts on purpose records a new fixture (``record_fixture`` in docs/testing.md) and says so.
+length limits and per-branch memory words, the ideas schema's count, a parent's seed re-run mean beside its search run, the protocol's environment values, the protocol in the review, the parent's figure problems, the best node's design), recorded at a06d13a; this session's issue-28 work changed them again (the judges' sibling and tuning tables, a child's diff in reviews and plotting, the compact environment of a pure-Python task, the short memory protocol, the headline's configuration, the seed noise in the protocol, loss lists in the review, the best sibling's code for an improve node, siblings in creation order), recorded at 23fb08f. A change that alters prompts on purpose records a new fixture (``record_fixture`` in docs/testing.md) and says so.
 """
 
 from __future__ import annotations
