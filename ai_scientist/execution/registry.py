@@ -26,7 +26,8 @@ def make_executor(
 ) -> Executor:
     """An executor for ``backend`` (default ``cfg.exec.backend``; ``auto`` resolves first).
 
-    Every executor made here hides ``grader.dir`` from its commands (the grader's hidden data);
+    Every executor made here hides ``grader.dir`` from its commands (the grader's hidden data, and
+    its other copies on this host: :func:`grader_hidden`);
     ``mounts`` (workspace name -> host path, read-only) make a grader's own executor instead,
     which hides nothing (see :mod:`.grader`). Raises :class:`SandboxError` when the backend
     cannot run here, with what to do.
@@ -44,8 +45,27 @@ def make_executor(
     if mounts:
         executor.mounts = tuple(mounts)  # type: ignore[attr-defined]
     elif cfg.grader.dir:
-        executor.hidden = (str(Path(cfg.grader.dir).resolve()),)  # type: ignore[attr-defined]
+        executor.hidden = grader_hidden(Path(cfg.grader.dir))  # type: ignore[attr-defined]
     return executor
+
+
+# the bench's bundled tasks (ai_scientist/benchsuite): their graders' data, and the script that makes it
+_BENCH_PACKAGE = Path(__file__).resolve().parents[1] / "benchsuite"
+
+
+def grader_hidden(grader_dir: Path) -> tuple[str, ...]:
+    """What a run's commands must not see for a grader to mean anything: its directory, and the
+    other places its hidden data lie on this host — the ``.git`` of a repository holding the
+    grader (its objects are the files, committed), and for a bundled bench task the bench's
+    package (every task's grader and ``make_task_data.py``, which writes them)."""
+    grader = grader_dir.resolve()
+    out = [grader]
+    repo = next((p / ".git" for p in (grader, *grader.parents) if (p / ".git").exists()), None)
+    if repo is not None:
+        out.append(repo)
+    if _BENCH_PACKAGE == grader or _BENCH_PACKAGE in grader.parents:
+        out.append(_BENCH_PACKAGE)
+    return tuple(dict.fromkeys(str(p) for p in out))
 
 
 def _make(cfg: Config, name: str, resources_dir: Path | None, unsafe: bool) -> Executor:
