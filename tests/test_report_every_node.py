@@ -23,7 +23,7 @@ from components import latex_or_skip, matplotlib_or_skip
 from pipeline_support import journal_nodes, prompt_records, record_text, start_run
 
 from ai_scientist.reporting.claims import WRITER_INPUT, extract_numbers, match_claim, run_measurements
-from ai_scientist.reporting.manifest import describe_file
+from ai_scientist.reporting.manifest import _compact_metrics, describe_file
 from ai_scientist.testing.scripted import PAPER_SECTIONS, ExampleResponder
 
 CAVEAT = "Caveat: {nid} measured one draw of the data, so its value moves with the seed it ran under."
@@ -112,13 +112,33 @@ def test_every_good_node_and_its_seed_reruns_reach_the_aggregation_manifest(run)
     assert stages == sorted(stages)
     for e in manifest["nodes"]:
         written = nodes[e["node_id"]]["metrics"] or [nodes[e["node_id"]]["metric"]]
-        assert e["metrics"] == {m["name"]: float(f"{m['value']:.6g}") for m in written}
+        assert e["metrics"] == {_key(m, written): float(f"{m['value']:.6g}") for m in written}
     # the plotter's prompt shows them all, and the one seed statistic
     plot = _one(prompt_records(run_dir), "plots", "aggregate_r0")
     sent = record_text(plot)
     for e in manifest["nodes"]:
         assert f'"node_id": "{e["node_id"]}"' in sent
     assert manifest["seed_statistic"] in plot["messages"][0]["content"]
+
+
+def _key(m: dict, written: list[dict]) -> str:
+    """A metric's key in the manifest: its name, with its dataset when the name has several."""
+    several = len({w.get("dataset") for w in written if w["name"] == m["name"]}) > 1
+    return f"{m['name']} [{m.get('dataset') or '-'}]" if several else m["name"]
+
+
+def test_one_metric_name_on_several_datasets_keeps_every_value():
+    # a relay run's manifest keyed metrics by name: n0011's accuracy at 40 % noise stood for 20 %
+    written = [
+        {"name": "val_accuracy", "value": 0.7405, "direction": "maximize", "dataset": "noise_0.2"},
+        {"name": "val_accuracy", "value": 0.5965, "direction": "maximize", "dataset": "noise_0.4"},
+        {"name": "train_loss", "value": 0.31, "direction": "minimize", "dataset": "noise_0.2"},
+    ]
+    shown = _compact_metrics(written)
+    assert shown["metrics"] == {_key(m, written): m["value"] for m in written}
+    assert shown["metrics"]["val_accuracy [noise_0.2]"] == 0.7405 and shown["lower_is_better"] == [
+        "train_loss"
+    ]
 
 
 def test_a_json_structure_every_key_shares_is_described_once(run, tmp_path):

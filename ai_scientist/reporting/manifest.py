@@ -124,13 +124,21 @@ def _node_entry(view: RunView, node: dict[str, Any], role: str, dest_root: Path)
 
 
 def _compact_metrics(metrics: list[dict[str, Any]]) -> dict[str, Any]:
-    """``metrics``: name -> value (6 significant digits; the first is the headline), and which are
+    """``metrics``: name -> value (6 significant digits; the first is the headline; ``name [dataset]``
+    for a name measured on several datasets), and which are
     ``lower_is_better`` and the ``datasets`` only when they are said: a list of one 4-field object
     per metric took most of a capable model's manifest (49 metrics a node, each re-run again)."""
     values: dict[str, Any] = {}
     lower, datasets = [], []
+    # a name measured on several datasets keeps one entry per dataset (``acc [noise_0.4]``): keyed by
+    # the name alone the last dataset's value stood for all of them (a relay run's plotter drew it)
+    seen_on: dict[str, set[Any]] = {}
+    for m in metrics:
+        seen_on.setdefault(str(m.get("name", "metric")), set()).add(m.get("dataset"))
     for m in metrics:
         name, value = str(m.get("name", "metric")), m.get("value")
+        if len(seen_on[name]) > 1:
+            name = f"{name} [{m.get('dataset') or '-'}]"
         values[name] = float(f"{value:.6g}") if isinstance(value, float) else value
         if m.get("direction") == "minimize":
             lower.append(name)
