@@ -43,6 +43,9 @@ SMALL = [
     "agent.stages.stage3_max_iters=1",
     "agent.stages.stage4_max_iters=1",
     "agent.search.num_drafts=1",
+    # the bundled idea is pure Python, whose environment block is compact (no modules, MPI, caches:
+    # docs/context.md); this test reads the compute node's full description
+    "context.environment_detail=full",
 ]
 
 
