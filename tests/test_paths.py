@@ -172,8 +172,13 @@ def _hand_joins(source: str) -> list[tuple[int, str]]:
 # name: the LaTeX build folder (``paper.tex``, ``paper.pdf``, ``paper/figures/``), the experiment's
 # own ``workspace/metrics.json`` (the metrics contract of phase 4), the link to the run's resources
 # that a sandbox puts in a workspace, the plot step's records (written relative to the figures
-# workspace it is handed), and the ideation log folder's citation cache.
+# workspace it is handed), the ideation log folder's citation cache, and the bench's own folders
+# (a task's idea.md, the bench directory's resources/, a baseline's scratch workspace/ and resources/).
 ELSEWHERE = {
+    ("benchsuite/task.py", "idea.md"),
+    ("benchsuite/runner.py", "resources"),
+    ("benchsuite/baseline.py", "resources"),
+    ("benchsuite/baseline.py", "workspace"),
     ("reporting/writeup.py", "figures"),
     ("reporting/writeup.py", "paper.tex"),
     ("reporting/latex.py", "paper.pdf"),

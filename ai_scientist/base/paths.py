@@ -329,6 +329,12 @@ class RunPaths:
         return self.root / "paper"
 
     @property
+    def steer(self) -> Path:
+        """Steering requests (``ai-scientist steer``, the serve page): ``pending/`` until the run
+        applies them, then ``done/`` (runloop/steering.py)."""
+        return self.root / "steer"
+
+    @property
     def paper_figures(self) -> Path:
         """The figures the paper includes (copied there by the writeup)."""
         return self.paper / "figures"

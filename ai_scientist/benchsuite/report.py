@@ -18,6 +18,7 @@ from typing import Any
 
 from ..base.config import ConfigError
 from ..base.fileio import atomic_write_json, atomic_write_text, read_json
+from ..base.paths import RunPaths
 from .results import run_row
 from .task import Task, load_task, task_dir
 
@@ -56,7 +57,7 @@ def collect(out: Path) -> dict[str, Any]:
             if (m := re.fullmatch(rf"{name}-s(\d+)", p.name))
         }
         for seed, run_dir in sorted(seeds.items()):
-            if (run_dir / "config.resolved.yaml").is_file():  # not a run killed before it recorded anything
+            if RunPaths(run_dir).config.is_file():  # not a run killed before it recorded anything
                 task_rows.append(run_row(task, seed, run_dir, base))
         rows += task_rows
         scores = [r["score"] for r in task_rows if r["score"] is not None]

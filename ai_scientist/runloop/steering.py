@@ -46,7 +46,6 @@ EXIT_GATE = 5  # stopped at an approval gate (agent.gates): state saved; approve
 ACTIONS = ("pause", "resume", "note", "withdraw", "block", "unblock", "expand", "approve")
 GATES = ("stage_end", "reporting")
 MAX_NOTE_CHARS = 4000
-STEER_DIR = "steer"
 
 
 class GateStop(RunStop):
@@ -65,7 +64,7 @@ class GateStop(RunStop):
 
 
 def steer_dir(run_dir: Path) -> Path:
-    return Path(run_dir) / STEER_DIR
+    return RunPaths(run_dir).steer
 
 
 def _check_node(node: str | None) -> str:

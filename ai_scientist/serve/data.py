@@ -128,7 +128,7 @@ class RunSource:
                 sig.append([st.st_size, st.st_mtime_ns])
             except FileNotFoundError:
                 sig.append(None)
-        pending = self.run_dir / "steer" / "pending"
+        pending = RunPaths(self.run_dir).steer / "pending"
         sig.append(sorted(os.listdir(pending)) if pending.is_dir() else [])
         return sig
 
