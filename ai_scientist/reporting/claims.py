@@ -515,9 +515,13 @@ def check_claims(run_dir: str | Path, writer: str | None = None) -> dict[str, An
     everything = run_measurements(run_dir)
     measured = [m for m in everything if m.kind != SELF_REPORTED]
     claimed = [m for m in everything if m.kind == SELF_REPORTED]
+    # the writer's inputs carry the run's numbers, a program's own claims among them: a number
+    # that only a program claimed stays self-reported even though the writer was shown it
+    real = [m for m in measured if m.kind != WRITER_INPUT]
+    inputs = [m for m in measured if m.kind == WRITER_INPUT]
     claims = []
     for claim in extract_numbers(body, first):
-        found = match_claim(claim, measured) or match_claim(claim, claimed)
+        found = match_claim(claim, real) or match_claim(claim, claimed) or match_claim(claim, inputs)
         row = {k: v for k, v in asdict(claim).items() if k in ("text", "value", "line", "context")}
         row.update(source=found.source if found else None, kind=found.kind if found else "unmatched")
         if not found or found.kind == SELF_REPORTED:
