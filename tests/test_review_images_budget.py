@@ -32,7 +32,7 @@ def test_a_review_whose_figures_do_not_fit_is_sent_with_fewer(tmp_path):
         "report.enabled=true",
         "report.citations.enabled=false",
         "report.num_reviews=1",
-        "context.max_prompt_tokens=1750",
+        "context.max_prompt_tokens=1900",
     )
     assert code == 0
     steps = {e["step"]: e for e in events(run_dir) if e["type"] == "report_step"}
@@ -44,5 +44,5 @@ def test_a_review_whose_figures_do_not_fit_is_sent_with_fewer(tmp_path):
     (review,) = [r for r in logs if r["phase"] == "review" and r["label"] == "review_1"]
     assert review["prompt_tokens_with_images"] <= review["budget"]["limit"]
     shown = _images(review)
-    assert shown < len(figures), (shown, len(figures))  # not all fit beside the paper at 1,750 tokens
+    assert shown < len(figures), (shown, len(figures))  # not all fit beside the paper at 1,900 tokens
     assert all(f["caption"] in "".join(str(m["content"]) for m in review["messages"]) for f in figures)
