@@ -229,10 +229,13 @@ def build_services(
             env,
             budget_chars=prompts.budget_for("code").max_tokens,
             # a pure-Python idea: no build tools, MPI, caches (context/kinds.py)
+            # ... unless the run may start MPI ranks (exec.slurm.max_ntasks > 1): the model must
+            # see the launcher and the rank limit to use them
             python_only=cfg.context.environment_detail == "compact"
             or (
                 cfg.context.environment_detail == "auto"
                 and not needs_machine_details(run.idea.to_markdown(), run.idea.code_file)
+                and not (cfg.exec.backend == "slurm" and cfg.exec.slurm.max_ntasks > 1)
             ),
         ),
         resources_dir=res_dir,
