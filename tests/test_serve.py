@@ -209,9 +209,15 @@ def test_live_page_steers_a_run_in_headless_chromium(tmp_path):
         (run.dir / "nodes" / "n0002" / "workspace" / hostile_name).write_text("# written by the experiment\n")
         browser.js("location.hash = 'node=n0002'")
         browser.wait("document.getElementById('detail').dataset.nodeId === 'n0002'")
+        # (inside the answer's JSON its quotes are escaped: the tags are compared); the node's
+        # prompt logs may arrive after its page (a loaded CI machine read the page before them)
+        shown = "</pre><script>window.__pwned=1</script><img src=x"
+        browser.wait(
+            f"[...document.querySelectorAll('#detail pre')].some(p => p.textContent.includes({shown!r}))",
+            timeout=30,
+        )
         texts = browser.js("[...document.querySelectorAll('#detail pre')].map(p => p.textContent)")
-        # (inside the answer's JSON its quotes are escaped: the tags are compared)
-        assert any("</pre><script>window.__pwned=1</script><img src=x" in t for t in texts)
+        assert any(shown in t for t in texts)
         assert browser.js("window.__pwned === undefined && document.scripts.length === 1")
         names = browser.js(
             "[...document.querySelectorAll('#detail details.code summary')].map(s => s.textContent)"
