@@ -14,6 +14,13 @@ from typing import Any
 Message = dict[str, Any]
 
 
+def exchange_turn(answer: str, reply: str) -> list[Message]:
+    """One more round of a call's conversation: the model's ``answer`` and the pipeline's
+    ``reply`` to it (a memory read's results, a repair request). The assembler places these turns
+    after the prompt and prunes old ones under the budget (:func:`prune_messages`)."""
+    return [{"role": "assistant", "content": answer}, {"role": "user", "content": reply}]
+
+
 def split_turns(messages: list[Message]) -> tuple[list[Message], list[list[Message]]]:
     """(head, turns): head = leading system messages + the first user message (and
     anything before the first assistant message); turns = groups each starting at

@@ -21,9 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.paths import NODES_DIR
 from ..base.templates import render
-from ..context.assemble import assemble
-from ..context.budget import Budget
-from ..context.tokens import counter_for
+from ..llm.prompting import Prompter
 from ..llm.types import CallContext, LLMError
 from .dedupe import duplicate_of
 from .literature import Literature, Search, evidence
@@ -38,18 +36,13 @@ PROMPT = "ideation"
 
 
 class IdeaPrompts:
-    """Assembles the ``ideation`` prompt (layers in ``context.spec``) under the role's budget."""
+    """Assembles the ``ideation`` prompt (layers in ``context.spec``) through the run's one prompt
+    path (:class:`~ai_scientist.llm.prompting.Prompter`): the ideation role's model decides the
+    budget and the token counter, as for every other call."""
 
     def __init__(self, cfg: Config, llm: LLMClient):
-        backend = getattr(llm, "backend", None)
         self.cfg = cfg
-        self.budget = Budget.from_config(
-            cfg.context,
-            getattr(backend, "context_window", None),
-            model=cfg.model_for(ROLE),
-            output_tokens=cfg.role(ROLE).max_tokens,
-        )
-        self.counter = counter_for(cfg.model_for(ROLE), getattr(backend, "count_tokens", None))
+        self.prompter = Prompter(cfg, llm)
 
     def build(self, instructions: str, values: dict[str, Any]) -> tuple[list[dict], list[dict]]:
         v = dict(values)
@@ -59,7 +52,7 @@ class IdeaPrompts:
         # the schema itself goes with the request (response_format, or the client's instruction
         # when the backend has none): inline as well, it cost ~3k tokens a round twice over
         v["response_format"] = render("ideation/response_format.j2", **v)
-        p = assemble(PROMPT, v, self.budget, self.counter, self.cfg.context)
+        p = self.prompter.assemble(PROMPT, v, role=ROLE)
         return p.messages, p.ledger
 
 

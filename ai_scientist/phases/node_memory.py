@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..context.history import exchange_turn
 from ..llm.types import LLMResult
 from ..memory import events as mem_events
 from ..memory.protocol import handle_response, memory_update_schema
@@ -77,9 +78,7 @@ class NodeMemory:
         conversation: list[dict[str, str]] = []
 
         def ask(text: str) -> str:
-            conversation.extend(
-                [{"role": "assistant", "content": answers[-1].text}, {"role": "user", "content": text}]
-            )
+            conversation.extend(exchange_turn(answers[-1].text, text))
             answers.append(follow_up(list(conversation)))
             return _with_block(answers[-1])
 
