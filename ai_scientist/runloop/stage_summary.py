@@ -30,7 +30,7 @@ from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import RunPaths
 from ..llm.types import LLMError
 from ..treesearch.best import ABLATION_STAGE, comparable_metric, count_nodes, primary_metric_key
-from ..treesearch.seeds import num, rerun_text
+from ..treesearch.seeds import num
 from ..treesearch.seeds import stderr_text as _stderr
 from ..treesearch.stages import STAGES
 from ..treesearch.tried import failure_text, ranked
@@ -195,19 +195,38 @@ def best_metric_text(node: Node) -> str:
     return f"{m.name}={num(m.value)} ({m.direction}{', ' + m.dataset if m.dataset else ''})"
 
 
-def result_cell(node: Node, limit: int = RESULT_CHARS) -> str:
-    """A good node's metrics, primary first, each whole; those that do not fit in ``limit``
-    characters are counted (``+3 more``), never cut. A failed node: why; a node that changed the
-    evaluation protocol: its metric and how it changed it; else still running."""
+def ordered_metrics(node: Node, parent: Node | None = None) -> tuple[list[Metric], int]:
+    """``node``'s metrics in the order a reader needs them: the primary one, then those whose
+    (name, dataset) ``parent`` did not report (the conditions this node added), then the rest;
+    and how many are new. Without a parent, or one that reported no metric, the node's own order
+    (nothing is "new" against nothing). A relay run's stage-3 node added 46 metrics after its
+    parent's 13: listed in the node's order, the new ones never reached the summary."""
+    metrics = list(node.metrics) or ([node.metric] if node.metric is not None else [])
+    head: list[Metric] = []
+    if node.metric is not None:
+        head = [node.metric]
+        metrics = [m for m in metrics if m.key != node.metric.key]
+    had = {m.key for m in (parent.metrics if parent is not None else ())}
+    if parent is not None and parent.metric is not None:
+        had.add(parent.metric.key)
+    if not had:
+        return [*head, *metrics], 0
+    new = [m for m in metrics if m.key not in had]
+    return [*head, *new, *(m for m in metrics if m.key in had)], len(new)
+
+
+def result_cell(node: Node, limit: int = RESULT_CHARS, parent: Node | None = None) -> str:
+    """A good node's metrics, primary first, then those new relative to ``parent``
+    (:func:`ordered_metrics`), each whole; those that do not fit in ``limit`` characters are
+    counted (``+3 more``), never cut. A failed node: why; a node that changed the evaluation
+    protocol: its metric and how it changed it; else still running."""
     if node.is_buggy:
         return "failed: " + cut_words(failure_text(node.error), ERROR_CHARS)
     if node.is_incomparable:  # its metric is not the stage's measurement: why, not a rank
         return f"{best_metric_text(node)}, not comparable: {cut_words(node.incomparable or '', ERROR_CHARS)}"
     if not node.is_good:
         return "running (no result yet)"
-    metrics = list(node.metrics) or ([node.metric] if node.metric is not None else [])
-    if node.metric is not None:
-        metrics = [node.metric, *(m for m in metrics if m.key != node.metric.key)]
+    metrics, _ = ordered_metrics(node, parent)
     if not metrics:
         return "no metric"
     dataset = metrics[0].dataset
@@ -223,6 +242,83 @@ def result_cell(node: Node, limit: int = RESULT_CHARS) -> str:
         parts.append(item)
         used += 2 + len(item)
     return "; ".join(parts)
+
+
+SEED_TABLE_CHARS = 5000  # a node's metric x seed table: whole rows while they fit, then a count
+
+
+def _mean_cell(values: list[float], of: int) -> str:
+    """The run's one seed statistic (mean ± s.e. over the re-runs), ``n=`` when some lack it."""
+    if not values:
+        return "-"
+    mean = sum(values) / len(values)
+    out = num(mean)
+    if len(values) > 1:
+        se = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5 / len(values) ** 0.5
+        out += f" ± {_stderr(se)}"
+    return out + (f" (n={len(values)})" if len(values) < of else "")
+
+
+def seed_table(
+    node: Node, reruns: Sequence[Node], parent: Node | None = None, limit: int = SEED_TABLE_CHARS
+) -> str | None:
+    """``node``'s metrics by seed: one row per metric (each name once), a column for its search
+    run, one per good seed re-run and the mean ± s.e. over the re-runs; rows in
+    :func:`ordered_metrics` order (the primary, the metrics new relative to ``parent``, the rest),
+    whole rows while they fit in ``limit`` characters, the rest counted. None without a good
+    re-run. A capable model's stage summary saw the first 13 of a node's 59 re-run metrics, each
+    named twice (result and re-run cells), and never the re-runs of the conditions it added."""
+    good = [r for r in reruns if r.is_good]
+    if not good:
+        return None
+    order, new = ordered_metrics(node, parent)
+    if not order:
+        return None
+    per_run = [{m.key: m for m in (list(r.metrics) or ([r.metric] if r.metric else []))} for r in good]
+    dataset = order[0].dataset
+    who = ", ".join(f"{r.id} seed {r.seed}" if r.seed is not None else r.id for r in good)
+    cols = [f"seed {r.seed}" if r.seed is not None else r.id for r in good]
+    rows_said = "the primary metric"
+    if parent is not None and new:
+        rows_said += f", then the {new} metric{'' if new == 1 else 's'} {parent.id} did not report (what {node.id} added)"
+    rows_said += ", then the rest" if len(order) > 1 + new else ""
+    lines = [
+        f"Seed re-runs of {node.id} ({who}): each metric on its search run, on each re-run, and the "
+        f"mean ± s.e. over the re-runs only (the search run apart). Rows: {rows_said}.",
+        f"| metric | search | {' | '.join(cols)} | mean ± s.e. |",
+        "|---|---|" + "---|" * len(cols) + "---|",
+    ]
+    used = sum(len(x) + 1 for x in lines)
+    for i, m in enumerate(order):
+        got = [run.get(m.key) for run in per_run]
+        values = [g.value for g in got if g is not None and g.is_valid]
+        cells = [num(g.value) if g is not None and g.is_valid else "-" for g in got]
+        name = m.name + (f" [{m.dataset}]" if m.dataset and (i == 0 or m.dataset != dataset) else "")
+        row = f"| {_one_line(name)} | {num(m.value)} | {' | '.join(cells)} | {_mean_cell(values, len(got))} |"
+        if i and used + len(row) > limit:
+            left = order[i:]
+            also = ", each one its parent also reported" if parent is not None and i >= 1 + new else ""
+            lines.append(f"(+{len(left)} more metric{'' if len(left) == 1 else 's'} not shown{also})")
+            break
+        lines.append(row)
+        used += len(row) + 1
+    return "\n".join(lines)
+
+
+def rerun_cell(node: Node, reruns: Sequence[Node]) -> str | None:
+    """The stage table's re-run cell of a node with a :func:`seed_table`: how many, which seeds,
+    the primary metric's mean; the rest is in the table below the stage's table."""
+    good = [r for r in reruns if r.is_good]
+    if not good or node.metric is None:
+        return None
+    seeds = ", ".join(str(r.seed) if r.seed is not None else r.id for r in good)
+    values = [
+        r.metric.value
+        for r in good
+        if r.metric is not None and r.metric.key == node.metric.key and r.metric.is_valid
+    ]
+    mean = f": {node.metric.name} mean {_mean_cell(values, len(good))}" if values else ""
+    return f"{len(good)} (seeds {seeds}){mean}; every metric by seed in its table below"
 
 
 def seeds_text(agg: dict[str, Any] | None, node_id: str | None, seeds: Sequence[int] = ()) -> str | None:
@@ -247,9 +343,6 @@ def seeds_text(agg: dict[str, Any] | None, node_id: str | None, seeds: Sequence[
     if values:
         out += f" (values {', '.join(values)})"
     return out + "."
-
-
-SEED_CELL_CHARS = 700  # a node's seed re-runs in the stage facts: whole metrics while they fit
 
 
 def _groups_text(groups: dict[str, Any]) -> str:
@@ -359,13 +452,23 @@ def stage_facts(
         "| node | operation | idea | result | seed re-runs | summary |",
         "|---|---|---|---|---|---|",
     ]
-    rows = []
+    rows, tables = [], []
     for n in ranked(nodes):
         other = " (other metric)" if n.is_good and comparable_metric(n, key) is None else ""
         summary = "(the best node: its findings are above)" if best is not None and n.id == best.id else None
-        reruns = rerun_text(n, view.seed_runs(n.id), SEED_CELL_CHARS) if n.is_good else None
+        parent = view.get(n.parent_id) if n.parent_id and n.parent_id in view else None
+        table = seed_table(n, view.seed_runs(n.id), parent) if n.is_good else None
+        result, reruns = result_cell(n, parent=parent), None
+        if table is not None:  # a blank line first: the stage's table ends there
+            tables.append("\n" + table)
+            reruns = rerun_cell(n, view.seed_runs(n.id))
+            order = ordered_metrics(n, parent)[0]
+            if not n.is_incomparable and len(order) > 1:  # every metric is in the table: named once
+                result = f"{metric_item(order[0])}; +{len(order) - 1} more, by seed in its table below"
         rows.append(
-            f"| {n.id} | {n.operation} | {cut_words(n.idea or '-', IDEA_CHARS)} | {result_cell(n)}{other} "
+            f"| {n.id} | {n.operation} | {cut_words(n.idea or '-', IDEA_CHARS)} | {result}{other} "
             f"| {_one_line(reruns or '-')} | {summary or cut_sentences(n.summary or '-', SUMMARY_CHARS)} |"
         )
-    return ["\n".join(head), *rows]
+    # each node's metric x seed table after the stage's table, in its rank order (the layer's
+    # head_rows policy cuts from the end: the lowest-ranked node's table first)
+    return ["\n".join(head), *rows, *tables]

@@ -1,0 +1,153 @@
+"""Issue 28 (report side, items 1-2): a stage summary call shows every metric of a node that was
+re-run over seeds — the primary, then the metrics new relative to its parent (the conditions the
+node added), then the rest — as a metric x seed table with each name once, and it names the
+stage's number and goal.
+
+A relay run's stage-3 node reported 59 metrics; its re-run cell listed the first 13 and "+46
+more", so the re-runs of the conditions it added never reached the summary. Here every draft
+reports 15 metrics and every child 15 more of its own (values that move with the seed), and a
+child scores a little higher so that the stage ends by re-running it. The expectations are read
+from the journal and from the prompt logs of the run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from pipeline_support import prompt_records, start_run
+
+from ai_scientist.base.templates import render
+from ai_scientist.runloop.stage_summary import SEED_TABLE_CHARS
+from ai_scientist.testing.scripted import ExampleResponder
+from ai_scientist.treesearch.journal import Journal
+from ai_scientist.treesearch.seeds import num
+from ai_scientist.treesearch.stages import STAGES
+
+# appended to the example's program: more metrics, named by the node's kind, moving with SEED
+EXTRA = """
+import json as _j, os as _o
+_m = _j.load(open("metrics.json"))
+_s = int(_o.environ.get("SEED", "0"))
+{bump}for _k in range({n}):
+    _m["metrics"].append({{"name": "{prefix}_condition_{{:02d}}".format(_k), "value": round(0.5 + 0.01 * _k + 0.003 * _s, 6),
+                          "direction": "maximize", "dataset": "synthetic"}})
+_j.dump(_m, open("metrics.json", "w"))
+"""
+BUMP = '_m["metrics"][0]["value"] = round(_m["metrics"][0]["value"] + 0.02 + 0.001 * _s, 6)\n'
+
+
+class ManyMetrics(ExampleResponder):
+    """Drafts report 14 extra metrics (``draft_condition_NN``); every child 15 of its own
+    (``added_condition_NN``) and a slightly higher val_accuracy, so it becomes its stage's best."""
+
+    def _phase2(self, text, ctx):
+        answer = json.loads(super()._phase2(text, ctx))
+        op = (re.search(r"Operation:\s*(\w+)", text) or [None, "draft"])[1]
+        program = answer["files"][0]["content"]
+        program += EXTRA.format(prefix="draft", n=14, bump="")
+        if op != "draft":
+            program += EXTRA.format(prefix="added", n=15, bump=BUMP)
+        answer["files"][0]["content"] = program
+        return json.dumps(answer)
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    code, run_dir, _ = start_run(
+        tmp_path_factory.mktemp("seed_tables"),
+        "agent.stages.stage3_max_iters=0",
+        "agent.stages.stage4_max_iters=0",
+        responder=ManyMetrics(),
+    )
+    assert code == 0
+    return run_dir
+
+
+def _facts(record: dict) -> str:
+    text = "\n".join(m["content"] for m in record["messages"] if isinstance(m.get("content"), str))
+    return text.split("## This stage\n", 1)[1]
+
+
+def test_every_re_run_metric_reaches_the_summary_primary_then_new_then_the_rest(run_dir):
+    view = Journal(run_dir / "journal.jsonl")
+    checked = 0
+    for rec in prompt_records(run_dir):
+        if rec["node_id"] != "run" or rec["phase"] != "summary":
+            continue
+        stage = int(rec["label"].removeprefix("stage"))
+        facts = _facts(rec)
+        cut = next(e for e in rec["ledger"] if e["layer"] == "stage_facts")["action"]
+        for nid in view.ids("search", stage):
+            node = view.get(nid)
+            reruns = [r for r in view.seed_runs(nid) if r.is_good]
+            if not node.is_good or not reruns:
+                continue
+            head = f"Seed re-runs of {nid} ("
+            assert head in facts, (nid, facts[:3000])
+            if cut != "kept":
+                continue
+            table = facts.split(head, 1)[1].split("\n\n", 1)[0]
+            rows = [ln for ln in table.splitlines() if ln.startswith("| ") and not ln.startswith("| metric ")]
+            names = [r.split(" | ")[0][2:].split(" [")[0] for r in rows]
+            parent = view.get(node.parent_id) if node.parent_id else None
+            had = {m.name for m in parent.metrics} if parent is not None else set()
+            mine = [m.name for m in node.metrics]
+            new = [n for n in mine if n != node.metric.name and n not in had]
+            # primary, then the new names, then the rest: every one, each named once
+            assert names == [node.metric.name, *new, *(n for n in mine if n != node.metric.name and n in had)]
+            if parent is not None and new:
+                assert f"then the {len(new)} metrics {parent.id} did not report" in table
+            by_name = {m.name: m for m in node.metrics}
+            for row, name in zip(rows, names, strict=True):
+                cells = [c.strip() for c in row.strip("|").split("|")]
+                want = [num(by_name[name].value)]
+                vals = []
+                for r in reruns:
+                    v = next(m.value for m in r.metrics if m.name == name)
+                    want.append(num(v))
+                    vals.append(v)
+                assert cells[1 : 2 + len(reruns)] == want, row
+                assert cells[-1].startswith(num(sum(vals) / len(vals))), row
+            # the labels are said once: the stage table's row names only the primary metric
+            stage_row = next(ln for ln in facts.splitlines() if ln.startswith(f"| {nid} |"))
+            assert "added_condition_00" not in stage_row and "draft_condition_00" not in stage_row
+            assert len(table) <= SEED_TABLE_CHARS
+            checked += 1
+    assert checked >= 2  # a draft re-run in stage 1, a child (with new metrics) in stage 2
+
+
+def test_a_child_with_new_conditions_was_re_run_and_its_new_metrics_come_first(run_dir):
+    view = Journal(run_dir / "journal.jsonl")
+    children = [
+        view.get(i)
+        for i in view.ids("search", 2)
+        if view.get(i).is_good and any(r.is_good for r in view.seed_runs(i))
+    ]
+    assert children, "no stage-2 node was re-run: the test's workload did not make one the best"
+    (summary,) = [r for r in prompt_records(run_dir) if r["phase"] == "summary" and r["label"] == "stage2"]
+    facts = _facts(summary)
+    for child in children:
+        table = facts.split(f"Seed re-runs of {child.id} (", 1)[1]
+        assert table.index("added_condition_00") < table.index("draft_condition_00")
+        assert "added_condition_14" in table  # the last of the new conditions, too
+
+
+def test_the_summary_call_names_the_stage_and_its_goal(run_dir):
+    for rec in prompt_records(run_dir):
+        if rec["node_id"] != "run" or rec["phase"] != "summary":
+            continue
+        stage = int(rec["label"].removeprefix("stage"))
+        brief = rec["messages"][-1]["content"].split("## This call\n", 1)[1]
+        assert f"Stage {stage} ({STAGES[stage].title}) has ended" in brief
+        # the goal the stage's nodes were given, as they were given it
+        goal = render("phases/stage_goal.j2", stage=stage).strip()
+        assert goal and goal in brief
+        nodes_told = [
+            r for r in prompt_records(run_dir) if r["stage"] == f"stage{stage}" and r["phase"] == "phase2"
+        ]
+        assert nodes_told and all(
+            goal in "\n".join(m["content"] for m in r["messages"] if isinstance(m.get("content"), str))
+            for r in nodes_told
+        )
