@@ -29,7 +29,12 @@ figures: the *ideal* share (any shared prefix is reused, as llama.cpp's KV cache
 cache do) and the *OpenAI rule* (only prompts of 1,024+ tokens, the cached part rounded down to a
 multiple of 128 tokens). USD at list price (the model's ``llm.prices`` entry, else gpt-4o-mini's:
 $0.15 per million input tokens, cached ones at ``--cached-ratio`` of that, OpenAI's 50 %).
-Results go to ``bench/results/prompt_cache.json``. Where each request stops sharing its prefix
+Beside them, the *ceiling*: the share left once every line no earlier request of the run
+contained is paid (``novel_tokens``) — no order of the same text caches a line never sent before,
+so the gap between the ceiling and the ideal share is what a layout could still win, and a
+ceiling below a target says that target needs other text, not another order (a line that starts
+like an earlier one, ``| n0003`` after ``| n0002``, can share its first characters: the ceiling
+is close, not exact). Results go to ``bench/results/prompt_cache.json``. Where each request stops sharing its prefix
 is recorded too (``breaks``: the last heading before that point, per phase, with the requests and
 the uncached tokens after it, most first; the report prints the top rows): the place to look when
 the share falls.
@@ -180,7 +185,14 @@ def break_section(text: str, shared: int) -> str:
 def analyse(records: list[dict[str, Any]], counter: Any) -> dict[str, Any]:
     index = PrefixIndex()
     per_phase: dict[str, dict[str, int]] = {}
-    total = {"requests": 0, "prompt_tokens": 0, "cacheable_tokens": 0, "openai_cached_tokens": 0}
+    total = {
+        "requests": 0,
+        "prompt_tokens": 0,
+        "cacheable_tokens": 0,
+        "openai_cached_tokens": 0,
+        "novel_tokens": 0,
+    }
+    seen: set[str] = set()  # every line of the requests so far
     # (phase, section) -> [requests, uncached tokens]: what breaks the shared prefix, and its cost
     breaks: dict[tuple[str, str], list[int]] = {}
     for rec in records:
@@ -190,6 +202,10 @@ def analyse(records: list[dict[str, Any]], counter: Any) -> dict[str, Any]:
         tokens = count_tokens(counter, text)
         cached = count_tokens(counter, text[:shared]) if shared else 0
         openai = (cached // OPENAI_STEP) * OPENAI_STEP if tokens >= OPENAI_MIN and cached >= OPENAI_MIN else 0
+        lines = text.split("\n")
+        novel = [line for line in dict.fromkeys(lines) if line not in seen]
+        seen.update(lines)
+        novel_tokens = count_tokens(counter, "\n".join(novel)) if novel else 0
         phase = str(rec.get("_phase") or rec.get("phase") or "?")
         row = breaks.setdefault((phase, break_section(text, shared)), [0, 0])
         row[0] += 1
@@ -199,10 +215,13 @@ def analyse(records: list[dict[str, Any]], counter: Any) -> dict[str, Any]:
             bucket["prompt_tokens"] += tokens
             bucket["cacheable_tokens"] += cached
             bucket["openai_cached_tokens"] += openai
+            bucket["novel_tokens"] += min(novel_tokens, tokens - cached)
     for bucket in (total, *per_phase.values()):
         p = bucket["prompt_tokens"] or 1
         bucket["cacheable_share"] = round(bucket["cacheable_tokens"] / p, 4)  # type: ignore[assignment]
         bucket["openai_share"] = round(bucket["openai_cached_tokens"] / p, 4)  # type: ignore[assignment]
+        # what any order of the same text could cache at most: the lines never sent before are paid
+        bucket["ceiling_share"] = round(1 - bucket["novel_tokens"] / p, 4)  # type: ignore[assignment]
     where = sorted(breaks.items(), key=lambda kv: -kv[1][1])
     return {
         "total": total,
@@ -308,11 +327,13 @@ def _row(result: dict[str, Any], phase: str) -> dict[str, Any]:
     rows = [v for k, v in result["per_phase"].items() if k.startswith("report:")]
     out = {k: sum(r[k] for r in rows) for k in ("requests", "prompt_tokens", "cacheable_tokens")}
     out["openai_cached_tokens"] = sum(r["openai_cached_tokens"] for r in rows)
+    out["novel_tokens"] = sum(r.get("novel_tokens", 0) for r in rows)
     p = out["prompt_tokens"] or 1
     return {
         **out,
         "cacheable_share": out["cacheable_tokens"] / p,
         "openai_share": out["openai_cached_tokens"] / p,
+        "ceiling_share": 1 - out["novel_tokens"] / p,
     }
 
 
@@ -323,7 +344,17 @@ def report(result: dict[str, Any]) -> str:
         f"{new['nodes']} nodes ({base['nodes']} in the baseline run), workload {new['workload']}, "
         f"model {new['model']}, counter {new['counter']}"
     )
-    rows = [["phase", "requests", "prompt tok", "legacy share", "stable-first share", "OpenAI-rule share"]]
+    rows = [
+        [
+            "phase",
+            "requests",
+            "prompt tok",
+            "legacy share",
+            "stable-first share",
+            "OpenAI-rule share",
+            "ceiling",
+        ]
+    ]
     phases = sorted(set(base["per_phase"]) | set(new["per_phase"]))
     report_rows = ["REPORT"] if any(p.startswith("report:") for p in phases) else []
     for ph in [*phases, *report_rows, "TOTAL"]:
@@ -337,6 +368,7 @@ def report(result: dict[str, Any]) -> str:
                 f"{100 * b.get('cacheable_share', 0):.1f} %",
                 f"{100 * n.get('cacheable_share', 0):.1f} %",
                 f"{100 * n.get('openai_share', 0):.1f} %",
+                f"{100 * n.get('ceiling_share', 0):.1f} %",
             ]
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -357,6 +389,10 @@ def report(result: dict[str, Any]) -> str:
         out.append(
             f"  {b['uncached_tokens']:>7}  {b['requests']:>3} x  {b['phase']:<14} after {b['section']!r}"
         )
+    out.append(
+        f"ceiling (lines no earlier request held are paid in any order): "
+        f"{new['total']['novel_tokens']} tokens, {100 * new['total']['ceiling_share']:.1f} % cacheable at most"
+    )
     share = new["total"]["cacheable_share"]
     ratio = share / base["total"]["cacheable_share"] if base["total"]["cacheable_share"] else float("inf")
     out.append(
