@@ -293,6 +293,35 @@ def _json_outline(value: Any, depth: int = 0) -> str:
     return _scalar(value)
 
 
+
+def _merged_record(records: list[dict[str, Any]], depth: int) -> str | None:
+    """The shape of a list of records whose scalar fields vary in type from record to record
+    ("tile": null in the naive runs, an int in the blocked ones): every key once, with every type
+    it takes and, when some records lack it, in how many it is. A relay run's plotting call saw
+    only the first record's shape ("tile": null for 21 runs) and could not know the field held
+    the tile. None when the records have the same shape (the first record's outline says it)."""
+    if len(records) < 2 or depth >= OUTLINE_DEPTH:
+        return None
+    keys: dict[str, list[Any]] = {}
+    for rec in records:
+        for k, v in rec.items():
+            keys.setdefault(str(k), []).append(v)
+    if all(_json_outline(r, depth) == _json_outline(records[0], depth) for r in records[1:]):
+        return None
+    parts = []
+    for k, values in list(keys.items())[:OUTLINE_KEYS]:
+        scalars = [v for v in values if not isinstance(v, (dict, list))]
+        if len(scalars) == len(values):
+            kinds = list(dict.fromkeys(_scalar(v) for v in values))
+            shape = " or ".join(kinds)
+        else:  # a nested container: its first occurrence's shape
+            shape = _json_outline(next(v for v in values if isinstance(v, (dict, list))), depth + 1)
+        where = f" (in {len(values)} of {len(records)})" if len(values) < len(records) else ""
+        parts.append(f"{json.dumps(k, ensure_ascii=False)}: {shape}{where}")
+    if len(keys) > OUTLINE_KEYS:
+        parts.append(f"... {len(keys) - OUTLINE_KEYS} more keys")
+    return "{" + ", ".join(parts) + "}"
+
 # a list's null count in an outline ("[60 x float or null (3 null)]")
 _NULL_COUNT = re.compile(r" \(\d+ null\)")
 
@@ -310,13 +339,15 @@ def _list_items(items: list[Any], depth: int) -> str:
     kinds: list[str] = []
     nulls = 0
     container = False
+    records = [item for item in items if isinstance(item, dict)]
     for item in items:
         if item is None:
             nulls += 1
         elif isinstance(item, (dict, list)):
-            if not container:  # a list of records: its first record's shape stands for all
+            if not container:  # a list of records: one shape for all (their keys' types merged)
                 container = True
-                kinds.append(_json_outline(item, depth + 1))
+                merged = _merged_record(records, depth + 1) if isinstance(item, dict) else None
+                kinds.append(merged or _json_outline(item, depth + 1))
         elif (kind := _scalar(item)) not in kinds:
             kinds.append(kind)
     if not nulls:
