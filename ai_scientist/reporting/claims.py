@@ -26,6 +26,10 @@ Matching rules (a number matches a source when one of them holds):
 - an integer matches an integer source exactly (counts, stages, seeds, config values, years), or a
   measured value of at least 10 that rounds to it.
 
+A sentence comparing two numbers that both trace to one metric with a word their values
+contradict ("0.84, higher than 0.87") is listed under ``contradictions`` (:func:`comparisons`)
+and goes back to the writer with the untraced numbers.
+
 A number nothing matches is ``unmatched``, with the measured values nearest to it
 (:func:`nearest`): the model writer gets those back in its reflection rounds
 (:func:`writeup._reflect`) and the reviewers see them (:func:`review.measured_facts`).
@@ -89,6 +93,8 @@ class Measurement:
     kind: str  # metric, seed statistic, count, stage, seed, result file, config, idea, reference
     integer: bool = False
     one_seed: bool = False  # one seed re-run's value (a node's search run and the seed mean are not)
+    metric: str | None = None  # the metric it is a value of (a node's metric, a seed statistic)
+    direction: str | None = None  # that metric's direction: maximize / minimize
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,8 @@ class Claim:
     percent: bool
     line: int
     context: str
+    start: int = -1  # where it stands in the text it was read from (the comparison check's pairs)
+    end: int = -1
 
     @property
     def is_integer(self) -> bool:
@@ -180,6 +188,8 @@ def extract_numbers(text: str, first_line: int = 1) -> list[Claim]:
                 percent=bool(m.group("pct")),
                 line=first_line + text.count("\n", 0, m.start()),
                 context=context,
+                start=m.start(),
+                end=m.end(),
             )
         )
     return out
@@ -192,8 +202,15 @@ def _num(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _m(value: float, source: str, kind: str, one_seed: bool = False) -> Measurement:
-    return Measurement(float(value), source, kind, float(value).is_integer(), one_seed)
+def _m(
+    value: float,
+    source: str,
+    kind: str,
+    one_seed: bool = False,
+    metric: str | None = None,
+    direction: str | None = None,
+) -> Measurement:
+    return Measurement(float(value), source, kind, float(value).is_integer(), one_seed, metric, direction)
 
 
 def _leaves(data: Any, path: str, out: list[tuple[str, float]], limit: int) -> None:
@@ -234,8 +251,10 @@ def _node_measurements(view: RunView) -> list[Measurement]:
         metrics = view.metrics(nid) + ([node["metric"]] if isinstance(node.get("metric"), dict) else [])
         for metric in metrics:
             if isinstance(metric, dict) and _num(metric.get("value")):
-                source = f"{nid} {metric.get('name', 'metric')}{_where(node)}"
-                out.append(_m(metric["value"], source, kind, node.get("operation") == "seed_eval"))
+                name = str(metric.get("name", "metric"))
+                source = f"{nid} {name}{_where(node)}"
+                seed_run = node.get("operation") == "seed_eval"
+                out.append(_m(metric["value"], source, kind, seed_run, name, metric.get("direction")))
     return out
 
 
@@ -271,12 +290,18 @@ def _stage_measurements(run_dir: Path, view: RunView) -> list[Measurement]:
         if not agg:
             continue
         where = f"stage {stage} seed re-runs of {node['id']}"
-        for key in ("mean", "stderr"):
-            if _num(agg.get(key)):
-                out.append(_m(agg[key], f"{where}: {key}", "seed statistic"))
+        name, direction = agg.get("name"), agg.get("direction")
+        if _num(agg.get("mean")):
+            out.append(_m(agg["mean"], f"{where}: mean", "seed statistic", False, name, direction))
+        if _num(agg.get("stderr")):
+            out.append(_m(agg["stderr"], f"{where}: stderr", "seed statistic"))
         if _num(agg.get("n")):
             out.append(_m(agg["n"], f"{where}: n", "count"))
-        out += [_m(v, f"{where}: value", "seed statistic", True) for v in agg.get("values") or [] if _num(v)]
+        out += [
+            _m(v, f"{where}: value", "seed statistic", True, name, direction)
+            for v in agg.get("values") or []
+            if _num(v)
+        ]
     return out
 
 
@@ -499,6 +524,145 @@ def nearest(claim: Claim, measurements: list[Measurement], k: int = NEAREST) -> 
     return out
 
 
+# ----------------------------------------------------------- comparisons --
+# A sentence that compares two numbers with a word: "higher"/"lower" say which value is larger,
+# "better"/"worse" which is better (the metric's direction decides). Only two forms are read,
+# so that a flag is a contradiction and not a guess: "A (x) WORD than ... B (y)" / "x VERB y"
+# (the word between the two numbers: x is the subject), and "VERB ... from x to y" (y against x).
+_LARGER = r"higher|larger|greater"
+_SMALLER = r"lower|smaller"
+_BETTER = r"better"
+_WORSE = r"worse"
+_THAN = re.compile(rf"\b(?P<word>{_LARGER}|{_SMALLER}|{_BETTER}|{_WORSE})\b(?:[^.;]*?)\bthan\b", re.I)
+_VERB = re.compile(
+    r"\b(?P<word>outperform(?:s|ed)?|beat(?:s)?|surpass(?:es|ed)?|exceed(?:s|ed)?|"
+    r"underperform(?:s|ed)?|trail(?:s|ed)?|above|below)\b",
+    re.I,
+)
+_FROM_TO = re.compile(
+    r"\b(?P<word>improv(?:es|ed|ing)?|increas(?:es|ed|ing)?|ris(?:es|ing)|rose|rais(?:es|ed|ing)|"
+    r"grows?|grew|boost(?:s|ed)?|decreas(?:es|ed|ing)?|reduc(?:es|ed|ing)?|drops?|dropped|falls?|fell|"
+    r"degrad(?:es|ed|ing)?|lower(?:s|ed)?)\b[^.;]*\bfrom\s*\$?\s*$",
+    re.I,
+)
+_NEGATION = re.compile(r"\b(?:not|no|never|neither|nor|without)\b|n't\b", re.I)
+_SENTENCE_END = re.compile(r"\.\s+(?=[A-Z\\])|\n\s*\n")
+# what each word claims of (first, second): +1 first larger (raw) / better (quality), -1 the reverse
+_RAW = {
+    "higher": 1,
+    "larger": 1,
+    "greater": 1,
+    "lower": -1,
+    "smaller": -1,
+    "exceed": 1,
+    "above": 1,
+    "below": -1,
+}
+_QUALITY = {
+    "better": 1,
+    "worse": -1,
+    "outperform": 1,
+    "beat": 1,
+    "surpass": 1,
+    "underperform": -1,
+    "trail": -1,
+}
+_UP = ("improv", "increas", "ris", "rose", "rais", "grow", "grew", "boost")
+_QUALITY_CHANGE = ("improv", "degrad")
+
+
+def _claim_of(word: str) -> tuple[str, int]:
+    """(``raw`` or ``quality``, +1 / -1) for a comparison word between two numbers."""
+    w = word.lower()
+    for table, kind in ((_RAW, "raw"), (_QUALITY, "quality")):
+        for stem, sign in table.items():
+            if w.startswith(stem):
+                return kind, sign
+    raise ValueError(word)
+
+
+def _metrics_of(claim: Claim, measured: list[Measurement]) -> dict[str, tuple[str | None, float]]:
+    """The metrics ``claim`` traces to (every matching measurement that is a metric's value):
+    name -> (direction, the measured value closest to the printed one)."""
+    out: dict[str, tuple[str | None, float, float]] = {}
+    for m in measured:
+        if m.metric and m.kind in ("metric", "graded metric", "seed statistic") and matches(claim, m):
+            dist = abs(
+                abs(m.value) - (claim.value / 100 if claim.percent and abs(m.value) <= 1 else claim.value)
+            )
+            if m.metric not in out or dist < out[m.metric][2]:
+                out[m.metric] = (m.direction, m.value, dist)
+    return {k: (d, v) for k, (d, v, _) in out.items()}
+
+
+def comparisons(body: str, claims: list[Claim], measured: list[Measurement]) -> list[dict[str, Any]]:
+    """Sentences whose comparison word contradicts the two numbers it compares, when both are
+    traced to one metric (see the forms above; a sentence with a negation is not read): each
+    with the sentence, the two numbers, the word, the metric and what the values say. Tracing
+    numbers alone passes "L2 improves accuracy from 0.87 to 0.85" when both are measured."""
+    out = []
+    for a, b in zip(claims, claims[1:], strict=False):
+        if a.start < 0 or b.start < 0 or a.value == b.value:
+            continue
+        between = body[a.end : b.start]
+        if _SENTENCE_END.search(between):
+            continue
+        starts = [m.end() for m in _SENTENCE_END.finditer(body, 0, a.start)]
+        lo = starts[-1] if starts else 0
+        ends = [m.start() for m in _SENTENCE_END.finditer(body, b.end)]
+        sentence = " ".join(body[lo : ends[0] + 1 if ends else len(body)].split())
+        if _NEGATION.search(body[lo : b.end]):
+            continue
+        before = body[lo : a.start]
+        found = [m.group("word") for m in _THAN.finditer(between)] + [
+            m.group("word") for m in _VERB.finditer(between)
+        ]
+        change = _FROM_TO.search(before)
+        if len(found) == 1 and not change:
+            kind, sign = _claim_of(found[0])
+            first, second, word = a, b, found[0]
+        elif not found and change and re.fullmatch(r"\s*\\?%?\s*\$?\s*to\s*\$?\s*", between):
+            word = change.group("word")
+            kind = "quality" if word.lower().startswith(_QUALITY_CHANGE) else "raw"
+            sign = 1 if word.lower().startswith(_UP) else -1
+            first, second = b, a  # "from a to b": b against a
+        else:
+            continue
+        ma, mb = _metrics_of(first, measured), _metrics_of(second, measured)
+        shared = sorted(set(ma) & set(mb))
+        if len(shared) != 1:
+            continue  # no one metric both trace to (or several): nothing to check against
+        metric = shared[0]
+        (da, va), (db, vb) = ma[metric], mb[metric]
+        if kind == "quality" and (da != db or da not in ("maximize", "minimize")):
+            continue
+        larger = 1 if va > vb else -1 if va < vb else 0
+        holds = larger if kind == "raw" else (larger if da == "maximize" else -larger)
+        if holds == 0 or holds == sign:
+            continue
+        what = ("larger" if sign > 0 else "smaller") if kind == "raw" else ("better" if sign > 0 else "worse")
+        said = f"{first.text} {what} than {second.text}"
+        out.append(
+            {
+                "sentence": sentence[:400],
+                "line": a.line,
+                "first": first.text,
+                "second": second.text,
+                "word": word,
+                "metric": metric,
+                "direction": da,
+                "says": said,
+                "values": f"{metric} {num6(va)} ({first.text}) vs {num6(vb)} ({second.text})"
+                + (f", {da}" if kind == "quality" else ""),
+            }
+        )
+    return out
+
+
+def num6(x: float) -> str:
+    return f"{x:.6g}"
+
+
 def check_claims(run_dir: str | Path, writer: str | None = None) -> dict[str, Any]:
     """Match every number of ``paper/paper.tex``; writes and returns ``paper/claims.json``:
     ``{"writer", "numbers", "matched", "unmatched", "unmatched_numbers", "self_reported_only",
@@ -531,6 +695,7 @@ def check_claims(run_dir: str | Path, writer: str | None = None) -> dict[str, An
         claims.append(row)
     unmatched = [c for c in claims if c["source"] is None]
     self_reported = [c for c in claims if c["kind"] == SELF_REPORTED]
+    contradicted = comparisons(body, extract_numbers(body, first), real)
     result = {
         "writer": writer,
         "numbers": len(claims),
@@ -539,6 +704,9 @@ def check_claims(run_dir: str | Path, writer: str | None = None) -> dict[str, An
         "unmatched_numbers": [c["text"] for c in unmatched],
         "self_reported_only": len(self_reported),
         "self_reported_numbers": [c["text"] for c in self_reported],
+        # sentences whose comparison word the two numbers it compares contradict (:func:`comparisons`)
+        "contradicted": len(contradicted),
+        "contradictions": contradicted,
         "rules": "ai_scientist/reporting/claims.py (docs/reporting.md, 'Every number traced')",
         "claims": claims,
     }

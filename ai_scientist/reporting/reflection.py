@@ -90,6 +90,40 @@ def overflow_message(
     )
 
 
+def room_message(
+    main_pages: int | None,
+    page_limit: int,
+    sections: dict[str, str],
+    figure_pages: float | None = None,
+    last_fill: float | None = None,
+) -> str:
+    """For a paper that fits: the words the writer may still add, measured as
+    :func:`overflow_message` measures an overrun (the text's words a page now, its last page's
+    fill, the figures' pages, 5 % for headings), so a revision that adds what a problem asks for
+    can cut elsewhere to stay in the limit; "" when the pages are unknown or over the limit (the
+    overflow message says what to cut). A relay run's reflection round said only "must fit in 4
+    pages"; the revision ran a page over and took a second length round."""
+    if not main_pages or main_pages > page_limit:
+        return ""
+    words = word_count(sections)
+    fill = 1.0 if last_fill is None else max(0.05, min(1.0, last_fill))
+    content = main_pages - 1 + fill
+    figs = figure_pages if figure_pages is not None and figure_pages < content else 0.0
+    text_now, text_room = content - figs, page_limit - figs
+    if text_now <= 0 or words == 0:
+        return ""
+    budget = max(int(words * text_room / text_now * HEADINGS_MARGIN), words)
+    where = f"page {main_pages} of {page_limit}" + (
+        f", {fill:.0%} of it filled" if last_fill is not None else ""
+    )
+    return (
+        f"The paper fits now: its main text ends on {where}. Your sections hold {words} words; about "
+        f"{budget - words} more fit, so keep them to at most {budget} words in all ({WORDS_RULE[0].lower()}"
+        f"{WORDS_RULE[1:].rstrip('.')}). Where a problem above asks for more text, make room by "
+        "cutting prose elsewhere; keep every caveat, limitation and reported number."
+    )
+
+
 def writer_lines(tex: str, own_texts: list[str]) -> dict[int, str]:
     """Line number -> text of the lines of ``tex`` that hold the writer's own text: a line that
     appears in one of ``own_texts`` (the escaped strings as they went into the .tex: a paragraph's

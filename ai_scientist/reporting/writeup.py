@@ -42,7 +42,7 @@ from .citations import check_bibtex, collect, to_bibtex, unknown_cite_keys
 from .claims import SELF_REPORTED, WRITER_INPUTS, check_claims
 from .errors import StepFailed, StepSkipped
 from .images import duplicate_figures
-from .reflection import chktex_for_writer, overflow_message, paper_feedback
+from .reflection import chktex_for_writer, overflow_message, paper_feedback, room_message
 from .runread import SEED_STATISTIC, load_run, read_text, seed_statistics
 from .vlm import machine_facts
 
@@ -424,7 +424,10 @@ def _sections_call(client: LLMClient, template: str, label: str, values: dict) -
         # the commands inline math may use (anything else prints the span as plain text)
         "math_commands": " ".join(f"\\{c}" for c in sorted(latex.MATH_COMMANDS)),
         "instructions": prompts.render("writeup_instructions.j2", **values),
-        "findings": prompts.render("writeup_user.j2", **values),
+        # a compile fix (a LaTeX error, a page overrun) changes no number and adds no result: the
+        # findings (~9k tokens in a relay run) are not sent again; a reflection round, which checks
+        # numbers, gets them as the draft did, byte for byte (a prefix a cache serves)
+        "findings": "" if values.get("without_findings") else prompts.render("writeup_user.j2", **values),
         "node_brief": prompts.render(template, **values),
     }
     ctx = CallContext(node_id="run", phase="writeup", label=label)
@@ -556,6 +559,7 @@ def _compile_with_fixes(
             break
         fix = {
             **values,
+            "without_findings": True,
             "sections_json": sections,
             "problem": problem,
             "tex_context": _tex_context(tex, problem),
@@ -598,7 +602,7 @@ def _reflect(
     vlm = (read_json(RunPaths(run_dir).vlm_json, default={}) or {}).get("figures") or {}
     rounds = cfg.report.writeup_reflections
     log: list[dict[str, Any]] = []
-    unmatched = _unmatched(run_dir) if rounds else []
+    unmatched, contradicted = _checked(run_dir) if rounds else ([], [])
     for r in range(1, rounds + 1):
         pages = result.main_pages or result.pages
         tex = read_text(paper_dir / "paper.tex", 2_000_000)
@@ -613,7 +617,9 @@ def _reflect(
                 prompts.render("citation_unknown.j2", invented=invented, papers=papers).strip(),
             ]
         entry: dict[str, Any] = {"round": r, "feedback": feedback, **_texts(unmatched)}
-        if not feedback and not unmatched:
+        if contradicted:
+            entry["contradicted"] = [c["sentence"] for c in contradicted]
+        if not feedback and not unmatched and not contradicted:
             log.append({**entry, "outcome": "nothing left to fix"})
             break
         good = _snapshot(paper_dir)
@@ -623,8 +629,11 @@ def _reflect(
             "feedback": feedback,
             "unmatched": unmatched[:MAX_UNMATCHED],
             "unmatched_more": max(0, len(unmatched) - MAX_UNMATCHED),
+            "contradicted": contradicted[:MAX_UNMATCHED],
             "round": r,
             "rounds": rounds,
+            # the words it may add (a paper over the limit: the feedback's overflow says what to cut)
+            "room": room_message(pages, _page_limit(cfg), sections, result.figure_pages, result.last_fill),
         }
         revised = _sections_call(client, "writeup_reflect_user.j2", f"reflect_{r}", ask)
         revised, new_result, attempts = _compile_with_fixes(
@@ -635,13 +644,14 @@ def _reflect(
             log.append({**entry, "outcome": f"reverted: the revision did not compile ({attempts[-1][:300]})"})
             break
         sections, result = revised, new_result
-        unmatched = _unmatched(run_dir)  # the revision's numbers, checked again
+        unmatched, contradicted = _checked(run_dir)  # the revision's numbers, checked again
         log.append(
             {
                 **entry,
                 "outcome": "applied",
                 "failed_builds": len(attempts),
                 **{f"{k}_after": v for k, v in _texts(unmatched).items()},
+                "contradicted_after": [c["sentence"] for c in contradicted],
             }
         )
     return sections, result, log
@@ -656,17 +666,20 @@ def _invented(sections: dict, papers: list) -> list[str]:
     return unknown_cite_keys(texts, {p["key"] for p in papers})
 
 
-def _unmatched(run_dir: Path) -> list[dict[str, Any]]:
+def _checked(run_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The claims of the current ``paper.tex`` no measurement matches, and (with a grader) those
     only a program's self-reported value matches, each with its context and nearest measured
-    values (``paper/claims.json`` is written; the claims step after the writeup checks the final
-    paper again and records its own failure, so a check that fails here leaves the reflection to
-    the paper's other problems)."""
+    values; and the sentences whose comparison word contradicts the two numbers it compares
+    (``paper/claims.json`` is written; the claims step after the writeup checks the final paper
+    again and records its own failure, so a check that fails here leaves the reflection to the
+    paper's other problems)."""
     try:
-        claims = check_claims(run_dir, "model")["claims"]
+        result = check_claims(run_dir, "model")
     except (OSError, ValueError):
-        return []
-    return [c for c in claims if c["source"] is None or c["kind"] == SELF_REPORTED]
+        return [], []
+    claims = result["claims"]
+    flagged = [c for c in claims if c["source"] is None or c["kind"] == SELF_REPORTED]
+    return flagged, list(result.get("contradictions") or [])
 
 
 def _texts(flagged: list[dict[str, Any]]) -> dict[str, list[str]]:

@@ -306,19 +306,22 @@ def seed_table(
 
 
 def rerun_cell(node: Node, reruns: Sequence[Node]) -> str | None:
-    """The stage table's re-run cell of a node with a :func:`seed_table`: how many, which seeds,
-    the primary metric's mean; the rest is in the table below the stage's table."""
+    """The stage table's re-run cell of a node with a :func:`seed_table`: its re-runs and the
+    primary metric's seed statistic, worded as the writer and the reviewer get them
+    (:func:`ai_scientist.treesearch.seeds.rerun_text`); the rest is in the table below."""
     good = [r for r in reruns if r.is_good]
     if not good or node.metric is None:
         return None
-    seeds = ", ".join(str(r.seed) if r.seed is not None else r.id for r in good)
+    who = ", ".join(f"{r.id} seed {r.seed}" if r.seed is not None else r.id for r in good)
     values = [
         r.metric.value
         for r in good
         if r.metric is not None and r.metric.key == node.metric.key and r.metric.is_valid
     ]
-    mean = f": {node.metric.name} mean {_mean_cell(values, len(good))}" if values else ""
-    return f"{len(good)} (seeds {seeds}){mean}; every metric by seed in its table below"
+    n = len(good)
+    stat = "value (one re-run: no spread)" if n == 1 else "mean ± s.e."
+    shown = f"{node.metric.name}={_mean_cell(values, n)}" if values else f"no {node.metric.name}"
+    return f"{n} seed re-run{'' if n == 1 else 's'} ({who}), {stat}: {shown}; every metric by seed in its table below"
 
 
 def seeds_text(agg: dict[str, Any] | None, node_id: str | None, seeds: Sequence[int] = ()) -> str | None:
