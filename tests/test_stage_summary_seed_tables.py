@@ -151,3 +151,42 @@ def test_the_summary_call_names_the_stage_and_its_goal(run_dir):
             goal in "\n".join(m["content"] for m in r["messages"] if isinstance(m.get("content"), str))
             for r in nodes_told
         )
+
+
+def test_the_summary_call_counts_nodes_and_names_the_best_as_the_run_records_them(run_dir):
+    """One definition of node counts and of each stage's best (issue 28, "Siblings and history"):
+    the stage facts a summary call was sent, the stored summary, the run's state and the writer's
+    findings (``writeup.stage_summaries``) say the same; ``tests/test_report_inputs.py`` ties the
+    stored summary to the status line and the run's last lines."""
+    from ai_scientist.reporting.writeup import stage_summaries
+
+    view = Journal(run_dir / "journal.jsonl")
+    state = json.loads((run_dir / "state.json").read_text())
+    writer = {row["stage"]: row for row in stage_summaries(run_dir)}
+    summaries = {r["label"]: r for r in prompt_records(run_dir) if r["phase"] == "summary"}
+    assert summaries
+    seen_reruns = False
+    for label, rec in summaries.items():
+        stage = int(label.removeprefix("stage"))
+        stored = json.loads((run_dir / "stage_summaries" / f"{label}.json").read_text())
+        search = [view.get(i) for i in view.ids("search", stage)]
+        reruns = [n for i in view.ids("all", stage) if (n := view.get(i)).is_seed_eval]
+        seen_reruns |= bool(reruns)
+        counts = {
+            "nodes": len(search),
+            "good": sum(n.is_good for n in search),
+            "buggy": sum(n.is_buggy for n in search),
+            "seed_runs": len(reruns),
+            "seed_good": sum(n.is_good for n in reruns),
+        }
+        assert {k: stored[k] for k in counts} == counts
+        assert {k: writer[stage][k] for k in counts} == counts
+        line = next(x for x in _facts(rec).splitlines() if x.startswith("Nodes: "))
+        want = f"Nodes: {counts['nodes']} ({counts['good']} good, {counts['buggy']} failed)"
+        if reruns:
+            want += f"; seed re-runs, counted apart: {counts['seed_runs']} ({counts['seed_good']} good)"
+        assert line == want + ".", line
+        best = state["stages"][str(stage)]["best"]["node_id"]
+        assert stored["best_node"] == best == writer[stage]["best_node"]
+        assert re.search(rf"^Best node (handed to the next stage|of the run): {best}\b", _facts(rec), re.M)
+    assert seen_reruns

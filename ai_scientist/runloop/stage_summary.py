@@ -414,11 +414,11 @@ def stage_facts(
     seeds (``rerank``), then every search node of the stage ranked (the ``head_rows`` layer policy
     cuts the last rows first); a node that changed the evaluation protocol is listed with why."""
     nodes = [view.get(i) for i in view.ids("search", stage)]
-    good = sum(n.is_good for n in nodes)
-    buggy = sum(n.is_buggy for n in nodes)
-    n_changed = sum(n.is_incomparable for n in nodes)
-    changed = f", {n_changed} not comparable: changed the evaluation protocol" if n_changed else ""
-    head = [f"Nodes: {len(nodes)} ({good} good, {buggy} failed{changed})."]
+    # the counts as the status line, the stored summary and the writer's findings count them
+    c = count_nodes(view.get(i) for i in view.ids("all", stage))
+    changed = f", {c.incomparable} not comparable: changed the evaluation protocol" if c.incomparable else ""
+    apart = f"; seed re-runs, counted apart: {c.seed_runs} ({c.seed_good} good)" if c.seed_runs else ""
+    head = [f"Nodes: {c.nodes} ({c.good} good, {c.buggy} failed{changed}){apart}."]
     last = stage == max(STAGES)
     if best is None:
         head.append("No node is the run's best." if last else "No node is handed to the next stage.")
