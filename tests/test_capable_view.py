@@ -163,3 +163,14 @@ def test_every_figure_review_names_the_research_question(run):
     assert reviews
     for rec in reviews:
         assert f"Research question: {idea['title']}" in _prompt(rec)
+
+
+def test_every_structured_prompt_says_how_long_its_answer_may_be(run):
+    """A relay run's code call asked for a whole C program and its analysis under max_tokens 4096
+    without saying so; a JSON answer cut at the limit is lost. Every structured call's text names the
+    max_tokens its request was sent with."""
+    structured = [r for r in prompt_records(run) if (r.get("params") or {}).get("schema")]
+    assert structured
+    for rec in structured:
+        limit = rec["params"]["max_tokens"]
+        assert f"cut off after {limit:,} tokens" in _prompt(rec), (rec["call_id"], rec["label"])

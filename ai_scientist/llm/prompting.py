@@ -80,14 +80,24 @@ class Prompter:
         tokens are not paid twice) with the length limits of ``limits_of`` (a prompt's base
         schema: one text for all its calls) or of ``schema`` in words, the schema itself in
         prompt-only modes."""
+        # the answer's own limit: the role's max_tokens (a whole program with its analysis can
+        # run past it, and a JSON answer cut short is lost)
+        answer_tokens = self.cfg.role(role).max_tokens
         if layout() != "legacy" and self.schema_in_request(role):
             # most servers do not enforce a schema's maxLength: the text says them (issue 28)
             said = field_limits(schema if limits_of is None else limits_of)
-            return render("phases/response_format.j2", schema_json="", in_request=True, limits=said)
+            return render(
+                "phases/response_format.j2",
+                schema_json="",
+                in_request=True,
+                limits=said,
+                answer_tokens=answer_tokens,
+            )
         return render(
             "phases/response_format.j2",
             schema_json=json.dumps(schema, separators=(",", ":")),
             in_request=False,
+            answer_tokens=answer_tokens,
         )
 
     def assemble(
