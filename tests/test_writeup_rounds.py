@@ -84,7 +84,11 @@ def test_a_reflection_round_gets_the_room_left_and_the_contradicted_comparison(t
     assert wrong.rstrip(".") in first["contradicted"][0] and right.rstrip(".") not in first["contradicted"][0]
     prompt = asked[0]
     assert "with a word their measured values contradict" in prompt
-    assert f'"higher" says {lo} larger than {hi}' in prompt and "val_accuracy" in prompt
+    said = re.search(
+        rf'"higher" says {lo} larger than {hi}, but the run measured val_accuracy (\S+) \({lo}\) vs (\S+) \({hi}\)',
+        prompt,
+    )
+    assert said and (f"{float(said[1]):.4f}", f"{float(said[2]):.4f}") == (lo, hi)
     # the room: the words of the sections the prompt shows, and a limit above them
     sent = json.loads(re.search(r"^Your current sections \(JSON\):\n(.*)$", prompt, re.M).group(1))
     words, more, limit = (int(x) for x in _ROOM.search(prompt).groups())
@@ -163,3 +167,24 @@ def test_room_is_left_out_when_the_pages_are_over_or_unknown():
     words, more, limit = (int(x) for x in _ROOM.search(msg).groups())
     # 2.5 pages filled, 1 of figures: 500 words on 1.5 pages of text, 3 pages of text allowed
     assert words == 500 and limit == int(500 * 3 / 1.5 * 0.95) and more == limit - words
+
+
+@needs_latex(("pdflatex",))
+def test_a_contradicted_comparison_left_in_the_paper_is_shown_to_the_reviewers(tmp_path, run_copy):
+    from ai_scientist.reporting.review import measured_facts
+
+    run = run_copy(tmp_path)
+    lo, hi = _two_values(run)
+    wrong = f"The tuned node reached {lo}, higher than the {hi} of the draft."
+    draft = {**SECTIONS, "results": wrong}
+    cfg = report_cfg(tmp_path, citations={"enabled": False}, writeup_reflections=0)
+    write_paper(
+        run, cfg, make_client(cfg, run, None, backend=ScriptedBackend(lambda m, s, c: json.dumps(draft)))
+    )
+    from ai_scientist.reporting.claims import check_claims
+
+    (found,) = check_claims(run, "model")["contradictions"]  # what the claims step records
+    text = measured_facts(run)
+    assert (
+        f'"{found["sentence"]}": "higher" says {lo} larger than {hi}; measured: {found["measured"]}.' in text
+    )

@@ -547,6 +547,9 @@ _FROM_TO = re.compile(
 )
 _NEGATION = re.compile(r"\b(?:not|no|never|neither|nor|without)\b|n't\b", re.I)
 _SENTENCE_END = re.compile(r"\.\s+(?=[A-Z\\])|\n\s*\n")
+# where a sentence shown to the writer starts and ends: also a line's (a paragraph, a heading and a
+# caption are one line each of the .tex)
+_SENTENCE_EDGE = re.compile(r"\.\s+(?=[A-Z\\])|\n")
 # what each word claims of (first, second): +1 first larger (raw) / better (quality), -1 the reverse
 _RAW = {
     "higher": 1,
@@ -607,9 +610,9 @@ def comparisons(body: str, claims: list[Claim], measured: list[Measurement]) -> 
         between = body[a.end : b.start]
         if _SENTENCE_END.search(between):
             continue
-        starts = [m.end() for m in _SENTENCE_END.finditer(body, 0, a.start)]
+        starts = [m.end() for m in _SENTENCE_EDGE.finditer(body, 0, a.start)]
         lo = starts[-1] if starts else 0
-        ends = [m.start() for m in _SENTENCE_END.finditer(body, b.end)]
+        ends = [m.start() for m in _SENTENCE_EDGE.finditer(body, b.end)]
         sentence = " ".join(body[lo : ends[0] + 1 if ends else len(body)].split())
         if _NEGATION.search(body[lo : b.end]):
             continue
@@ -652,7 +655,7 @@ def comparisons(body: str, claims: list[Claim], measured: list[Measurement]) -> 
                 "metric": metric,
                 "direction": da,
                 "says": said,
-                "values": f"{metric} {num6(va)} ({first.text}) vs {num6(vb)} ({second.text})"
+                "measured": f"{metric} {num6(va)} ({first.text}) vs {num6(vb)} ({second.text})"
                 + (f", {da}" if kind == "quality" else ""),
             }
         )

@@ -249,6 +249,8 @@ def measured_facts(run_dir: Path) -> str:
         unmatched=unmatched[:MAX_UNTRACED],
         unmatched_more=max(0, len(unmatched) - MAX_UNTRACED),
         self_reported=[c for c in rows if c.get("kind") == SELF_REPORTED][:MAX_UNTRACED],
+        # sentences whose comparison word their two traced numbers contradict (claims.comparisons)
+        contradicted=list((claims or {}).get("contradictions") or [])[:MAX_UNTRACED],
         graded=any(isinstance(g.get("graded"), list) for g in grades.values()),
         mismatches=mismatches[:MAX_UNTRACED],
         mismatches_more=max(0, len(mismatches) - MAX_UNTRACED),
