@@ -74,6 +74,9 @@ LAYERS: dict[str, Layer] = {
         # what the other nodes of the stage did and scored ([header, row, ...]: the same parent's
         # children first, in creation order, so a later sibling's table extends an earlier one's)
         _L("siblings", "user", 60, "head_rows", min_tokens=80, title="Other nodes of this stage"),
+        # an improve node's code call: the stage's best finished node other than its parent, with its
+        # program (its diff to the parent's when short); cut before the siblings' table
+        _L("sibling_code", "user", 59, "head_tail", min_tokens=200, title="Best other node of this stage"),
         # the stage's goal, one sentence (phases/stage_goal.j2): the same for every node of a stage,
         # so it sits with the stage's layers, before the lineage, where the prefix cache holds it
         _L("stage_goal", "user", 93, "head", min_tokens=40, title="This stage's goal"),
@@ -280,6 +283,10 @@ PROMPTS: dict[str, list[str]] = {
         "parent_error",
         "plot_feedback",
         "time_feedback",
+        # an improve node's best sibling and its program: it changes only when the stage finds a
+        # new best, the tables below with every node, so it comes first (bench/prompt_cache.py:
+        # example 77.6 -> 78.1 %, trivial 76.6 -> 76.8 %, against the siblings' table's last row)
+        "sibling_code",
         # the stage's tables: each grows by a row per node (a new row last, or by rank); the
         # ablation plan's header counts what is left, so it changes with every node and follows
         # the done ablations' table instead of cutting the prefix before it

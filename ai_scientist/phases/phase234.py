@@ -85,11 +85,9 @@ def _values(ctx: NodeContext, plan: dict) -> dict[str, Any]:
         feedback = plot_feedback(ctx.run.dir, ctx.parent.id)  # the parent's figures and their critique
         if feedback:
             values["plot_feedback"] = feedback
-    rows = ctx.extra_values.get("siblings")
     sibling = ctx.extra_values.get("sibling_code")
-    if rows and sibling:  # an improve node: the best sibling's program under the siblings' table
-        rows = rows.splitlines() if isinstance(rows, str) else list(rows)
-        values["siblings"] = [*rows, render("context/_sibling_code.j2", sib=sibling).strip()]
+    if sibling:  # an improve node: the best sibling's program (layer sibling_code, before the tables)
+        values["sibling_code"] = render("context/_sibling_code.j2", sib=sibling).strip()
     return values
 
 
