@@ -8,9 +8,13 @@ command (``/usr/bin/python3 -c pass``):
 
 - per-command latency through the subprocess backend, then through the slurm
   backend one job at a time (sbatch -> scheduled -> in-job runner -> exit file
-  -> seen), alternating with a bare ``sbatch --wrap true`` waited for to
-  COMPLETED (Slurm's own floor), so both see the same controller and load; the
-  ratio slurm / bare is the backend's per-command overhead over that floor;
+  -> seen), interleaved with a bare ``sbatch --wrap true`` waited for to
+  COMPLETED (Slurm's own floor: submitted as the backend submits, same export
+  mode and environment, no runner), so both see the same controller and load;
+  the ratios slurm / bare of the medians and of the means are the backend's
+  per-command overhead over that floor. A third series, the bare job with
+  ``--export=NONE``, shows what a login shell per job costs
+  (``exec.slurm.login_env: true``: slurmd runs ``su - USER`` before the script);
 - where a backend command's time goes, from its job directory: submission to
   the runner's start (Slurm: scheduling, launch), the runner (interpreter,
   inner sandbox set-up, the command, the exit file), exit file to returned;
@@ -81,14 +85,25 @@ def slurm_once(executor, ws: Path) -> tuple[float, dict[str, float]]:
     return wall, parts
 
 
-def bare_once(root: Path) -> float:
+def bare_once(root: Path, export: str, env: dict[str, str] | None) -> float:
     """``sbatch --wrap true`` to COMPLETED, polled every 50 ms: Slurm's own share of a job."""
     t = time.perf_counter()
     job = subprocess.run(
-        ["sbatch", "--parsable", "--export=NONE", "-o", "/dev/null", "--chdir", str(root), "--wrap", "true"],
+        [
+            "sbatch",
+            "--parsable",
+            f"--export={export}",
+            "-o",
+            "/dev/null",
+            "--chdir",
+            str(root),
+            "--wrap",
+            "true",
+        ],
         capture_output=True,
         text=True,
         check=True,
+        env=env,
     ).stdout.strip()
     while True:
         state = subprocess.run(
@@ -102,20 +117,27 @@ def bare_once(root: Path) -> float:
     return time.perf_counter() - t
 
 
-def slurm_vs_bare(executor, root: Path, n: int) -> tuple[list[float], list[float], list[dict[str, float]]]:
-    """``n`` backend commands and ``n`` bare jobs, alternating (which goes first alternates too)."""
+def slurm_vs_bare(executor, root: Path, n: int) -> tuple[dict[str, list[float]], list[dict[str, float]]]:
+    """``n`` backend commands, ``n`` bare jobs submitted as the backend submits them (export mode,
+    environment) and ``n`` bare ``--export=NONE`` jobs, interleaved (the order rotates)."""
+    export = "NONE" if executor.cfg.login_env else "ALL"
+    env = executor.job_environ()
     slurm_once(executor, _ws(root, 0))  # warm-up: the poller thread, the file system
-    bare_once(root)
-    sl, bare, parts = [], [], []
+    bare_once(root, export, env)
+    out: dict[str, list[float]] = {"slurm": [], "bare": [], "bare_login": []}
+    parts = []
+    kinds = list(out)
     for i in range(n):
-        for which in ("slurm", "bare") if i % 2 == 0 else ("bare", "slurm"):
+        for which in kinds[i % 3 :] + kinds[: i % 3]:
             if which == "bare":
-                bare.append(bare_once(root))
+                out["bare"].append(bare_once(root, export, env))
+            elif which == "bare_login":
+                out["bare_login"].append(bare_once(root, "NONE", env))
             else:
                 wall, p = slurm_once(executor, _ws(root, 1 + i))
-                sl.append(wall)
+                out["slurm"].append(wall)
                 parts.append(p)
-    return sl, bare, parts
+    return out, parts
 
 
 def throughput(executor, root: Path, jobs: int, in_flight: int, offset: int) -> float:
@@ -146,9 +168,14 @@ def throughput(executor, root: Path, jobs: int, in_flight: int, offset: int) -> 
     return jobs / wall
 
 
-def _stats(samples: list[float]) -> tuple[float, float]:
+def _stats(samples: list[float]) -> tuple[float, float, float]:
+    """(median, p90, mean) in ms."""
     s = sorted(samples)
-    return statistics.median(s) * 1000, s[min(len(s) - 1, int(len(s) * 0.9))] * 1000
+    return (
+        statistics.median(s) * 1000,
+        s[min(len(s) - 1, int(len(s) * 0.9))] * 1000,
+        statistics.fmean(s) * 1000,
+    )
 
 
 def main() -> None:
@@ -184,7 +211,7 @@ def main() -> None:
     t0 = time.perf_counter()
     try:
         sub_s = latency(sub, root / "sub", args.n)
-        sl_s, bare_s, parts = slurm_vs_bare(slurm, root / "slurm", args.n)
+        series, parts = slurm_vs_bare(slurm, root / "slurm", args.n)
         sub_tp = throughput(sub, root / "subtp", args.jobs, 1, 0)
         in_flight = (1, 2) if args.smoke else (1, 2, 4)
         rates = {k: throughput(slurm, root / f"tp{k}", args.jobs, k, 0) for k in in_flight}
@@ -194,8 +221,9 @@ def main() -> None:
         slurm.close()
         sub.close()
         shutil.rmtree(root, ignore_errors=True)
-    lat = {"sub": _stats(sub_s), "slurm": _stats(sl_s), "bare": _stats(bare_s)}
+    lat = {"sub": _stats(sub_s), **{k: _stats(v) for k, v in series.items()}}
     where = {k: statistics.median(p[k] for p in parts) * 1000 for k in parts[0]}
+    args.login_env = cfg.exec.slurm.login_env
     text = render(args, lat, where, sub_tp, rates, sbatch, squeue, time.perf_counter() - t0)
     print(text)
     if args.write:
@@ -206,11 +234,14 @@ def main() -> None:
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "load_avg_end": os.getloadavg()[0],
             "poll_interval_s": args.poll,
+            "login_env": args.login_env,
             "median_ms": {k: round(v[0], 1) for k, v in lat.items()},
             "p90_ms": {k: round(v[1], 1) for k, v in lat.items()},
+            "mean_ms": {k: round(v[2], 1) for k, v in lat.items()},
             "slurm_over_bare": round(lat["slurm"][0] / lat["bare"][0], 3),
+            "slurm_over_bare_mean": round(lat["slurm"][2] / lat["bare"][2], 3),
             "slurm_parts_median_ms": {k: round(v, 1) for k, v in where.items()},
-            "samples_s": {"subprocess": sub_s, "slurm": sl_s, "bare": bare_s, "slurm_parts": parts},
+            "samples_s": {"subprocess": sub_s, **series, "slurm_parts": parts},
             "throughput_per_s": {"subprocess_1": sub_tp, **{f"slurm_{k}": r for k, r in rates.items()}},
             "calls": {"sbatch": sbatch, "squeue": squeue},
         }
@@ -218,7 +249,8 @@ def main() -> None:
 
 
 def render(args, lat, where, sub_tp, rates, sbatch, squeue, wall) -> str:
-    sub, sl, bare = lat["sub"], lat["slurm"], lat["bare"]
+    sub, sl, bare, login = lat["sub"], lat["slurm"], lat["bare"], lat["bare_login"]
+    export = "NONE" if args.login_env else "ALL"
     load = os.getloadavg()[0]
     version = subprocess.run(["sbatch", "--version"], capture_output=True, text=True).stdout.strip()
     lines = [
@@ -226,22 +258,26 @@ def render(args, lat, where, sub_tp, rates, sbatch, squeue, wall) -> str:
         "",
         f"`python bench/slurm.py --n {args.n} --jobs {args.jobs}` on the local single-node cluster of "
         f"`scripts/slurm_ci.sh` ({version}, {platform.machine()}, {os.cpu_count()} CPU(s), partition "
-        f"oversubscribed 4x, `exec.slurm.poll_interval_s={args.poll:g}`, inner sandbox subprocess); "
+        f"oversubscribed 4x, `exec.slurm.poll_interval_s={args.poll:g}`, `exec.slurm.login_env="
+        f"{str(args.login_env).lower()}`, inner sandbox subprocess); "
         f"{wall:.0f} s for everything, all in the same process; load average {load:.1f} at the end "
         "(the machine is shared).",
         "",
         f"Per command (`{PY} -c pass`, {args.n} runs each after one warm-up, one at a time; the slurm "
-        "backend and the bare job alternate):",
+        "backend and the bare jobs interleave, the order rotating):",
         "",
-        "| backend | median ms | p90 ms | x subprocess |",
-        "|---|---|---|---|",
-        f"| subprocess | {sub[0]:.0f} | {sub[1]:.0f} | 1.0 |",
-        f"| slurm (job per command) | {sl[0]:.0f} | {sl[1]:.0f} | {sl[0] / sub[0]:.1f} |",
-        f"| bare `sbatch --wrap true` to COMPLETED (no runner) | {bare[0]:.0f} | {bare[1]:.0f} | "
-        f"{bare[0] / sub[0]:.1f} |",
+        "| backend | median ms | mean ms | p90 ms | x subprocess |",
+        "|---|---|---|---|---|",
+        f"| subprocess | {sub[0]:.0f} | {sub[2]:.0f} | {sub[1]:.0f} | 1.0 |",
+        f"| slurm (job per command) | {sl[0]:.0f} | {sl[2]:.0f} | {sl[1]:.0f} | {sl[0] / sub[0]:.1f} |",
+        f"| bare `sbatch --export={export} --wrap true` to COMPLETED (the floor: no runner) | "
+        f"{bare[0]:.0f} | {bare[2]:.0f} | {bare[1]:.0f} | {bare[0] / sub[0]:.1f} |",
+        f"| bare `sbatch --export=NONE --wrap true` (slurmd runs a login shell first) | "
+        f"{login[0]:.0f} | {login[2]:.0f} | {login[1]:.0f} | {login[0] / sub[0]:.1f} |",
         "",
         f"A command through the backend takes **{sl[0] / bare[0]:.2f}x** the bare job's median "
-        f"({sl[0]:.0f} vs {bare[0]:.0f} ms). Where its time goes (medians): submission (spec, batch "
+        f"({sl[0]:.0f} vs {bare[0]:.0f} ms) and **{sl[2] / bare[2]:.2f}x** its mean ({sl[2]:.0f} vs "
+        f"{bare[2]:.0f} ms). Where its time goes (medians): submission (spec, batch "
         f"script, `sbatch`) {where['submit']:.0f} ms; Slurm scheduling and launching it, and the "
         f"runner's interpreter start, {where['to_runner']:.0f} ms; the runner (inner sandbox set-up, "
         f"the {where['command']:.0f} ms command, `exit.json`) {where['runner']:.0f} ms; exit file to "

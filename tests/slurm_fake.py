@@ -31,7 +31,9 @@ def install(bin_dir: Path, state_dir: Path) -> dict[str, str]:
     for name in NAMES:
         target = bin_dir / name
         target.write_text(
-            f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(me.parent)!r})\n"
+            f"#!{sys.executable}\nimport os, sys\nsys.path.insert(0, {str(me.parent)!r})\n"
+            # the backend runs sbatch with a few variables only (exec.slurm.login_env: false)
+            f"os.environ.setdefault('FAKE_SLURM_DIR', {str(state_dir)!r})\n"
             f"import slurm_fake\nsys.exit(slurm_fake.main({name!r}))\n"
         )
         target.chmod(0o755)

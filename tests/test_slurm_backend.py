@@ -8,6 +8,7 @@ what the fake decides is only the scheduler's side: job states, reasons, purges.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 import time
@@ -110,12 +111,63 @@ def test_script_options_from_config(fake, tmp_path):
     opts = ex.sbatch_options("ais-r-n", tmp_path / "j", Limits(timeout_s=61))
     assert "--time=2" in opts  # 61 s + 30 s margin = 91 s -> 2 whole minutes
     assert {"--partition=gpu", "--account=proj7", "--qos=short", "--gres=gpu:1"} <= set(opts)
-    assert {"--cpus-per-task=4", "--mem=2048", "--export=NONE", "--job-name=ais-r-n"} <= set(opts)
+    assert {"--cpus-per-task=4", "--mem=2048", "--export=ALL", "--job-name=ais-r-n"} <= set(opts)
+    login = executor(fake, tmp_path, "exec.slurm.login_env=true").sbatch_options("x", tmp_path, Limits())
+    assert "--export=NONE" in login and "--export=ALL" not in login
     default = executor(fake, tmp_path).sbatch_options(
         "x", tmp_path, Limits(timeout_s=600, memory_mb=900, cpus=1.5)
     )
     assert {"--time=11", "--mem=900", "--cpus-per-task=2"} <= set(default)
     assert not any(o.startswith(("--partition", "--account", "--qos", "--gres")) for o in default)
+
+
+def test_job_environment_is_a_few_variables_or_the_login_shell(fake, tmp_path):
+    """login_env false: sbatch runs with PATH, locale, SLURM_*, the module variables of the
+    orchestrator, and the job (--export=ALL) inherits those only; true: --export=NONE."""
+    state, env = fake
+    env = {
+        **env,
+        "MODULEPATH": "/opt/modules",
+        "LC_ALL": "C",
+        "MY_API_KEY": "k3y",
+        "SLURM_SITE_TOKEN": "t0ken",
+        "UNRELATED": "x",
+    }
+    seen = {}
+    for login in (False, True):
+        cfg = load_config(
+            None,
+            [*FAST, f"exec.slurm.shared_dir={tmp_path / 'shared'}", f"exec.slurm.login_env={login}"],
+        )
+        ex = SlurmExecutor(cfg.exec, cli=SlurmCLI(env=env))
+        res = ex.run("true", workspace=node_ws(tmp_path, f"n{int(login)}"), limits=Limits(timeout_s=30))
+        assert res.ok, res.stderr
+        script = (Path(res.extra["job_dir"]) / "job.sh").read_text()
+        assert ("--export=NONE" if login else "--export=ALL") in script
+        seen[login] = slurm_fake.jobs(state)[res.extra["job_id"]]["env"]
+    for name in ("PATH", "MODULEPATH", "LC_ALL"):
+        assert seen[False][name] == env[name]
+    for job_env in seen.values():
+        assert not {"MY_API_KEY", "SLURM_SITE_TOKEN", "UNRELATED"} & set(job_env)
+    assert "MODULEPATH" not in seen[True]  # --export=NONE: the node's login shell sets what it sets
+
+
+def test_later_jobs_on_a_node_reuse_its_isolation_checks(fake, tmp_path):
+    """The first job of a run on a node runs the inner sandbox's checks and records them; the next
+    one takes them; a record from another boot of the node is not taken."""
+    ex = executor(fake, tmp_path)
+    ws = node_ws(tmp_path)
+    first = ex.run("true", workspace=ws, limits=Limits(timeout_s=30))
+    record = Path(first.extra["job_dir"]).parent.parent / ".host-checks" / f"{os.uname().nodename}.json"
+    saved = json.loads(record.read_text())
+    assert first.extra["host_checks_reused"] is False
+    assert saved["boot_id"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    second = ex.run("true", workspace=ws, limits=Limits(timeout_s=30))
+    assert second.ok and second.extra["host_checks_reused"] is True
+    record.write_text(json.dumps({**saved, "boot_id": "another-boot"}))
+    third = ex.run("true", workspace=ws, limits=Limits(timeout_s=30))
+    assert third.ok and third.extra["host_checks_reused"] is False
+    assert json.loads(record.read_text())["boot_id"] == saved["boot_id"]  # checked again, re-recorded
 
 
 def test_exact_timeout_is_enforced_inside_the_job(fake, tmp_path):

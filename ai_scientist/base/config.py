@@ -175,6 +175,9 @@ class SlurmConfig(_Strict):
     time_margin_s: float = Field(60.0, ge=0)  # --time = exec timeout + this margin (whole minutes)
     sandbox: Literal["subprocess", "bwrap", "apptainer"] = "subprocess"  # inner sandbox on the node
     python: str | None = None  # interpreter with ai_scientist on the nodes; null = the orchestrator's
+    # true: --export=NONE, slurmd runs the user's login shell for every job (its environment);
+    # false: --export=ALL from a few of the orchestrator's variables (no login shell per job)
+    login_env: bool = False
     poll_interval_s: float = Field(1.0, gt=0, le=300)  # one squeue per interval for all jobs
     lost_grace_s: float = Field(10.0, ge=0)  # an ended job's exit file may lag on shared storage
     extra_args: list[str] = Field(default_factory=list)  # more sbatch options, e.g. ["--constraint=cpu"]

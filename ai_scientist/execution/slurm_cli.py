@@ -83,12 +83,19 @@ class SlurmCLI:
             )
         return True, str(shutil.which("sbatch"))
 
-    def _run(self, argv: list[str], *, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    def _run(
+        self, argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         with self._lock:
             self.calls[argv[0]] += 1
         try:
             return subprocess.run(
-                argv, capture_output=True, text=True, timeout=CLI_TIMEOUT_S, cwd=cwd, env=self.env
+                argv,
+                capture_output=True,
+                text=True,
+                timeout=CLI_TIMEOUT_S,
+                cwd=cwd,
+                env=self.env if env is None else env,
             )
         except FileNotFoundError:
             raise SandboxError(
@@ -99,9 +106,10 @@ class SlurmCLI:
                 f"{argv[0]} did not answer within {CLI_TIMEOUT_S:.0f}s (controller down?)"
             ) from None
 
-    def sbatch(self, script: Path, *, cwd: Path) -> str:
-        """Submit ``script`` (options are its ``#SBATCH`` lines); returns the job id."""
-        proc = self._run(["sbatch", "--parsable", str(script)], cwd=cwd)
+    def sbatch(self, script: Path, *, cwd: Path, env: dict[str, str] | None = None) -> str:
+        """Submit ``script`` (options are its ``#SBATCH`` lines); returns the job id. ``env``: the
+        environment sbatch runs with (an ``--export=ALL`` job inherits it); None: ``self.env``."""
+        proc = self._run(["sbatch", "--parsable", str(script)], cwd=cwd, env=env)
         if proc.returncode != 0:
             raise SandboxError(f"sbatch refused the job: {proc.stderr.strip()[:500]}")
         job_id = proc.stdout.strip().split(";")[0]

@@ -64,6 +64,54 @@ def write_exit(job_dir: Path, record: dict[str, Any]) -> None:
     os.replace(tmp, job_dir / EXIT_FILE)
 
 
+def _host_checks_file(job_dir: Path) -> Path:
+    # beside the run's job directories (<root>/<node>/<key>-<k>), one file per compute node
+    return job_dir.parent.parent / ".host-checks" / f"{os.uname().nodename}.json"
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def reuse_host_checks(job_dir: Path, sandbox: str) -> bool:
+    """Take the inner sandbox's isolation checks (five small programs, 50-100 ms of every job) from
+    an earlier job of this run on this node, when that job ran them since the node's last boot as
+    the same user; True when they were taken."""
+    if sandbox not in ("subprocess", "bwrap"):
+        return False
+    try:
+        saved = json.loads(_host_checks_file(job_dir).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    boot = _boot_id()
+    if not boot or saved.get("boot_id") != boot or saved.get("euid") != os.geteuid():
+        return False
+    from .subprocess_backend import assume_host_checks
+
+    assume_host_checks({k: bool(v) for k, v in saved["checks"].items()})
+    return True
+
+
+def save_host_checks(job_dir: Path) -> None:
+    """Record this job's checks for the next job of the run on this node (best effort)."""
+    from .subprocess_backend import host_checks
+
+    boot = _boot_id()
+    if not boot:
+        return
+    path = _host_checks_file(job_dir)
+    try:
+        path.parent.mkdir(exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"boot_id": boot, "euid": os.geteuid(), "checks": host_checks()}))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
 def inner_executor(spec: dict[str, Any]) -> SandboxBackend:
     """The sandbox named by ``spec["sandbox"]`` (subprocess | bwrap | apptainer)."""
     name = spec["sandbox"]
@@ -119,6 +167,7 @@ def run_job(job_dir: Path) -> int:
     limits = spec["limits"]
     # the allocation decides the GPUs (exec.gpus is refused under Slurm), not the orchestrator
     limits["gpus"] = allocation_gpus(dict(os.environ), spec["sandbox"])
+    reused = reuse_host_checks(job_dir, spec["sandbox"])
     try:
         executor = inner_executor(spec)
         executor.hidden = tuple(spec.get("hidden") or ())  # a grader's directory (grader.dir)
@@ -154,9 +203,12 @@ def run_job(job_dir: Path) -> int:
         **record.get("extra", {}),
         "host": os.uname().nodename,
         "inner_backend": result.backend,
+        "host_checks_reused": reused,
     }
     record["started"] = started
     write_exit(job_dir, record)
+    if not reused and spec["sandbox"] in ("subprocess", "bwrap"):
+        save_host_checks(job_dir)  # after exit.json: off the command's path
     return min(result.shell_exit_code, 255)
 
 

@@ -66,6 +66,23 @@ _uid_counter = itertools.count()
 _NS_FLAGS = ["--pid", "--fork", "--kill-child", "--mount-proc", "--ipc"]
 
 
+# checks of this host a caller already ran (assume_host_checks): a Slurm job's runner, one fresh
+# process per command, takes them from the previous job on its node instead of running them again
+_ASSUMED: dict[str, bool] = {}
+
+
+def host_checks() -> dict[str, bool]:
+    """Every isolation check of this host: :func:`capabilities` and the direct start."""
+    return {**capabilities(), "direct": _direct_works()}
+
+
+def assume_host_checks(facts: dict[str, bool]) -> None:
+    """Use ``facts`` (:func:`host_checks` of this very host, since its last boot) instead of
+    running the checks in this process."""
+    _ASSUMED.clear()
+    _ASSUMED.update(facts)
+
+
 @functools.cache
 def _works(*argv: str) -> bool:
     try:
@@ -93,6 +110,8 @@ def _direct_works() -> bool:
     mount, IPC and network namespaces and the uid drop done in the forked child (no extra program)."""
     if os.geteuid() != 0:
         return False
+    if "direct" in _ASSUMED:
+        return _ASSUMED["direct"]
     harden_orchestrator()
     with tempfile.TemporaryDirectory(prefix="ai-sci-nscheck-") as tmp:
         os.chmod(tmp, 0o755)
@@ -119,6 +138,8 @@ def _direct_works() -> bool:
 
 def capabilities() -> dict[str, bool]:
     """What this host lets the subprocess backend do (each checked by running it once)."""
+    if _ASSUMED:
+        return {k: v for k, v in _ASSUMED.items() if k != "direct"}
     root = os.geteuid() == 0
     unshare = shutil.which("unshare")
     setpriv = shutil.which("setpriv")
