@@ -2,6 +2,7 @@
 
     python bench/orchestration.py [--quick] [--seed 0] [--sizes 100,2000] [--out JSON]
                                   [--only all|hetero|throughput|overhead]
+                                  [--hetero-drafts 24,96] [--schedulers free,batch]
 
 Two measurements, each with its baseline from the same run:
 
@@ -16,16 +17,19 @@ Two measurements, each with its baseline from the same run:
    search (stage 1 only, ``num_drafts`` drafts, then seed re-runs), as nodes per
    second; the baseline is 1 worker. 4 workers run with both schedulers
    (``agent.scheduler: free``, the default, and ``batch``).
-3. **Heterogeneous durations**: the same search, but each experiment sleeps for a
-   duration drawn from an exponential distribution (mean ``--hetero-mean`` = 1.5 s,
-   from a hash of (seed, node id)) at 0.1 s LLM latency; 1 and 4 workers with each
-   scheduler. Utilisation = busy time / (wall x workers), busy time = the time the
-   workers spent on a node, summed: from the main thread building its context to the end
-   of its worker thread (LLM calls, experiments, prompt building and bookkeeping). The time
-   inside the LLM backend and the executor alone / (wall x workers) (``llm_exec_share``, the
-   figure reported as utilisation before) is kept beside it, and the idle worker-seconds by
-   part of the run (search, stage tail, stage end). The baseline is the
-   batch-synchronous scheduler measured in the same run.
+3. **Heterogeneous durations** (issues 15 and 37), measured as a user sees it: whole runs
+   (stage 1 with ``--hetero-drafts`` drafts, default 24 and 96, then its seed re-runs and the
+   empty stages 2-4) in which each experiment sleeps for a duration drawn from an exponential
+   distribution (mean ``--hetero-mean`` = 1.5 s, from a hash of (seed, node id)) at 0.1 s LLM
+   latency, with 1 and 4 workers and each scheduler of ``--schedulers``. Speed-up = wall time
+   with 1 worker / wall time with 4 (the same search; the node counts are reported beside it);
+   *utilisation* = (time inside the LLM backend + time inside the executor, summed over
+   workers) / (wall x workers), the issue's definition; *occupancy* = the time the workers held
+   a node, from the main thread building its context to the end of its worker thread / (wall x
+   workers). The idle worker-seconds are split by part of the run (search, stage tail, stage
+   end; ``idle_breakdown``), and the seed re-runs a run started before its stage's last node
+   was in are counted (``early_seed_runs``). Each row records the load average before and
+   after it. The baseline is the one-worker run of the same invocation.
 
 The experiment is a trivial shell script (``printf`` of ``metrics.json``), so
 the sandbox cost stays small; it is excluded from the overhead anyway. Node
@@ -66,7 +70,7 @@ RESULTS = ROOT / "bench" / "results" / "orchestration.json"
 OVERHEAD_TARGET_MS = 50.0
 FLAT_TARGET = 1.25  # large/small per-node ratio we still call flat (timing noise on shared cores)
 SPEEDUP_TARGET = 3.6
-HETERO_SPEEDUP_TARGET = 3.4  # issue 15: heterogeneous durations, 4 vs 1 workers
+HETERO_SPEEDUP_TARGET = 3.4  # issues 15 and 37: heterogeneous durations, 4 vs 1 workers (wall time)
 HETERO_UTILISATION_TARGET = 0.85
 IDEAS_PER_PROPOSAL = 8  # what one "propose ideas" answer lists (asked again when all are taken)
 
@@ -378,49 +382,80 @@ class HeteroResponder(TrivialResponder):
         return json.dumps(answer)
 
 
+def early_seed_runs(events: list[dict]) -> int:
+    """Seed re-runs started while their stage still had search nodes in flight (the
+    ``seeds_started`` events with ``early``; see docs/pipeline.md, "Stage ends")."""
+    return sum(len(e["node_ids"]) for e in events if e["type"] == "seeds_started" and e.get("early"))
+
+
 def measure_heterogeneous(
-    workdir: Path, drafts: int, latency_s: float, mean_s: float, seed: int
+    workdir: Path, drafts: int, latency_s: float, mean_s: float, seed: int, schedulers: list[str]
 ) -> list[dict]:
-    """1 and 4 workers, batch and free scheduler, exponential experiment durations."""
+    """1 and 4 workers with each of ``schedulers``, exponential experiment durations."""
     out = []
     for workers in (1, 4):
-        for scheduler in ("batch", "free"):
+        for scheduler in schedulers:
             responder = HeteroResponder(seed, mean_s)
-            name = f"hetero-w{workers}-{scheduler}"
+            name = f"hetero-d{drafts}-w{workers}-{scheduler}"
             print(f"  running {name} ...", flush=True)
             overrides = [*throughput_overrides(drafts, workers, seed), f"agent.scheduler={scheduler}"]
+            load_before = os.getloadavg()
             r = run_once(workdir, overrides, responder, latency_s, name)
+            r["loadavg_before"], r["loadavg_after"] = load_before, os.getloadavg()
             r["overhead_s"] = r["overhead_ms_per_node"] = None
-            # busy = the time a worker spent on a node, all of it (see TimedOrchestrator); the
-            # LLM + experiment share (the previous figure) is kept beside it
-            r["utilisation"] = round(r["node_s"] / (r["wall_s"] * workers), 3)
-            r["llm_exec_share"] = round((r["llm_s"] + r["exec_s"]) / (r["wall_s"] * workers), 3)
+            # the issue's utilisation: time inside the LLM backend and the executor; occupancy
+            # counts a worker's whole node (see TimedOrchestrator)
+            r["utilisation"] = round((r["llm_s"] + r["exec_s"]) / (r["wall_s"] * workers), 3)
+            r["occupancy"] = round(r["node_s"] / (r["wall_s"] * workers), 3)
+            r["seed_runs"] = r["operations"].get("seed_eval", 0)
+            r["early_seed_runs"] = early_seed_runs(read_events(r["run_dir"]))
             out.append(
-                {"workers": workers, "scheduler": scheduler, "latency_s": latency_s, "mean_s": mean_s, **r}
+                {
+                    "drafts": drafts,
+                    "workers": workers,
+                    "scheduler": scheduler,
+                    "latency_s": latency_s,
+                    "mean_s": mean_s,
+                    **r,
+                }
             )
     return out
 
 
+def read_events(run_dir: str) -> list[dict]:
+    path = Path(run_dir) / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def summarise_hetero(rows: list[dict]) -> dict[str, Any]:
-    by = {(r["workers"], r["scheduler"]): r for r in rows}
+    """Per number of drafts and scheduler: 4 vs 1 workers by wall time, utilisation, idle time."""
+    by = {(r["drafts"], r["workers"], r["scheduler"]): r for r in rows}
     out: dict[str, Any] = {}
-    for scheduler in ("batch", "free"):
-        one, four = by[(1, scheduler)], by[(4, scheduler)]
-        speedup = four["nodes_per_s"] / one["nodes_per_s"]
-        out[scheduler] = {
-            "nodes_per_s_1_worker": one["nodes_per_s"],
-            "nodes_per_s_4_workers": four["nodes_per_s"],
-            "speedup": round(speedup, 3),
-            "utilisation_4_workers": four["utilisation"],
-            "utilisation_1_worker": one["utilisation"],
-            "llm_exec_share_4_workers": four["llm_exec_share"],
-            "idle_s_4_workers": four["idle_s"],
-        }
-    f = out["free"]
-    f["met"] = (
-        f["speedup"] >= HETERO_SPEEDUP_TARGET and f["utilisation_4_workers"] >= HETERO_UTILISATION_TARGET
-    )
-    f["target"] = {"speedup": HETERO_SPEEDUP_TARGET, "utilisation": HETERO_UTILISATION_TARGET}
+    for drafts in sorted({r["drafts"] for r in rows}):
+        per: dict[str, Any] = {}
+        for scheduler in sorted({r["scheduler"] for r in rows if r["drafts"] == drafts}):
+            one, four = by[(drafts, 1, scheduler)], by[(drafts, 4, scheduler)]
+            speedup = one["wall_s"] / four["wall_s"]
+            per[scheduler] = {
+                "wall_s_1_worker": one["wall_s"],
+                "wall_s_4_workers": four["wall_s"],
+                "nodes_1_worker": one["nodes"],
+                "nodes_4_workers": four["nodes"],
+                "speedup": round(speedup, 3),
+                "utilisation_4_workers": four["utilisation"],
+                "utilisation_1_worker": one["utilisation"],
+                "occupancy_4_workers": four["occupancy"],
+                "idle_s_4_workers": four["idle_s"],
+                "early_seed_runs_4_workers": four["early_seed_runs"],
+            }
+        if "free" in per:
+            f = per["free"]
+            f["met"] = (
+                f["speedup"] >= HETERO_SPEEDUP_TARGET
+                and f["utilisation_4_workers"] >= HETERO_UTILISATION_TARGET
+            )
+            f["target"] = {"speedup": HETERO_SPEEDUP_TARGET, "utilisation": HETERO_UTILISATION_TARGET}
+        out[f"drafts_{drafts}"] = per
     return out
 
 
@@ -533,49 +568,59 @@ def report(result: dict[str, Any]) -> str:
     if result.get("heterogeneous"):
         rows = [
             [
+                "drafts",
                 "workers",
                 "scheduler",
                 "nodes",
+                "early seeds",
                 "wall s",
                 "LLM s (sum)",
                 "exec s (sum)",
-                "nodes/s",
                 "utilisation",
-                "LLM+exec share",
+                "occupancy",
+                "idle: search / tail / end",
+                "load",
             ]
         ]
         for r in result["heterogeneous"]:
+            idle = r["idle_s"]
             rows.append(
                 [
+                    str(r["drafts"]),
                     str(r["workers"]),
                     r["scheduler"],
                     str(r["nodes"]),
+                    str(r["early_seed_runs"]),
                     f"{r['wall_s']:.1f}",
                     f"{r['llm_s']:.1f}",
                     f"{r['exec_s']:.1f}",
-                    f"{r['nodes_per_s']:.3f}",
                     f"{r['utilisation']:.3f}",
-                    f"{r['llm_exec_share']:.3f}",
+                    f"{r['occupancy']:.3f}",
+                    f"{idle['search']:.1f} / {idle['stage_tail']:.1f} / {idle['stage_end']:.1f}",
+                    f"{r['loadavg_before'][0]:.2f}",
                 ]
             )
-        h = summary["heterogeneous"]
         first = result["heterogeneous"][0]
         out += [
             "",
             f"Heterogeneous durations (exponential, mean {first['mean_s']} s; LLM latency {first['latency_s']} s)",
             _table(rows),
             "",
-            f"batch: 4 vs 1 workers {h['batch']['speedup']}x, utilisation {h['batch']['utilisation_4_workers']}"
-            f" (1 worker: {h['batch']['utilisation_1_worker']}), LLM+exec share {h['batch']['llm_exec_share_4_workers']}",
-            f"free:  4 vs 1 workers {h['free']['speedup']}x, utilisation {h['free']['utilisation_4_workers']}"
-            f" (1 worker: {h['free']['utilisation_1_worker']}), LLM+exec share {h['free']['llm_exec_share_4_workers']}"
-            f"; idle worker-s {h['free']['idle_s_4_workers']} -> "
-            + (
-                "target met"
-                if h["free"]["met"]
-                else f"TARGET MISSED (>= {HETERO_SPEEDUP_TARGET}x, >= {HETERO_UTILISATION_TARGET})"
-            ),
         ]
+        for key, per in summary["heterogeneous"].items():
+            for scheduler, h in per.items():
+                verdict = ""
+                if "met" in h:
+                    verdict = " -> " + (
+                        "target met"
+                        if h["met"]
+                        else f"TARGET MISSED (>= {HETERO_SPEEDUP_TARGET}x, >= {HETERO_UTILISATION_TARGET})"
+                    )
+                out.append(
+                    f"{key.replace('_', ' ')}, {scheduler}: 4 vs 1 workers {h['speedup']}x by wall time, "
+                    f"utilisation {h['utilisation_4_workers']} (1 worker: {h['utilisation_1_worker']}), "
+                    f"occupancy {h['occupancy_4_workers']}{verdict}"
+                )
     return "\n".join(out)
 
 
@@ -604,7 +649,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         default="all",
         help="run one measurement only (the others are left out of the summary)",
     )
-    ap.add_argument("--hetero-drafts", type=int, default=None, help="search nodes, heterogeneous case (40)")
+    ap.add_argument(
+        "--hetero-drafts", default=None, help="drafts of the heterogeneous case, comma separated (24,96)"
+    )
+    ap.add_argument(
+        "--schedulers", default="free,batch", help="schedulers of the heterogeneous case (free,batch)"
+    )
     ap.add_argument("--hetero-mean", type=float, default=1.5, help="mean experiment duration in s (1.5)")
     ap.add_argument("--hetero-latency", type=float, default=0.1, help="fake LLM latency in s (0.1)")
     ap.add_argument("--no-warmup", action="store_true", help="skip the unmeasured warm-up run")
@@ -616,12 +666,15 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     a = ap.parse_args(argv)
     if a.smoke:  # every measurement once, at the smallest sizes that still make a tree
         a.quick, a.no_warmup, a.memory = True, True, "off"
-        a.sizes, a.drafts, a.hetero_drafts = a.sizes or "4,6", a.drafts or 1, a.hetero_drafts or 1
+        a.sizes, a.drafts, a.hetero_drafts = a.sizes or "4,6", a.drafts or 1, a.hetero_drafts or "1"
         a.latency, a.hetero_latency, a.hetero_mean = 0.0, 0.0, 0.02
         a.out = os.devnull if a.out == str(RESULTS) else a.out
     a.sizes = [int(x) for x in a.sizes.split(",")] if a.sizes else ([16, 40] if a.quick else [100, 2000])
     a.drafts = a.drafts or (8 if a.quick else 20)
-    a.hetero_drafts = a.hetero_drafts or (8 if a.quick else 40)
+    a.hetero_drafts = [int(x) for x in (a.hetero_drafts or ("8" if a.quick else "24,96")).split(",")]
+    a.schedulers = [x.strip() for x in a.schedulers.split(",") if x.strip()]
+    if not a.schedulers or set(a.schedulers) - {"free", "batch"}:
+        ap.error(f"--schedulers: free and/or batch, got {a.schedulers}")
     if a.quick:
         a.hetero_mean = min(a.hetero_mean, 0.2)
     a.latency = a.latency if a.latency is not None else (0.05 if a.quick else 1.0)
@@ -638,10 +691,11 @@ def measure_all(a: argparse.Namespace, workdir: Path, out: Path, result: dict[st
         run_once(workdir, overhead_overrides(12, True, a.seed), responder, 0.0, "warmup")
     if a.only in ("all", "hetero"):
         print("heterogeneous durations:", flush=True)
-        result["heterogeneous"] = measure_heterogeneous(
-            workdir, a.hetero_drafts, a.hetero_latency, a.hetero_mean, a.seed
-        )
-        _save_partial(out, result)
+        for drafts in a.hetero_drafts:
+            result["heterogeneous"] += measure_heterogeneous(
+                workdir, drafts, a.hetero_latency, a.hetero_mean, a.seed, a.schedulers
+            )
+            _save_partial(out, result)
     if a.only in ("all", "throughput"):
         print("throughput:", flush=True)
         result["throughput"] = measure_throughput(workdir, a.drafts, a.latency, a.seed)
