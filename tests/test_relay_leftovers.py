@@ -188,7 +188,7 @@ def test_every_schema_call_states_its_length_limits(run):
         fmt = _section(r, "Response format")
         if not limits or fmt is None or "sent with this request" not in fmt:
             continue  # a prompt-only mode shows the schema itself
-        said = re.search(r"Length limits of the answer's fields \(.*?\): (.*)\.$", fmt, re.M)
+        said = re.search(r"Length limits of the answer's fields \(.*?\): (.*?)\.(?: |$)", fmt, re.M)
         assert said, (r["node_id"], r["label"])
         own, stated = set(limits.split(", ")), set(said.group(1).split(", "))
         if r["phase"] == "phase2":
