@@ -10,7 +10,8 @@ command (``/usr/bin/python3 -c pass``):
   backend one job at a time (sbatch -> scheduled -> in-job runner -> exit file
   -> seen), interleaved with a bare ``sbatch --wrap true`` waited for to
   COMPLETED (Slurm's own floor: submitted as the backend submits, same export
-  mode and environment, no runner), so both see the same controller and load;
+  mode and environment, no runner), so both see the same controller and load,
+  each kind following each kind equally often (``ORDER``);
   the ratios slurm / bare of the medians and of the means are the backend's
   per-command overhead over that floor. A third series, the bare job with
   ``--export=NONE``, shows what a login shell per job costs
@@ -117,9 +118,19 @@ def bare_once(root: Path, export: str, env: dict[str, str] | None) -> float:
     return time.perf_counter() - t
 
 
-def slurm_vs_bare(executor, root: Path, n: int) -> tuple[dict[str, list[float]], list[dict[str, float]]]:
+# one cycle of a de Bruijn sequence over the three kinds: every kind follows every kind (itself too)
+# exactly once. Jobs run back to back, so one's wait for the controller's next scheduling pass
+# depends on when the previous one ended (the pass runs once a second): with every predecessor
+# equally often, that dependence weighs the same on every series
+ORDER = (0, 0, 1, 0, 2, 1, 1, 2, 2)
+
+
+def slurm_vs_bare(
+    executor, root: Path, n: int
+) -> tuple[dict[str, list[float]], list[dict[str, float]], dict[str, float]]:
     """``n`` backend commands, ``n`` bare jobs submitted as the backend submits them (export mode,
-    environment) and ``n`` bare ``--export=NONE`` jobs, interleaved (the order rotates)."""
+    environment) and ``n`` bare ``--export=NONE`` jobs, one at a time in the order of ``ORDER``;
+    also the mean of each kind after each kind ("slurm<-bare": ms)."""
     export = "NONE" if executor.cfg.login_env else "ALL"
     env = executor.job_environ()
     slurm_once(executor, _ws(root, 0))  # warm-up: the poller thread, the file system
@@ -127,17 +138,24 @@ def slurm_vs_bare(executor, root: Path, n: int) -> tuple[dict[str, list[float]],
     out: dict[str, list[float]] = {"slurm": [], "bare": [], "bare_login": []}
     parts = []
     kinds = list(out)
-    for i in range(n):
-        for which in kinds[i % 3 :] + kinds[: i % 3]:
-            if which == "bare":
-                out["bare"].append(bare_once(root, export, env))
-            elif which == "bare_login":
-                out["bare_login"].append(bare_once(root, "NONE", env))
-            else:
-                wall, p = slurm_once(executor, _ws(root, 1 + i))
-                out["slurm"].append(wall)
-                parts.append(p)
-    return out, parts
+    step, prev = 0, "bare"
+    after: dict[str, list[float]] = {}
+    while any(len(v) < n for v in out.values()):
+        which = kinds[ORDER[step % len(ORDER)]]
+        step += 1
+        if len(out[which]) >= n:
+            continue
+        if which == "bare":
+            out["bare"].append(bare_once(root, export, env))
+        elif which == "bare_login":
+            out["bare_login"].append(bare_once(root, "NONE", env))
+        else:
+            wall, p = slurm_once(executor, _ws(root, 1 + len(out["slurm"])))
+            out["slurm"].append(wall)
+            parts.append(p)
+        after.setdefault(f"{which}<-{prev}", []).append(out[which][-1])
+        prev = which
+    return out, parts, {k: round(statistics.fmean(v) * 1000, 1) for k, v in sorted(after.items())}
 
 
 def throughput(executor, root: Path, jobs: int, in_flight: int, offset: int) -> float:
@@ -211,7 +229,7 @@ def main() -> None:
     t0 = time.perf_counter()
     try:
         sub_s = latency(sub, root / "sub", args.n)
-        series, parts = slurm_vs_bare(slurm, root / "slurm", args.n)
+        series, parts, after = slurm_vs_bare(slurm, root / "slurm", args.n)
         sub_tp = throughput(sub, root / "subtp", args.jobs, 1, 0)
         in_flight = (1, 2) if args.smoke else (1, 2, 4)
         rates = {k: throughput(slurm, root / f"tp{k}", args.jobs, k, 0) for k in in_flight}
@@ -241,6 +259,7 @@ def main() -> None:
             "slurm_over_bare": round(lat["slurm"][0] / lat["bare"][0], 3),
             "slurm_over_bare_mean": round(lat["slurm"][2] / lat["bare"][2], 3),
             "slurm_parts_median_ms": {k: round(v, 1) for k, v in where.items()},
+            "mean_ms_after": after,  # each kind after each kind: the scheduling pass's phase
             "samples_s": {"subprocess": sub_s, **series, "slurm_parts": parts},
             "throughput_per_s": {"subprocess_1": sub_tp, **{f"slurm_{k}": r for k, r in rates.items()}},
             "calls": {"sbatch": sbatch, "squeue": squeue},
@@ -264,7 +283,7 @@ def render(args, lat, where, sub_tp, rates, sbatch, squeue, wall) -> str:
         "(the machine is shared).",
         "",
         f"Per command (`{PY} -c pass`, {args.n} runs each after one warm-up, one at a time; the slurm "
-        "backend and the bare jobs interleave, the order rotating):",
+        "backend and the bare jobs interleave, each kind following each kind equally often):",
         "",
         "| backend | median ms | mean ms | p90 ms | x subprocess |",
         "|---|---|---|---|---|",
