@@ -220,8 +220,11 @@ def test_run_commands_of_an_edit_answer_are_chosen_from_existing_files():
 
 def test_an_openai_compatible_server_gets_the_enums_in_its_json_schema(tmp_path, monkeypatch):
     """The requests a fake OpenAI-compatible server on 127.0.0.1 received: every schema carrying a
-    plan lists exactly the probed packages and tools, allows no new package (the sandbox is
-    offline) and builds only with what the probe found."""
+    plan lists exactly the probed tools, allows no new package (the sandbox is offline) and builds
+    only with what the probe found. The installed Python packages are named once, in the
+    request's text (the environment layer), not again as an enum of the schema (issue 28: ~50
+    names in every code request; only a local grammar needs them there) — an uninstalled name is
+    refused by ``check_installed`` (tests/test_search_prompts_purpose.py shows the repair)."""
     from pipeline_support import run_args
     from test_pipeline_promptlog_exact import FakeOpenAI
 
@@ -241,15 +244,18 @@ def test_an_openai_compatible_server_gets_the_enums_in_its_json_schema(tmp_path,
     env = json.loads((run.dir / "environment.json").read_text())
     packages = sorted(env["sandbox"]["python"]["packages"])
     tools = sorted(t for t in env["sandbox"]["tools"] if t in TOOLS)
-    schemas = [
-        json.loads(b)["response_format"]["json_schema"]["schema"]
+    bodies = [
+        json.loads(b)
         for b in server.bodies
         if "dependencies" in json.dumps((json.loads(b).get("response_format") or {}).get("json_schema") or {})
     ]
+    schemas = [b["response_format"]["json_schema"]["schema"] for b in bodies]
     assert schemas, "no plan-carrying request reached the server"
-    for schema in schemas:
+    for body, schema in zip(bodies, schemas, strict=True):
         deps = schema["properties"]["dependencies"]["properties"]
-        assert deps["pip"]["items"]["enum"] == packages and deps["new"]["maxItems"] == 0
+        assert "enum" not in deps["pip"]["items"] and deps["new"]["maxItems"] == 0
+        text = json.dumps(body["messages"])
+        assert packages and all(p in text for p in packages)  # the list, once, in the text
         assert deps["apt"].get("items", {}).get("enum", []) == tools
         build = schema["properties"]["build"]
         options = build.get("anyOf", [build])

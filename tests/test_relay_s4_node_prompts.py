@@ -188,7 +188,10 @@ def test_a_review_sees_the_head_and_tail_of_each_loss_list(run):
         for key in ("train_loss", "val_loss"):
             values = data[key]
             nulls = sum(v is None for v in values)
-            fmt = ["null" if v is None else f"{v:.4g}" for v in values]
+            # 4 significant digits, more where two of the values shown would read alike
+            ends = [v for v in (values if len(values) <= 7 else values[:3] + values[-3:]) if v is not None]
+            d = next(d for d in range(4, 18) if len({f"{v:.{d}g}" for v in ends}) == len(set(ends)))
+            fmt = ["null" if v is None else f"{v:.{d}g}" for v in values]
             line = f"- results.json {key} ({len(values)} values{f', {nulls} null' if nulls else ''}): "
             assert line in shown, (rec["node_id"], key, shown)
             row = shown.split(line, 1)[1].splitlines()[0]

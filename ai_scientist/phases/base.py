@@ -57,6 +57,10 @@ class PromptBuilder(Protocol):
         """Whether a structured call's schema travels in the request (enforced by decoding) rather
         than in the prompt text."""
 
+    def schema_as_grammar(self, role: str) -> bool:
+        """Whether decoding enforces the schema as a grammar (the local model): only then is an
+        enum of names worth its tokens; otherwise the code checks the names."""
+
 
 class LLM(Protocol):
     def complete(

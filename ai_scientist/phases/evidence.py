@@ -103,6 +103,22 @@ def program_values(ctx: NodeContext, answer: dict[str, Any]) -> dict[str, Any]:
     return {"prior_code": diff, "code_diff_of": parent.id}
 
 
+def node_kinds(ctx: NodeContext, metrics: Any) -> list[str]:
+    """The kinds of experiment (:func:`experiment_kinds`) a review or critique of this node applies
+    the criteria of: those its own metrics' names say; for a run that reported none (a failed run,
+    metrics still to be read from the output), those of the metric the stage's protocol fixed and
+    of its parent's metrics, before the idea's words — a failed benchmark run got every kind's
+    checklist, training's included, under "check what applies"."""
+    names = [str(m.get("name", "")) for m in metrics or [] if isinstance(m, dict)]
+    if not names:
+        protocol = ctx.extra_values.get("evaluation_protocol") or {}
+        metric = protocol.get("metric") if isinstance(protocol, dict) else None
+        names = [str(metric[0])] if metric else []
+        if ctx.parent is not None:
+            names += [m.name for m in ctx.parent.metrics]
+    return experiment_kinds(names, ctx.run.idea.to_markdown())
+
+
 def judged_stage(ctx: NodeContext) -> dict[str, Any]:
     """The layers a review or a figure critique judges the node's result against: the stage's other
     nodes with their results — the tables the node's code prompt got (frozen when it was scheduled,
@@ -147,7 +163,7 @@ def _seed_mean_text(ctx: NodeContext, parent: Any) -> str:
     """``"; over its 2 seed re-runs: val_accuracy mean 0.909 ± 0.007 s.e."`` when the parent was
     re-run over seeds (at its stage's end, so before any child of a later stage): a child compared
     with its parent's single search run alone credits its change with the parent's seed luck."""
-    from ..treesearch.seeds import aggregate_seeds
+    from ..treesearch.seeds import aggregate_seeds, distinct_digits
 
     m = parent.metric
     if ctx.journal is None or m is None:
@@ -162,7 +178,10 @@ def _seed_mean_text(ctx: NodeContext, parent: Any) -> str:
     agg = aggregate_seeds(same)
     spread = f" ± {agg.stderr:.2g} s.e." if agg.stderr is not None else " (one re-run: no spread)"
     runs = "re-run" if agg.n == 1 else "re-runs"
-    return f"; over its {agg.n} seed {runs}: {m.name} mean {agg.mean:.4g}{spread}"
+    d = distinct_digits(
+        [m.value, agg.mean]
+    )  # told apart from the search value where they differ past 4 digits
+    return f"; over its {agg.n} seed {runs}: {m.name} mean {agg.mean:.{d}g}{spread}"
 
 
 def run_result_text(

@@ -100,15 +100,16 @@ def plan_schema(ctx: NodeContext, schema: dict) -> dict:
     """``schema`` with its dependencies chosen from what the sandbox probe found (new packages only
     with network) when ``agent.constrain_answers`` is on (``schemas.constrain_dependencies``).
 
-    The installed Python packages are an enum only when the schema travels in the request (a
-    llama.cpp grammar, a server's json_schema), where decoding enforces it. In the prompt-only
-    modes the schema is prompt text that enforces nothing: the enum would repeat the package list
-    the environment layer already gives, so the names stay plain strings there and
-    :func:`check_installed` refuses one that is not installed, for the repair round."""
+    The installed Python packages are an enum only when the schema becomes a decoding grammar
+    (the local model: a small model would otherwise invent names). Elsewhere the enum would repeat
+    the ~50 names the environment layer already lists — in the prompt text, or in every code
+    request's json_schema for a capable API model (a relay run's critique) — so the names stay
+    plain strings and :func:`check_installed` refuses one that is not installed, for the repair
+    round."""
     if not ctx.cfg.agent.constrain_answers:
         return schema
     constrained = constrain_dependencies(schema, ctx.environment, ctx.cfg.exec.network)
-    if constrained is schema or ctx.prompts.schema_in_request("code"):
+    if constrained is schema or ctx.prompts.schema_as_grammar("code"):
         return constrained
     deps = constrained["properties"]["dependencies"]
     pip = {

@@ -40,12 +40,13 @@ from ..base.paths import PLOTS_FILE, VLM_FILE, RunPaths
 from ..base.templates import render
 from ..llm.types import LLMError
 from ..llm.vision import is_vision_refusal, vision_skip_reason
+from ..treesearch.seeds import distinct_digits
 from .base import NodeContext, PhaseFailed
 from .checkpoint import checkpoint
 from .evidence import (
-    experiment_kinds,
     judged_stage,
     node_facts,
+    node_kinds,
     program_values,
     run_result_text,
     shows_machine,
@@ -171,32 +172,47 @@ SERIES_ENDS = 3  # values shown from each end
 SERIES_FILE_BYTES = 5_000_000
 
 
-def loss_series(workspace: Path, skip: frozenset[str] = frozenset()) -> tuple[list[dict[str, Any]], int]:
+def loss_series(
+    workspace: Path, skip: frozenset[str] = frozenset(), parent: Path | None = None
+) -> tuple[list[dict[str, Any]], int]:
     """The numeric lists of the workspace's JSON data files whose key names a loss, an error or a
-    residual (nulls allowed), each as ``{"path", "n", "nulls", "head", "tail"}`` (``tail`` empty
-    when the list is short enough to show whole): the first :data:`MAX_SERIES`, in file and key
-    order, and how many there are in all."""
-    found: list[dict[str, Any]] = []
-    total = 0
+    residual (nulls allowed), each as ``{"path", "file", "n", "nulls", "head", "tail"}`` (``tail``
+    empty when the list is short enough to show whole): at most :data:`MAX_SERIES`, and how many
+    there are in all. With ``parent`` (the parent node's workspace), the lists whose file and key
+    the parent's data do not have come first — a child's new conditions are what its review
+    judges (a relay run's digest showed the first 8 lists, all the parent's) — then the rest in
+    file and key order."""
+    found = _all_series(workspace, skip)
+    if parent is not None:
+        old = {(f["file"], f["path"]) for f in _all_series(parent, frozenset(), values=False)}
+        found = [f for f in found if (f["file"], f["path"]) not in old] + [
+            f for f in found if (f["file"], f["path"]) in old
+        ]
+    return found[:MAX_SERIES], len(found)
 
-    def walk(value: Any, path: str, depth: int) -> None:
-        nonlocal total
+
+def _all_series(workspace: Path, skip: frozenset[str], values: bool = True) -> list[dict[str, Any]]:
+    """Every loss-like list of the workspace's JSON data files, in file and key order (``values``
+    False: their file and key only)."""
+    found: list[dict[str, Any]] = []
+
+    def walk(value: Any, path: str, depth: int, rel: str) -> None:
         if depth > OUTLINE_DEPTH:
             return
         if isinstance(value, dict):
             for k, v in value.items():
                 key = f"{path}.{k}" if path else str(k)
                 if isinstance(v, list) and SERIES_NAME.search(str(k)) and _numbers(v):
-                    total += 1
-                    if len(found) < MAX_SERIES:
-                        found.append(_series(key, v))
+                    found.append({**(_series(key, v) if values else {"path": key}), "file": rel})
                 else:
-                    walk(v, key, depth + 1)
+                    walk(v, key, depth + 1, rel)
         elif isinstance(value, list):
             for i, v in enumerate(value[:OUTLINE_KEYS]):
                 if isinstance(v, (dict, list)):
-                    walk(v, f"{path}[{i}]", depth + 1)
+                    walk(v, f"{path}[{i}]", depth + 1, rel)
 
+    if not workspace.is_dir():
+        return found
     for rel in data_paths(workspace):
         path = workspace / rel
         if rel in skip or path.suffix.lower() != ".json" or not regular_file_inside(workspace, path):
@@ -207,11 +223,8 @@ def loss_series(workspace: Path, skip: frozenset[str] = frozenset()) -> tuple[li
             data = json.loads(path.read_text(encoding="utf-8"))
         except (ValueError, OSError):
             continue  # an unreadable file is the plotting call's to report
-        walk(data, "", 0)
-        found_in = [f for f in found if "file" not in f]
-        for f in found_in:
-            f["file"] = rel
-    return found, total
+        walk(data, "", 0, rel)
+    return found
 
 
 def _numbers(items: list[Any]) -> bool:
@@ -225,10 +238,14 @@ def _numbers(items: list[Any]) -> bool:
 
 
 def _series(path: str, items: list[Any]) -> dict[str, Any]:
-    def fmt(v: Any) -> str:
-        return "null" if v is None else f"{v:.4g}"
-
     whole = len(items) <= 2 * SERIES_ENDS + 1
+    shown = items if whole else [*items[:SERIES_ENDS], *items[-SERIES_ENDS:]]
+    # 4 significant digits, more where two shown values would read alike (a plateau at 1e-6)
+    digits = distinct_digits(v for v in shown if v is not None)
+
+    def fmt(v: Any) -> str:
+        return "null" if v is None else f"{v:.{digits}g}"
+
     return {
         "path": path,
         "n": len(items),
@@ -383,6 +400,7 @@ def _plots(ctx: NodeContext, answer: dict, metrics: Any) -> dict:
         "plot_problems": "",
         "previous_script": "",
         "parent_plot_script": parent_plot_script(ctx),
+        "plot_script_node": ctx.extra_values.get("plot_script_node", ctx.parent.id if ctx.parent else ""),
         "parent_plot_problems": parent_plot_problems(ctx),
     }
     schema = plot_schema(pcfg.max_figures)
@@ -430,13 +448,9 @@ def _plots(ctx: NodeContext, answer: dict, metrics: Any) -> dict:
     return _done(ctx, record)
 
 
-def parent_plot_script(ctx: NodeContext) -> str:
-    """The parent's plotting script when its figures passed (its ``plots.json`` keeps some): what
-    a child's plotting call may reuse; "" for a draft or a parent whose plotting failed."""
-    parent = ctx.parent
-    if parent is None:
-        return ""
-    pdir = RunPaths(ctx.run.dir).node(parent.id)
+def _working_script(run_dir: Path, node_id: str) -> str:
+    """The node's plotting script when its figures passed (its ``plots.json`` keeps some), else ""."""
+    pdir = RunPaths(run_dir).node(node_id)
     try:
         record = read_json(pdir.file(PLOTS_FILE), default=None) or {}
         script = (pdir.workspace / PLOT_SCRIPT).read_text(encoding="utf-8")
@@ -445,13 +459,42 @@ def parent_plot_script(ctx: NodeContext) -> str:
     return script if isinstance(record, dict) and record.get("figures") else ""
 
 
+def working_plot_source(run_dir: Path, nodes: list[Any], node: Any) -> str | None:
+    """The node whose plotting script a child's plotting call is given: its parent's when the
+    parent's figures passed, else the latest node of its stage whose plotting worked (a sibling's
+    fixed script beats none: a relay run's child got its parent's failed one), else None. A draft
+    (no parent) gets none. ``nodes``: the journal's nodes in creation order when the node was
+    scheduled (frozen with its stage inputs, so a resume or replay picks the same)."""
+    if not node.parent_id:
+        return None
+    if _working_script(run_dir, node.parent_id):
+        return str(node.parent_id)
+    for other in reversed(nodes):
+        if other.id != node.id and other.stage == node.stage and other.is_good and not other.is_seed_eval:
+            if _working_script(run_dir, other.id):
+                return str(other.id)
+    return None
+
+
+def parent_plot_script(ctx: NodeContext) -> str:
+    """The best available working plotting script for a child's plotting call (the node
+    :func:`working_plot_source` chose when the node was scheduled; without that record, the
+    parent's when its figures passed); "" for a draft or when no node's plotting worked."""
+    if ctx.parent is None:
+        return ""
+    source = ctx.extra_values.get("plot_script_node", ctx.parent.id)
+    return _working_script(ctx.run.dir, str(source)) if source else ""
+
+
 def parent_plot_problems(ctx: NodeContext) -> list[str]:
-    """The problems the vision model found in the parent's figures (its ``vlm.json`` critique):
-    a child reusing the parent's script fixes them rather than copying them (relay run 2)."""
+    """The problems the vision model found in the figures of the script offered (the parent's, or
+    the sibling's :func:`working_plot_source` chose; its ``vlm.json`` critique): a child reusing
+    that script fixes them rather than copying them (relay run 2)."""
     if ctx.parent is None:
         return []
+    source = str(ctx.extra_values.get("plot_script_node", ctx.parent.id))
     try:
-        vlm = read_json(RunPaths(ctx.run.dir).node(ctx.parent.id).file(VLM_FILE), default=None) or {}
+        vlm = read_json(RunPaths(ctx.run.dir).node(source).file(VLM_FILE), default=None) or {}
     except (OSError, ValueError):
         return []
     critique = vlm.get("critique") if isinstance(vlm, dict) else None
@@ -585,7 +628,7 @@ def _critique(ctx: NodeContext, plots: dict) -> dict:
 
 def _ask_vlm(ctx: NodeContext, figures: list[dict[str, Any]], plots: dict) -> dict[str, Any]:
     metrics = plots.get("metrics") or []
-    kinds = experiment_kinds([m.get("name", "") for m in metrics], ctx.run.idea.to_markdown())
+    kinds = node_kinds(ctx, metrics)
     values = {
         **node_facts(ctx),
         "task": ctx.run.idea.to_markdown(),

@@ -55,6 +55,13 @@ class PromptAdapter(Prompter):
         self._memory_rules: dict[bool, str] = {}
         self._brief_templates: dict[str, str] = {}
 
+    def schema_as_grammar(self, role: str) -> bool:
+        """Whether the backend turns a structured call's schema into a decoding grammar (the local
+        model: ``native``), where an enum is what keeps a small model from inventing a name; a
+        server's json_schema and the prompt-only modes leave such checks to the code."""
+        mode_fn = getattr(self._backend, "structured_mode", None)
+        return mode_fn is not None and mode_fn(self.cfg.model_for(role)) == "native"
+
     def _memory_protocol(self, structured: bool) -> str:
         """The memory protocol for the way this answer carries it, and only that way: the JSON
         answer's ``memory_update`` field (``structured``) or a ``<memory_update>`` block."""

@@ -19,15 +19,15 @@ from __future__ import annotations
 from typing import Any
 
 from ..base.nodedata import unmeasured
-from ..base.paths import CODE_FILE, COMPILE_FILE, REVIEW_FILE
+from ..base.paths import CODE_FILE, COMPILE_FILE, REVIEW_FILE, RunPaths
 from ..base.templates import render
 from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed
 from .checkpoint import checkpoint
 from .evidence import (
-    experiment_kinds,
     judged_stage,
     node_facts,
+    node_kinds,
     program_values,
     run_output_text,
     run_result_text,
@@ -46,7 +46,7 @@ def review_execution(ctx: NodeContext, run_record: dict) -> dict:
 def _review(ctx: NodeContext, run_record: dict) -> dict:
     metrics = run_record.get("metrics") or []
     parse = run_record.get("metrics_source") == METRICS_FROM_REVIEW  # one call for both (merge_calls)
-    kinds = experiment_kinds([m.get("name", "") for m in metrics], ctx.run.idea.to_markdown())
+    kinds = node_kinds(ctx, metrics)
     builds = (ctx.load(COMPILE_FILE) or {}).get("commands") or []
     values = {
         **node_facts(ctx),
@@ -61,7 +61,14 @@ def _review(ctx: NodeContext, run_record: dict) -> dict:
             metrics,
             builds=builds,
             from_review=parse,
-            series=loss_series(ctx.workspace, unmeasured(ctx.dir)),
+            # a child's new lists first (its new conditions), then the ones its parent had too
+            series=loss_series(
+                ctx.workspace,
+                unmeasured(ctx.dir),
+                parent=RunPaths(ctx.run.dir).node(ctx.node.parent_id).workspace
+                if ctx.node.parent_id
+                else None,
+            ),
         ),
         "kinds": kinds,
         "parse_metrics": parse,

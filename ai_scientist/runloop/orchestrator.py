@@ -845,13 +845,11 @@ class Orchestrator:
         )
 
     def _seed_groups(self, key: tuple[str, str, str | None]) -> dict[str, list[float]]:
-        """Node id -> the values of its good seed re-runs of metric ``key`` (every stage)."""
-        groups: dict[str, list[float]] = {}
-        for n in self.journal.nodes:
-            if n.is_seed_eval and n.is_good and n.parent_id and n.metric is not None:
-                if n.metric.key == key and n.metric.is_valid:
-                    groups.setdefault(n.parent_id, []).append(n.metric.value)
-        return groups
+        """Node id -> the values of its good seed re-runs of metric ``key`` (every stage), a
+        byte-identical repeat of an earlier re-run left out (not an independent draw)."""
+        from .protocol import distinct_seed_groups
+
+        return distinct_seed_groups(self.run_.dir, self.journal.nodes, key)
 
     def _seed_aggregate(self, node_id: str, key: tuple[str, str, str | None]) -> SeedAggregate | None:
         """Mean ± s.e. of the node's good seed re-runs of metric ``key``; None without one."""

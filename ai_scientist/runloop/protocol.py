@@ -18,13 +18,16 @@ Detection is pure and deterministic (recorded files and metrics only), so ``resu
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import read_json, read_jsonl
-from ..base.paths import CODE_FILE, RunPaths
+from ..base.paths import CODE_FILE, RUN_FILE, RunPaths
 from ..phases.edits import text_files
 from ..treesearch.parameters import parameters
 
@@ -39,9 +42,18 @@ PROTOCOL_WORDS = frozenset(
 )
 # ... unless another token says it is the method's own knob (N_EPOCHS, TRAIN_STEPS, BATCH_SIZE)
 METHOD_WORDS = frozenset(
-    "epoch epochs step steps iter iters iterations lr rate batch hidden layer layers dim width depth "
+    "epoch epochs step steps iter iters iterations lr learning batch hidden layer layers dim width depth "
     "units tile tiles block threads workers lambda reg l1 l2 decay momentum dropout grad clip warmup "
     "patience beta alpha temperature heads restarts restart inits".split()
+)
+# words that say how much of something (a rate, a level, a share): they belong to whatever the other
+# tokens name, so they never decide on their own — NOISE_RATE is the data's noise, DROPOUT_RATE
+# the method's dropout, LEARNING_RATE the method's learning. "rate" as a method word once vetoed
+# every noise rate (a relay run's NOISE_RATE was missing from the protocol while its sibling
+# changed it)
+QUANTITY_WORDS = frozenset(
+    "rate rates ratio ratios frac fraction fractions share prob probability level levels amount "
+    "pct percent scale std sigma strength count num".split()
 )
 _TOKEN = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _FLAG = re.compile(r"(?:^|\s)--?([A-Za-z][\w-]*)(?:=|\s+)([^\s-][^\s]*)")
@@ -50,9 +62,10 @@ VALUE_CHARS = 60
 
 def is_protocol_parameter(name: str) -> bool:
     """Whether a parameter named ``name`` defines the data, split, sizes, noise, seed or metric
-    (by its name's tokens: ``N_TRAIN``, ``noise``, ``testSize``, ``SEED`` yes; ``N_EPOCHS``,
-    ``BATCH_SIZE``, ``LR`` no)."""
-    tokens = {t.lower() for t in _TOKEN.findall(name)}
+    (by its name's tokens: ``N_TRAIN``, ``noise``, ``NOISE_RATE``, ``testSize``, ``SEED`` yes;
+    ``N_EPOCHS``, ``BATCH_SIZE``, ``LR``, ``LEARNING_RATE`` no). A quantity word (rate, fraction,
+    level, ...) takes the meaning of the other tokens: it neither makes nor vetoes one."""
+    tokens = {t.lower() for t in _TOKEN.findall(name)} - QUANTITY_WORDS
     return bool(tokens & PROTOCOL_WORDS) and not tokens & METHOD_WORDS
 
 
@@ -160,3 +173,48 @@ def recorded_protocols(src: str | Path) -> dict[int, str]:
         for ev in read_jsonl(path)
         if ev.get("type") == "eval_protocol" and ev.get("node_id")
     }
+
+
+def _run_identity(run_dir: Path, node: Node) -> str:
+    """What makes a seed re-run an independent draw: its program (files, build and run commands),
+    its SEED and what it produced (each command's output tails, its metrics), as one digest."""
+    paths = RunPaths(run_dir).node(node.id)
+    answer = read_json(paths.file(CODE_FILE)) or {}
+    record = read_json(paths.file(RUN_FILE)) or {}
+    program = {k: answer.get(k) for k in ("files", "build", "run")} if isinstance(answer, dict) else {}
+    outputs = record.get("outputs") if isinstance(record, dict) else None
+    produced = [
+        (o.get("stdout_tail"), o.get("stderr_tail"), o.get("exit_code"))
+        for o in (outputs if isinstance(outputs, list) else [])
+        if isinstance(o, dict)
+    ]
+    metrics = [(m.name, m.value, m.dataset) for m in node.metrics]
+    blob = json.dumps([program, node.seed, produced, metrics], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def distinct_seed_groups(
+    run_dir: Path, nodes: Iterable[Node], key: tuple[str, str, str | None], before_stage: int | None = None
+) -> dict[str, list[float]]:
+    """Node id -> the values of metric ``key`` of its good seed re-runs, each independent draw once:
+    a re-run byte-identical to an earlier one (same program, same SEED, same output — an improve
+    node that changed nothing, re-run with the seeds its parent was) repeats that draw and is left
+    out, so it adds no degree of freedom to the noise estimate. ``before_stage``: only the re-runs
+    of earlier stages (what is fixed for the whole of that stage: every call of it shows the same
+    estimate; a stage's own re-runs are made at its end)."""
+    groups: dict[str, list[float]] = {}
+    seen: set[str] = set()
+    for n in nodes:
+        m = n.metric
+        if not (
+            n.is_seed_eval and n.is_good and n.parent_id and m is not None and m.is_valid and m.key == key
+        ):
+            continue
+        if before_stage is not None and n.stage >= before_stage:
+            continue
+        identity = _run_identity(run_dir, n)
+        if identity in seen:
+            continue
+        seen.add(identity)
+        groups.setdefault(n.parent_id, []).append(m.value)
+    return groups

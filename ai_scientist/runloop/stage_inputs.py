@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import CODE_FILE, PLAN_FILE, STAGE_INPUTS_FILE, RunPaths
+from ..context.kinds import experiment_kinds
 from ..phases.base import answer_commands
 from ..phases.edits import text_files
 from ..treesearch.parameters import Parameter, code_parameters
@@ -41,7 +42,7 @@ from ..treesearch.tried import (
     tried_table,
     untried,
 )
-from .protocol import is_protocol_parameter, node_answer
+from .protocol import distinct_seed_groups, is_protocol_parameter, node_answer
 from .stage_summary import summaries_text
 
 # a later draft's copy of the protocol node's code (the data generation and evaluation to reuse)
@@ -63,7 +64,7 @@ if TYPE_CHECKING:
 def compute_stage_inputs(run: Run, view: JournalView, node: Node, state: StageState | None) -> dict[str, Any]:
     """The stage-input values for ``node`` from the journal as it is now (empty ones left out)."""
     values: dict[str, Any] = {"stage_summary": summaries_text(run.dir, before=node.stage)}
-    values["evaluation_protocol"] = with_noise(run, view, protocol_value(state, node.stage))
+    values["evaluation_protocol"] = with_noise(run, view, protocol_value(state, node.stage), node.stage)
     protocol = values["evaluation_protocol"]
     if protocol and node.operation == "draft" and protocol.get("node_id") != node.id:
         code = reference_code(text_files(node_answer(run.dir, str(protocol["node_id"]))))
@@ -78,6 +79,11 @@ def compute_stage_inputs(run: Run, view: JournalView, node: Node, state: StageSt
         left = max(0, iterations_left(run, view, 4, exclude=node.id) - 1)
         values["ablation_plan"] = ablation_plan(view, 4, planned, current=node.idea, iterations_left=left)
         values["tried_ablations"] = tried_table(view, 4, column="ablation", exclude=node.id, carried=carried)
+    # a child's plotting call reuses the best working plotting script: its parent's, else the
+    # stage's latest that worked (phases/plots.py), chosen now so a resume or replay shows the same
+    from ..phases.plots import working_plot_source
+
+    values["plot_script_node"] = working_plot_source(run.dir, view.nodes, node)
     if node.operation == "improve":  # told to build on what scored well: the code that did
         values["sibling_code"] = best_sibling_code(run, view, node)
     # the siblings layer, just before the node's brief (rows grow call by call)
@@ -101,24 +107,29 @@ def protocol_value(state: StageState | None, stage: int) -> dict[str, Any] | Non
     return state.protocol
 
 
-def with_noise(run: Run, view: JournalView, protocol: dict[str, Any] | None) -> dict[str, Any] | None:
+def with_noise(
+    run: Run, view: JournalView, protocol: dict[str, Any] | None, stage: int
+) -> dict[str, Any] | None:
     """``protocol`` with ``seed_noise``: the seed noise of its metric as the seed re-ranking
-    estimates it (:mod:`..treesearch.seeds`: pooled within-node standard deviation over every good
-    seed re-run so far, and the band ``noise_z * sigma * sqrt 2`` within which two single-seed
-    results are a tie) — the reviewers, tuners and ablation writers who judge a difference need it
-    (a relay run's saw none and ranked 0.001 gains inside a 0.012 band). Unchanged without a
-    metric or before any node has two re-runs."""
+    estimates it (:mod:`..treesearch.seeds`: pooled within-node standard deviation over the good
+    seed re-runs, and the band ``noise_z * sigma * sqrt 2`` within which two single-seed results
+    are a tie) — the reviewers, tuners and ablation writers who judge a difference need it (a relay
+    run's saw none and ranked 0.001 gains inside a 0.012 band). Over the distinct re-runs of the
+    stages before ``stage`` (:func:`.protocol.distinct_seed_groups`): one figure for every call of
+    the stage, no repeated draw counted twice. Unchanged without a metric or before any node has
+    two distinct re-runs."""
     from ..treesearch.seeds import noise_threshold, seed_noise
 
-    metric = (protocol or {}).get("metric")
-    if not protocol or not metric:
+    if not protocol:
+        return protocol
+    metric = protocol.get("metric")
+    # what kind of experiment fixed it (context/kinds.py): a benchmark's protocol is its inputs and
+    # problem sizes, no dataset to split or label noise (the layer says it in those words)
+    protocol = {**protocol, "kinds": experiment_kinds([metric[0]] if metric else [], run.idea.to_markdown())}
+    if not metric:
         return protocol
     key = (str(metric[0]), str(metric[1]), None if metric[2] is None else str(metric[2]))
-    groups: dict[str, list[float]] = {}
-    for n in view.nodes:  # the orchestrator's re-ranking pools the same runs
-        m = n.metric
-        if n.is_seed_eval and n.is_good and n.parent_id and m is not None and m.is_valid and m.key == key:
-            groups.setdefault(n.parent_id, []).append(m.value)
+    groups = distinct_seed_groups(run.dir, view.nodes, key, before_stage=stage)
     noise = seed_noise(groups)
     if noise.sigma is None:
         return protocol
@@ -247,6 +258,11 @@ def proposal_inputs(
     answer = read_json(RunPaths(run.dir).node(parent.id).file(CODE_FILE))
     values: dict[str, Any] = {
         "kind": kind,
+        # the stage's number and goal, one line (phases/stage_goal.j2 via the brief): the proposer
+        # judged "what is informative" without knowing what the stage is for (relay run s4)
+        "stage": state.stage,
+        # training, benchmark or simulation (context/kinds.py): what "the protocol" is made of
+        "kinds": experiment_kinds([m.name for m in parent.metrics], run.idea.to_markdown()),
         "best_summary": f"{parent.id}: {parent.summary} ({metrics_text(parent, limit=BEST_METRICS_CHARS)})"
         + _seed_mean(view, parent),
         # its plan's goal and strategy: the components an ablation can remove (relay run 2's
@@ -263,7 +279,7 @@ def proposal_inputs(
         ("tried_hyperparams" if kind == "tune" else "tried_ablations"): table,
         "ablation_plan": ablation_plan(view, state.stage, state.ideas) if kind == "ablate" else [],
         "stage_summary": summaries_text(run.dir, before=state.stage),
-        "evaluation_protocol": with_noise(run, view, protocol_value(state, state.stage)),
+        "evaluation_protocol": with_noise(run, view, protocol_value(state, state.stage), state.stage),
         # the stage's nodes the tried table does not list (debug children, improve nodes)
         "siblings": "\n".join(sibling_table(view, state.stage, parent_id=parent.id)),
     }
@@ -278,7 +294,7 @@ def proposal_inputs(
 def _seed_mean(view: JournalView, node: Node) -> str:
     """ "; val_accuracy=0.918 is its search run; over its 2 seed re-runs: mean 0.9085" when the
     node was re-run over seeds: the stage chose it by that mean, not by the search run alone."""
-    from ..treesearch.seeds import aggregate_seeds
+    from ..treesearch.seeds import aggregate_seeds, distinct_digits
 
     m = node.metric
     if m is None:
@@ -292,7 +308,10 @@ def _seed_mean(view: JournalView, node: Node) -> str:
         return ""
     agg = aggregate_seeds(same)
     runs = "re-run" if agg.n == 1 else "re-runs"
-    return f"; {m.name}={m.value:.4g} is its search run; over its {agg.n} seed {runs}: mean {agg.mean:.4g}"
+    d = distinct_digits([m.value, agg.mean])  # the two told apart where they differ past 4 digits
+    return (
+        f"; {m.name}={m.value:.{d}g} is its search run; over its {agg.n} seed {runs}: mean {agg.mean:.{d}g}"
+    )
 
 
 def _protocol_note(p: Parameter) -> str:

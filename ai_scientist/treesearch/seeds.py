@@ -162,9 +162,22 @@ def rank_by_mean(aggregates: Sequence[tuple[str, SeedAggregate | None]]) -> list
 # run loop and the report both import it from here.
 
 
-def num(value: float) -> str:
-    """A number as the stage facts show it: 4 significant digits (``0.8658``, ``1.235e+05``)."""
-    return f"{value:.4g}"
+def num(value: float, digits: int = 4) -> str:
+    """A number as the stage facts show it: 4 significant digits (``0.8658``, ``1.235e+05``), or
+    ``digits`` (:func:`distinct_digits` of the values it is shown with)."""
+    return f"{value:.{digits}g}"
+
+
+def distinct_digits(values: Iterable[float], least: int = 4, most: int = 17) -> int:
+    """The fewest significant digits (at least ``least``) at which the distinct ``values`` stay
+    distinct: one table's values differing at 1e-6 (a relay run's nodes tied at 4 digits that
+    were not) get the digits that tell them apart, and no more; ``most`` (17) shows any two
+    distinct floats apart."""
+    distinct = {float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)}
+    for digits in range(least, most):
+        if len({f"{v:.{digits}g}" for v in distinct}) == len(distinct):
+            return digits
+    return most
 
 
 def stderr_text(value: float) -> str:

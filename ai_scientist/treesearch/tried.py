@@ -15,12 +15,24 @@ from collections.abc import Mapping, Sequence
 from .best import rank_nodes
 from .journal import JournalView
 from .node import Node
+from .seeds import distinct_digits
 
 ERROR_CHARS = 400  # a failed row says why in one line (a review's reason needs its sentence)
 SUMMARY_CHARS = 900  # a node's findings whole (review 500 + caveat 300), cut at a sentence end
 METRICS_CHARS = 240
 DESIGN_CHARS = 500  # an earlier draft's plan: its goal and its strategy, each
 SIBLING_ROWS = 8  # a node's table of the other nodes of its stage: the nearest and the best
+TABLE_DIGITS = 6  # significant digits of a table's values, more where two would read alike
+
+
+def table_digits(nodes: Sequence[Node]) -> dict[str, int]:
+    """Metric name -> the significant digits that keep the distinct values of that metric across
+    ``nodes`` (one table) distinct, at least :data:`TABLE_DIGITS`."""
+    values: dict[str, list[float]] = {}
+    for n in nodes:
+        for m in [*n.metrics, *([n.metric] if n.metric is not None else [])]:
+            values.setdefault(m.name, []).append(m.value)
+    return {name: distinct_digits(v, least=TABLE_DIGITS) for name, v in values.items()}
 
 
 def _cell(text: str, limit: int) -> str:
@@ -47,16 +59,18 @@ def sentences(text: str, limit: int) -> str:
     return word.rstrip(",;:") + " [...]"
 
 
-def metric_text(node: Node | None) -> str:
-    """``name=value (direction)`` of the node's metric, or ``-``."""
+def metric_text(node: Node | None, digits: Mapping[str, int] | None = None) -> str:
+    """``name=value (direction)`` of the node's metric, or ``-`` (``digits``: :func:`table_digits`
+    of the table it is shown in)."""
     if node is None or node.metric is None:
         return "-"
     m = node.metric
     dataset = f", {m.dataset}" if m.dataset else ""
-    return f"{m.name}={m.value:.6g} ({m.direction}{dataset})"
+    d = (digits or {}).get(m.name, TABLE_DIGITS)
+    return f"{m.name}={m.value:.{d}g} ({m.direction}{dataset})"
 
 
-def metrics_text(node: Node, limit: int = METRICS_CHARS) -> str:
+def metrics_text(node: Node, limit: int = METRICS_CHARS, digits: Mapping[str, int] | None = None) -> str:
     """Every metric the node reported, the primary first, ``name=value (dataset)`` each, whole:
     as many as fit in ``limit`` characters (the primary always), then "(+N more metrics)" —
     never a name or a value cut mid-word."""
@@ -66,7 +80,9 @@ def metrics_text(node: Node, limit: int = METRICS_CHARS) -> str:
     if not metrics:
         return "-"
     parts = [
-        " ".join(f"{m.name}={m.value:.6g}".split()).replace("|", "\\|")
+        " ".join(f"{m.name}={m.value:.{(digits or {}).get(m.name, TABLE_DIGITS)}g}".split()).replace(
+            "|", "\\|"
+        )
         + (f" ({m.dataset})" if m.dataset else "")
         for m in metrics
     ]
@@ -82,13 +98,13 @@ def metrics_text(node: Node, limit: int = METRICS_CHARS) -> str:
     return text
 
 
-def result_text(node: Node, *, all_metrics: bool = False) -> str:
+def result_text(node: Node, *, all_metrics: bool = False, digits: Mapping[str, int] | None = None) -> str:
     """The node's result in one cell: its metric (``all_metrics``: every metric), its failure,
-    or that it is still running."""
+    or that it is still running (``digits``: the table's, :func:`table_digits`)."""
     if node.is_good:
-        return metrics_text(node) if all_metrics else metric_text(node)
+        return metrics_text(node, digits=digits) if all_metrics else metric_text(node, digits)
     if node.is_incomparable:  # measured, but not what the others measure: never ranked with them
-        return f"{metric_text(node)}, not comparable: " + _cell(node.incomparable or "", ERROR_CHARS)
+        return f"{metric_text(node, digits)}, not comparable: " + _cell(node.incomparable or "", ERROR_CHARS)
     if node.is_buggy:
         return "failed: " + _cell(failure_text(node.error), ERROR_CHARS)
     return "running (no result yet)"
@@ -126,13 +142,16 @@ def tried_table(
     if not nodes:
         return []
     lines = []
+    digits = table_digits([*nodes, *([carried] if carried is not None else [])])
     if carried is not None:
-        lines.append(f"Baseline (the node this stage started from): {carried.id} {metric_text(carried)}")
+        lines.append(
+            f"Baseline (the node this stage started from): {carried.id} {metric_text(carried, digits)}"
+        )
     lines += [f"| rank | {column} | node | result |", "|---|---|---|---|"]
     rows = []
     for rank, n in enumerate(ranked(nodes), 1):
         place = str(rank) if n.is_good else "-"
-        rows.append(f"| {place} | {_cell(n.idea or '', 200)} | {n.id} | {result_text(n)} |")
+        rows.append(f"| {place} | {_cell(n.idea or '', 200)} | {n.id} | {result_text(n, digits=digits)} |")
     return ["\n".join(lines), *rows]
 
 
@@ -177,10 +196,11 @@ def sibling_table(
         "|---|---|---|---|---|",
     ]
     lines = []
+    digits = table_digits(shown)
     for n in shown:
         op = n.operation + (f" of {n.parent_id}" if n.parent_id else "")
         lines.append(
-            f"| {n.id} | {op} | {_cell(n.idea or '-', 120)} | {result_text(n, all_metrics=True)} "
+            f"| {n.id} | {op} | {_cell(n.idea or '-', 120)} | {result_text(n, all_metrics=True, digits=digits)} "
             f"| {_did(n, (designs or {}).get(n.id, ''))} |"
         )
     if len(picked) > rows:
