@@ -27,22 +27,16 @@ from __future__ import annotations
 
 import threading
 import time
-import traceback
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base import failpoints
-from ..base.errors import EXIT_NO_WORKING_EXPERIMENT, EXIT_OK, RunStop, disk_full_from
-from ..base.paths import RunPaths
-from ..llm.types import LLMError
+from ..base.errors import EXIT_NO_WORKING_EXPERIMENT, EXIT_OK
 from ..phases.base import NodeContext
 from ..phases.node_memory import open_branch, record_outcome
-from ..phases.pipeline import run_node
-from ..treesearch.best import Choice
 from ..treesearch.journal import Journal, JournalView
 from ..treesearch.node import Node
-from ..treesearch.policies import decision_rng, dedupe_ideas, make_policy, next_stage_state
+from ..treesearch.policies import decision_rng, make_policy, next_stage_state
 from ..treesearch.stages import (
     STAGES,
     StageOutcome,
@@ -51,16 +45,20 @@ from ..treesearch.stages import (
     handover,
     stage_outcome,
 )
+from .node_context import NodeContexts
+from .progress import ProgressLine
+from .recovery import leftover_nodes, missing_outcomes, saved_stage_state, write_missing_states
+from .run_calls import propose_ideas, tie_break
 from .scheduler import WorkerPool, recorded_waiting
+from .seed_runs import SeedRuns
 from .services import Services, build_services  # noqa: F401  (re-exported for commands)
-from .steering import GateStop, Steering, note_text, steer_action
+from .steering import GateStop, Steering, steer_action
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ..base.run import Run
     from ..treesearch.policies.base import Action
-    from ..treesearch.seeds import SeedAggregate
 
 
 class Orchestrator:
@@ -78,13 +76,12 @@ class Orchestrator:
                 bytes_dropped=self.journal.recovered.bytes_dropped,
             )
         self.policy = make_policy(self.cfg)
-        self._last_progress = 0.0
         st = self.cfg.agent.stages
         self.rules = StageRules(stage2_good_nodes=st.stage2_good_nodes, stage3_patience=st.stage3_patience)
         self.scheduler = self.cfg.agent.scheduler
         # finished nodes whose memory outcome events are not written yet (see _memory_step); a
         # resumed run starts with those a kill -9 left unwritten
-        self._unrecorded: list[str] = self._missing_outcomes()
+        self._unrecorded: list[str] = missing_outcomes(services, self.journal)
         self._contexts: dict[str, NodeContext] = {}  # the free scheduler's nodes, until recorded
         # working nodes already checked against their stage's evaluation protocol (a resumed run
         # checks them again: the check is a pure function of recorded files, see _protocol_step)
@@ -104,11 +101,14 @@ class Orchestrator:
         # steering requests (runloop/steering.py); a replay applies the recording's steer events
         replay_src = self.cfg.llm.replay_dir if self.cfg.llm.backend == "replay" else None
         self.steering = Steering(run.dir, run.event, Path(replay_src) if replay_src else None)
+        self.contexts = NodeContexts(run, services, self.journal, self.steering)
+        self.progress = ProgressLine(self.journal, services)
+        self.seeds = SeedRuns(run, self.journal, self._run_nodes)
 
     # ------------------------------------------------------------- main --
     def run(self) -> int:
-        self._missing_states()
-        state = self._load_stage_state()
+        write_missing_states(self.run_, self.services, self.journal)
+        state = saved_stage_state(self.run_)
         if state is not None:  # a resumed run shows its saved state at once, not after a node
             self._progress(state.stage, force=True)
         while state is not None:
@@ -181,17 +181,6 @@ class Orchestrator:
             self.steering.used(used, next_id)
         return steered
 
-    def _notes(self, node_id: str) -> dict[str, Any]:
-        """The ``user_note`` layer's value for a node (the notes active when it was created)."""
-        text = note_text(self.steering.state.notes_at(node_id))
-        return {"user_note": text} if text else {}
-
-    def _load_stage_state(self) -> StageState | None:
-        if self.run_.state.get("search_done"):
-            return None
-        data = self.run_.state.get("stage_state")
-        return StageState.from_dict(data) if data else StageState(1)
-
     def _save_stage_state(self, state: StageState) -> None:
         self.run_.save_state(stage_state=state.to_dict(), current_stage=state.stage)
 
@@ -205,7 +194,7 @@ class Orchestrator:
         self._save_stage_state(state)
         if self.scheduler == "free":
             return self._run_stage_free(state)
-        leftover = self._leftover(state.stage)
+        leftover = leftover_nodes(self.run_, self.services, self.journal, state.stage, self._memory_step)
         if leftover:
             self._run_batch(leftover)
         while True:
@@ -229,7 +218,7 @@ class Orchestrator:
         """The free-running stage loop: a node is picked whenever a worker is free and the
         stage accepts one; see the module docstring."""
         pool = self._pool()
-        for node in self._leftover(state.stage):
+        for node in leftover_nodes(self.run_, self.services, self.journal, state.stage, self._memory_step):
             pool.add(node, None)
         try:
             while True:
@@ -317,36 +306,6 @@ class Orchestrator:
             if created is not None:
                 open_branch(store, created, created.parent_id)
 
-    def _missing_states(self) -> None:
-        """Finished nodes without ``state.md``: a kill -9 struck after the node's final journal
-        record and before its worker wrote the file (another worker's failpoint or crash). A child
-        shows its parent's state as its history, so it is written now, parents first (journal
-        order), as the uninterrupted run wrote it."""
-        paths = RunPaths(self.run_.dir)
-        for node in self.journal.nodes:
-            if node.is_finished and not paths.node(node.id).state_md.exists():
-                self.services.write_state(node)
-
-    def _missing_outcomes(self) -> list[str]:
-        """Finished nodes with a memory branch but no outcome events yet: a kill -9 struck after
-        they finished and before the step that writes them."""
-        store = self.services.memory_store
-        if store is None:
-            return []
-        return store.unrecorded_outcomes([n.id for n in self.journal.nodes if n.is_finished])
-
-    def _leftover(self, stage: int) -> list[Node]:
-        """Nodes (and seed re-runs) of ``stage`` a crash interrupted; a node created by a decision
-        whose memory step the kill prevented takes that step now."""
-        leftover = self.journal.in_flight(stage)
-        if leftover:
-            self.run_.event("nodes_resumed", node_ids=[n.id for n in leftover])
-        store = self.services.memory_store
-        for node in leftover:
-            if store is not None and not node.is_seed_eval and not store.has_branch(node.id):
-                self._memory_step(node)
-        return leftover
-
     def _drain(self, pool: WorkerPool) -> None:
         """Wait for every running worker (queued nodes stay pending for a resume)."""
         while pool.running_ids:
@@ -391,11 +350,7 @@ class Orchestrator:
                 return state, None, {}
         node = self._create_node(state, action, idea, waiting=sorted([*pool.running_ids, *pool.queued_ids]))
         # inputs frozen on the decision's view (stage inputs are also stored with the node)
-        extras = {
-            **self._stage_inputs(node, view),
-            **self._input_diversity(node, view),
-            **self._notes(node.id),
-        }
+        extras = self.contexts.inputs(node, self._saved_state(), view)
         return state, node, extras
 
     def _create_node(
@@ -460,36 +415,15 @@ class Orchestrator:
         """Ask the LLM for untried tune/ablate ideas, on ``view`` (default: the journal now).
         Returns the stage state with them planned (saved to ``state.json``) and the idea for
         this node (None if none is new)."""
-        journal = self.journal if view is None else view
-        from ..treesearch.stages import ideas_tried
-        from .stage_inputs import proposal_inputs
-
-        tried = ideas_tried(journal, state.stage, finished_only=False)
-        kind = action.operation
-        # the node to grow (all its metrics, its code's parameters), what the stage tried, its budget
-        if action.parent_id is None:  # tune and ablate ideas apply to an existing node
-            raise ValueError(f"a {kind} proposal needs the node to grow; the action names none")
-        values = proposal_inputs(self.run_, journal, state, journal.get(action.parent_id), kind)
-        values.update(self._notes(self.journal.next_node_id()))
-        from ..phases.schemas import ideas_schema
-
-        try:
-            res = self.services.ask_run(
-                "propose_idea",
-                values,
-                phase="ideas",
-                label=kind,
-                role="select_node",
-                # as many ideas as the text allows (the nodes the stage may still create beyond the
-                # planned ones, at least one): a schema allowing 8 contradicted "propose at most 1"
-                schema=ideas_schema(values["iterations_left"] - values["planned_left"]),
-                stage=state.stage,
-            )
-            offered = [str(i)[:300] for i in res.parsed.get("ideas", [])]
-            fresh = dedupe_ideas(offered, [*tried, *state.ideas])
-        except LLMError as exc:
-            self.run_.event("ideas_failed", stage=state.stage, reason=str(exc)[:500])
-            offered, fresh = [], []
+        proposal = propose_ideas(
+            self.run_,
+            self.services,
+            self.journal if view is None else view,
+            state,
+            action,
+            self.contexts.notes(self.journal.next_node_id()),
+        )
+        fresh, offered, kind = proposal.fresh, proposal.offered, action.operation
         new_state = state.with_ideas(fresh)
         self._save_stage_state(new_state)
         self.run_.event(
@@ -498,7 +432,7 @@ class Orchestrator:
             kind=kind,
             new=fresh,
             rejected=[i for i in offered if i.strip() not in fresh],  # repeats of tried / planned ideas
-            tried_count=len(tried),
+            tried_count=proposal.tried,
             exhausted=not fresh,
         )
         return new_state, (fresh[0] if fresh else None)
@@ -529,77 +463,16 @@ class Orchestrator:
             self._progress(ctx.node.stage)
 
     def _worker(self, ctx: NodeContext, errors: list[BaseException]) -> None:
-        node = ctx.node
-        try:
-            run_node(ctx)
-            failpoints.hit(f"node_journaled:{node.id}")
-            self.services.write_state(ctx.node)
-            failpoints.hit(f"after_node:{node.id}")
-        except RunStop as exc:  # cost cap, full disk, diverged replay: the main thread stops the run
-            errors.append(exc)
-        except Exception as exc:  # a bug in our code: record it on the node, keep the run alive
-            full = disk_full_from(exc)
-            if full is not None:  # the run cannot write: stop, do not mark nodes buggy
-                errors.append(full)
-                return
-            tb = traceback.format_exc()
-            ctx.node = self.journal.update(node.id, status="buggy", error=f"internal error: {exc!r}"[:2000])
-            self.run_.event("internal_error", node_id=node.id, error=repr(exc), traceback=tb[-4000:])
+        self.contexts.work(ctx, errors)
 
     def _context(self, node: Node, slot: int, extras: dict[str, Any] | None = None) -> NodeContext:
         """The node's context; ``extras``: its prompt inputs computed when it was selected
         (None: computed now, from the journal as it stands)."""
-        parent = self.journal.get(node.parent_id) if node.parent_id else None
-        return NodeContext(
-            run=self.run_,
-            node=node,
-            parent=parent,
-            llm=self.services.llm,
-            executor=self.services.executor,
-            prompts=self.services.prompts,
-            environment=self.services.environment,
-            environment_text=self.services.environment_text,
-            resource_text=self.services.resource_text(node, parent),
-            resources_dir=self.services.resources_dir,
-            memory=self.services.node_memory(node, parent),
-            journal=self.journal,
-            exec_env=self.services.exec_env(node, parent, slot),
-            extra_values=(
-                {**self._stage_inputs(node), **self._input_diversity(node), **self._notes(node.id)}
-                if extras is None
-                else extras
-            ),
-        )
+        return self.contexts.build(node, slot, self._saved_state(), extras)
 
-    def _stage_inputs(self, node: Node, view: JournalView | None = None) -> dict[str, Any]:
-        """Tried settings / ablation plan / earlier stage summaries (frozen per node; see
-        :mod:`.stage_inputs`). Seed re-runs ask no code prompt: none."""
-        if node.is_seed_eval:
-            return {}
-        from .stage_inputs import stage_inputs
-
+    def _saved_state(self) -> StageState | None:
         saved = self.run_.state.get("stage_state")
-        state = StageState.from_dict(saved) if saved else None
-        return stage_inputs(self.run_, self.journal if view is None else view, node, state)
-
-    def _input_diversity(self, node: Node, view: JournalView | None = None) -> dict[str, Any]:
-        """Forest-of-Thought: drafts of trees after the first see the nearest solved example."""
-        if self.cfg.search.policy != "mcts" or node.tree == 0 or node.operation != "draft":
-            return {}
-        from ..base.fileio import read_json
-        from ..base.paths import CODE_FILE
-        from ..treesearch.policies import nearest_solved_example
-
-        example = nearest_solved_example(
-            self.journal if view is None else view, node.tree, self.run_.idea.title
-        )
-        answer = read_json(RunPaths(self.run_.dir).node(example).file(CODE_FILE)) if example else None
-        if not answer:
-            return {}
-        from ..phases.base import code_text
-
-        self.run_.event("input_diversity", node_id=node.id, tree=node.tree, example=example)
-        return {"prior_code": f"Solved example from node {example} (another tree):\n{code_text(answer)}"}
+        return StageState.from_dict(saved) if saved else None
 
     # ------------------------------------------------------- protocol --
     def _protocol_step(self, state: StageState, view: JournalView) -> tuple[StageState, int]:
@@ -663,12 +536,12 @@ class Orchestrator:
         )
         choice = first
         if first.node_id:  # its seed re-runs, then the runners-up within their noise (if any)
-            self._run_seeds(state.stage, first.node_id)
-            choice = self._seed_rerank(state, first)
+            self.seeds.run_seeds(state.stage, first.node_id)
+            choice = self.seeds.rerank(state, first)
         nxt = handover(state, choice.node_id)
         self.run_.event("stage_best", stage=state.stage, **choice.to_dict())
         failpoints.hit(f"stage_end:{state.stage}")
-        seeds = self._seed_result(state.stage, choice.node_id) if choice.node_id else None
+        seeds = self.seeds.result(state.stage, choice.node_id) if choice.node_id else None
         self._progress(state.stage, force=True)  # the stage's final counts, its seed re-runs included
         from .stage_summary import write_stage_summary
 
@@ -694,19 +567,9 @@ class Orchestrator:
         )
         return nxt
 
-    def _run_seeds(self, stage: int, node_id: str) -> None:
-        """Run the seed re-runs of ``node_id`` it lacks (``seeds.seed_plan``: agent.seed + 1 ..
-        agent.seed + num_seeds), and those a crash left unfinished; no LLM call (its code is run
-        again with SEED set)."""
-        from ..treesearch.seeds import missing_seeds, seed_plan
-
-        plan = seed_plan(self.cfg.agent.seed, self.cfg.agent.multi_seed_eval.num_seeds)
-        pending = [r for r in self.journal.seed_runs(node_id) if not r.is_finished]
-        for seed in missing_seeds(self.journal, node_id, plan):
-            pending.append(
-                self.journal.new_node(stage=stage, operation="seed_eval", parent_id=node_id, seed=seed)
-            )
-        if self.scheduler == "free":  # no decision depends on their order: a worker takes the next at once
+    def _run_nodes(self, pending: list[Node]) -> None:
+        """Run ``pending`` to their end (seed re-runs: no decision depends on their order)."""
+        if self.scheduler == "free":  # a worker takes the next at once
             pool = self._pool()
             for node in pending:
                 pool.add(node, None)
@@ -722,193 +585,12 @@ class Orchestrator:
             for start in range(0, len(pending), self.cfg.agent.num_workers):
                 self._run_batch(pending[start : start + self.cfg.agent.num_workers])
 
-    def _seed_result(self, stage: int, best_id: str) -> dict[str, Any]:
-        """The aggregate of the stage's best's seed re-runs (``seed_eval`` event, ``state.json``)."""
-        from ..treesearch.seeds import aggregate_seeds
-
-        measured = [(r, r.metric) for r in self.journal.seed_runs(best_id) if r.is_good and r.metric]
-        # only re-runs measuring what the node measured are averaged: a model that put the seed in
-        # its metric's dataset label made every re-run another metric (recorded, not a crash)
-        best = self.journal.get(best_id)
-        key = best.metric.key if best.metric is not None else (measured[0][1].key if measured else None)
-        same = [m for _, m in measured if m.key == key]
-        agg = aggregate_seeds(same) if same else None
-        result: dict[str, Any] = {
-            "node_id": best_id,
-            "runs": [r.id for r in self.journal.seed_runs(best_id)],
-            "aggregate": agg.to_dict() if agg is not None else None,
-        }
-        other = [(r, m) for r, m in measured if m.key != key]
-        if other:
-            result["incomparable"] = [{"node_id": r.id, "metric": list(m.key)} for r, m in other]
-            result["incomparable_reason"] = (
-                f"{len(other)} seed re-run(s) of {best_id} report another metric than its "
-                f"{list(key) if key else None} (name, direction and dataset must agree; a dataset "
-                "label must not depend on SEED): not averaged"
-            )
-        self.run_.event("seed_eval", stage=stage, **result)
-        return result
-
-    def _seed_rerank(self, state: StageState, first: Choice) -> Choice:
-        """The stage's best after re-ranking over seeds: the runners-up whose metric is within the
-        seed noise of ``first`` (the metric's choice, already re-run over seeds) are re-run over
-        the same seeds, and the best mean wins (:mod:`..treesearch.seeds`: estimator, threshold,
-        ranking). Bounded by ``agent.multi_seed_eval.rerank_candidates`` (0: off). The decision and
-        its evidence go to the ``seed_rerank`` event and the choice's evidence (``stage_best``,
-        ``state.json``, the stage summary). The ablation stage keeps its carried node."""
-        from ..treesearch.best import ABLATION_STAGE, comparable_metric, rank_nodes
-        from ..treesearch.seeds import noise_threshold, rank_by_mean, seed_noise, within_noise
-
-        cfg = self.cfg.agent.multi_seed_eval
-        best = self.journal.get(first.node_id)  # type: ignore[arg-type]
-        m = best.metric
-        if state.stage == ABLATION_STAGE or cfg.rerank_candidates == 0 or m is None or not m.is_valid:
-            return first
-        pool = self.journal.good_nodes(state.stage)
-        carried = self.journal.get(state.carried_id) if state.carried_id else None
-        if carried is not None and carried.is_good:
-            pool = [carried, *pool]
-        ranked = [
-            (n.id, c.score)
-            for n in rank_nodes(pool)
-            if n.id != best.id and (c := comparable_metric(n, m.key))
-        ]
-        noise = seed_noise(self._seed_groups(m.key))
-        record: dict[str, Any] = {
-            "node_id": best.id,
-            "metric": list(m.key),
-            "search_value": m.value,
-            "noise": noise.to_dict(),
-            "noise_z": cfg.noise_z,
-            "rerank_candidates": cfg.rerank_candidates,
-            "seeds": self.cfg.agent.multi_seed_eval.num_seeds,
-        }
-        if noise.sigma is None:
-            record["decision"] = (
-                f"no noise estimate (no node has 2 good seed re-runs of {m.name}): {best.id} stays"
-            )
-        else:
-            threshold = noise_threshold(noise.sigma, cfg.noise_z)
-            candidates = within_noise(m.score, ranked, threshold, cfg.rerank_candidates)
-            # a runner-up re-run over seeds already (the node the stage started from) is ranked by
-            # its mean at no cost: its single search value may be far below it (a relay run kept a
-            # tuning node over its parent whose re-run mean was higher, judged on the parent's
-            # noisy search run)
-            measured = [
-                nid
-                for nid, _ in ranked
-                if nid not in candidates and self._seed_aggregate(nid, m.key) is not None
-            ]
-            values = {n.id: n.metric.value for n in pool if n.metric is not None}
-            record["threshold"] = threshold
-            record["runners_up"] = [{"node_id": i, "value": values[i]} for i, _ in ranked[:5]]
-            record["candidates"] = candidates
-            record["measured"] = measured
-            if not candidates and not measured:
-                record["decision"] = f"no runner-up within the seed noise of {best.id}: it stays"
-            else:
-                for nid in candidates:
-                    self._run_seeds(state.stage, nid)
-                compared = [best.id, *candidates, *measured]
-                aggs = [(nid, self._seed_aggregate(nid, m.key)) for nid in compared]
-                order = rank_by_mean(aggs)
-                chosen = order[0] if order else best.id
-                record["means"] = {nid: (a.to_dict() if a else None) for nid, a in aggs}
-                record["ranking"] = order
-                record["chosen"] = chosen
-                tied = [
-                    nid
-                    for nid, a in aggs
-                    if a is not None and nid != chosen and a.mean == dict(aggs)[chosen].mean  # type: ignore[union-attr]
-                ]
-                record["decision"] = (
-                    f"{chosen} has the best mean over the seed re-runs of {', '.join(compared)}"
-                    + (f" ({', '.join(measured)} re-run before)" if measured else "")
-                    + (f", tied with {', '.join(tied)}: the earlier choice wins a tie" if tied else "")
-                    + (f"; it replaces {best.id}" if chosen != best.id else f": {best.id} stays")
-                )
-        record["changed"] = record.get("chosen", best.id) != best.id
-        self.run_.event("seed_rerank", stage=state.stage, **record)
-        evidence = {**first.evidence, "seed_rerank": record}
-        if not record["changed"]:
-            return replace(first, evidence=evidence)
-        reason = (
-            f"{record['chosen']} has the best {m.name} mean over seed re-runs among {best.id} (best single "
-            f"search run, {m.value:.4g}) and the runner-up(s) within its seed noise; {first.reason}"
-        )
-        return Choice(
-            node_id=record["chosen"],
-            method="seed_mean",
-            reason=reason,
-            candidates=(best.id, *record["candidates"], *record.get("measured", [])),
-            evidence=evidence,
-        )
-
-    def _seed_groups(self, key: tuple[str, str, str | None]) -> dict[str, list[float]]:
-        """Node id -> the values of its good seed re-runs of metric ``key`` (every stage), a
-        byte-identical repeat of an earlier re-run left out (not an independent draw)."""
-        from .protocol import distinct_seed_groups
-
-        return distinct_seed_groups(self.run_.dir, self.journal.nodes, key)
-
-    def _seed_aggregate(self, node_id: str, key: tuple[str, str, str | None]) -> SeedAggregate | None:
-        """Mean ± s.e. of the node's good seed re-runs of metric ``key``; None without one."""
-        from ..treesearch.seeds import aggregate_seeds
-
-        same = [
-            r.metric
-            for r in self.journal.seed_runs(node_id)
-            if r.is_good and r.metric is not None and r.metric.key == key and r.metric.is_valid
-        ]
-        return aggregate_seeds(same) if same else None
-
     def _tie_break(self, candidates: Sequence[Node]) -> tuple[str, str]:
-        from ..phases.schemas import TIEBREAK_SCHEMA
-
-        listing = "\n".join(
-            f"- {n.id}: metric={n.metric.to_dict() if n.metric else None}; {n.summary}" for n in candidates
-        )
-        res = self.services.ask_run(
-            "select_tiebreak",
-            {"candidates": listing},
-            phase="select",
-            label="tiebreak",
-            role="select_node",
-            schema=TIEBREAK_SCHEMA,
-            stage=candidates[0].stage,
-        )
-        ids = {n.id for n in candidates}
-        chosen = res.parsed.get("node_id")
-        if chosen not in ids:
-            raise ValueError(f"tie-break chose {chosen!r}, not one of {sorted(ids)}")
-        return chosen, str(res.parsed.get("reasoning", ""))
+        return tie_break(self.services, candidates)
 
     def _progress(self, stage: int, force: bool = False) -> None:
-        # at most a few refreshes a second: counting the tree is O(nodes)
-        now = time.monotonic()
-        if not force and now - self._last_progress < 0.5:
-            return
-        self._last_progress = now
-        from ..treesearch.best import count_nodes
-
-        # the stage's counts as the stage facts and last lines count them (treesearch.best)
-        c = count_nodes(n for n in self.journal.nodes if n.stage == stage)
         carried = (self.run_.state.get("stage_state") or {}).get("carried_id")
-        carried = carried if carried in self.journal else None
-        if stage == 4 and carried:  # an ablation's metric is not the run's result: the ablated node is
-            best = self.journal.get(carried)
-        else:  # what the stage's end would choose now (carried node included), without the LLM
-            choice = self.journal.best_choice(stage, carried)
-            best = self.journal.get(choice.node_id) if choice.node_id else None
-        m = best.metric if best is not None else None
-        self.services.progress_update(
-            stage=stage,
-            running=c.running,
-            good=c.good,
-            buggy=c.buggy,
-            seed_runs=c.seed_runs,
-            best={"name": m.name, "value": m.value, "direction": m.direction, "node": best.id} if m else None,
-        )
+        self.progress.update(stage, carried, force)
 
 
 def finish_reporting(run: Run, services: Services, from_phase: str | None = None) -> None:

@@ -1,0 +1,180 @@
+"""Seed re-runs of a stage's best and the re-ranking over seeds (:mod:`..treesearch.seeds`: plan,
+estimator, threshold, ranking). A seed re-run asks no LLM: the node's code runs again with SEED
+set. The nodes run under the run's scheduler, handed in as ``run_nodes``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from ..treesearch.best import Choice
+
+if TYPE_CHECKING:
+    from ..base.run import Run
+    from ..treesearch.journal import Journal
+    from ..treesearch.node import Node
+    from ..treesearch.seeds import SeedAggregate
+    from ..treesearch.stages import StageState
+
+
+class SeedRuns:
+    """``run_nodes(nodes)`` runs the given nodes to their end (both schedulers)."""
+
+    def __init__(self, run: Run, journal: Journal, run_nodes: Callable[[list[Node]], None]):
+        self.run_ = run
+        self.cfg = run.cfg
+        self.journal = journal
+        self.run_nodes = run_nodes
+
+    def run_seeds(self, stage: int, node_id: str) -> None:
+        """Run the seed re-runs of ``node_id`` it lacks (``seeds.seed_plan``: agent.seed + 1 ..
+        agent.seed + num_seeds), and those a crash left unfinished; no LLM call (its code is run
+        again with SEED set)."""
+        from ..treesearch.seeds import missing_seeds, seed_plan
+
+        plan = seed_plan(self.cfg.agent.seed, self.cfg.agent.multi_seed_eval.num_seeds)
+        pending = [r for r in self.journal.seed_runs(node_id) if not r.is_finished]
+        for seed in missing_seeds(self.journal, node_id, plan):
+            pending.append(
+                self.journal.new_node(stage=stage, operation="seed_eval", parent_id=node_id, seed=seed)
+            )
+        self.run_nodes(pending)
+
+    def result(self, stage: int, best_id: str) -> dict[str, Any]:
+        """The aggregate of the stage's best's seed re-runs (``seed_eval`` event, ``state.json``)."""
+        from ..treesearch.seeds import aggregate_seeds
+
+        measured = [(r, r.metric) for r in self.journal.seed_runs(best_id) if r.is_good and r.metric]
+        # only re-runs measuring what the node measured are averaged: a model that put the seed in
+        # its metric's dataset label made every re-run another metric (recorded, not a crash)
+        best = self.journal.get(best_id)
+        key = best.metric.key if best.metric is not None else (measured[0][1].key if measured else None)
+        same = [m for _, m in measured if m.key == key]
+        agg = aggregate_seeds(same) if same else None
+        result: dict[str, Any] = {
+            "node_id": best_id,
+            "runs": [r.id for r in self.journal.seed_runs(best_id)],
+            "aggregate": agg.to_dict() if agg is not None else None,
+        }
+        other = [(r, m) for r, m in measured if m.key != key]
+        if other:
+            result["incomparable"] = [{"node_id": r.id, "metric": list(m.key)} for r, m in other]
+            result["incomparable_reason"] = (
+                f"{len(other)} seed re-run(s) of {best_id} report another metric than its "
+                f"{list(key) if key else None} (name, direction and dataset must agree; a dataset "
+                "label must not depend on SEED): not averaged"
+            )
+        self.run_.event("seed_eval", stage=stage, **result)
+        return result
+
+    def rerank(self, state: StageState, first: Choice) -> Choice:
+        """The stage's best after re-ranking over seeds: the runners-up whose metric is within the
+        seed noise of ``first`` (the metric's choice, already re-run over seeds) are re-run over
+        the same seeds, and the best mean wins (:mod:`..treesearch.seeds`: estimator, threshold,
+        ranking). Bounded by ``agent.multi_seed_eval.rerank_candidates`` (0: off). The decision and
+        its evidence go to the ``seed_rerank`` event and the choice's evidence (``stage_best``,
+        ``state.json``, the stage summary). The ablation stage keeps its carried node."""
+        from ..treesearch.best import ABLATION_STAGE, comparable_metric, rank_nodes
+        from ..treesearch.seeds import noise_threshold, rank_by_mean, seed_noise, within_noise
+
+        cfg = self.cfg.agent.multi_seed_eval
+        best = self.journal.get(first.node_id)  # type: ignore[arg-type]
+        m = best.metric
+        if state.stage == ABLATION_STAGE or cfg.rerank_candidates == 0 or m is None or not m.is_valid:
+            return first
+        pool = self.journal.good_nodes(state.stage)
+        carried = self.journal.get(state.carried_id) if state.carried_id else None
+        if carried is not None and carried.is_good:
+            pool = [carried, *pool]
+        ranked = [
+            (n.id, c.score)
+            for n in rank_nodes(pool)
+            if n.id != best.id and (c := comparable_metric(n, m.key))
+        ]
+        noise = seed_noise(self._groups(m.key))
+        record: dict[str, Any] = {
+            "node_id": best.id,
+            "metric": list(m.key),
+            "search_value": m.value,
+            "noise": noise.to_dict(),
+            "noise_z": cfg.noise_z,
+            "rerank_candidates": cfg.rerank_candidates,
+            "seeds": self.cfg.agent.multi_seed_eval.num_seeds,
+        }
+        if noise.sigma is None:
+            record["decision"] = (
+                f"no noise estimate (no node has 2 good seed re-runs of {m.name}): {best.id} stays"
+            )
+        else:
+            threshold = noise_threshold(noise.sigma, cfg.noise_z)
+            candidates = within_noise(m.score, ranked, threshold, cfg.rerank_candidates)
+            # a runner-up re-run over seeds already (the node the stage started from) is ranked by
+            # its mean at no cost: its single search value may be far below it (a relay run kept a
+            # tuning node over its parent whose re-run mean was higher, judged on the parent's
+            # noisy search run)
+            measured = [
+                nid for nid, _ in ranked if nid not in candidates and self._aggregate(nid, m.key) is not None
+            ]
+            values = {n.id: n.metric.value for n in pool if n.metric is not None}
+            record["threshold"] = threshold
+            record["runners_up"] = [{"node_id": i, "value": values[i]} for i, _ in ranked[:5]]
+            record["candidates"] = candidates
+            record["measured"] = measured
+            if not candidates and not measured:
+                record["decision"] = f"no runner-up within the seed noise of {best.id}: it stays"
+            else:
+                for nid in candidates:
+                    self.run_seeds(state.stage, nid)
+                compared = [best.id, *candidates, *measured]
+                aggs = [(nid, self._aggregate(nid, m.key)) for nid in compared]
+                order = rank_by_mean(aggs)
+                chosen = order[0] if order else best.id
+                record["means"] = {nid: (a.to_dict() if a else None) for nid, a in aggs}
+                record["ranking"] = order
+                record["chosen"] = chosen
+                tied = [
+                    nid
+                    for nid, a in aggs
+                    if a is not None and nid != chosen and a.mean == dict(aggs)[chosen].mean  # type: ignore[union-attr]
+                ]
+                record["decision"] = (
+                    f"{chosen} has the best mean over the seed re-runs of {', '.join(compared)}"
+                    + (f" ({', '.join(measured)} re-run before)" if measured else "")
+                    + (f", tied with {', '.join(tied)}: the earlier choice wins a tie" if tied else "")
+                    + (f"; it replaces {best.id}" if chosen != best.id else f": {best.id} stays")
+                )
+        record["changed"] = record.get("chosen", best.id) != best.id
+        self.run_.event("seed_rerank", stage=state.stage, **record)
+        evidence = {**first.evidence, "seed_rerank": record}
+        if not record["changed"]:
+            return replace(first, evidence=evidence)
+        reason = (
+            f"{record['chosen']} has the best {m.name} mean over seed re-runs among {best.id} (best single "
+            f"search run, {m.value:.4g}) and the runner-up(s) within its seed noise; {first.reason}"
+        )
+        return Choice(
+            node_id=record["chosen"],
+            method="seed_mean",
+            reason=reason,
+            candidates=(best.id, *record["candidates"], *record.get("measured", [])),
+            evidence=evidence,
+        )
+
+    def _groups(self, key: tuple[str, str, str | None]) -> dict[str, list[float]]:
+        """Node id -> the values of its good seed re-runs of metric ``key`` (every stage), a
+        byte-identical repeat of an earlier re-run left out (not an independent draw)."""
+        from .protocol import distinct_seed_groups
+
+        return distinct_seed_groups(self.run_.dir, self.journal.nodes, key)
+
+    def _aggregate(self, node_id: str, key: tuple[str, str, str | None]) -> SeedAggregate | None:
+        """Mean ± s.e. of the node's good seed re-runs of metric ``key``; None without one."""
+        from ..treesearch.seeds import aggregate_seeds
+
+        same = [
+            r.metric
+            for r in self.journal.seed_runs(node_id)
+            if r.is_good and r.metric is not None and r.metric.key == key and r.metric.is_valid
+        ]
+        return aggregate_seeds(same) if same else None
