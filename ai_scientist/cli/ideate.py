@@ -144,6 +144,7 @@ def run_ideation(
     try:
         for k, outcome in enumerate(ideator.run(args.num_ideas, known, first), 1):
             if outcome.status == "added":
+                assert outcome.idea is not None, "an added idea's outcome carries it (ideation.loop)"
                 ideas.append(outcome.idea)
                 atomic_write_json(out, ideas)
             summary["outcomes"].append({"idea_id": outcome.idea_id, "status": outcome.status,

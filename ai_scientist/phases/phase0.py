@@ -156,7 +156,7 @@ def _plan(ctx: NodeContext, merged_answer: dict | None = None) -> dict:
     plan = parent_file(ctx, PLAN_FILE) if _reuses_parent_plan(ctx) else None
     if plan is not None:
         ctx.run.event(
-            "plan_reused", node_id=ctx.node.id, parent_id=ctx.parent.id, operation=ctx.node.operation
+            "plan_reused", node_id=ctx.node.id, parent_id=ctx.node.parent_id, operation=ctx.node.operation
         )
         plan = {**plan, "plan_source": "parent"}
     else:

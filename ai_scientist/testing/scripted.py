@@ -330,7 +330,7 @@ class ExampleResponder:
         if t in ("number", "integer"):
             low = schema.get("minimum", 1)
             return int(low) if t == "integer" else float(low)
-        return {"string": "text", "boolean": False}.get(t, "text")
+        return False if t == "boolean" else "text"
 
     # ---------------------------------------------------------- hostile --
     @staticmethod
