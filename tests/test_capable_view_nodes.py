@@ -171,6 +171,33 @@ def test_where_seeds_are_explained_a_seed_is_said_to_draw_new_data(run):
     for rec in noisy:
         text = _section(rec, "Evaluation protocol")
         assert "each seed is a new dataset: compare conditions within one run" in text
+        assert "not only the method's.\nKeep this protocol" in text  # its own line
+
+
+class FixedSeedResponder(ExampleResponder):
+    """The example's program with its seed fixed in the code: SEED is never read."""
+
+    def _phase2(self, text: str, ctx: Any) -> str:
+        answer = json.loads(super()._phase2(text, ctx))
+        for f in answer["files"]:
+            f["content"] = f["content"].replace('int(os.environ.get("SEED", "0"))', "0")
+        return json.dumps(answer)
+
+
+def test_a_program_that_reads_no_seed_is_said_to_repeat_its_draw(tmp_path):
+    """When the protocol node's program never reads SEED, the seed-noise line says its re-runs
+    draw nothing new (not that each seed is a new dataset)."""
+    code, run, _ = start_run(tmp_path, responder=FixedSeedResponder())
+    assert code == 0
+    noisy = [_section(r, "Evaluation protocol") for r in prompt_records(run)]
+    noisy = [t for t in noisy if "seed noise of" in t]
+    assert noisy
+    for text in noisy:
+        node = re.search(r"\((n\d{4})[,)]", text).group(1)  # the node that fixed the protocol
+        program = _answer(run, node)["files"][0]["content"]
+        assert "SEED" in program and "environ" not in program
+        assert f"{node}'s program reads no SEED variable: its re-runs draw nothing new" in text
+        assert "each seed is a new dataset" not in text
 
 
 # 4 -------------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from ..base.paths import CODE_FILE, PLAN_FILE, STAGE_INPUTS_FILE, RunPaths
 from ..context.kinds import experiment_kinds
 from ..phases.base import answer_commands
 from ..phases.edits import text_files
-from ..treesearch.parameters import Parameter, code_parameters
+from ..treesearch.parameters import Parameter, code_parameters, parameters
 from ..treesearch.tried import (
     ablation_plan,
     design_text,
@@ -126,6 +126,11 @@ def with_noise(
     # what kind of experiment fixed it (context/kinds.py): a benchmark's protocol is its inputs and
     # problem sizes, no dataset to split or label noise (the layer says it in those words)
     protocol = {**protocol, "kinds": experiment_kinds([metric[0]] if metric else [], run.idea.to_markdown())}
+    # whether its program reads the SEED the pipeline sets (a program that does not repeats the
+    # same draw in every re-run: the layer says so instead of "each seed is a new dataset")
+    files = text_files(node_answer(run.dir, str(protocol.get("node_id") or "")))
+    if files:
+        protocol["reads_seed"] = any(p.kind == "environment" and p.name == "SEED" for p in parameters(files))
     if not metric:
         return protocol
     key = (str(metric[0]), str(metric[1]), None if metric[2] is None else str(metric[2]))
