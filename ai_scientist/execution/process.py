@@ -37,8 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-import psutil
-
 from . import forkserver
 from .base import ExecResult, KilledBy, Limits, OutputHeadTail, limit_reason
 from .forkserver import (
@@ -210,6 +208,8 @@ def _rss(pid: int) -> int:
 
 def _scan(root: int) -> list[int]:
     """``root`` and its descendants by scanning every process (psutil): finds nothing re-parented."""
+    import psutil  # here, not at import: a contained command never needs it (a Slurm job's runner)
+
     try:
         proc = psutil.Process(root)
         return [root, *(p.pid for p in proc.children(recursive=True))]
@@ -238,6 +238,8 @@ def _signal_all(pgid: int, pids: set[int], sig: int, uid: int | None) -> int:
         pass
     targets = set(pids)
     if uid is not None:
+        import psutil
+
         for p in psutil.process_iter(["uids"]):
             try:
                 if p.info["uids"] and p.info["uids"].real == uid and not _is_zombie(p.pid):
@@ -256,6 +258,8 @@ def _signal_all(pgid: int, pids: set[int], sig: int, uid: int | None) -> int:
 
 
 def _is_zombie(pid: int) -> bool:
+    import psutil
+
     try:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     except psutil.Error:
