@@ -108,21 +108,33 @@ class SeedRuns:
             )
         else:
             threshold = noise_threshold(noise.sigma, cfg.noise_z)
-            candidates = within_noise(m.score, ranked, threshold, cfg.rerank_candidates)
+            # the runners-up are judged against what the best really measures: its seed re-runs'
+            # mean when it has them, not the single search run it was chosen on (biased upwards by
+            # that choice — a relay run kept a node for four stages on a search run of 70.65 whose
+            # re-runs' mean was 52.02, level with a runner-up's 53.6 that was never re-run)
+            own = self._aggregate(best.id, m.key)
+            reference = m.score if own is None else (own.mean if m.direction == "maximize" else -own.mean)
+            record["reference"] = {
+                "value": m.value if own is None else own.mean,
+                "from": "search run" if own is None else f"mean of {own.n} seed re-run(s)",
+            }
             # a runner-up re-run over seeds already (the node the stage started from) is ranked by
             # its mean at no cost: its single search value may be far below it (a relay run kept a
             # tuning node over its parent whose re-run mean was higher, judged on the parent's
-            # noisy search run)
-            measured = [
-                nid for nid, _ in ranked if nid not in candidates and self._aggregate(nid, m.key) is not None
-            ]
+            # noisy search run); it is never re-run again
+            measured = [nid for nid, _ in ranked if self._aggregate(nid, m.key) is not None]
+            unmeasured = [(nid, score) for nid, score in ranked if nid not in measured]
+            candidates = within_noise(reference, unmeasured, threshold, cfg.rerank_candidates)
             values = {n.id: n.metric.value for n in pool if n.metric is not None}
             record["threshold"] = threshold
             record["runners_up"] = [{"node_id": i, "value": values[i]} for i, _ in ranked[:5]]
             record["candidates"] = candidates
             record["measured"] = measured
             if not candidates and not measured:
-                record["decision"] = f"no runner-up within the seed noise of {best.id}: it stays"
+                ref = record["reference"]
+                record["decision"] = (
+                    f"no runner-up within the seed noise of {best.id} ({ref['from']}: {ref['value']:.6g}): it stays"
+                )
             else:
                 for nid in candidates:
                     self.run_seeds(state.stage, nid)

@@ -140,8 +140,9 @@ def within_noise(
     best_score: float, ranked: Sequence[tuple[str, float]], threshold: float, limit: int
 ) -> list[str]:
     """Ids of ``ranked`` (id, score oriented so larger is better; best first, the stage's best left
-    out) whose score is within ``threshold`` of ``best_score``: at most ``limit``, in rank order."""
-    out = [nid for nid, score in ranked if abs(best_score - score) <= threshold]
+    out) not clearly worse than ``best_score`` — at most ``threshold`` below it, or above it (the
+    best's seed mean can fall below a runner-up's single run): at most ``limit``, in rank order."""
+    out = [nid for nid, score in ranked if score >= best_score - threshold]
     return out[:limit]
 
 
