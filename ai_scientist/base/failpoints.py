@@ -4,7 +4,9 @@
 SIGKILL — exactly what ``kill -9`` does — when execution reaches a named point.
 Unset (the normal case), a point costs one dictionary lookup. Names used:
 ``node_journaled:<id>`` (a node's final state is journaled, its ``state.md`` not written yet),
-``after_node:<id>`` (a node's final state is journaled), ``stage_end:<N>`` (the
+``after_node:<id>`` (a node's final state is journaled), ``seeds_started:<id>`` (the decision
+to start seed re-runs before their stage's last node is in is recorded, the journal does not hold
+its first node ``<id>`` yet), ``stage_end:<N>`` (the
 stage's best node is chosen, before its seed re-runs), ``selected:<id>`` (the decision to
 create the node is recorded, the journal does not hold the node yet), ``stage_summary:<N>`` (the
 stage's summary is stored, the state does not list the stage as finished yet),

@@ -17,6 +17,7 @@ from ..base import failpoints
 from ..base.errors import EXIT_NO_WORKING_EXPERIMENT
 from ..treesearch.policies import decision_rng, make_policy
 from ..treesearch.stages import STAGES, StageOutcome, StageRules, StageState, stage_outcome
+from .early_seeds import EarlySeeds, create_early_seeds, recorded_early_seeds, void_cut_off
 from .recovery import leftover_nodes, saved_stage_state
 from .run_calls import propose_ideas
 from .scheduler import recorded_waiting
@@ -74,10 +75,14 @@ class StageLoop:
         self.protocol_step = ProtocolStep(run, journal, self._save, recorded)
         # a replay of a free-running recording follows its recorded order (None: not a replay of one)
         self.replay_order: dict[str, frozenset[str]] | None = None
+        self.replay_early: dict[str, EarlySeeds] = {}  # a replay's early seed re-runs, by first id
         if replay_dir and self.scheduler == "free":
             self.replay_order = recorded_waiting(replay_dir)
             if self.replay_order is None:  # recorded by the batch scheduler (or older code): same order
                 self.scheduler = "batch"
+            else:  # seed re-runs started before their stage's last node was in: at the same ids
+                self.replay_early = recorded_early_seeds(replay_dir)
+                self.replay_order.update({i: d.waiting for i, d in self.replay_early.items()})
         seeds = SeedRuns(run, journal, lambda nodes: workers.run_all(nodes, free=self.scheduler == "free"))
         self.stage_end = StageEnd(
             run, services, journal, self.policy, self.protocol_step, seeds, lambda s: self.show(s, force=True)
@@ -87,6 +92,7 @@ class StageLoop:
     def run(self) -> int | None:
         """Run (or resume) the search to its end; returns EXIT_NO_WORKING_EXPERIMENT when stage 1
         found none (the run ends there), None when the search is done."""
+        void_cut_off(self.run_, self.journal)  # early seed decisions a kill -9 cut off (.early_seeds)
         state = self.state = saved_stage_state(self.run_)
         if state is not None:  # a resumed run shows its saved state at once, not after a node
             self.show(state.stage, force=True)
@@ -183,6 +189,9 @@ class StageLoop:
                         continue
                     if state.ideas_exhausted:  # the proposal offered nothing new: judge the stage again
                         continue
+                if not pool.idle and (not outcome.accepting or state.ideas_exhausted):
+                    if self._early_seeds(view, state, pool):  # a free worker re-runs the provisional best
+                        continue
                 if pool.idle:  # nothing to create and nothing in flight: stop the stage
                     workers.memory_step()
                     outcome = self._outcome(state)
@@ -193,6 +202,31 @@ class StageLoop:
         except Exception:  # let running workers end (Ctrl-C does not wait: a resume re-runs them)
             workers.drain(pool)
             raise
+
+    def _early_seeds(self, view: JournalView, state: StageState, pool: WorkerPool) -> bool:
+        """The stage accepts no more nodes and some still run: start seed re-runs of its
+        provisional best on the free workers (:mod:`.early_seeds`); a replay starts those the
+        recording started at this node id. True when it started any."""
+        recorded = None
+        if self.replay_order is not None:
+            recorded = self.replay_early.get(self.journal.next_node_id())
+            if recorded is None:
+                return False
+        nodes = create_early_seeds(
+            self.run_,
+            self.journal,
+            self.policy,
+            view,
+            state,
+            [*pool.running_ids, *pool.queued_ids],
+            pool.free_slots,
+            recorded,
+        )
+        for node in nodes:
+            pool.add(node, None)
+        if nodes and self.replay_order is None:
+            pool.start_queued()
+        return bool(nodes)
 
     def _plan_batch(self, state: StageState, outcome: StageOutcome) -> tuple[list[Node], StageState]:
         """Create up to ``agent.num_workers`` nodes, each picked on the journal the previous
