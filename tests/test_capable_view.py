@@ -174,3 +174,27 @@ def test_every_structured_prompt_says_how_long_its_answer_may_be(run):
     for rec in structured:
         limit = rec["params"]["max_tokens"]
         assert f"cut off after {limit:,} tokens" in _prompt(rec), (rec["call_id"], rec["label"])
+
+
+def test_a_judge_gets_the_protocol_without_the_instruction_to_copy_code(run):
+    """A later draft's code call carries the protocol node's program and the instruction to copy its
+    data and evaluation code; that node's review and figure critique keep the protocol (what must be
+    measured alike) but not the program or the writing instruction (a relay run's review got both)."""
+    copy = "You write a new program, but its"
+    by_node: dict[str, list[dict]] = {}
+    for rec in prompt_records(run):
+        by_node.setdefault(rec["node_id"], []).append(rec)
+    drafts = [
+        nid
+        for nid, recs in by_node.items()
+        if any(r["phase"] == "phase2" and copy in _prompt(r) for r in recs)
+    ]
+    assert drafts, "no later draft got the protocol node's program"
+    for nid in drafts:
+        judges = [r for r in by_node[nid] if r["label"].startswith(("exec_review", "plot_critique"))]
+        assert judges, nid
+        for rec in judges:
+            text = _prompt(rec)
+            assert copy not in text, (nid, rec["label"])
+            if rec["label"].startswith("exec_review"):  # the review judges comparability with it
+                assert "## Evaluation protocol" in text, nid

@@ -130,12 +130,20 @@ def judged_stage(ctx: NodeContext) -> dict[str, Any]:
     if isinstance(rows, str):
         rows = rows.splitlines()
     shown = ["\n".join(_judged_row(line) for line in str(row).split("\n")) for row in rows]
-    return {
+    out: dict[str, Any] = {
         "siblings": shown,
         "judging": True,
         "tried_hyperparams": ctx.extra_values.get("tried_hyperparams") or [],
         "tried_ablations": ctx.extra_values.get("tried_ablations") or [],
     }
+    # a later draft's protocol carries the protocol node's program with the instruction to copy its
+    # data and evaluation code: a writing instruction a judge does not follow (a relay run's review
+    # got 9 kB of another node's program and "You write a new program ..."); the judge keeps what
+    # must be measured alike
+    protocol = ctx.extra_values.get("evaluation_protocol")
+    if isinstance(protocol, dict) and "reference_code" in protocol:
+        out["evaluation_protocol"] = {k: v for k, v in protocol.items() if k != "reference_code"}
+    return out
 
 
 _CELL = re.compile(r"(?<!\\)\|")  # a table cell's border: a "|" the cell's text did not escape

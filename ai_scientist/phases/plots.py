@@ -310,7 +310,6 @@ def _json_outline(value: Any, depth: int = 0) -> str:
     return _scalar(value)
 
 
-
 def _merged_record(records: list[dict[str, Any]], depth: int) -> str | None:
     """The shape of a list of records whose scalar fields vary in type from record to record
     ("tile": null in the naive runs, an int in the blocked ones): every key once, with every type
@@ -338,6 +337,7 @@ def _merged_record(records: list[dict[str, Any]], depth: int) -> str | None:
     if len(keys) > OUTLINE_KEYS:
         parts.append(f"... {len(keys) - OUTLINE_KEYS} more keys")
     return "{" + ", ".join(parts) + "}"
+
 
 # a list's null count in an outline ("[60 x float or null (3 null)]")
 _NULL_COUNT = re.compile(r" \(\d+ null\)")

@@ -46,7 +46,7 @@ from .protocol import distinct_seed_groups, is_protocol_parameter, node_answer
 from .stage_summary import summaries_text
 
 # a later draft's copy of the protocol node's code (the data generation and evaluation to reuse)
-REFERENCE_CODE_CHARS = 8000
+REFERENCE_CODE_CHARS = 24000  # a later draft copies its data and evaluation code "as it is": whole where the budget allows (the layer is cut by its policy, marked, under a small one)
 # the best node's metrics in the proposer's brief: whole items (all a grid's and ablations' cells)
 BEST_METRICS_CHARS = 1200
 IDEA_ABLATION_CHARS = 600
