@@ -262,7 +262,15 @@ def _run(ctx: NodeContext, answer: dict) -> dict:
     missing = [p for p in run.get("expected_outputs") or [] if not (ctx.workspace / p).exists()]
     record: dict[str, Any] = {"outputs": outputs, "duration_s": total, "missing_outputs": missing}
     if failure is None and missing:
-        failure = f"expected outputs missing: {', '.join(missing)}"
+        # what the run did write and print: the next draft must tell a wrong list from a run that
+        # wrote nothing (a relay run's draft saw only the names it had listed)
+        written = sorted(p.name for p in ctx.workspace.iterdir() if p.is_file())[:12]
+        said = outputs[-1].stdout_tail[-300:].strip() if outputs else ""
+        failure = (
+            f"expected outputs missing: {', '.join(missing)} (expected_outputs lists files the run "
+            f"writes; the working directory has: {', '.join(written) or 'no file'})"
+            + (f"; stdout ended: {said}" if said else "")
+        )
     record["failure"] = failure
     if failure is None:
         graded = bool(ctx.cfg.grader.dir)

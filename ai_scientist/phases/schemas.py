@@ -129,7 +129,17 @@ CODE_SCHEMA: dict[str, Any] = {
         },
         "run": {
             "type": "object",
-            "properties": {"commands": _list(10, 300), "expected_outputs": _list(10, 200)},
+            "properties": {
+                "commands": _list(10, 300),
+                # two relay runs' first drafts failed on descriptions here ("stdout line starting
+                # with SUMMARY"): the schema said nothing of what an entry is
+                "expected_outputs": {
+                    **_list(10, 200),
+                    "description": "file paths relative to the working directory that the run writes "
+                    "(e.g. metrics.json); each is checked after the run and a missing one fails the "
+                    "node: no descriptions, no stdout lines",
+                },
+            },
             "required": ["commands"],
         },
     },
