@@ -265,7 +265,7 @@ def _run(ctx: NodeContext, answer: dict) -> dict:
         # what the run did write and print: the next draft must tell a wrong list from a run that
         # wrote nothing (a relay run's draft saw only the names it had listed)
         written = sorted(p.name for p in ctx.workspace.iterdir() if p.is_file())[:12]
-        said = outputs[-1].stdout_tail[-300:].strip() if outputs else ""
+        said = res.stdout[-300:].strip() if outputs else ""  # the last command run
         failure = (
             f"expected outputs missing: {', '.join(missing)} (expected_outputs lists files the run "
             f"writes; the working directory has: {', '.join(written) or 'no file'})"
