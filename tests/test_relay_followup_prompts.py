@@ -318,7 +318,7 @@ def test_run_result_prints_a_metric_without_float_noise():
         {"name": "se", "value": 0.0002236067977499543, "direction": "minimize", "dataset": None},
         {"name": "n", "value": 123456789012, "direction": "maximize", "dataset": None},
     ]
-    text = run_result_text({"outputs": []}, metrics)
+    text = run_result_text(None, metrics)
     assert "- acc = 0.9133 (" in text and "- se = 0.00022360679775 (" in text
     assert "- n = 123456789012 (" in text
 

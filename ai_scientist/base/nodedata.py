@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path, PurePath, PurePosixPath
 
-from .fileio import read_json
+from .artifacts import RunRecord, read_artifact
 from .paths import RUN_FILE, NodePaths
 
 DATA_SUFFIXES = (".npy", ".npz", ".json", ".csv", ".tsv")
@@ -38,8 +38,7 @@ def unmeasured(node_dir: Path) -> frozenset[str]:
     them, or they were there before the run command and no run command rewrote them (phase 4's
     ``unmeasured_files`` in ``run.json``). Never the experiment's results."""
     try:
-        record = read_json(NodePaths(Path(node_dir)).file(RUN_FILE))
+        record = read_artifact(NodePaths(Path(node_dir)).file(RUN_FILE), RunRecord)
     except ValueError:
         return frozenset()
-    files = record.get("unmeasured_files") if isinstance(record, dict) else None
-    return frozenset(str(f) for f in files) if isinstance(files, list) else frozenset()
+    return frozenset(record.unmeasured_files) if record is not None else frozenset()

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..base.artifacts import A, read_artifact
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import NodePaths, RunPaths
 from ..base.templates import render
@@ -247,6 +248,13 @@ def parent_file(ctx: NodeContext, name: str) -> Any:
     if ctx.parent is None:
         return None
     return read_json(RunPaths(ctx.run.dir).node(ctx.parent.id).file(name))
+
+
+def parent_artifact(ctx: NodeContext, name: str, kind: type[A]) -> A | None:
+    """The parent's typed artifact ``name`` (its run record, its review), None without one."""
+    if ctx.parent is None:
+        return None
+    return read_artifact(RunPaths(ctx.run.dir).node(ctx.parent.id).file(name), kind)
 
 
 def short_json(obj: Any) -> str:

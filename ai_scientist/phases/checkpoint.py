@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..base import failpoints
+from ..base.artifacts import A, read_artifact, write_artifact
 from ..base.paths import numbered_files, slug
 from .base import NodeContext
 
@@ -37,13 +38,41 @@ def checkpoint(ctx: NodeContext, phase: str, artifact: str, compute: Callable[[]
     done (a failing phase may save a partial record of its own first, for the viewer).
     The failpoint ``phase_saved:<node>:<phase>`` sits between the save and the journal update.
     """
+    return _checkpoint(
+        ctx, phase, compute, lambda: saved_artifact(ctx, artifact), lambda r: ctx.save(artifact, r)
+    )
+
+
+def checkpoint_typed(
+    ctx: NodeContext, phase: str, kind: type[A], artifact: str, compute: Callable[[], A]
+) -> A:
+    """:func:`checkpoint` of a phase whose artifact is typed (``base/artifacts.py``: the run
+    record, the review): read back and saved through the type's one reader and writer."""
+    path = ctx.paths.file(artifact)
+
+    def saved() -> A | None:
+        try:
+            return read_artifact(path, kind)
+        except ValueError:  # empty, torn or malformed: the phase is redone
+            return None
+
+    return _checkpoint(ctx, phase, compute, saved, lambda r: write_artifact(path, r))
+
+
+def _checkpoint(
+    ctx: NodeContext,
+    phase: str,
+    compute: Callable[[], T],
+    saved: Callable[[], T | None],
+    save: Callable[[T], Any],
+) -> T:
     if phase in ctx.node.phases_done:
-        saved = saved_artifact(ctx, artifact)
-        if saved is not None:
-            return saved
+        found = saved()
+        if found is not None:
+            return found
     supersede(ctx, phase)
     result = compute()
-    ctx.save(artifact, result)
+    save(result)
     failpoints.hit(f"phase_saved:{ctx.node.id}:{phase}")
     ctx.mark_done(phase)
     return result

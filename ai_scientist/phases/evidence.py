@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ..base.artifacts import CommandOutput, RunRecord
 from ..base.templates import render
 
 # re-exported: the node calls' evidence and the kinds they are judged by come from one module
@@ -193,7 +196,7 @@ def _seed_mean_text(ctx: NodeContext, parent: Any) -> str:
 
 
 def run_result_text(
-    run_record: dict[str, Any],
+    run_record: RunRecord | None,
     metrics: Any,
     *,
     commands: bool = True,
@@ -211,32 +214,28 @@ def run_result_text(
     return render(
         "context/_run_result.j2",
         builds=builds or [],
-        outputs=(run_record.get("outputs") or []) if commands else [],
+        outputs=list(run_record.outputs) if run_record is not None and commands else [],
         metrics=list(metrics or []),
-        metrics_source=run_record.get("metrics_source") or "",
-        mismatches=run_record.get("mismatches") or [],
+        metrics_source=(run_record.metrics_source or "") if run_record is not None else "",
+        mismatches=list(run_record.mismatches) if run_record is not None else [],
         from_review=from_review,
         series=shown,
         series_more=total - len(shown),
     ).strip()
 
 
-def run_output_text(outputs: list[dict[str, Any]], status: bool = False) -> str:
+def run_output_text(outputs: Sequence[CommandOutput], status: bool = False) -> str:
     """The ``run_output`` layer: per command, the last lines of its stderr and then of its stdout
     (the stdout's tail last, where a tail cut keeps it longest); a tail the run record cut
     mid-line starts at its first whole line. ``status``: every command, with its exit code and
     duration (a child's code call sees its parent's run so; plain text, not a JSON string with
     escaped line breaks)."""
     shown = [
-        {
-            **o,
-            "stdout_tail": _whole_lines(o.get("stdout_tail")),
-            "stderr_tail": _whole_lines(o.get("stderr_tail")),
-        }
+        replace(o, stdout_tail=_whole_lines(o.stdout_tail), stderr_tail=_whole_lines(o.stderr_tail))
         for o in outputs
     ]
     if not status:
-        shown = [o for o in shown if o["stdout_tail"].strip() or o["stderr_tail"].strip()]
+        shown = [o for o in shown if o.stdout_tail.strip() or o.stderr_tail.strip()]
     if not shown:
         return ""
     return render("context/_run_output.j2", outputs=shown, total=len(outputs), status=status).strip()

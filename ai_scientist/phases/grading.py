@@ -14,9 +14,11 @@ so a replay needs no grader directory).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..base import failpoints
+from ..base.artifacts import RunRecord
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import GRADE_FILE, RunPaths, claim_numbered
 from ..execution.grader import GraderError, grade, load_grader
@@ -48,9 +50,11 @@ def mismatches(graded: list[dict], claimed: list[dict], tolerance: float) -> lis
     return out
 
 
-def grade_node(ctx: NodeContext, own: list[dict], own_source: str, *, run_s: float) -> dict[str, Any]:
-    """Grade ``ctx``'s workspace; the fields phase 4's record takes over (``metrics`` and
-    ``metrics_source`` from the grader, ``self_reported``, ``mismatches``, or ``failure``)."""
+def grade_node(ctx: NodeContext, record: RunRecord, *, run_s: float) -> RunRecord:
+    """Grade ``ctx``'s workspace: phase 4's ``record`` (the program's own metrics read) with the
+    grader's metrics as the node's (``metrics_source`` "grader") and the program's kept as
+    ``self_reported`` with the ``mismatches``; or with the ``failure`` of the grading."""
+    own, own_source = list(record.metrics), record.metrics_source or ""
     recorded = _recorded(ctx)
     # a phase 4 record: a resumed phase 4 supersedes it with the run commands' records
     _, exec_path = claim_numbered(ctx.paths.exec, "phase4", "grade")
@@ -67,11 +71,11 @@ def grade_node(ctx: NodeContext, own: list[dict], own_source: str, *, run_s: flo
         try:
             grader = load_grader(str(ctx.cfg.grader.dir), "grader.dir")
         except GraderError as exc:  # removed or changed since the run started
-            return _failed(ctx, verdict, f"grader unusable: {exc}")
+            return _failed(ctx, record, verdict, f"grader unusable: {exc}")
         run = grade(grader, ctx.workspace, ctx.cfg)
         result, data, error, took = run.result, run.data, run.error, run.duration_s
-    record = {"phase": "phase4", "label": "grade", **result.to_dict()}
-    atomic_write_json(exec_path, ctx.run.redactor.redact_obj(record), durable=False)
+    command = {"phase": "phase4", "label": "grade", **result.to_dict()}
+    atomic_write_json(exec_path, ctx.run.redactor.redact_obj(command), durable=False)
     failpoints.hit(f"graded:{ctx.node.id}")  # crash tests: graded, the verdict not saved yet
     verdict.update(command=list(result.command), raw=data, grade_s=round(took, 3), error=error)
     if error is None:
@@ -82,25 +86,28 @@ def grade_node(ctx: NodeContext, own: list[dict], own_source: str, *, run_s: flo
         except (ValueError, TypeError) as exc:
             error = f"the grader's metrics.json is invalid: {exc}"
     if error is not None:
-        return _failed(ctx, verdict, error)
+        return _failed(ctx, record, verdict, error)
     found = mismatches(graded, own, float(ctx.cfg.grader.tolerance))
     verdict.update(graded=graded, mismatches=found)
     ctx.save(GRADE_FILE, verdict)
     if found:
         ctx.run.event("metric_mismatch", node_id=ctx.node.id, mismatches=found)
-    return {
-        "metrics": graded,
-        "metrics_source": GRADER_SOURCE,
-        "self_reported": own,
-        "self_reported_source": own_source,
-        "mismatches": found,
-    }
+    return replace(
+        record,
+        metrics=tuple(graded),
+        metrics_source=GRADER_SOURCE,
+        self_reported=tuple(own),
+        self_reported_source=own_source,
+        mismatches=tuple(found),
+    )
 
 
-def _failed(ctx: NodeContext, verdict: dict[str, Any], reason: str) -> dict[str, Any]:
+def _failed(ctx: NodeContext, record: RunRecord, verdict: dict[str, Any], reason: str) -> RunRecord:
     """A grader that fails is the node's error (phase 4), never a crash of the run."""
     ctx.save(GRADE_FILE, {**verdict, "error": reason})
-    return {"metrics": [], "metrics_source": GRADER_SOURCE, "failure": f"grading failed: {reason}"[:2000]}
+    return replace(
+        record, metrics=(), metrics_source=GRADER_SOURCE, failure=f"grading failed: {reason}"[:2000]
+    )
 
 
 def _recorded(ctx: NodeContext) -> dict[str, Any] | None:

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..base.artifacts import Review
 from ..base.paths import CODE_FILE, PLAN_FILE, REVIEW_FILE
 from ..llm.types import LLMError
-from .base import NodeContext, PhaseFailed, code_text, parent_file, short_json
+from .base import NodeContext, PhaseFailed, code_text, parent_artifact, parent_file, short_json
 from .checkpoint import checkpoint
 from .schemas import PLAN_FIELDS, PLAN_SCHEMA, constrain_dependencies, probed_packages, validate_plan
 
@@ -39,11 +40,15 @@ def _stage_inputs(ctx: NodeContext) -> dict[str, Any]:
         code = parent_file(ctx, CODE_FILE)
         if code:
             values["prior_code"] = code_text(code)
-        review = parent_file(ctx, REVIEW_FILE)
-        if review:  # what the parent's run found; the reviewer's remarks on its own input stay out
-            kept = {k: review[k] for k in ("is_bug", "findings", "summary", "metrics") if k in review}
-            if review.get("measurement"):  # a valid but noisy number: the child should know
-                kept["measurement"] = review["measurement"]
+        review = parent_artifact(ctx, REVIEW_FILE, Review)
+        if (
+            review is not None
+        ):  # what the parent's run found; the reviewer's remarks on its own input stay out
+            kept: dict[str, Any] = {"is_bug": review.is_bug, "findings": review.findings}
+            if review.metrics is not None:  # the metrics the review parsed from the output
+                kept["metrics"] = list(review.metrics)
+            if review.measurement:  # a valid but noisy number: the child should know
+                kept["measurement"] = review.measurement
             values["prior_outputs"] = short_json(kept)
         if ctx.parent.error:
             values["execution_output"] = ctx.parent.error

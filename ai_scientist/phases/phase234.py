@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..base.fileio import read_file_inside, read_json
+from ..base.artifacts import CommandOutput, RunRecord, read_artifact
+from ..base.fileio import read_file_inside
 from ..base.nodedata import unmeasured
 from ..base.paths import CODE_FILE as ANSWER_FILE
 from ..base.paths import COMPILE_FILE, RUN_FILE, RunPaths
@@ -28,8 +31,8 @@ from ..base.templates import render
 from ..execution.sandbox_probe import installed_tools
 from ..llm.client import backend_name
 from ..llm.types import LLMError
-from .base import NodeContext, PhaseFailed, code_text, commands_text, parent_file
-from .checkpoint import checkpoint
+from .base import NodeContext, PhaseFailed, code_text, commands_text, parent_artifact, parent_file
+from .checkpoint import checkpoint, checkpoint_typed
 from .edits import EditError, expand_answer, text_files, with_edits
 from .evidence import run_output_text
 from .execution import run_command
@@ -76,10 +79,10 @@ def _values(ctx: NodeContext, plan: dict) -> dict[str, Any]:
             # the files, then how they were built and run (a child restates its build and run
             # commands: a relay run's C child had only the plan's prose for its parent's flags)
             values["prior_code"] = "\n\n".join(t for t in (code_text(answer), commands_text(answer)) if t)
-        run = parent_file(ctx, RUN_FILE)
-        if run:
-            values["execution_output"] = run_output_text(run.get("outputs") or [], status=True)
-            values["time_feedback"] = f"parent run took {run.get('duration_s', 0):.1f} s"
+        run = parent_artifact(ctx, RUN_FILE, RunRecord)
+        if run is not None:
+            values["execution_output"] = run_output_text(run.outputs, status=True)
+            values["time_feedback"] = f"parent run took {run.duration_s:.1f} s"
         if ctx.parent.error:  # layer parent_error (stage 3 and debug nodes: why the parent failed)
             values["parent_error"] = ctx.parent.error
         feedback = plot_feedback(ctx.run.dir, ctx.parent.id)  # the parent's figures and their critique
@@ -221,19 +224,20 @@ def _build(ctx: NodeContext, answer: dict) -> dict:
     return {"commands": results, "ok": True, "language": build.get("language")}
 
 
-def run_experiment(ctx: NodeContext, answer: dict) -> dict:
+def run_experiment(ctx: NodeContext, answer: dict) -> RunRecord:
     """Phase 4: run the commands, check expected outputs, read ``metrics.json``."""
-    return checkpoint(ctx, "phase4", RUN_FILE, lambda: _run(ctx, answer))
+    return checkpoint_typed(ctx, "phase4", RunRecord, RUN_FILE, lambda: _run(ctx, answer))
 
 
-def _run(ctx: NodeContext, answer: dict) -> dict:
+def _run(ctx: NodeContext, answer: dict) -> RunRecord:
     run = answer.get("run") or {}
     # what was there before the run (a replay restores the recorded workspace at every command,
     # file times included: it takes the recorded decision instead, see _recorded_refusal)
     replay = getattr(ctx.executor, "name", "") == "replay"
     before = None if replay else file_signature(ctx.workspace / METRICS_FILE)
     before_data = {} if replay else data_signatures(ctx.workspace)
-    outputs, total = [], 0.0
+    outputs: list[CommandOutput] = []
+    total = 0.0
     failure = None
     ntasks = run.get("ntasks") or 1
     if not isinstance(ntasks, int) or not 1 <= ntasks <= max_ntasks(ctx.cfg):
@@ -246,21 +250,20 @@ def _run(ctx: NodeContext, answer: dict) -> dict:
         res = run_command(ctx, cmd, phase="phase4", label=f"run{i}", ntasks=ntasks)
         total += res.duration_s
         outputs.append(
-            {
-                "command": cmd,
-                "exit_code": res.exit_code,
-                "killed_by": res.killed_by,
-                "reason": res.reason,
-                "stdout_tail": res.stdout[-2500:],
-                "stderr_tail": res.stderr[-2500:],
-                "duration_s": round(res.duration_s, 3),
-            }
+            CommandOutput(
+                command=cmd,
+                exit_code=res.exit_code,
+                killed_by=res.killed_by,
+                reason=res.reason,
+                stdout_tail=res.stdout[-2500:],
+                stderr_tail=res.stderr[-2500:],
+                duration_s=round(res.duration_s, 3),
+            )
         )
         if not res.ok:
             failure = f"run command {i} failed ({res.reason or f'exit {res.exit_code}'})"
             break
-    missing = [p for p in run.get("expected_outputs") or [] if not (ctx.workspace / p).exists()]
-    record: dict[str, Any] = {"outputs": outputs, "duration_s": total, "missing_outputs": missing}
+    missing = tuple(p for p in run.get("expected_outputs") or [] if not (ctx.workspace / p).exists())
     if failure is None and missing:
         # what the run did write and print: the next draft must tell a wrong list from a run that
         # wrote nothing (a relay run's draft saw only the names it had listed)
@@ -271,30 +274,36 @@ def _run(ctx: NodeContext, answer: dict) -> dict:
             f"writes; the working directory has: {', '.join(written) or 'no file'})"
             + (f"; stdout ended: {said}" if said else "")
         )
-    record["failure"] = failure
-    if failure is None:
-        graded = bool(ctx.cfg.grader.dir)
-        own, source = read_metrics(ctx, outputs, answer=answer, before=before, fallback=not graded)
-        refused = _recorded_refusal(ctx) if replay else None
-        if refused:
-            own, source = [], refused
-        record["unmeasured_files"] = (
+    record = RunRecord(outputs=tuple(outputs), duration_s=total, missing_outputs=missing, failure=failure)
+    if failure is not None:
+        return record
+    graded = bool(ctx.cfg.grader.dir)
+    own, source = read_metrics(ctx, outputs, answer=answer, before=before, fallback=not graded)
+    refused = _recorded_refusal(ctx) if replay else None
+    if refused:
+        own, source = [], refused
+    record = replace(
+        record,
+        unmeasured_files=tuple(
             sorted(unmeasured(RunPaths(ctx.executor.src).node(ctx.node.id).root))  # type: ignore[attr-defined]
             if replay
             else unmeasured_files(answer, before_data, ctx.workspace)
-        )
-        record["metrics"], record["metrics_source"] = own, source
-        if graded:  # the grader's metrics decide; the program's own are kept as self-reported
-            record.update(grade_node(ctx, own, source, run_s=total))
-            failure = record.get("failure")
+        ),
+        metrics=tuple(own),
+        metrics_source=source,
+    )
+    if graded:  # the grader's metrics decide; the program's own are kept as self-reported
+        record = grade_node(ctx, record, run_s=total)
     return record
 
 
 def _recorded_refusal(ctx: NodeContext) -> str | None:
     """In a replay: the recording's refusal of a ``metrics.json`` that predated the run, if any."""
     src = getattr(ctx.executor, "src", None)
-    recorded = read_json(RunPaths(src).node(ctx.node.id).file(RUN_FILE)) if src is not None else None
-    source = str((recorded or {}).get("metrics_source") or "") if isinstance(recorded, dict) else ""
+    recorded = (
+        read_artifact(RunPaths(src).node(ctx.node.id).file(RUN_FILE), RunRecord) if src is not None else None
+    )
+    source = (recorded.metrics_source or "") if recorded is not None else ""
     return source if source.startswith(f"{METRICS_FILE} refused: it existed before") else None
 
 
@@ -343,7 +352,7 @@ def refused_metrics(answer: dict | None, path: Path, before: tuple[int, int, int
 
 def read_metrics(
     ctx: NodeContext,
-    outputs: list[dict],
+    outputs: Sequence[CommandOutput],
     *,
     answer: dict | None = None,
     before: tuple[int, int, int] | None = None,
@@ -366,7 +375,7 @@ def read_metrics(
             return [], f"metrics.json unreadable: {exc}"
     if not fallback:
         return [], f"no {METRICS_FILE}"
-    stdout = "\n".join(o["stdout_tail"] for o in outputs)[-4000:]
+    stdout = "\n".join(o.stdout_tail for o in outputs)[-4000:]
     if not stdout.strip():
         return [], "no metrics.json and no output"
     if ctx.cfg.agent.merge_calls and ctx.node.operation != "seed_eval":

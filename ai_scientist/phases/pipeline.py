@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..base.artifacts import RunRecord
 from ..base.paths import PLAN_FILE
 from ..context.state import state_op_for
 from .base import NodeContext, PhaseFailed, parent_file
@@ -24,8 +25,8 @@ from .review import (
     measurement,
     node_summary,
     review_execution,
-    review_metrics,
     seed_summary,
+    with_review_metrics,
 )
 
 
@@ -61,37 +62,37 @@ def run_node(ctx: NodeContext) -> None:
         _, answer = _plan_and_code(ctx)
         compile_code(ctx, answer)
         record = run_experiment(ctx, answer)
-        if record.get("failure"):
-            raise PhaseFailed("phase4", record["failure"] + _tail(record))
-        if not record.get("metrics") and record.get("metrics_source") != METRICS_FROM_REVIEW:
-            raise PhaseFailed("phase4", f"no metrics: {record.get('metrics_source')}")
-        review = review_execution(ctx, record) if ctx.node.operation != "seed_eval" else {}
-        if record.get("metrics_source") == METRICS_FROM_REVIEW:
-            record = {**record, "metrics": review_metrics(review)}
-        found = findings(review)
-        if review.get("is_bug"):
-            if ctx.cfg.agent.trust_review:
-                # the verdict with its reason and what the run measured: a stage summary and the
-                # siblings' tables must be able to say why (the findings alone were cut to a line)
-                remarks = str(review.get("remarks") or "").strip()
-                why = " ".join(x for x in (found, f"Why a bug: {remarks}" if remarks else "") if x)
-                measured = ", ".join(
-                    f"{m.get('name')}={m.get('value')}" for m in (record.get("metrics") or [])[:8]
-                )
-                raise PhaseFailed(
-                    "review",
-                    f"execution review found a bug: {why or 'no reason given'}"
-                    + (f" (the run measured {measured})" if measured else ""),
-                )
-            # advice only (agent.trust_review false): recorded, the hard evidence decides
-            ctx.run.event("review_advisory", node_id=ctx.node.id, summary=found[:500])
+        if record.failure:
+            raise PhaseFailed("phase4", record.failure + _tail(record))
+        if not record.metrics and record.metrics_source != METRICS_FROM_REVIEW:
+            raise PhaseFailed("phase4", f"no metrics: {record.metrics_source}")
+        # a seed re-run repeats a reviewed program: its numbers are what it adds, not a review
+        review = review_execution(ctx, record) if ctx.node.operation != "seed_eval" else None
+        if review is not None:
+            record = with_review_metrics(record, review)
+            found = findings(review)
+            if review.is_bug:
+                if ctx.cfg.agent.trust_review:
+                    # the verdict with its reason and what the run measured: a stage summary and the
+                    # siblings' tables must be able to say why (the findings alone were cut to a line)
+                    remarks = review.remarks.strip()
+                    why = " ".join(x for x in (found, f"Why a bug: {remarks}" if remarks else "") if x)
+                    measured = ", ".join(f"{m.get('name')}={m.get('value')}" for m in record.metrics[:8])
+                    raise PhaseFailed(
+                        "review",
+                        f"execution review found a bug: {why or 'no reason given'}"
+                        + (f" (the run measured {measured})" if measured else ""),
+                    )
+                # advice only (agent.trust_review false): recorded, the hard evidence decides
+                ctx.run.event("review_advisory", node_id=ctx.node.id, summary=found[:500])
+        metrics_list = list(record.metrics)
         if wants_plots(ctx):  # the node's figures and their critique (a plotting failure is no bug)
-            check_valid(ctx, critique_plots(ctx, make_plots(ctx, answer, record["metrics"])))
-        metric, metrics = _metric_objects(record["metrics"])
+            check_valid(ctx, critique_plots(ctx, make_plots(ctx, answer, metrics_list)))
+        metric, metrics = _metric_objects(metrics_list)
         # the node's summary is what its run found, after the review's measurement caveat (the
         # review's remarks about itself stay in review.json); a seed re-run's says whose re-run it is, with which seed, and what it measured
-        if ctx.node.operation == "seed_eval":
-            summary = seed_summary(ctx, record["metrics"])
+        if review is None:
+            summary = seed_summary(ctx, metrics_list)
         else:
             summary = node_summary(found, measurement(review), ctx.node.summary, headline(review, metric))
         ctx.update(
@@ -114,9 +115,7 @@ def run_node(ctx: NodeContext) -> None:
         ctx.run.event("node_failed", node_id=ctx.node.id, phase=exc.phase, reason=exc.reason[:1000])
 
 
-def _tail(record: dict) -> str:
-    outs = record.get("outputs") or []
-    if not outs:
+def _tail(record: RunRecord) -> str:
+    if not record.outputs:
         return ""
-    last = outs[-1]
-    return f"\nstderr tail:\n{(last.get('stderr_tail') or '')[-1500:]}"
+    return f"\nstderr tail:\n{record.outputs[-1].stderr_tail[-1500:]}"

@@ -394,7 +394,7 @@ def _plots(ctx: NodeContext, answer: dict, metrics: Any) -> dict:
         **node_facts(ctx),
         **program_values(ctx, answer),  # a small change: its diff to the parent's program
         "data_files": data_files_text(files, metrics, count_data_files(ctx.workspace, skip)),
-        "run_result": run_result_text({}, metrics, commands=False),
+        "run_result": run_result_text(None, metrics, commands=False),
         "plot_dir": PLOT_DIR,
         "max_figures": pcfg.max_figures,
         "plot_problems": "",
@@ -635,7 +635,7 @@ def _ask_vlm(ctx: NodeContext, figures: list[dict[str, Any]], plots: dict) -> di
         "python": ctx.cfg.exec.python,
         # a benchmark's figures are judged against the machine (cores, caches, peak rate): only then
         "environment": ctx.environment_text if shows_machine(kinds) else "",
-        "run_result": run_result_text({}, metrics, commands=False),
+        "run_result": run_result_text(None, metrics, commands=False),
         "kinds": kinds,
         "figures": figures,  # listed once, with their captions, in the call's brief
         # the stage's other nodes with their results: a figure contradicting theirs is checked

@@ -16,14 +16,16 @@ with the plotting and critique calls).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from ..base.artifacts import Review, RunRecord
 from ..base.nodedata import unmeasured
 from ..base.paths import CODE_FILE, COMPILE_FILE, REVIEW_FILE, RunPaths
 from ..base.templates import render
 from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed
-from .checkpoint import checkpoint
+from .checkpoint import checkpoint_typed
 from .evidence import (
     judged_stage,
     node_facts,
@@ -38,14 +40,14 @@ from .plots import loss_series
 from .schemas import REVIEW_METRICS_SCHEMA, REVIEW_SCHEMA
 
 
-def review_execution(ctx: NodeContext, run_record: dict) -> dict:
+def review_execution(ctx: NodeContext, run_record: RunRecord) -> Review:
     """Structured execution review (findings, remarks, measurement, is_bug); saved as ``review.json``."""
-    return checkpoint(ctx, "review", REVIEW_FILE, lambda: _review(ctx, run_record))
+    return checkpoint_typed(ctx, "review", Review, REVIEW_FILE, lambda: _review(ctx, run_record))
 
 
-def _review(ctx: NodeContext, run_record: dict) -> dict:
-    metrics = run_record.get("metrics") or []
-    parse = run_record.get("metrics_source") == METRICS_FROM_REVIEW  # one call for both (merge_calls)
+def _review(ctx: NodeContext, run_record: RunRecord) -> Review:
+    metrics = list(run_record.metrics)
+    parse = run_record.metrics_source == METRICS_FROM_REVIEW  # one call for both (merge_calls)
     kinds = node_kinds(ctx, metrics)
     builds = (ctx.load(COMPILE_FILE) or {}).get("commands") or []
     values = {
@@ -53,7 +55,7 @@ def _review(ctx: NodeContext, run_record: dict) -> dict:
         # a benchmark is judged against the machine (its cores, caches, peak rate): only then
         "environment": ctx.environment_text if shows_machine(kinds) else "",
         **program_values(ctx, ctx.load(CODE_FILE) or {}),  # a small change: its diff to the parent's
-        "run_output": run_output_text(run_record.get("outputs") or []),
+        "run_output": run_output_text(run_record.outputs),
         # the data files' per-epoch losses (head and tail): "a loss that never decreases" is
         # judged from them (the output rarely prints them; a relay run's reviewer never saw any)
         "run_result": run_result_text(
@@ -76,7 +78,7 @@ def _review(ctx: NodeContext, run_record: dict) -> dict:
         **judged_stage(ctx),
     }
     try:
-        review = ctx.ask(
+        answer = ctx.ask(
             "exec_review",
             values,
             phase="review",
@@ -86,31 +88,28 @@ def _review(ctx: NodeContext, run_record: dict) -> dict:
         ).parsed
     except LLMError as exc:
         # the review is advice on top of hard evidence (exit codes, metrics): record and go on
-        review = {
-            "is_bug": False,
-            "findings": "",
-            "remarks": f"review unavailable: {exc}",
-            "measurement": "",
-            "error": str(exc),
-        }
-    return review
+        return Review(is_bug=False, remarks=f"review unavailable: {exc}", error=str(exc))
+    try:
+        return Review.from_json(answer)
+    except ValueError as exc:  # the client checked the schema: only a backend ignoring it gets here
+        raise PhaseFailed("review", f"the review's answer is malformed: {exc}") from exc
 
 
-def findings(review: dict[str, Any]) -> str:
-    """What the reviewed run found (a review written before issue 28 calls it ``summary``)."""
-    return str(review.get("findings") or review.get("summary") or "").strip()
+def findings(review: Review) -> str:
+    """What the reviewed run found (a review written before issue 28 called it ``summary``)."""
+    return review.findings.strip()
 
 
-def measurement(review: dict[str, Any]) -> str:
+def measurement(review: Review) -> str:
     """The review's concern about a valid run's numbers (noisy or not comparable), or ""."""
-    return " ".join(str(review.get("measurement") or "").split())
+    return " ".join(review.measurement.split())
 
 
-def headline(review: dict[str, Any], metric: Any = None) -> str:
+def headline(review: Review, metric: Any = None) -> str:
     """The review's answer to which configuration of a grid the primary metric's value is for, as
     the sentence the node's summary opens with: "Headline: val_accuracy=0.91 is for lr=0.1."
     ("" when the run measured one configuration, or the review did not say)."""
-    said = " ".join(str(review.get("headline") or "").split()).rstrip(".")
+    said = " ".join((review.headline or "").split()).rstrip(".")
     if not said:
         return ""
     value = f"{metric.name}={metric.value:.6g}" if metric is not None else "the reported value"
@@ -129,16 +128,19 @@ def node_summary(found: str, concern: str, fallback: str = "", head: str = "") -
     return f"Caveat (valid but noisy or not comparable): {concern.rstrip('.')}. {text}".strip()
 
 
-def review_metrics(review: dict) -> list[dict]:
-    """The metrics the execution review parsed from the output (no metrics.json, merge_calls)."""
+def with_review_metrics(record: RunRecord, review: Review) -> RunRecord:
+    """Phase 4's record with the metrics the execution review parsed from the output (no
+    metrics.json, merge_calls: ``metrics_source`` "review"); any other record as it is."""
+    if record.metrics_source != METRICS_FROM_REVIEW:
+        return record
     try:
-        metrics = normalise_metrics(review.get("metrics") or [])
+        metrics = normalise_metrics(list(review.metrics or []))
     except (ValueError, TypeError) as exc:
         raise PhaseFailed("phase4", f"no metrics: the review's metrics are invalid: {exc}") from exc
     if not metrics:
-        why = findings(review) or str(review.get("remarks") or "")
+        why = findings(review) or review.remarks
         raise PhaseFailed("phase4", f"no metrics.json; the review found none: {why}")
-    return metrics
+    return replace(record, metrics=tuple(metrics))
 
 
 def seed_summary(ctx: NodeContext, metrics: list[dict[str, Any]]) -> str:

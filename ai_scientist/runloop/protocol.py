@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..base.artifacts import RunRecord, read_artifact
 from ..base.fileio import read_json, read_jsonl
 from ..base.paths import CODE_FILE, RUN_FILE, RunPaths
 from ..phases.edits import text_files
@@ -180,14 +181,9 @@ def _run_identity(run_dir: Path, node: Node) -> str:
     its SEED and what it produced (each command's output tails, its metrics), as one digest."""
     paths = RunPaths(run_dir).node(node.id)
     answer = read_json(paths.file(CODE_FILE)) or {}
-    record = read_json(paths.file(RUN_FILE)) or {}
+    record = read_artifact(paths.file(RUN_FILE), RunRecord)
     program = {k: answer.get(k) for k in ("files", "build", "run")} if isinstance(answer, dict) else {}
-    outputs = record.get("outputs") if isinstance(record, dict) else None
-    produced = [
-        (o.get("stdout_tail"), o.get("stderr_tail"), o.get("exit_code"))
-        for o in (outputs if isinstance(outputs, list) else [])
-        if isinstance(o, dict)
-    ]
+    produced = [(o.stdout_tail, o.stderr_tail, o.exit_code) for o in (record.outputs if record else ())]
     metrics = [(m.name, m.value, m.dataset) for m in node.metrics]
     blob = json.dumps([program, node.seed, produced, metrics], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()

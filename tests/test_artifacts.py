@@ -1,0 +1,148 @@
+"""The typed node artifacts (``ai_scientist/base/artifacts.py``): phase 4's run record and the
+execution review each have one reader and one writer, and the files keep the format the code
+before them wrote (the recorded fixture's files read back to the same values and write back to
+the same JSON), so an old run resumes and a recorded run replays."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from ai_scientist.base.artifacts import CommandOutput, Review, RunRecord, read_artifact, write_artifact
+from ai_scientist.base.nodedata import unmeasured
+from ai_scientist.base.paths import REVIEW_FILE, RUN_FILE
+from ai_scientist.testing.bench_support import recorded_run
+
+FIXTURE = recorded_run()
+RUN_FILES = sorted(FIXTURE.glob(f"nodes/*/{RUN_FILE}"))
+REVIEW_FILES = sorted(FIXTURE.glob(f"nodes/*/{REVIEW_FILE}"))
+
+
+def test_the_fixture_has_both_artifacts():
+    assert RUN_FILES and REVIEW_FILES
+    # a failed run (no metrics read) and a measured one are both among them
+    kinds = {"metrics_source" in json.loads(p.read_text()) for p in RUN_FILES}
+    assert kinds == {True, False}
+
+
+@pytest.mark.parametrize("path", RUN_FILES, ids=lambda p: p.parent.name)
+def test_a_run_record_written_by_the_previous_code_reads_to_its_values(path, tmp_path):
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    record = read_artifact(path, RunRecord)
+    assert record is not None
+    assert [o.to_json() for o in record.outputs] == raw["outputs"]
+    assert record.duration_s == raw["duration_s"]
+    assert list(record.missing_outputs) == raw["missing_outputs"]
+    assert record.failure == raw["failure"]
+    assert record.metrics_source == raw.get("metrics_source")
+    assert [dict(m) for m in record.metrics] == raw.get("metrics", [])
+    assert list(record.unmeasured_files) == raw.get("unmeasured_files", [])
+    assert record.self_reported is None  # the fixture has no grader
+    # written back: the same JSON, keys in the same order (what the viewer and a resume read)
+    out = write_artifact(tmp_path / RUN_FILE, record)
+    assert out.read_text(encoding="utf-8") == path.read_text(encoding="utf-8")
+    assert read_artifact(out, RunRecord) == record
+    assert unmeasured(path.parent) == frozenset(record.unmeasured_files)
+
+
+@pytest.mark.parametrize("path", REVIEW_FILES, ids=lambda p: p.parent.name)
+def test_a_review_written_by_the_previous_code_reads_to_its_values(path, tmp_path):
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    review = read_artifact(path, Review)
+    assert review is not None
+    assert (review.is_bug, review.findings, review.remarks, review.measurement) == (
+        raw["is_bug"],
+        raw["findings"],
+        raw["remarks"],
+        raw["measurement"],
+    )
+    assert review.headline == raw.get("headline") and review.metrics == raw.get("metrics")
+    out = write_artifact(tmp_path / REVIEW_FILE, review)
+    assert out.read_text(encoding="utf-8") == path.read_text(encoding="utf-8")
+    assert read_artifact(out, Review) == review
+
+
+def test_a_graded_record_keeps_the_programs_own_metrics_apart(tmp_path):
+    run = RunRecord(
+        outputs=(CommandOutput("python3 run.py", 0, None, "", "acc=0.9\n", "", 1.25),),
+        duration_s=1.25,
+        unmeasured_files=("seed.npy",),
+        metrics=({"name": "acc", "value": 0.8, "direction": "maximize", "dataset": "test"},),
+        metrics_source="grader",
+        self_reported=({"name": "acc", "value": 0.9, "direction": "maximize", "dataset": None},),
+        self_reported_source="metrics.json",
+        mismatches=(
+            {"name": "acc", "graded": 0.8, "self_reported": 0.9, "difference": 0.1, "tolerance": 0.01},
+        ),
+    )
+    path = write_artifact(tmp_path / RUN_FILE, run)
+    raw = json.loads(path.read_text())
+    assert list(raw) == [
+        "outputs",
+        "duration_s",
+        "missing_outputs",
+        "failure",
+        "unmeasured_files",
+        "metrics",
+        "metrics_source",
+        "self_reported",
+        "self_reported_source",
+        "mismatches",
+    ]
+    back = read_artifact(path, RunRecord)
+    assert back == run
+    assert back is not None and back.metrics[0]["value"] == 0.8 and back.self_reported[0]["value"] == 0.9
+
+
+def test_a_review_with_parsed_metrics_and_a_headline_round_trips(tmp_path):
+    review = Review(
+        is_bug=False,
+        findings="acc=0.91 at lr=0.1",
+        measurement="timed once",
+        headline="lr=0.1",
+        metrics=({"name": "acc", "value": 0.91, "direction": "maximize"},),
+    )
+    path = write_artifact(tmp_path / REVIEW_FILE, review)
+    assert list(json.loads(path.read_text())) == [
+        "findings",
+        "remarks",
+        "measurement",
+        "headline",
+        "is_bug",
+        "metrics",
+    ]
+    assert read_artifact(path, Review) == review
+    failed = replace(Review(is_bug=False), remarks="review unavailable: timeout", error="timeout")
+    assert read_artifact(write_artifact(tmp_path / "r2.json", failed), Review) == failed
+
+
+def test_a_review_before_issue_28_reads_its_summary_as_findings(tmp_path):
+    path = tmp_path / REVIEW_FILE
+    path.write_text(json.dumps({"is_bug": False, "summary": "ran; acc=0.5"}))
+    review = read_artifact(path, Review)
+    assert review is not None and review.findings == "ran; acc=0.5"
+
+
+@pytest.mark.parametrize(
+    ("kind", "data", "named"),
+    [
+        (RunRecord, [1, 2], "not a JSON object"),
+        (RunRecord, {"outputs": "no", "duration_s": 1}, "outputs"),
+        (RunRecord, {"outputs": [], "duration_s": 1, "metrics": [{"value": 1}]}, "metrics"),
+        (RunRecord, {"outputs": [{"command": "x", "exit_code": "0"}], "duration_s": 1}, "exit_code"),
+        (Review, {"findings": "x"}, "is_bug"),
+        (Review, {"is_bug": "false"}, "is_bug"),
+    ],
+)
+def test_a_malformed_file_is_a_clear_error(tmp_path, kind, data, named):
+    """A malformed file raises ValueError naming the field (the checkpoint then redoes the phase)."""
+    path = tmp_path / "artifact.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=named):
+        read_artifact(path, kind)
+
+
+def test_no_file_reads_as_none(tmp_path):
+    assert read_artifact(tmp_path / RUN_FILE, RunRecord) is None
