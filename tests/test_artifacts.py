@@ -146,3 +146,55 @@ def test_a_malformed_file_is_a_clear_error(tmp_path, kind, data, named):
 
 def test_no_file_reads_as_none(tmp_path):
     assert read_artifact(tmp_path / RUN_FILE, RunRecord) is None
+
+
+@pytest.mark.parametrize("damage", ["torn", "malformed"])
+def test_a_done_phase_whose_typed_artifact_does_not_read_is_redone(tmp_path, damage):
+    """checkpoint_typed reuses a done phase's RunRecord as read back, and redoes the phase when
+    the file is torn (a power loss) or has the wrong shape (the reader's ValueError)."""
+    from pipeline_support import run_args
+
+    from ai_scientist.cli.commands import setup_run
+    from ai_scientist.phases.base import NodeContext
+    from ai_scientist.phases.checkpoint import checkpoint_typed
+    from ai_scientist.treesearch.journal import Journal
+
+    run, _ = setup_run(run_args(tmp_path))
+
+    def ctx_of(journal: Journal, node_id: str) -> NodeContext:
+        return NodeContext(
+            run=run,
+            node=journal.get(node_id),
+            parent=None,
+            llm=None,
+            executor=None,
+            prompts=None,
+            environment={},
+            environment_text="",
+            journal=journal,
+        )
+
+    journal = Journal(run.journal_path)
+    ctx = ctx_of(journal, journal.new_node(stage=1, operation="draft").id)
+    first = read_artifact(RUN_FILES[-1], RunRecord)
+    assert first is not None
+    calls = []
+
+    def compute(value: RunRecord):
+        def run_it() -> RunRecord:
+            calls.append(value)
+            return value
+
+        return run_it
+
+    assert checkpoint_typed(ctx, "phase4", RunRecord, RUN_FILE, compute(first)) == first
+    resumed = ctx_of(Journal(run.journal_path), ctx.node.id)
+    second = replace(first, duration_s=first.duration_s + 1)
+    assert checkpoint_typed(resumed, "phase4", RunRecord, RUN_FILE, compute(second)) == first
+    assert calls == [first]  # reused, read back as the same record
+    path = ctx.dir / RUN_FILE
+    path.write_text('{"outputs": [' if damage == "torn" else '{"outputs": 3, "duration_s": 1}')
+    resumed = ctx_of(Journal(run.journal_path), ctx.node.id)
+    assert checkpoint_typed(resumed, "phase4", RunRecord, RUN_FILE, compute(second)) == second
+    assert calls == [first, second]
+    assert read_artifact(path, RunRecord) == second
