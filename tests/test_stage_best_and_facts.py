@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from ai_scientist.runloop.stage_summary import cut_sentences, cut_words, result_cell, seeds_text, stage_facts
+from ai_scientist.runloop.stage_facts import cut_sentences, cut_words, result_cell, seeds_text, stage_facts
 from ai_scientist.treesearch import Journal, Metric, Node
 from ai_scientist.treesearch.best import ABLATION_STAGE, ablation_stage_best
 from ai_scientist.treesearch.policies import next_stage_state

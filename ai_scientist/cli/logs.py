@@ -163,7 +163,7 @@ def stage_choices(run: Path) -> list[dict[str, Any]]:
 
 
 def _stage_lines(choices: list[dict[str, Any]]) -> list[str]:
-    from ..runloop.stage_summary import rerank_lines
+    from ..runloop.stage_facts import rerank_lines
 
     lines = []
     for c in choices:

@@ -1,0 +1,350 @@
+"""A stage's facts as its summary call is shown them (:func:`stage_facts`): counts, the best node
+and how it was chosen (its search run, its seed re-runs, the re-ranking over seeds), then every
+search node of the stage ranked, each metric and cell cut at a word or a sentence, never mid-word.
+The summary itself (the call, the stored file, the layer of later prompts) is :mod:`.stage_summary`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..treesearch.best import ABLATION_STAGE, comparable_metric, count_nodes, primary_metric_key
+from ..treesearch.seeds import num
+from ..treesearch.seeds import stderr_text as _stderr
+from ..treesearch.stages import STAGES
+from ..treesearch.tried import failure_text, ranked
+
+if TYPE_CHECKING:
+    from ..treesearch.journal import JournalView
+    from ..treesearch.node import Metric, Node
+
+IDEA_CHARS = 200  # the table's idea cell: cut at a word, never mid-word
+RESULT_CHARS = 320  # the result cell: the primary metric, then whole metrics while they fit, "+N more"
+SUMMARY_CHARS = 900  # the summary cell: the findings whole (the review's 500, a measurement caveat's 300)
+ERROR_CHARS = 200
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def cut_words(text: str, limit: int) -> str:
+    """``text`` on one line, at most about ``limit`` characters, cut at a word (``…`` marks a cut)."""
+    one = _one_line(text)
+    if len(one) <= limit:
+        return one
+    head = one[:limit].rsplit(" ", 1)[0] if " " in one[:limit] else one[:limit]
+    return head.rstrip(",;:") + " …"
+
+
+_SENTENCE_END = re.compile(r"[.!?](?=\s+[A-Z(\"'])")
+
+
+def cut_sentences(text: str, limit: int) -> str:
+    """``text`` on one line: whole, or its first sentences up to ``limit`` characters followed by
+    ``[…]``; a first sentence longer than ``limit`` is cut at a word (:func:`cut_words`)."""
+    one = _one_line(text)
+    if len(one) <= limit:
+        return one
+    ends = [m.end() for m in _SENTENCE_END.finditer(one, 0, limit)]
+    if not ends:
+        return cut_words(one, limit)
+    return one[: ends[-1]] + " […]"
+
+
+def metric_item(m: Metric, dataset: str | None = None) -> str:
+    """``name=value`` with the dataset in parentheses unless it is ``dataset`` (already said)."""
+    shown = f" ({m.dataset})" if m.dataset and m.dataset != dataset else ""
+    return f"{m.name}={num(m.value)}{shown}"
+
+
+def best_metric_text(node: Node) -> str:
+    """``name=value (direction, dataset)`` of the node's primary metric, or ``no metric``."""
+    m = node.metric
+    if m is None:
+        return "no metric"
+    return f"{m.name}={num(m.value)} ({m.direction}{', ' + m.dataset if m.dataset else ''})"
+
+
+def ordered_metrics(node: Node, parent: Node | None = None) -> tuple[list[Metric], int]:
+    """``node``'s metrics in the order a reader needs them: the primary one, then those whose
+    (name, dataset) ``parent`` did not report (the conditions this node added), then the rest;
+    and how many are new. Without a parent, or one that reported no metric, the node's own order
+    (nothing is "new" against nothing). A relay run's stage-3 node added 46 metrics after its
+    parent's 13: listed in the node's order, the new ones never reached the summary."""
+    metrics = list(node.metrics) or ([node.metric] if node.metric is not None else [])
+    head: list[Metric] = []
+    if node.metric is not None:
+        head = [node.metric]
+        metrics = [m for m in metrics if m.key != node.metric.key]
+    had = {m.key for m in (parent.metrics if parent is not None else ())}
+    if parent is not None and parent.metric is not None:
+        had.add(parent.metric.key)
+    if not had:
+        return [*head, *metrics], 0
+    new = [m for m in metrics if m.key not in had]
+    return [*head, *new, *(m for m in metrics if m.key in had)], len(new)
+
+
+def result_cell(node: Node, limit: int = RESULT_CHARS, parent: Node | None = None) -> str:
+    """A good node's metrics, primary first, then those new relative to ``parent``
+    (:func:`ordered_metrics`), each whole; those that do not fit in ``limit`` characters are
+    counted (``+3 more``), never cut. A failed node: why; a node that changed the evaluation
+    protocol: its metric and how it changed it; else still running."""
+    if node.is_buggy:
+        return "failed: " + cut_words(failure_text(node.error), ERROR_CHARS)
+    if node.is_incomparable:  # its metric is not the stage's measurement: why, not a rank
+        return f"{best_metric_text(node)}, not comparable: {cut_words(node.incomparable or '', ERROR_CHARS)}"
+    if not node.is_good:
+        return "running (no result yet)"
+    metrics, _ = ordered_metrics(node, parent)
+    if not metrics:
+        return "no metric"
+    dataset = metrics[0].dataset
+    parts = [metric_item(metrics[0])]
+    used = len(parts[0])
+    for i, m in enumerate(metrics[1:], 1):
+        item = metric_item(m, dataset)
+        rest = len(metrics) - i - 1
+        reserve = len(f"; +{rest} more") if rest else 0
+        if used + 2 + len(item) + reserve > limit:
+            parts.append(f"+{len(metrics) - i} more")
+            break
+        parts.append(item)
+        used += 2 + len(item)
+    return "; ".join(parts)
+
+
+SEED_TABLE_CHARS = 5000  # a node's metric x seed table: whole rows while they fit, then a count
+
+
+def _mean_cell(values: list[float], of: int) -> str:
+    """The run's one seed statistic (mean ± s.e. over the re-runs), ``n=`` when some lack it."""
+    if not values:
+        return "-"
+    mean = sum(values) / len(values)
+    out = num(mean)
+    if len(values) > 1:
+        se = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5 / len(values) ** 0.5
+        out += f" ± {_stderr(se)}"
+    return out + (f" (n={len(values)})" if len(values) < of else "")
+
+
+def seed_table(
+    node: Node, reruns: Sequence[Node], parent: Node | None = None, limit: int = SEED_TABLE_CHARS
+) -> str | None:
+    """``node``'s metrics by seed: one row per metric (each name once), a column for its search
+    run, one per good seed re-run and the mean ± s.e. over the re-runs; rows in
+    :func:`ordered_metrics` order (the primary, the metrics new relative to ``parent``, the rest),
+    whole rows while they fit in ``limit`` characters, the rest counted. None without a good
+    re-run. A capable model's stage summary saw the first 13 of a node's 59 re-run metrics, each
+    named twice (result and re-run cells), and never the re-runs of the conditions it added."""
+    good = [r for r in reruns if r.is_good]
+    if not good:
+        return None
+    order, new = ordered_metrics(node, parent)
+    if not order:
+        return None
+    per_run = [{m.key: m for m in (list(r.metrics) or ([r.metric] if r.metric else []))} for r in good]
+    dataset = order[0].dataset
+    who = ", ".join(f"{r.id} seed {r.seed}" if r.seed is not None else r.id for r in good)
+    cols = [f"seed {r.seed}" if r.seed is not None else r.id for r in good]
+    rows_said = "the primary metric"
+    if parent is not None and new:
+        rows_said += f", then the {new} metric{'' if new == 1 else 's'} {parent.id} did not report (what {node.id} added)"
+    rows_said += ", then the rest" if len(order) > 1 + new else ""
+    lines = [
+        f"Seed re-runs of {node.id} ({who}): each metric on its search run, on each re-run, and the "
+        f"mean ± s.e. over the re-runs only (the search run apart). Rows: {rows_said}.",
+        f"| metric | search | {' | '.join(cols)} | mean ± s.e. |",
+        "|---|---|" + "---|" * len(cols) + "---|",
+    ]
+    used = sum(len(x) + 1 for x in lines)
+    for i, m in enumerate(order):
+        got = [run.get(m.key) for run in per_run]
+        values = [g.value for g in got if g is not None and g.is_valid]
+        cells = [num(g.value) if g is not None and g.is_valid else "-" for g in got]
+        name = m.name + (f" [{m.dataset}]" if m.dataset and (i == 0 or m.dataset != dataset) else "")
+        row = f"| {_one_line(name)} | {num(m.value)} | {' | '.join(cells)} | {_mean_cell(values, len(got))} |"
+        if i and used + len(row) > limit:
+            left = order[i:]
+            also = ", each one its parent also reported" if parent is not None and i >= 1 + new else ""
+            lines.append(f"(+{len(left)} more metric{'' if len(left) == 1 else 's'} not shown{also})")
+            break
+        lines.append(row)
+        used += len(row) + 1
+    return "\n".join(lines)
+
+
+def rerun_cell(node: Node, reruns: Sequence[Node]) -> str | None:
+    """The stage table's re-run cell of a node with a :func:`seed_table`: its re-runs and the
+    primary metric's seed statistic, worded as the writer and the reviewer get them
+    (:func:`ai_scientist.treesearch.seeds.rerun_text`); the rest is in the table below."""
+    good = [r for r in reruns if r.is_good]
+    if not good or node.metric is None:
+        return None
+    who = ", ".join(f"{r.id} seed {r.seed}" if r.seed is not None else r.id for r in good)
+    values = [
+        r.metric.value
+        for r in good
+        if r.metric is not None and r.metric.key == node.metric.key and r.metric.is_valid
+    ]
+    n = len(good)
+    stat = "value (one re-run: no spread)" if n == 1 else "mean ± s.e."
+    shown = f"{node.metric.name}={_mean_cell(values, n)}" if values else f"no {node.metric.name}"
+    return f"{n} seed re-run{'' if n == 1 else 's'} ({who}), {stat}: {shown}; every metric by seed in its table below"
+
+
+def seeds_text(agg: dict[str, Any] | None, node_id: str | None, seeds: Sequence[int] = ()) -> str | None:
+    """The seed re-runs of the best node as a sentence: ``val_accuracy over 2 seed re-runs of
+    n0001 (seeds 1, 2): mean 0.8658 ± 0.0088 s.e. (values 0.8745, 0.857).``; None without
+    re-runs. ``seeds``: the re-runs' SEED values (two equal values then read as what they are)."""
+    if not agg:
+        return None
+    try:
+        n, mean = int(agg.get("n") or 0), float(agg["mean"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    of = f" of {node_id}" if node_id else ""
+    if seeds:
+        of += f" (seed{'' if len(seeds) == 1 else 's'} {', '.join(str(x) for x in seeds)})"
+    if n == 1:  # one value has no spread: say so rather than print a mean with no error
+        return f"{agg.get('name', 'metric')} over 1 seed re-run{of}: {num(mean)} (one re-run: no spread)."
+    out = f"{agg.get('name', 'metric')} over {n} seed re-runs{of}: mean {num(mean)}"
+    if agg.get("stderr") is not None:
+        out += f" ± {_stderr(float(agg['stderr']))} s.e."
+    values = [num(float(v)) for v in agg.get("values") or []]
+    if values:
+        out += f" (values {', '.join(values)})"
+    return out + "."
+
+
+def _groups_text(groups: dict[str, Any]) -> str:
+    """The nodes a seed-noise estimate pooled, each with its re-run values ("n0002 0.902, 0.916")."""
+    return (
+        "; ".join(f"{nid} {', '.join(num(float(v)) for v in vals)}" for nid, vals in groups.items()) or "none"
+    )
+
+
+def rerank_lines(record: dict[str, Any] | None) -> list[str]:
+    """The re-ranking over seeds at a stage's end as sentences (stage facts, ``logs``): the noise
+    estimate with its numbers, the threshold, the candidates, their means and the decision."""
+    if not record:
+        return []
+    noise = record.get("noise") or {}
+    name = (record.get("metric") or ["metric"])[0]
+    sigma = noise.get("sigma")
+    if sigma is None:
+        return [f"Re-ranking over seeds: {record.get('decision')}."]
+    groups = noise.get("groups") or {}
+    out = [
+        f"Re-ranking over seeds: {record['node_id']} led on its search run ({name} "
+        f"{num(record['search_value'])}); seed noise sigma {num(sigma)} ({noise.get('estimator')}, "
+        f"over the re-runs done before this decision: {_groups_text(groups)}; {noise.get('dof')} degree(s) "
+        f"of freedom); within the noise: a difference up to {num(record['threshold'])} "
+        f"({num(record['noise_z'])} x sigma x sqrt 2)."
+    ]
+    ups = record.get("runners_up") or []
+    if ups:
+        out.append("Runners-up: " + ", ".join(f"{u['node_id']} {num(u['value'])}" for u in ups) + ".")
+    means = record.get("means") or {}
+    if means:
+        parts = [
+            f"{nid} {num(a['mean'])}"
+            + (f" ± {_stderr(a['stderr'])}" if a.get("stderr") is not None else "")
+            + f" (n={a['n']}: {', '.join(num(float(v)) for v in a.get('values') or [])})"
+            if a
+            else f"{nid} no good re-run"
+            for nid, a in means.items()
+        ]
+        out.append("Means over the seed re-runs: " + ", ".join(parts) + ".")
+    out.append(f"Decision: {record.get('decision')}.")
+    return out
+
+
+def _decided_by(best: Node, seeds: dict | None, rerank: dict | None) -> str:
+    """Next to the best node's search-run value: its seed re-runs' mean and which of the two the
+    stage's choice rested on (a relay run quoted the search value of a node chosen by its mean)."""
+    agg = (seeds or {}).get("aggregate") if (seeds or {}).get("node_id") == best.id else None
+    if not agg:
+        return ""
+    mean = f"mean {num(agg['mean'])} over its {agg['n']} seed re-run{'s' if agg['n'] != 1 else ''}"
+    if not rerank:  # not chosen in this stage (the ablation stage's carried node)
+        return f" on its search run ({mean})"
+    if rerank.get("means"):
+        return f" on its search run; {mean}, which decided the choice (re-ranking over seeds, below)"
+    return f" on its search run, which decided the choice ({mean})"
+
+
+def stage_facts(
+    view: JournalView, stage: int, best: Node | None, seeds: dict | None, rerank: dict | None = None
+) -> list[str]:
+    """What a stage did, for its summary: ``[header, row, ...]`` — counts, the stage's best node
+    (worded per stage: handed to the next stage, or the run's best at the last; in the ablation
+    stage the node the ablations were run against), its seed re-runs and the re-ranking over
+    seeds (``rerank``), then every search node of the stage ranked (the ``head_rows`` layer policy
+    cuts the last rows first); a node that changed the evaluation protocol is listed with why."""
+    nodes = [view.get(i) for i in view.ids("search", stage)]
+    # the counts as the status line, the stored summary and the writer's findings count them
+    c = count_nodes(view.get(i) for i in view.ids("all", stage))
+    changed = f", {c.incomparable} not comparable: changed the evaluation protocol" if c.incomparable else ""
+    apart = f"; seed re-runs, counted apart: {c.seed_runs} ({c.seed_good} good)" if c.seed_runs else ""
+    head = [f"Nodes: {c.nodes} ({c.good} good, {c.buggy} failed{changed}){apart}."]
+    last = stage == max(STAGES)
+    if best is None:
+        head.append("No node is the run's best." if last else "No node is handed to the next stage.")
+    else:
+        label = "Best node of the run" if last else "Best node handed to the next stage"
+        where = ""
+        if stage == ABLATION_STAGE and best.stage < stage:
+            where = (
+                f" (from stage {best.stage}: the node this stage's ablations were run against; an ablation"
+                " measures what a part contributes and is never the best)"
+            )
+        elif best.stage < stage:
+            where = f" (from stage {best.stage}: no node of this stage beat it)"
+        decided = _decided_by(best, seeds, rerank)
+        head.append(
+            f"{label}: {best.id}{where} {best_metric_text(best)}{decided}: {_one_line(best.summary or '-')}"
+        )
+    seeded = (seeds or {}).get("node_id") or (best.id if best else None)
+    used = (
+        sorted(n.seed for n in view.seed_runs(seeded) if n.is_good and n.seed is not None) if seeded else []
+    )
+    seed_line = seeds_text((seeds or {}).get("aggregate"), seeded, used)
+    if seed_line:
+        head.append(seed_line)
+    reason = (seeds or {}).get("incomparable_reason")
+    if reason:
+        head.append(f"Seed re-runs not averaged: {reason}.")
+    head += rerank_lines(rerank)
+    if stage == ABLATION_STAGE and best is not None and nodes:
+        m = f" ({best.metric.name} {num(best.metric.value)})" if best.metric is not None else ""
+        head.append(f"Ablations, each measured against {best.id}{m}:")
+    key = primary_metric_key([n for n in nodes if n.is_good])
+    head += [
+        "| node | operation | idea | result | seed re-runs | summary |",
+        "|---|---|---|---|---|---|",
+    ]
+    rows, tables = [], []
+    for n in ranked(nodes):
+        other = " (other metric)" if n.is_good and comparable_metric(n, key) is None else ""
+        summary = "(the best node: its findings are above)" if best is not None and n.id == best.id else None
+        parent = view.get(n.parent_id) if n.parent_id and n.parent_id in view else None
+        table = seed_table(n, view.seed_runs(n.id), parent) if n.is_good else None
+        result, reruns = result_cell(n, parent=parent), None
+        if table is not None:  # a blank line first: the stage's table ends there
+            tables.append("\n" + table)
+            reruns = rerun_cell(n, view.seed_runs(n.id))
+            order = ordered_metrics(n, parent)[0]
+            if not n.is_incomparable and len(order) > 1:  # every metric is in the table: named once
+                result = f"{metric_item(order[0])}; +{len(order) - 1} more, by seed in its table below"
+        rows.append(
+            f"| {n.id} | {n.operation} | {cut_words(n.idea or '-', IDEA_CHARS)} | {result}{other} "
+            f"| {_one_line(reruns or '-')} | {summary or cut_sentences(n.summary or '-', SUMMARY_CHARS)} |"
+        )
+    # each node's metric x seed table after the stage's table, in its rank order (the layer's
+    # head_rows policy cuts from the end: the lowest-ranked node's table first)
+    return ["\n".join(head), *rows, *tables]
