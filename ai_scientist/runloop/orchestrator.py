@@ -21,12 +21,12 @@ everything from them. The pieces, one module each:
 - :mod:`.stage_loop` -- the stage loop, the only owner of the current ``StageState`` (saved to
   ``state.json`` on every change, read back only on resume) and of every decision; one pick
   function for both schedulers;
-- :mod:`.workers` -- the schedulers' side: runs the nodes the loop creates (free-running
-  ``WorkerPool`` or batches) and the main thread's bookkeeping and memory writes;
+- :mod:`.workers` -- the workers' side: a node's context and the worker that runs it, the
+  nodes the loop creates run (free-running ``WorkerPool`` or batches), the main thread's
+  bookkeeping and memory writes;
 - :mod:`.stage_end` -- the end of a stage: its best, seed re-runs (:mod:`.seed_runs`), summary,
   the next stage's state;
 - :mod:`.recovery` -- what a kill -9 left half-done, completed on resume;
-- :mod:`.node_context` -- a node's context and the worker that runs it;
 - :mod:`.run_calls` -- the loop's own LLM calls (idea proposal, tie-break);
 - :mod:`.progress` -- the progress line.
 
@@ -40,13 +40,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.errors import EXIT_OK
 from ..treesearch.journal import Journal
-from .node_context import NodeContexts
 from .progress import ProgressLine
 from .recovery import write_missing_states
 from .services import Services, build_services  # noqa: F401  (re-exported for commands)
 from .stage_loop import StageLoop
 from .steering import Steering
-from .workers import Workers
+from .workers import NodeContexts, Workers
 
 if TYPE_CHECKING:
     from ..base.run import Run

@@ -31,12 +31,11 @@ if TYPE_CHECKING:
     from ..treesearch.journal import Journal, JournalView
     from ..treesearch.node import Node
     from ..treesearch.policies.base import Action
-    from .node_context import NodeContexts
     from .progress import ProgressLine
     from .scheduler import WorkerPool
     from .services import Services
     from .steering import Steering
-    from .workers import Workers
+    from .workers import NodeContexts, Workers
 
 
 class StageLoop:
