@@ -198,3 +198,25 @@ def test_a_judge_gets_the_protocol_without_the_instruction_to_copy_code(run):
             assert copy not in text, (nid, rec["label"])
             if rec["label"].startswith("exec_review"):  # the review judges comparability with it
                 assert "## Evaluation protocol" in text, nid
+
+
+def test_a_stage_summary_carries_what_each_nodes_figure_review_found(run):
+    """The issue's "the critiques' findings never reach a later stage": each node's row in its
+    stage's summary call says what the figure review of that node found (its problems, as the
+    vision model answered them in the node's vlm.json)."""
+    summaries = {r["label"]: r for r in prompt_records(run) if r["phase"] == "summary"}
+    nodes = journal_nodes(run)
+    checked = 0
+    for nid, node in nodes.items():
+        vlm_path = run / "nodes" / nid / "vlm.json"
+        if node["operation"] == "seed_eval" or not vlm_path.exists():
+            continue
+        critique = json.loads(vlm_path.read_text()).get("critique") or {}
+        problems = [p for p in critique.get("problems") or [] if p.strip()]
+        rec = summaries.get(f"stage{node['stage']}")
+        if not problems or rec is None:
+            continue
+        row = next(ln for ln in _prompt(rec).splitlines() if ln.startswith(f"| {nid} |"))
+        assert f"Figure review: {problems[0][:60]}" in row or "Figure review: not valid" in row, row
+        checked += 1
+    assert checked >= 2

@@ -7,7 +7,7 @@ The summary itself (the call, the stored file, the layer of later prompts) is :m
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..treesearch.best import ABLATION_STAGE, comparable_metric, count_nodes, primary_metric_key
@@ -279,13 +279,21 @@ def _decided_by(best: Node, seeds: dict | None, rerank: dict | None) -> str:
 
 
 def stage_facts(
-    view: JournalView, stage: int, best: Node | None, seeds: dict | None, rerank: dict | None = None
+    view: JournalView,
+    stage: int,
+    best: Node | None,
+    seeds: dict | None,
+    rerank: dict | None = None,
+    figures: Mapping[str, str] | None = None,
 ) -> list[str]:
     """What a stage did, for its summary: ``[header, row, ...]`` — counts, the stage's best node
     (worded per stage: handed to the next stage, or the run's best at the last; in the ablation
     stage the node the ablations were run against), its seed re-runs and the re-ranking over
     seeds (``rerank``), then every search node of the stage ranked (the ``head_rows`` layer policy
-    cuts the last rows first); a node that changed the evaluation protocol is listed with why."""
+    cuts the last rows first); a node that changed the evaluation protocol is listed with why.
+    ``figures``: node id -> what its figure review found (:func:`figure_finding`), after the
+    node's summary."""
+    figures = figures or {}
     nodes = [view.get(i) for i in view.ids("search", stage)]
     # the counts as the status line, the stored summary and the writer's findings count them
     c = count_nodes(view.get(i) for i in view.ids("all", stage))
@@ -341,10 +349,33 @@ def stage_facts(
             order = ordered_metrics(n, parent)[0]
             if not n.is_incomparable and len(order) > 1:  # every metric is in the table: named once
                 result = f"{metric_item(order[0])}; +{len(order) - 1} more, by seed in its table below"
+        said = summary or cut_sentences(n.summary or "-", SUMMARY_CHARS)
+        if figures.get(n.id):  # what the node's figures showed a reviewer (a curve's instability, ...)
+            said = f"{said} Figure review: {figures[n.id]}"
         rows.append(
             f"| {n.id} | {n.operation} | {cut_words(n.idea or '-', IDEA_CHARS)} | {result}{other} "
-            f"| {_one_line(reruns or '-')} | {summary or cut_sentences(n.summary or '-', SUMMARY_CHARS)} |"
+            f"| {_one_line(reruns or '-')} | {said} |"
         )
     # each node's metric x seed table after the stage's table, in its rank order (the layer's
     # head_rows policy cuts from the end: the lowest-ranked node's table first)
     return ["\n".join(head), *rows, *tables]
+
+
+FIGURE_CHARS = 400  # a node's figure-review cell: the verdict and its first problems, cut at a word
+
+
+def figure_finding(critique: Mapping[str, Any] | None) -> str:
+    """What a node's figure review (``vlm.json``'s ``critique``: shows, problems, valid, reason)
+    found, for its stage's facts: a figure judged not valid with why, else the problems it named;
+    "" when it found none (or the review was skipped). A relay run's stage summaries never saw that
+    a reported value was an unstable end-of-training snapshot, which only the curves showed."""
+    if not isinstance(critique, Mapping):
+        return ""
+    problems = [str(p).strip() for p in critique.get("problems") or [] if str(p).strip()]
+    if critique.get("valid") is False:
+        text = f"not valid: {critique.get('reason') or '; '.join(problems) or 'no reason given'}"
+    elif problems:
+        text = "; ".join(problems)
+    else:
+        return ""
+    return cut_words(text, FIGURE_CHARS)

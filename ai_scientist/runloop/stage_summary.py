@@ -25,15 +25,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_json, read_json
-from ..base.paths import RunPaths
+from ..base.paths import VLM_FILE, RunPaths
 from ..llm.types import LLMError
 from ..treesearch.best import count_nodes
 from ..treesearch.stages import STAGES
-from .stage_facts import stage_facts
+from .stage_facts import figure_finding, stage_facts
 
 if TYPE_CHECKING:
     from ..base.run import Run
     from ..treesearch.journal import JournalView
+    from ..treesearch.node import Node
     from .services import Services
 
 FIELDS = (("tried", "Tried"), ("worked", "Worked"), ("failed", "Failed"), ("next", "For the next stage"))
@@ -80,7 +81,7 @@ def write_stage_summary(
     values = {
         "stage_number": stage,
         "stage_title": STAGES[stage].title,
-        "stage_facts": stage_facts(view, stage, best, seeds, rerank),
+        "stage_facts": stage_facts(view, stage, best, seeds, rerank, figures=_figures(run.dir, nodes)),
         "stage_summary": summaries_text(run.dir, before=stage),
     }
     try:
@@ -138,3 +139,15 @@ def render_summary(data: dict[str, Any]) -> str:
 def summaries_text(run_dir: Path, before: int) -> str:
     """The ``stage_summary`` layer's value for a prompt of stage ``before``: '' in stage 1."""
     return "\n\n".join(render_summary(s) for s in load_summaries(run_dir, before=before))
+
+
+def _figures(run_dir: Path, nodes: list[Node]) -> dict[str, str]:
+    """Node id -> what its figure review found (``vlm.json``), for the nodes that have one."""
+    paths = RunPaths(run_dir)
+    out = {}
+    for n in nodes:
+        vlm = read_json(paths.node(n.id).file(VLM_FILE), default=None)
+        found = figure_finding((vlm or {}).get("critique") if isinstance(vlm, dict) else None)
+        if found:
+            out[n.id] = found
+    return out
