@@ -39,7 +39,10 @@ if TYPE_CHECKING:
 PROTOCOL_WORDS = frozenset(
     "n size sizes train test val valid validation holdout eval evaluation sample samples points examples "
     "dataset data split splits fold folds noise noisy draws repeats trials seed seeds classes "
-    "separation sep difficulty metric subset".split()
+    "separation sep difficulty metric subset "
+    # how a result is measured or checked (a benchmark's best-of-N, a correctness tolerance) and how
+    # hard the data are (a class shift): relay runs were offered REPS, TOL and SHIFT as knobs to tune
+    "reps rep repetitions repeat tol tolerance shift margin headline".split()
 )
 # ... unless another token says it is the method's own knob (N_EPOCHS, TRAIN_STEPS, BATCH_SIZE)
 METHOD_WORDS = frozenset(
