@@ -105,11 +105,14 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory):
     assert gguf is not None  # else the module's needs marker skipped it
     port = _free_port()
     log = tmp_path_factory.mktemp("llama_server") / "server.log"
-    # one thread: llama.cpp's thread barriers stall when the cores are shared with other jobs
+    # one thread: llama.cpp's thread barriers stall when the cores are shared with other jobs; a
+    # fixed seed: the server's default draws one at random, so whether a 135M model's grammar-bound
+    # answer ends before max_tokens (which the run test counts) varied from run to run (a CI dry
+    # run found none that did)
     cmd = [
         sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", MODEL,
         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--n_threads", "1",
-        "--api_key", KEY,
+        "--seed", "0", "--api_key", KEY,
     ]  # fmt: skip
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
