@@ -59,7 +59,7 @@ def _ours_answer(body: dict[str, Any]) -> str:
     from types import SimpleNamespace
 
     if not _RESPONDER:
-        from ai_scientist.testing.scripted import ExampleResponder
+        from ai_scientist_testing.scripted import ExampleResponder
 
         _RESPONDER.append(ExampleResponder(buggy_nodes=()))
     schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema") or {}
@@ -194,9 +194,8 @@ def run_ours(
     latency: float, port: int, keep: bool = False, large: bool = False, smoke: bool = False
 ) -> dict[str, Any] | None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from ai_scientist_testing.bench_support import SMOKE_RUN
     from calls_per_node import CONFIG, IDEA, ROOT
-
-    from ai_scientist.testing.bench_support import SMOKE_RUN
 
     FakeOpenAI.calls = 0
     with tempfile.TemporaryDirectory(prefix="ours_compare_") as tmp_root:

@@ -25,11 +25,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from ai_scientist_testing.scripted import ExampleResponder
+
 from ai_scientist.base.config import AgentConfig
 from ai_scientist.base.paths import RunPaths
 from ai_scientist.cli.commands import execute, setup_run
 from ai_scientist.llm.scripted_backend import ScriptedBackend
-from ai_scientist.testing.scripted import ExampleResponder
 
 ROOT = Path(__file__).resolve().parents[1]
 IDEA = ROOT / "examples" / "label_noise" / "idea.md"
@@ -180,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     if args.smoke:
-        from ai_scientist.testing.bench_support import SMOKE_RUN
+        from ai_scientist_testing.bench_support import SMOKE_RUN
 
         CONFIG.extend(SMOKE_RUN)  # later overrides win
         args.latency, args.out = 0.0, os.devnull

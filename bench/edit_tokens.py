@@ -2,7 +2,7 @@
 
     python bench/edit_tokens.py [--out JSON] [--keep] [--set KEY=VALUE ...]
 
-Runs the bundled example with the scripted LLM (``ai_scientist/testing/scripted.py``'s
+Runs the bundled example with the scripted LLM (``testsupport/ai_scientist_testing/scripted.py``'s
 ExampleResponder: real experiments in the subprocess sandbox, all four stages), then for every
 child node (improve, debug, tune, ablate, ...; drafts and seed re-runs have no parent code to edit)
 takes from the run directory:
@@ -52,9 +52,10 @@ OVERRIDES = [
 def scripted_run(workdir: Path, extra: list[str], edits: bool = False) -> Path:
     """The example run; ``edits``: with ``agent.code_edits`` and the scripted LLM answering every
     child with edits against its parent's files (``testing.scripted.EditingResponder``)."""
+    from ai_scientist_testing.scripted import EditingResponder, ExampleResponder
+
     from ai_scientist.cli.commands import execute, setup_run
     from ai_scientist.llm.scripted_backend import ScriptedBackend
-    from ai_scientist.testing.scripted import EditingResponder, ExampleResponder
 
     name = "edits" if edits else "whole"
     args = Namespace(
@@ -247,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     if args.smoke:
-        from ai_scientist.testing.bench_support import SMOKE_RUN
+        from ai_scientist_testing.bench_support import SMOKE_RUN
 
         args.set, args.out = [*SMOKE_RUN, *args.set], os.devnull
     work = Path(tempfile.mkdtemp(prefix="bench-edit-tokens-"))

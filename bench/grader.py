@@ -25,9 +25,10 @@ from argparse import Namespace
 from pathlib import Path
 from typing import Any
 
+from ai_scientist_testing.scripted import ExampleResponder
+
 from ai_scientist.cli.commands import execute, setup_run
 from ai_scientist.llm.scripted_backend import ScriptedBackend
-from ai_scientist.testing.scripted import ExampleResponder
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = ROOT / "examples" / "graded_classification"

@@ -42,7 +42,7 @@ ENDING_CHARS = 240
 def recorded_calls() -> list[dict[str, Any]]:
     """Every answered record of the recorded run with text-only messages, in node then call order."""
     out = []
-    from ai_scientist.testing.bench_support import recorded_run
+    from ai_scientist_testing.bench_support import recorded_run
 
     for path in sorted((recorded_run() / "nodes").glob("*/prompt_logs/[0-9][0-9][0-9]_*.json")):
         rec = json.loads(path.read_text(encoding="utf-8"))

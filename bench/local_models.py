@@ -47,7 +47,7 @@ FREE_TOKENS = 64  # the unconstrained call's length
 
 def long_prompt() -> Path:
     """The recorded run's first prompt log (the first node's first call)."""
-    from ai_scientist.testing.bench_support import recorded_run
+    from ai_scientist_testing.bench_support import recorded_run
 
     logs = sorted((recorded_run() / "nodes" / "n0001" / "prompt_logs").glob("[0-9][0-9][0-9]_*.json"))
     if not logs:

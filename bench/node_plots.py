@@ -19,10 +19,11 @@ from argparse import Namespace
 from pathlib import Path
 from typing import Any
 
+from ai_scientist_testing.scripted import ExampleResponder
+
 from ai_scientist.base.paths import RunPaths
 from ai_scientist.cli.commands import execute, setup_run
 from ai_scientist.llm.scripted_backend import ScriptedBackend
-from ai_scientist.testing.scripted import ExampleResponder
 
 ROOT = Path(__file__).resolve().parents[1]
 IDEA = ROOT / "examples" / "label_noise" / "idea.md"
@@ -95,7 +96,7 @@ def main() -> int:
     )
     a = ap.parse_args()
     if a.smoke:
-        from ai_scientist.testing.bench_support import SMOKE_RUN
+        from ai_scientist_testing.bench_support import SMOKE_RUN
 
         CONFIG.extend(SMOKE_RUN)  # later overrides win
     with tempfile.TemporaryDirectory() as tmp:

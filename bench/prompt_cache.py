@@ -251,7 +251,7 @@ def make_responder(orch: Any, workload: str, seed: int) -> Any:
     (``example``: it saves the per-epoch losses its idea asks for, so the node's plotting works and
     the vision model critiques the figure) or bench/orchestration.py's one-line shell script
     (``trivial``: it saves no data, so every node's plotting fails twice and no critique is made)."""
-    from ai_scientist.testing.scripted import ExampleResponder
+    from ai_scientist_testing.scripted import ExampleResponder
 
     base = orch.TrivialResponder
     if workload == "trivial":

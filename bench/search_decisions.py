@@ -7,7 +7,7 @@ real :class:`Journal` (on ``/dev/shm`` when it exists): stage 1 (a tenth of the 
 and grows both trees, a stage-2 node is carried, and stage 3 hangs both trees under it; children
 of recent nodes, a quarter buggy, metrics with ties, some in flight, a few seed re-runs. On the
 final journal (its last snapshot) three operations are timed, each with the indexed code
-(``treesearch/policies``) and with the scanning reference (``ai_scientist/testing/search_scan.py``,
+(``treesearch/policies``) and with the scanning reference (``testsupport/ai_scientist_testing/search_scan.py``,
 the code it replaced), alternating, in the same process:
 
 - ``mcts pick``: ``policy.next_action`` in stage 3 (UCB statistics of the acting tree);
@@ -35,7 +35,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ai_scientist.testing import search_scan as scan
+from ai_scientist_testing import search_scan as scan
+
 from ai_scientist.treesearch import Journal, Metric, StageState
 from ai_scientist.treesearch.policies import MCTSPolicy, final_choice, forest
 

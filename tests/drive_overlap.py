@@ -21,11 +21,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from ai_scientist_testing.scripted import ExampleResponder  # noqa: E402
 from pipeline_support import run_args  # noqa: E402
 
 from ai_scientist.cli.commands import execute, open_locked, setup_run  # noqa: E402
 from ai_scientist.llm.scripted_backend import ScriptedBackend  # noqa: E402
-from ai_scientist.testing.scripted import ExampleResponder  # noqa: E402
 
 SLOW_BEST = "n0004"
 # 4 workers, six drafts, small later stages, two seed re-runs per stage best

@@ -13,12 +13,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from ai_scientist_testing.scripted import ExampleResponder  # noqa: E402
 from pipeline_support import run_args  # noqa: E402
 
 from ai_scientist.base.errors import ConfigError, UsageError  # noqa: E402
 from ai_scientist.cli.commands import execute, open_locked, setup_run  # noqa: E402
 from ai_scientist.llm.scripted_backend import ScriptedBackend  # noqa: E402
-from ai_scientist.testing.scripted import ExampleResponder  # noqa: E402
 
 
 def main() -> int:

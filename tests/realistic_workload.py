@@ -2,7 +2,7 @@
 
 The bundled example's experiment is 3 kB and prints one line; a research program a capable model
 writes is ~20 kB and prints several kB. :class:`RealisticResponder` answers like
-:class:`~ai_scientist.testing.scripted.ExampleResponder`, but each working program is padded to about
+:class:`~ai_scientist_testing.scripted.ExampleResponder`, but each working program is padded to about
 20 kB of real, importable code, prints about 5 kB (a per-epoch log, then the results as its last
 lines), writes three metrics to ``metrics.json`` and two data files (``results.json`` and
 ``curves.csv``), and leaves a 58 kB matplotlib font cache under ``.cache/`` (as an experiment that
@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ai_scientist.testing.scripted import ExampleResponder
+from ai_scientist_testing.scripted import ExampleResponder
 
 METRIC_NAMES = ("val_accuracy", "val_loss", "train_time_s")
 DATA_FILES = ("results.json", "curves.csv")

@@ -375,12 +375,12 @@ def pipeline(spec: dict) -> None:
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from ai_scientist_testing.scripted import ExampleResponder
     from pipeline_support import run_args
 
     from ai_scientist.base.fileio import atomic_write_json
     from ai_scientist.cli.commands import execute, setup_run
     from ai_scientist.llm.scripted_backend import ScriptedBackend
-    from ai_scientist.testing.scripted import ExampleResponder
 
     base = Path(tempfile.mkdtemp(prefix="ai-sci-sec-run-"))  # 0700, the case of the issue
     out_root = base / "experiments"

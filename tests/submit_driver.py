@@ -15,10 +15,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from ai_scientist_testing.scripted import ExampleResponder
+
 from ai_scientist.base.errors import ConfigError, UsageError
 from ai_scientist.cli.submit import run_in_job
 from ai_scientist.llm.scripted_backend import ScriptedBackend
-from ai_scientist.testing.scripted import ExampleResponder
 
 
 def main() -> int:

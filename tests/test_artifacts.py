@@ -9,11 +9,11 @@ import json
 from dataclasses import replace
 
 import pytest
+from ai_scientist_testing.bench_support import recorded_run
 
 from ai_scientist.base.artifacts import CommandOutput, Review, RunRecord, read_artifact, write_artifact
 from ai_scientist.base.nodedata import unmeasured
 from ai_scientist.base.paths import REVIEW_FILE, RUN_FILE
-from ai_scientist.testing.bench_support import recorded_run
 
 FIXTURE = recorded_run()
 RUN_FILES = sorted(FIXTURE.glob(f"nodes/*/{RUN_FILE}"))

@@ -10,12 +10,12 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import events, journal_nodes, prompt_records, start_run
 
 from ai_scientist.base.config import AgentConfig
 from ai_scientist.base.paths import RunPaths
 from ai_scientist.cli.main import main
-from ai_scientist.testing.scripted import ExampleResponder
 
 # the node pipeline's own calls only (the node plotting step, where present, adds its own)
 NO_PLOTS = ["agent.plots.enabled=false"] if "plots" in AgentConfig.model_fields else []

@@ -24,9 +24,8 @@ from typing import Any
 
 import pytest
 import yaml
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import events, journal_nodes, prompt_records, record_text, start_run
-
-from ai_scientist.testing.scripted import ExampleResponder
 
 EXTRA_LOSSES = """
 import json as _json

@@ -13,6 +13,7 @@ import sys
 
 import jsonschema
 import pytest
+from ai_scientist_testing.scripted import ExampleResponder
 from grammar_support import assert_llama_parses
 from pipeline_support import start_run
 
@@ -30,7 +31,6 @@ from ai_scientist.phases.schemas import (
     probed_packages,
     validate_code,
 )
-from ai_scientist.testing.scripted import ExampleResponder
 
 ENV = {
     "sandbox": {

@@ -15,12 +15,12 @@ from argparse import Namespace
 from pathlib import Path
 
 import yaml
+from ai_scientist_testing.scripted import ExampleResponder
 from components import latex_or_skip, matplotlib_or_skip, wordllama_or_skip
 from pipeline_support import events, journal_nodes, prompt_records
 
 from ai_scientist.cli.commands import execute, setup_run
 from ai_scientist.llm.scripted_backend import ScriptedBackend
-from ai_scientist.testing.scripted import ExampleResponder
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ai_scientist_testing.scripted import ExampleResponder
 from components import needs, slurm_down
 from pipeline_support import events, prompt_records, run_args, string_messages_text
 
@@ -29,7 +30,6 @@ from ai_scientist.execution.hpc_facts import MODULE_VAR_PREFIXES, MODULE_VARS, m
 from ai_scientist.execution.slurm_backend import SlurmExecutor
 from ai_scientist.llm.scripted_backend import ScriptedBackend
 from ai_scientist.phases.schemas import validate_code
-from ai_scientist.testing.scripted import ExampleResponder
 
 DOWN = slurm_down()
 pytestmark = needs("slurm", DOWN is not None, DOWN or "")

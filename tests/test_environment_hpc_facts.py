@@ -16,6 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import start_run
 from waiting import load_scaled
 
@@ -23,7 +24,6 @@ from ai_scientist.base.config import load_config
 from ai_scientist.execution.cpu_facts import caches_from_getconf
 from ai_scientist.execution.environment import cpu_info, probe_environment, render_environment
 from ai_scientist.execution.sandbox_probe import parse_probe
-from ai_scientist.testing.scripted import ExampleResponder
 
 ONE_NODE = (
     "agent.stages.stage1_max_iters=1",

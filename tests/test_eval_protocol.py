@@ -13,6 +13,7 @@ import json
 import re
 from typing import Any
 
+from ai_scientist_testing.scripted import TUNE_IDEAS, ExampleResponder
 from pipeline_support import events, journal_nodes, prompt_records, start_run
 
 from ai_scientist.cli.main import main
@@ -24,7 +25,6 @@ from ai_scientist.runloop.protocol import (
     protocol_change,
     protocol_parameters,
 )
-from ai_scientist.testing.scripted import TUNE_IDEAS, ExampleResponder
 
 _IDEA = re.compile(r"This node's idea:\s*(.+)")
 CHANGED_IDEA = TUNE_IDEAS[0]

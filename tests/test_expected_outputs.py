@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import content_text, journal_nodes, prompt_records, start_run
 
 from ai_scientist.base.paths import RunPaths
-from ai_scientist.testing.scripted import ExampleResponder
 
 DESCRIPTION = "stdout line starting with SUMMARY"
 

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import IDEA, journal_nodes, run_args
 
 from ai_scientist.base.idea import load_idea
@@ -16,7 +17,6 @@ from ai_scientist.cli.main import main
 from ai_scientist.llm.scripted_backend import ScriptedBackend
 from ai_scientist.phases.grading import mismatches
 from ai_scientist.runloop.replay import replay_run
-from ai_scientist.testing.scripted import ExampleResponder
 
 # grades the example's own val_accuracy, halved: a measurement the program cannot know
 HALVING_GRADER = """\

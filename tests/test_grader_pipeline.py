@@ -16,13 +16,13 @@ import uuid
 from pathlib import Path
 
 import pytest
+from ai_scientist_testing.scripted import ExampleResponder
 from components import backend_or_skip
 from pipeline_support import ROOT, journal_nodes, run_args
 
 from ai_scientist.base.fileio import read_jsonl
 from ai_scientist.cli.commands import execute, setup_run
 from ai_scientist.llm.scripted_backend import ScriptedBackend
-from ai_scientist.testing.scripted import ExampleResponder
 
 LABELS = [1, 0, 1, 1, 0, 0, 1, 0]
 SECRET = "labels-" + uuid.uuid4().hex[:8] + ".txt"  # a name only the hidden data has

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from ai_scientist_testing.ideation import IdeationResponder
 from components import llama_or_skip
 from grammar_support import assert_llama_parses
 from test_report_support import FakeS2, unreachable_url
@@ -20,7 +21,6 @@ from ai_scientist.cli.ideate import IdeationOptions, run_ideation
 from ai_scientist.cli.main import build_parser, main
 from ai_scientist.ideation.schema import ACTION_SCHEMA, EVIDENCE_KEY, V2_KEYS, check_v2
 from ai_scientist.llm.scripted_backend import ScriptedBackend
-from ai_scientist.testing.ideation import IdeationResponder
 
 PAPER = "On {Warm-up} & Learning_Rates"  # the title FakeS2 answers with
 TITLES = ["Warm-up free adaptive optimisers", "Label noise and early stopping in small networks"]

@@ -27,7 +27,7 @@ LAYERS: list[set[str]] = [
     {"runloop"},
     {"benchsuite"},  # the bench: tasks, baselines, runs as processes, the report (docs/bench.md)
     {"serve"},  # the web view: reads the run directory, writes steering requests (runloop/steering)
-    {"cli", "testing"},
+    {"cli"},
 ]
 RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
 

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ai_scientist_testing.ideation import IdeationResponder
+from ai_scientist_testing.scripted import PAPER_SECTIONS, ExampleResponder
 from components import latex_or_skip, matplotlib_or_skip
 from pipeline_support import events, prompt_records, start_run
 from test_report_support import unreachable_url
@@ -34,8 +36,6 @@ from ai_scientist.literature.records import title_key
 from ai_scientist.literature.sources import SourceOffline
 from ai_scientist.llm.scripted_backend import ScriptedBackend
 from ai_scientist.reporting.citations import unknown_cite_keys
-from ai_scientist.testing.ideation import IdeationResponder
-from ai_scientist.testing.scripted import PAPER_SECTIONS, ExampleResponder
 
 # ------------------------------------------------------------ fake services --
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 import sqlite3
 
+from ai_scientist_testing.scripted import ExampleResponder
 from components import wordllama_or_skip
 from pipeline_support import start_run
-
-from ai_scientist.testing.scripted import ExampleResponder
 
 PASSAGE = "Label smoothing at 0.1 kept validation accuracy stable under flipped labels."
 QUERY = "robustness trick for noisy targets"  # no word in common with the passage

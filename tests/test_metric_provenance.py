@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import journal_nodes, start_run
 
 from ai_scientist.cli.commands import execute
 from ai_scientist.runloop.replay import replay_run
-from ai_scientist.testing.scripted import ExampleResponder
 
 CLAIM = {"metrics": [{"name": "val_accuracy", "value": 0.99, "direction": "maximize"}]}
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import json
 
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import start_run
-
-from ai_scientist.testing.scripted import ExampleResponder
 
 OPS = [
     {"op": "core_set", "key": "target", "value": "clean validation accuracy"},

@@ -13,11 +13,11 @@ import json
 import re
 from html.parser import HTMLParser
 
+from ai_scientist_testing.scripted import BLANK_NODE_PLOT, ExampleResponder
 from pipeline_support import content_text, events, journal_nodes, phase_records, start_run
 
 from ai_scientist.base.images import check_figure
 from ai_scientist.llm.backend import VisionUnsupported
-from ai_scientist.testing.scripted import BLANK_NODE_PLOT, ExampleResponder
 
 SMALL = [
     "agent.stages.stage1_max_iters=2",

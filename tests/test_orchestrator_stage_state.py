@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import json
 
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import events, journal_nodes, start_run
-
-from ai_scientist.testing.scripted import ExampleResponder
 
 
 class TuneIdeas(ExampleResponder):

@@ -20,6 +20,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from ai_scientist_testing.bench_support import recorded_run
 from hypothesis import given
 from hypothesis import strategies as st
 from pipeline_support import ROOT, start_run
@@ -36,7 +37,6 @@ from ai_scientist.base.paths import (
     numbered_name,
     slug,
 )
-from ai_scientist.testing.bench_support import recorded_run
 
 FIXTURE = recorded_run()  # tests/fixtures/run_<commit>, scripts/record_fixture.sh
 

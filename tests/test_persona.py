@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import IDEA, cli, prompt_records, run_args
 
 from ai_scientist.base.config import ROLE_DESCRIPTION_MAX_CHARS, ConfigError, validate
 from ai_scientist.base.templates import render
 from ai_scientist.cli.commands import execute, setup_run
 from ai_scientist.llm.scripted_backend import ScriptedBackend
-from ai_scientist.testing.scripted import ExampleResponder
 
 ROOT = Path(__file__).resolve().parents[1]
 PERSONA = (

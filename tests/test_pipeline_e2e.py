@@ -10,7 +10,7 @@ from ai_scientist.cli.main import main
 
 
 def test_full_run_tells_the_whole_story(tmp_path, capsys):
-    from ai_scientist.testing.scripted import ExampleResponder
+    from ai_scientist_testing.scripted import ExampleResponder
 
     # both drafts crash, so stage 1 must debug one of them before it can finish
     code, run_dir, responder = start_run(tmp_path, responder=ExampleResponder(buggy_nodes=("n0001", "n0002")))
@@ -78,7 +78,7 @@ def test_full_run_tells_the_whole_story(tmp_path, capsys):
 
 
 def test_stage1_without_working_node_exits_3(tmp_path):
-    from ai_scientist.testing.scripted import ExampleResponder
+    from ai_scientist_testing.scripted import ExampleResponder
 
     everything_buggy = ExampleResponder(always_buggy=True)
     code, run_dir, _ = start_run(tmp_path, "agent.stages.stage1_max_iters=3", responder=everything_buggy)

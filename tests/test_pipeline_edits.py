@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
+from ai_scientist_testing.scripted import EditingResponder
 from pipeline_support import journal_nodes, start_run
 
 from ai_scientist.phases.edits import Edit, apply_edits, text_files
-from ai_scientist.testing.scripted import EditingResponder
 
 
 def test_children_answer_with_edits_and_a_bad_anchor_is_retried(tmp_path):

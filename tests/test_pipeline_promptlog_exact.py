@@ -8,11 +8,11 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import run_args
 
 from ai_scientist.cli.commands import execute, setup_run
 from ai_scientist.cli.main import main
-from ai_scientist.testing.scripted import ExampleResponder
 
 SECRET = "sk-test-abcdefghijklmnopqrstuvwxyz0123456789"
 

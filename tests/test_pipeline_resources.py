@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import run_args
 
 from ai_scientist.cli.commands import execute, setup_run
 from ai_scientist.cli.main import main
 from ai_scientist.llm.scripted_backend import ScriptedBackend
-from ai_scientist.testing.scripted import ExampleResponder
 
 ONE_STAGE = (
     "agent.stages.stage2_max_iters=0",

@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from ai_scientist_testing.scripted import ExampleResponder
 from components import needs_latex
 from pipeline_support import start_run
 from test_report_support import FakeS2, default_responder, report_cfg
@@ -26,7 +27,6 @@ from ai_scientist.llm.factory import make_client
 from ai_scientist.llm.scripted_backend import ScriptedBackend
 from ai_scientist.reporting.vlm import critique_node_plots, review_figures
 from ai_scientist.reporting.writeup import ReportOptions, write_paper
-from ai_scientist.testing.scripted import ExampleResponder
 
 BRIEF = f"\n\n## {LAYERS['node_brief'].heading}\n"
 

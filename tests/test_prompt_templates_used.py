@@ -13,7 +13,7 @@ not count), never listed by hand:
   one of the identifier-like string constants of the code (``"phase0_plan"``, ``"workshop"``);
 - a template included, extended or imported by a referenced template is referenced.
 
-Code under ``ai_scientist/testing/`` (the scripted LLM of the tests) does not count.
+Code under ``testsupport/ai_scientist_testing/`` (the scripted LLM of the tests) does not count.
 """
 
 from __future__ import annotations

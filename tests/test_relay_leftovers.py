@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ai_scientist_testing.scripted import PAPER_SECTIONS, ExampleResponder
 from components import needs_latex
 from pipeline_support import journal_nodes, prompt_records, record_text, start_run
 
@@ -36,7 +37,6 @@ from ai_scientist.execution.environment import cpu_view
 from ai_scientist.phases.plots import PLOT_SCRIPT
 from ai_scientist.phases.schemas import MERGED_CODE_SCHEMA
 from ai_scientist.reporting.latex import figure_pages
-from ai_scientist.testing.scripted import PAPER_SECTIONS, ExampleResponder
 
 CONCERN = "the baseline is timed once, so its speed-up is noise-dominated"
 

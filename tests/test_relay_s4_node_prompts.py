@@ -23,9 +23,8 @@ from typing import Any
 
 import pytest
 import yaml
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import journal_nodes, prompt_records, record_text, start_run
-
-from ai_scientist.testing.scripted import ExampleResponder
 
 # a second loss list, every seventh epoch's value null: what a program that maps NaN to None
 # writes (train_loss stays whole: the scripted plotting script reads it)

@@ -1,6 +1,6 @@
 """A recorded run replays to the same tree with today's code: what a refactor must keep.
 
-``tests/fixtures/run_<commit>`` (found by :func:`ai_scientist.testing.bench_support.recorded_run`)
+``tests/fixtures/run_<commit>`` (found by :func:`ai_scientist_testing.bench_support.recorded_run`)
 is a scripted run of the bundled example (2 workers, free-running scheduler, all four stages, node
 plots and critiques, stage summaries) recorded by the code of the commit in its name, trimmed to what replay reads: the journal, events, idea, resolved config,
 environment, stage summaries, each node's prompt logs (JSON), ``exec/`` records and workspace
@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import shutil
 
+from ai_scientist_testing.bench_support import recorded_run
 from pipeline_support import decisions, tree
 
 from ai_scientist.cli.main import main
-from ai_scientist.testing.bench_support import recorded_run
 
 FIXTURE = recorded_run()  # tests/fixtures/run_<commit>, scripts/record_fixture.sh
 

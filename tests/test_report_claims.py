@@ -10,6 +10,7 @@ import os
 from types import SimpleNamespace
 
 import pytest
+from ai_scientist_testing.scripted import PAPER_SECTIONS, ExampleResponder
 from components import latex_or_skip, matplotlib_or_skip
 from pipeline_support import events, journal_nodes, start_run
 from test_report_support import REVIEW, ScriptedClient, default_responder, report_cfg
@@ -26,7 +27,6 @@ from ai_scientist.reporting.claims import (
 from ai_scientist.reporting.pipeline import LOCAL_REVIEW_SKIPPED, run_reporting
 from ai_scientist.reporting.review import review_paper
 from ai_scientist.reporting.writeup import stage_summaries
-from ai_scientist.testing.scripted import PAPER_SECTIONS, ExampleResponder
 
 
 def _texts(tex: str) -> list[str]:

@@ -14,12 +14,12 @@ import shutil
 import uuid
 
 import pytest
+from ai_scientist_testing.scripted import PAPER_SECTIONS, ExampleResponder
 from components import latex_or_skip, matplotlib_or_skip
 from pipeline_support import ROOT, run_args
 
 from ai_scientist.cli.commands import execute, setup_run
 from ai_scientist.llm.scripted_backend import ScriptedBackend
-from ai_scientist.testing.scripted import PAPER_SECTIONS, ExampleResponder
 
 LABELS = [1, 0, 1, 1, 0, 0, 1, 0]
 CLAIM = 0.987  # what every program says of itself; the grader measures 0.5

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ai_scientist_testing.scripted import PAPER_SECTIONS, ExampleResponder
 from components import latex_or_skip, matplotlib_or_skip
 from pipeline_support import journal_nodes, prompt_records, record_text, start_run
 
 from ai_scientist.reporting.claims import WRITER_INPUT, extract_numbers, match_claim, run_measurements
 from ai_scientist.reporting.manifest import _compact_metrics, describe_file
-from ai_scientist.testing.scripted import PAPER_SECTIONS, ExampleResponder
 
 CAVEAT = "Caveat: {nid} measured one draw of the data, so its value moves with the seed it ran under."
 

@@ -8,13 +8,13 @@ import json
 import os
 from pathlib import Path
 
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import run_args
 
 from ai_scientist.cli.commands import execute, setup_run
 from ai_scientist.execution.resource_excerpts import EXCERPT_CHARS
 from ai_scientist.execution.resources import load_resources, render_resource_index, stage_resources
 from ai_scientist.llm.scripted_backend import ScriptedBackend
-from ai_scientist.testing.scripted import ExampleResponder
 
 ONE_NODE = (
     "agent.stages.stage1_max_iters=1",

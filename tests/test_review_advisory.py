@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import json
 
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import events, journal_nodes, start_run
-
-from ai_scientist.testing.scripted import ExampleResponder
 
 FLAGGED = "n0002"  # a draft whose experiment works; its review says it is a bug anyway
 

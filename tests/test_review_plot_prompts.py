@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import content_text, events, journal_nodes, prompt_records, start_run
 from realistic_workload import CACHE_FILE, DATA_FILES, RealisticResponder
 
@@ -21,7 +22,6 @@ from ai_scientist.base.nodedata import is_node_data
 from ai_scientist.context import Budget, assemble, counter_for
 from ai_scientist.phases.evidence import experiment_kinds
 from ai_scientist.phases.plots import _json_outline, data_files_text
-from ai_scientist.testing.scripted import ExampleResponder
 
 SMALL = [
     "agent.stages.stage1_max_iters=2",

@@ -7,10 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from ai_scientist_testing.scripted import ExampleResponder
 from components import latex_or_skip, matplotlib_or_skip
 from pipeline_support import journal_nodes, start_run
-
-from ai_scientist.testing.scripted import ExampleResponder
 
 
 def _outcome_block(err: str) -> list[str]:

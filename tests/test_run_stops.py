@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import events, journal_nodes, run_args, start_run
 from waiting import load_scaled, wait_until
 
@@ -20,7 +21,6 @@ from ai_scientist.base.errors import EXIT_OK, EXIT_STOPPED, DiskFull, disk_full_
 from ai_scientist.base.runlock import RunLock, RunLocked
 from ai_scientist.cli.commands import execute, open_locked
 from ai_scientist.llm.scripted_backend import ScriptedBackend
-from ai_scientist.testing.scripted import ExampleResponder
 
 DRIVER = Path(__file__).parent / "drive_run.py"
 SMALL = ["agent.stages.stage3_max_iters=1", "agent.stages.stage4_max_iters=1"]

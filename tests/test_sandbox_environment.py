@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from ai_scientist_testing.scripted import ExampleResponder
 from components import bwrap_or_skip, docker_or_skip
 from pipeline_support import events, journal_nodes, phase_records, start_run, string_messages_text
 
@@ -22,7 +23,6 @@ from ai_scientist.base.config import load_config
 from ai_scientist.execution.base import SandboxError
 from ai_scientist.execution.environment import probe_environment, render_environment, short_version
 from ai_scientist.phases.schemas import validate_code
-from ai_scientist.testing.scripted import ExampleResponder
 
 ONE_NODE = (
     "agent.stages.stage1_max_iters=1",

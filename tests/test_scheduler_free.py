@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import (
     decisions,
     events,
@@ -27,7 +28,6 @@ from waiting import load_scaled
 
 from ai_scientist.base.fileio import read_jsonl
 from ai_scientist.cli.main import main
-from ai_scientist.testing.scripted import ExampleResponder
 
 CAPS = {1: 5, 2: 4, 3: 3, 4: 3}
 # every stage runs to its cap: stage 1 wants 5 drafts, stage 2 more good nodes than its cap,

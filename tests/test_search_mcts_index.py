@@ -5,7 +5,7 @@ parents, statuses changing back and forth, metrics of two keys with ties, NaN, i
 -0.0, a carried node from stage 2 that may be good, buggy or carry an odd metric) are
 written through a real journal; after every write the indexed ``MCTSPolicy`` (UCB
 statistics of every tree, the chosen action with its evidence) and the forest's tree
-votes are compared with ``ai_scientist/testing/mcts_reference.py``, an independent
+votes are compared with ``testsupport/ai_scientist_testing/mcts_reference.py``, an independent
 implementation of the policy's definitions (node records only, ancestor chains, exact sums), on
 the journal and on a snapshot. Its values are exact sums rounded once, the policy's are float
 sums: the UCB numbers agree to 1e-12, the decisions exactly.
@@ -17,8 +17,8 @@ import math
 import random
 
 import pytest
+from ai_scientist_testing import mcts_reference as reference
 
-from ai_scientist.testing import mcts_reference as reference
 from ai_scientist.treesearch import Journal, Metric, StageState
 from ai_scientist.treesearch.policies import MCTSPolicy, final_choice, tree_stats
 from ai_scientist.treesearch.policies.forest import tree_bests

@@ -19,13 +19,13 @@ import json
 import re
 
 import pytest
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import events, journal_nodes, prompt_records, start_run, string_messages_text
 
 from ai_scientist.base.config import Config
 from ai_scientist.base.paths import CODE_FILE, RunPaths
 from ai_scientist.base.templates import render
 from ai_scientist.runloop.protocol import is_protocol_parameter
-from ai_scientist.testing.scripted import ExampleResponder
 from ai_scientist.treesearch.journal import Journal
 from ai_scientist.treesearch.node import Metric
 from ai_scientist.treesearch.parameters import code_parameters

@@ -16,6 +16,7 @@ from argparse import Namespace
 from pathlib import Path
 
 import pytest
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import IDEA, cli, journal_nodes, prompt_records, run_args
 
 from ai_scientist.base.errors import RunStop, UsageError
@@ -24,7 +25,6 @@ from ai_scientist.base.paths import RunPaths
 from ai_scientist.cli.commands import execute, open_locked, setup_run
 from ai_scientist.llm.scripted_backend import ScriptedBackend
 from ai_scientist.runloop.replay import replay_run
-from ai_scientist.testing.scripted import ExampleResponder
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED_CODE = '''# seed code for the label-noise study (marker SEED-7f3a)

@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import events, prompt_records, start_run
-
-from ai_scientist.testing.scripted import ExampleResponder
 
 
 class SeedInLabel(ExampleResponder):

@@ -15,10 +15,10 @@ import statistics
 from typing import Any
 
 import yaml
+from ai_scientist_testing.scripted import TUNE_IDEAS, ExampleResponder
 from pipeline_support import events, journal_nodes, prompt_records, start_run
 
 from ai_scientist.cli.main import main
-from ai_scientist.testing.scripted import TUNE_IDEAS, ExampleResponder
 from ai_scientist.treesearch.node import Metric
 from ai_scientist.treesearch.seeds import aggregate_seeds, noise_threshold, rank_by_mean, seed_noise
 

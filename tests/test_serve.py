@@ -1,7 +1,7 @@
 """``ai-scientist serve``: the live page in a real headless Chromium (Debian's package), its access
 token, hostile content, path traversal; steering from the page reaches the run.
 
-The browser is driven over the DevTools protocol (ai_scientist/testing/cdp.py). The run is a scripted run of the
+The browser is driven over the DevTools protocol (testsupport/ai_scientist_testing/cdp.py). The run is a scripted run of the
 bundled example going on in this process while ``ai-scientist serve`` runs as its own process:
 what each check expects comes from the run's files (journal, events, prompt logs)."""
 
@@ -19,13 +19,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from ai_scientist_testing.cdp import CHROMIUM, Browser
+from ai_scientist_testing.scripted import ExampleResponder
 from components import needs
 from pipeline_support import events, journal_nodes, run_args
 
 from ai_scientist.cli.commands import execute, setup_run
 from ai_scientist.llm.scripted_backend import ScriptedBackend
-from ai_scientist.testing.cdp import CHROMIUM, Browser
-from ai_scientist.testing.scripted import ExampleResponder
 from ai_scientist.treesearch.node import node_sort_key
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import slurm_fake
+from ai_scientist_testing.scripted import ExampleResponder
 from components import needs, slurm_down
 from pipeline_support import journal_nodes, prompt_records, start_run
 
@@ -23,7 +24,6 @@ from ai_scientist.base.config import load_config
 from ai_scientist.execution.base import Limits
 from ai_scientist.execution.slurm_backend import SlurmExecutor
 from ai_scientist.phases.schemas import CODE_SCHEMA, with_ntasks
-from ai_scientist.testing.scripted import ExampleResponder
 
 HELLO_C = r"""#include <mpi.h>
 #include <stdio.h>

@@ -12,10 +12,10 @@ import json
 import re
 
 import pytest
+from ai_scientist_testing.scripted import ABLATE_IDEAS, TUNE_IDEAS, ExampleResponder
 from pipeline_support import content_text, events, journal_nodes, prompt_records, start_run
 
 from ai_scientist.context.tokens import counter_for, messages_tokens
-from ai_scientist.testing.scripted import ABLATE_IDEAS, TUNE_IDEAS, ExampleResponder
 from ai_scientist.treesearch.node import node_sort_key
 
 # three nodes in stages 2 and 4, the proposer asked before each (one idea per answer)

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ai_scientist_testing.scripted import ExampleResponder
 from components import latex_or_skip
 from pipeline_support import events, journal_nodes, prompt_records, start_run
 
@@ -23,7 +24,6 @@ from ai_scientist.reporting import prompts as report_prompts
 from ai_scientist.reporting.runread import SEED_STATISTIC
 from ai_scientist.reporting.writeup import stage_summaries
 from ai_scientist.runloop.stage_summary import render_summary
-from ai_scientist.testing.scripted import ExampleResponder
 
 DRIVER = Path(__file__).parent / "drive_run.py"
 

@@ -16,11 +16,11 @@ import json
 import re
 
 import pytest
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import prompt_records, start_run
 
 from ai_scientist.base.templates import render
 from ai_scientist.runloop.stage_facts import SEED_TABLE_CHARS
-from ai_scientist.testing.scripted import ExampleResponder
 from ai_scientist.treesearch.journal import Journal
 from ai_scientist.treesearch.seeds import num
 from ai_scientist.treesearch.stages import STAGES

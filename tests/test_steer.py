@@ -14,13 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import decisions, events, journal_nodes, run_args, tree
 
 from ai_scientist.cli.commands import execute, open_locked, setup_run
 from ai_scientist.cli.main import main
 from ai_scientist.llm.scripted_backend import ScriptedBackend
 from ai_scientist.runloop.steering import EXIT_GATE, make_request
-from ai_scientist.testing.scripted import ExampleResponder
 from ai_scientist.treesearch.node import node_sort_key
 
 NOTE = "Keep the learning rate at 0.1 <b>and</b> report the clean accuracy."

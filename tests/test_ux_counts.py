@@ -16,11 +16,11 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import journal_nodes, start_run
 
 from ai_scientist.cli.main import main
 from ai_scientist.llm.backend import CallTimeout
-from ai_scientist.testing.scripted import ExampleResponder
 
 MAX_ATTEMPTS = 3
 

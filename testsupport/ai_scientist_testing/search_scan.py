@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import random
 
-from ..treesearch.best import comparable_metric, primary_metric_key, select_best
-from ..treesearch.journal import JournalView
-from ..treesearch.node import Node, node_sort_key
-from ..treesearch.policies.base import Action, require_carried, stage_pool
-from ..treesearch.policies.mcts import MCTSPolicy, TreeStats, _row, ucb_score
-from ..treesearch.stages import STAGES, StageState
+from ai_scientist.treesearch.best import comparable_metric, primary_metric_key, select_best
+from ai_scientist.treesearch.journal import JournalView
+from ai_scientist.treesearch.node import Node, node_sort_key
+from ai_scientist.treesearch.policies.base import Action, require_carried, stage_pool
+from ai_scientist.treesearch.policies.mcts import MCTSPolicy, TreeStats, _row, ucb_score
+from ai_scientist.treesearch.stages import STAGES, StageState
 
 
 def stage_rewards(view: JournalView, state: StageState) -> dict[str, float]:

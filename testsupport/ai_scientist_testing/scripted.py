@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from .experiment_template import BUGGY_PROGRAM, render
 
 if TYPE_CHECKING:
-    from ..llm.types import CallContext
+    from ai_scientist.llm.types import CallContext
 
 TUNE_IDEAS = ["lr=0.05 l2=0.1", "lr=0.2 l2=0.0", "lr=0.1 l2=0.1 epochs=12", "lr=0.02 l2=0.01 epochs=16"]
 ABLATE_IDEAS = ["ablation no_l2", "ablation no_bias", "ablation no_standardize"]
@@ -376,8 +376,8 @@ class EditingResponder(ExampleResponder):
         self.bad_anchor_first = bad_anchor_first
 
     def _parent(self, node_id: str) -> str | None:
-        from ..base.fileio import read_jsonl
-        from ..base.paths import RunPaths
+        from ai_scientist.base.fileio import read_jsonl
+        from ai_scientist.base.paths import RunPaths
 
         parent = None
         for rec in read_jsonl(RunPaths(self.run_dir).journal):
@@ -387,14 +387,14 @@ class EditingResponder(ExampleResponder):
         return parent
 
     def __call__(self, messages: list[dict[str, Any]], schema: dict | None, ctx: CallContext) -> str:
-        from ..phases.edits import make_edits, text_files
+        from ai_scientist.phases.edits import make_edits, text_files
 
         text = super().__call__(messages, schema, ctx)
         if ctx.phase != "phase2" or "edits" not in ((schema or {}).get("properties") or {}):
             return text
         answer = json.loads(text)
         parent = self._parent(ctx.node_id)
-        from ..base.paths import CODE_FILE, RunPaths
+        from ai_scientist.base.paths import CODE_FILE, RunPaths
 
         parent_answer = json.loads(RunPaths(self.run_dir).node(str(parent)).file(CODE_FILE).read_text())
         before, after = text_files(parent_answer), text_files(answer)

@@ -14,13 +14,13 @@ import math
 import random
 from fractions import Fraction
 
-from ..treesearch.best import comparable_metric, primary_metric_key, select_best
-from ..treesearch.journal import JournalView
-from ..treesearch.node import Node, node_sort_key
-from ..treesearch.policies.base import Action
-from ..treesearch.policies.bfts import BFTSPolicy
-from ..treesearch.policies.mcts import TreeStats
-from ..treesearch.stages import STAGES, StageState
+from ai_scientist.treesearch.best import comparable_metric, primary_metric_key, select_best
+from ai_scientist.treesearch.journal import JournalView
+from ai_scientist.treesearch.node import Node, node_sort_key
+from ai_scientist.treesearch.policies.base import Action
+from ai_scientist.treesearch.policies.bfts import BFTSPolicy
+from ai_scientist.treesearch.policies.mcts import TreeStats
+from ai_scientist.treesearch.stages import STAGES, StageState
 
 
 class Records:
