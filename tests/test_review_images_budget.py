@@ -46,3 +46,26 @@ def test_a_review_whose_figures_do_not_fit_is_sent_with_fewer(tmp_path):
     shown = _images(review)
     assert shown < len(figures), (shown, len(figures))  # not all fit beside the paper at 1,900 tokens
     assert all(f["caption"] in "".join(str(m["content"]) for m in review["messages"]) for f in figures)
+
+
+def test_the_reviewer_is_framed_for_the_field_of_the_runs_experiment(tmp_path):
+    """A relay run's reviewer of a cache-blocking benchmark was framed for a machine-learning venue:
+    the venue's field follows the kind of experiment the run's metrics (else its idea) say."""
+    from ai_scientist_testing.bench_support import recorded_run
+
+    from ai_scientist.context.kinds import experiment_kinds
+    from ai_scientist.reporting.review import venue
+    from ai_scientist.reporting.runread import load_run
+    from ai_scientist.reporting.vlm import run_kinds
+
+    run = recorded_run()
+    view = load_run(run)
+    names = [m["name"] for nid in view.nodes for m in view.metrics(nid)]
+    assert names  # the recorded run's metrics decide, not its idea's words
+    kinds = run_kinds(run)
+    assert kinds == experiment_kinds(names)
+    assert kinds and venue("workshop", kinds).startswith("a machine-learning workshop")
+    bench = experiment_kinds(["gflops_blocked", "time_s"], "")
+    assert venue("conference", bench) == "a high-performance computing conference"
+    assert "computational science" in venue("workshop", experiment_kinds(["l2error"], ""))
+    assert "machine-learning" in venue("workshop", [])

@@ -1,7 +1,8 @@
 """Review of the paper: an ensemble with reflections, a meta-review, a figure review.
 
 The reviewers are framed for the venue of ``report.template`` (a workshop or a conference; the
-form is NeurIPS-style). They get the paper's LaTeX, the run's own records beside it (layer
+form is NeurIPS-style) in the field of the run's kind of experiment (machine learning, high-
+performance computing, computational science: :func:`venue`). They get the paper's LaTeX, the run's own records beside it (layer
 ``measured``: each stage's measurements and which of the paper's numbers no measurement matches,
 :func:`measured_facts`) and its figures' captions, and the figures themselves when the review
 model is the vision model that already saw them in the VLM step.
@@ -36,7 +37,7 @@ from .errors import StepFailed, StepSkipped
 from .fewshot import FewShot, budget_examples, load_examples
 from .images import image_part
 from .runread import SEED_STATISTIC, load_run, read_text
-from .vlm import NoVision, review_figures, vision_skip_reason
+from .vlm import NoVision, review_figures, run_kinds, vision_skip_reason
 from .writeup import stage_summaries
 
 if TYPE_CHECKING:
@@ -162,10 +163,24 @@ def _prompter(cfg: Config | None, client: LLMClient) -> Prompter:
 
 
 VENUES = {
-    "workshop": "a machine-learning workshop (short papers; preliminary results are welcome when "
+    "workshop": "a {field} workshop (short papers; preliminary results are welcome when "
     "they are reported honestly)",
-    "conference": "a machine-learning conference",
+    "conference": "a {field} conference",
 }
+# the field of the venue, by the kind of experiment the run is (context/kinds.py): a relay run's
+# reviewer of a cache-blocking benchmark was framed for a machine-learning venue
+FIELDS = {
+    "training": "machine-learning",
+    "benchmark": "high-performance computing",
+    "simulation": "computational science",
+}
+
+
+def venue(template: str, kinds: list[str]) -> str:
+    """The venue the reviewers are framed for: ``report.template``'s form (workshop or conference)
+    in the field of the run's first kind of experiment; machine learning when none is known."""
+    field_name = FIELDS.get(kinds[0], FIELDS["training"]) if kinds else FIELDS["training"]
+    return VENUES.get(template, VENUES["workshop"]).format(field=field_name)
 
 
 @dataclass
@@ -199,7 +214,7 @@ def paper_view(run_dir: Path, cfg: Config, client: LLMClient) -> PaperView:
             except OSError:
                 continue
     values = {
-        "venue": VENUES.get(cfg.report.template, VENUES["workshop"]),
+        "venue": venue(cfg.report.template, run_kinds(run_dir)),
         "figures": [{k: f.get(k) for k in ("label", "file", "caption")} for f in figures],
         "measured": measured_facts(run_dir),
     }

@@ -74,14 +74,21 @@ class NoVision(StepSkipped):
     """The configured model cannot read images."""
 
 
+def run_kinds(run_dir: Path, view: RunView | None = None) -> list[str]:
+    """The kinds of experiment the run is (context/kinds.py), from every node's metric names, else
+    its idea's words: what the figure calls' machine facts and the reviewers' venue follow."""
+    view = view if view is not None else load_run(run_dir)
+    names = [str(m.get("name", "")) for nid in view.nodes for m in view.metrics(nid)]
+    return experiment_kinds(names, read_text(RunPaths(run_dir).idea_md, 8000))
+
+
 def machine_facts(run_dir: Path, view: RunView) -> str:
     """The machine a benchmark ran on (CPU, caches, vector width and peak, memory: the
     ``environment`` layer of the figure calls), from the run's ``environment.json``; "" when the
     run's metrics or idea say it is no benchmark (training, simulation), or nothing was recorded.
     A figure of timings or GFLOP/s is judged against it (a rate above the machine's peak, a
     working set that crosses a cache size)."""
-    names = [str(m.get("name", "")) for nid in view.nodes for m in view.metrics(nid)]
-    if not shows_machine(experiment_kinds(names, read_text(RunPaths(run_dir).idea_md, 8000))):
+    if not shows_machine(run_kinds(run_dir, view)):
         return ""
     try:
         env = read_json(RunPaths(run_dir).environment, default=None)
