@@ -21,7 +21,7 @@ memory layer, so even then whole items are dropped, never characters.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -146,7 +146,32 @@ def _core_section(entries: list[CoreEntry], limit: int) -> Section:
     return Section("core", header, items, layout=layout)
 
 
-def _recall_section(store: MemoryStore, branch: str, n: int, cap: int) -> tuple[Section, dict[str, Any]]:
+SHOWN_PROBE_CHARS = 60  # an event whose text's first characters another layer holds repeats it
+
+
+def _shown_in(text: str, shown: Mapping[str, str]) -> str | None:
+    """The title of the layer of this prompt that already holds ``text`` (an event's text after
+    its ``node succeeded: `` head), None when none does or the text is too short to be worth a
+    reference. A capable model's code prompt held the best node's findings in the recall notes
+    and again, byte for byte, in the history below them (issue 28: say each fact once)."""
+    probe = " ".join(text.split())[:SHOWN_PROBE_CHARS]
+    if len(probe) < SHOWN_PROBE_CHARS:
+        return None
+    return next((title for title, body in shown.items() if body and probe in " ".join(body.split())), None)
+
+
+def _event_text(e: Any, cap: int, shown: Mapping[str, str]) -> str:
+    head, sep, body = e.text.partition(": ")
+    where = _shown_in(body, shown) if sep else None
+    if where is not None:
+        who = f" ({e.node_id})" if e.node_id else ""
+        return f'{head}{who}: its text is under "{where}"'
+    return _cap(e.text, cap, e.id)
+
+
+def _recall_section(
+    store: MemoryStore, branch: str, n: int, cap: int, shown: Mapping[str, str] | None = None
+) -> tuple[Section, dict[str, Any]]:
     # the node's own creation is what its prompt's node_brief says; without it, the recall a node
     # sees first is its lineage's, the same bytes for all its siblings (a shared prompt prefix)
     visible = [
@@ -155,7 +180,7 @@ def _recall_section(store: MemoryStore, branch: str, n: int, cap: int) -> tuple[
     events, older = visible[-n:], visible[:-n] if len(visible) > n else []
     folds = store.consolidations(branch)
     # most important first (newest events, then older ranges); shown in the reverse order
-    items = [Item(f"- {e.id} [{e.kind}] {_cap(e.text, cap, e.id)}", e.id) for e in reversed(events)]
+    items = [Item(f"- {e.id} [{e.kind}] {_event_text(e, cap, shown or {})}", e.id) for e in reversed(events)]
     if older:  # outside the window but not consolidated yet: say so instead of hiding them
         span = older[0].id if len(older) == 1 else f"{older[0].id}..{older[-1].id}"
         items.append(Item(f"- {span}: {len(older)} older event(s) not shown (expand an id)"))
@@ -294,15 +319,18 @@ def render_memory(
     query: str = "",
     resource_memory: str | None = None,
     counter: TokenCounter | None = None,
+    elsewhere: Mapping[str, str] | None = None,
 ) -> MemoryView:
     """The memory layer of ``branch`` for a prompt whose node content is ``query``
-    (build it with :func:`~ai_scientist.memory.search.query_for`; an empty query skips archival)."""
+    (build it with :func:`~ai_scientist.memory.search.query_for`; an empty query skips archival).
+    ``elsewhere`` maps the titles of the prompt's other layers to their text: a recall event whose
+    text one of them holds says where it is instead of repeating it (its id still expands it)."""
     cfg = store.cfg
     if not cfg.enabled:  # memory.enabled=false: an empty layer, and nothing to snapshot
         return MemoryView("", [], {"branch": branch, "enabled": False})
     core = store.core_entries(branch)
     recall, rsnap = _recall_section(
-        store, branch, cfg.recall_max_events, cfg.archival_snippet_budget_chars // 2
+        store, branch, cfg.recall_max_events, cfg.archival_snippet_budget_chars // 2, elsewhere
     )
     skip = set(rsnap["summary_ids"])
     arch = (

@@ -168,7 +168,7 @@ class NodeContext:
             full["history"] = parent_history(self.run.dir, self.parent)
         memory_view = None
         if memory is not None and "memory" not in full:
-            memory_view = memory.render(values)
+            memory_view = memory.render(values, history=full.get("history"))
             full["memory"] = memory_view.text
         messages, ledger = self.prompts.build(prompt, full, node_id=self.node.id, role=role)
         ledger, snapshot = memory_records(ledger, memory_view)

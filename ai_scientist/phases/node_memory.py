@@ -57,16 +57,20 @@ class NodeMemory:
         self.node = node
         self.branch = open_branch(store, node, parent.id if parent is not None else None)
 
-    def render(self, values: dict[str, Any]) -> MemoryView:
+    def render(self, values: dict[str, Any], history: Any = None) -> MemoryView:
         """The memory layer for a prompt whose stage inputs are ``values``: its text, its ledger
-        entries (``memory.core``, ...) and the snapshot the prompt log keeps."""
+        entries (``memory.core``, ...) and the snapshot the prompt log keeps. A recall note whose
+        text the prompt's ``history`` holds points there instead of repeating it."""
         query = query_for(
             idea=" ".join(x for x in (self.run.idea.title, self.node.idea or "") if x),
             plan=values.get("plan_snippet"),
             error=values.get("execution_output") if self.node.operation == "debug" else self.node.error,
             metric=self.node.metric.name if self.node.metric else None,
         )
-        return render_memory(self.store, self.branch, query)
+        from ..context.spec import LAYERS
+
+        shown = {LAYERS["history"].heading: history} if isinstance(history, str) else None
+        return render_memory(self.store, self.branch, query, elsewhere=shown)
 
     def exchange(self, first: LLMResult, follow_up: Callable[[list[dict[str, str]]], LLMResult]) -> LLMResult:
         """Apply the answer's memory operations (with read rounds); returns the final answer.
