@@ -78,21 +78,25 @@ def program_values(ctx: NodeContext, answer: dict[str, Any]) -> dict[str, Any]:
     A program equal to its parent's (a seed re-run) is shown whole: its bytes repeat the parent's
     call, which a provider's prefix cache serves."""
     from ..base.paths import CODE_FILE
-    from .base import code_text, parent_file
+    from .base import answer_commands, code_text, commands_text, parent_file
 
     program = code_text(answer or {})
     parent = ctx.parent
     if parent is None or not program:
         return {"prior_code": program}
-    before = code_text(parent_file(ctx, CODE_FILE) or {})
+    parent_answer = parent_file(ctx, CODE_FILE) or {}
+    before = code_text(parent_answer)
     if not before:
         return {"prior_code": program}
+    # the commands are diffed with the files: a tuning that changed only a build flag showed an
+    # empty-looking diff under "every line not shown is the parent's" (a relay run's judge)
+    commands_changed = answer_commands(parent_answer) != answer_commands(answer or {})
     diff = "\n".join(
         difflib.unified_diff(
             # the file labels name no node (the sentence above names the parent): siblings' diffs
             # share their bytes up to the first changed line
-            before.splitlines(),
-            program.splitlines(),
+            f"{before}\n\n{commands_text(parent_answer)}".splitlines(),
+            f"{program}\n\n{commands_text(answer or {})}".splitlines(),
             "parent",
             "this node",
             n=2,
@@ -103,7 +107,7 @@ def program_values(ctx: NodeContext, answer: dict[str, Any]) -> dict[str, Any]:
     # prefix-cache hit up to the run's own output; so is one whose diff is not much shorter
     if not diff or len(diff) > DIFF_SHARE * len(program):
         return {"prior_code": program}
-    return {"prior_code": diff, "code_diff_of": parent.id}
+    return {"prior_code": diff, "code_diff_of": parent.id, "commands_changed": commands_changed}
 
 
 def node_kinds(ctx: NodeContext, metrics: Any) -> list[str]:
