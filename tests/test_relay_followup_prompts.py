@@ -272,12 +272,12 @@ def test_the_memory_protocol_is_one_compact_block(run):
 
 def test_a_c_programs_array_of_settings_is_a_parameter():
     """The capable model's C program swept ``int tiles[5] = {16, 32, 64, 128, 0};`` and the
-    proposer's parameter list did not name it: an array of numbers in C is a hard-coded grid."""
+    proposer's parameter list did not name it: an array of values in C is a parameter."""
     from ai_scientist.treesearch.parameters import code_parameters
 
     src = "#define N 1024\nint main(void) {\n    int tiles[5] = {16, 32, 64, 128, 0};\n    return 0;\n}\n"
     lines = code_parameters({"mm.c": src})
-    assert "tiles in (16, 32, 64, 128, 0) (a grid hard-coded in a loop) [mm.c]" in lines
+    assert "tiles = {16, 32, 64, 128, 0} (an array of values in the code) [mm.c]" in lines
     assert "N = 1024 [mm.c]" in lines
 
 

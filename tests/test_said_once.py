@@ -81,3 +81,94 @@ def test_a_childs_diff_shows_changed_commands_and_says_so(tmp_path):
             assert "the build and run commands too" in text
             assert "+run:" not in diff
     assert seen[True] and seen[False], seen  # both kinds of child were in the run
+
+
+KNOB_C = """#include <stdio.h>
+#define NB 4
+static const int TILES[] = {16, 32, 64};
+int main(void) {
+    int sweep[] = {128, 256, 512}, one[] = {64};
+    printf("%d %d %d\\n", TILES[0], sweep[0], one[0] * NB);
+    return 0;
+}
+"""
+
+
+class CompiledKnobs(ExampleResponder):
+    """Experiments with a C helper built with flags: arrays, a #define and compile flags are the
+    knobs a tuning of it would sweep."""
+
+    def _phase2(self, text: str, ctx: Any) -> str:
+        answer = json.loads(super()._phase2(text, ctx))
+        answer["files"].append({"path": "knob.c", "content": KNOB_C, "encoding": "utf-8"})
+        answer["build"] = {
+            "language": "c",
+            "compiler": "gcc",
+            "commands": ["gcc -O2 -march=native -funroll-loops -o knob knob.c -lm"],
+        }
+        return json.dumps(answer)
+
+
+def test_the_tuning_proposer_sees_c_arrays_defines_and_compile_flags(tmp_path):
+    """The idea proposals' parameter list names what the best node's code and build expose: each
+    array and #define of its C file and each compile flag of its build command (read here from
+    the node's saved code answer, with plain regexes)."""
+    import re
+
+    code, run_dir, _ = start_run(tmp_path, responder=CompiledKnobs())
+    assert code == 0
+    ideas = [r for r in prompt_records(run_dir) if r.get("phase") == "ideas"]
+    assert ideas
+    for rec in ideas:
+        text = record_text(rec)
+        best = re.search(r"\b(n\d{4}): ", text[text.index("## ") :]).group(1)
+        answer = json.loads((run_dir / "nodes" / best / "code_answer.json").read_text())
+        src = next(f["content"] for f in answer["files"] if f["path"].endswith(".c"))
+        arrays = re.findall(r"(\w+)\[\]\s*=\s*\{([^}]*)\}", src)
+        defines = re.findall(r"#define (\w+) (\S+)", src)
+        (build,) = answer["build"]["commands"]
+        words = build.split()
+        flags = [w for w in words if w.startswith(("-O", "-m", "-f"))]
+        assert arrays and defines and flags
+        for name, values in arrays:
+            assert f"{name} = {{{', '.join(v.strip() for v in values.split(','))}}}" in text, name
+        for name, value in defines:
+            assert f"{name} = {value} [knob.c]" in text
+        assert f"gcc flags (build command 1): {' '.join(flags)}" in text
+        assert "-lm" not in text.split("gcc flags")[1].split("\n")[0]  # a library, not a knob
+
+
+def test_code_parameters_of_cpp_and_python_arrays_and_build_flags():
+    """The forms the relay runs' programs used: several C declarators on a line, arrays holding a
+    name (``n``), std::vector, enum constants, a zero-fill left out; Python lists of numbers
+    (any case, ``np.array``); gcc/g++ flags of each compiler call without paths or libraries,
+    ``-D`` defines and ``CFLAGS=`` assignments."""
+    from ai_scientist.treesearch.parameters import code_parameters
+
+    c = (
+        "enum { REPS = 3 };\nint main(void) {\n  double buf[1024] = {0};\n"
+        "  int sweep[] = {16, 32, n}, one[] = {64};\n  std::vector<int> sizes = {256, 512};\n}\n"
+    )
+    py = "import numpy as np\ntiles = [16, 32]\nLRS = np.array([0.1, 0.01])\nnames = ['a', 'b']\n"
+    build = {
+        "language": "c",
+        "commands": [
+            "gcc -O3 -march=native -DNB=4 -I inc -o mm mm.c -lm -Wall",
+            "CFLAGS='-O2' make && g++-12 -std=c++17 -fopenmp x.cpp -o x",
+        ],
+    }
+    lines = code_parameters({"mm.cpp": c, "exp.py": py}, build=build)
+    for expected in (
+        "REPS = 3 [mm.cpp]",
+        "sweep = {16, 32, n} (an array of values in the code) [mm.cpp]",
+        "one = {64} (an array of values in the code) [mm.cpp]",
+        "sizes = {256, 512} (an array of values in the code) [mm.cpp]",
+        "tiles = [16, 32] (an array of values in the code) [exp.py]",
+        "LRS = [0.1, 0.01] (an array of values in the code) [exp.py]",
+        "NB = 4 [build.commands]",
+        "gcc flags (build command 1): -O3 -march=native [build.commands]",
+        "CFLAGS = -O2 [build.commands]",
+        "g++-12 flags (build command 2): -std=c++17 -fopenmp [build.commands]",
+    ):
+        assert expected in lines, (expected, lines)
+    assert not any(line.startswith(("buf", "names")) for line in lines)

@@ -275,7 +275,12 @@ def proposal_inputs(
         "best_design": design_text(_plan_of(run, parent.id)),
         # the data / split / size / noise / seed knobs are marked: a tuning or an ablation that
         # changes one makes its node incomparable (a relay run's proposer could not tell them apart)
-        "code_parameters": code_parameters(text_files(answer), note=_protocol_note),
+        # and the build's compile flags (a C benchmark's knobs are often there)
+        "code_parameters": code_parameters(
+            text_files(answer),
+            note=_protocol_note,
+            build=answer.get("build") if isinstance(answer, dict) else None,
+        ),
         # its build and run commands: what a command-line argument (argv[1], $2) stands for
         "commands": answer_commands(answer),
         "iterations_left": iterations_left(run, view, state.stage),

@@ -8,7 +8,13 @@ knobs are compile-time tiles). So the proposer is shown what the code itself let
 - named constants: module-level UPPER_CASE assignments of a literal (Python, tuples included),
   ``#define NAME value``, top-level ``const`` / ``constexpr`` scalars (C, C++), with their values;
 - hard-coded grids: a Python loop over a literal tuple or list of numbers (``for l2 in (0, 0.1)``):
-  a value the method sweeps that no option or constant exposes, which an idea may still change.
+  a value the method sweeps that no option or constant exposes, which an idea may still change;
+- arrays of values: C / C++ ``static const int TILES[] = {16, 32, n};`` (several declarators on a
+  line, ``std::array`` / ``std::vector`` initialisers), Python module-level lists or tuples of numbers
+  (``tiles = [16, 32]``, ``np.array([...])``); C ``enum { TILE = 64 };`` constants;
+- the build: compile flags of each compiler line of ``build.commands`` (``-O3 -march=native``),
+  ``-DNAME=value`` defines and ``CFLAGS=...`` assignments there — a relay run's proposals had to
+  invent "tiles_sweep" and "CFLAGS" for the knobs a C benchmark sweeps.
 
 Pure and bounded: at most ``limit`` entries of at most ``ENTRY_CHARS`` characters each.
 """
@@ -17,8 +23,10 @@ from __future__ import annotations
 
 import ast
 import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 ENTRY_CHARS = 120
 VALUE_CHARS = 60
@@ -30,20 +38,31 @@ _ENV = re.compile(
     r"""(?:\s*,\s*([^)\n]{1,60}))?|os\.environ\s*\[\s*["']([A-Za-z_][A-Za-z0-9_]*)["']\s*\]"""
 )
 _ARGV = re.compile(r"\b(?:sys\.)?argv\s*\[\s*(\d+)\s*\]")
-_DEFINE = re.compile(r"^\s*#\s*define\s+([A-Z][A-Z0-9_]*)\s+(\S[^\n]*?)\s*(?://.*|/\*.*)?$", re.M)
+# an object-like macro with a value (``#define TILE 64``; a function-like ``MIN(a,b)`` has "(" after
+# the name, an include guard no value)
+_DEFINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)[ \t]+(\S[^\n]*?)\s*(?://.*|/\*.*)?$", re.M)
 # a top-level C / C++ constant: no indentation, `static`/`constexpr`/`const`, a scalar type
 _CONST = re.compile(
     r"^(?:static\s+)?(?:constexpr|const)\s+(?:static\s+)?(?:unsigned\s+|signed\s+)?"
     r"(?:int|long|short|size_t|float|double|char|bool|u?int\d+_t|auto)\s+([A-Za-z_]\w*)\s*=\s*([^;\n]{1,60});",
     re.M,
 )
-# a C / C++ array of numbers written out in the code (``int tiles[5] = {16, 32, 64};``, at any
-# indentation): the values a method sweeps, as a loop over it would (the "grid" kind)
-_C_ARRAY = re.compile(
-    r"^\s*(?:static\s+)?(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:int|long|size_t|double|float|short)\s+"
-    r"(\w+)\s*\[\s*\w*\s*\]\s*=\s*\{([-+0-9.eE,\s]+)\}\s*;",
-    re.M,
+# a C / C++ array of values written out in the code, at any indentation, each declarator of a line
+# (``int tiles_sweep[] = {16, 32, 64, n}, tiles_one[] = {64};``) or a std::array / std::vector
+# initialiser: the values a method sweeps; elements are numbers or names (``n``), nothing nested
+_ELEMENTS = r"\{\s*([-+\w.]+(?:\s*,\s*[-+\w.]+)*)\s*,?\s*\}"
+_C_ARRAY = re.compile(r"\b([A-Za-z_]\w*)\s*\[[^\]\n]*\]\s*=\s*" + _ELEMENTS)
+_CPP_ARRAY = re.compile(r"\bstd::(?:array|vector)\s*<[^>\n]*>\s*([A-Za-z_]\w*)\s*(?:=\s*)?\{?\s*" + _ELEMENTS)
+_ENUM = re.compile(r"\benum\b[^{;]*\{([^}]*)\}")
+_ENUM_ITEM = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*([^,]+?)\s*$")
+# compilers whose flags in a build command are the build's knobs (the ``-o`` output and include /
+# library paths are not: they name files)
+_COMPILER = re.compile(
+    r"^(?:gcc|g\+\+|cc|c\+\+|clang|clang\+\+|icc|icpc|icx|icpx|nvcc|nvc|nvc\+\+|mpicc|mpicxx|mpic\+\+"
+    r"|mpiCC|gfortran|ifort|ifx|nvfortran|hipcc|dpcpp)(?:-\d+)?$"
 )
+_NOT_KNOBS = ("-o", "-c", "-I", "-L", "-isystem", "-MF", "-MT", "-MD", "-MMD")
+_ASSIGN = re.compile(r"^([A-Z][A-Z0-9_]*)=(.*)$")
 _PY_ASSIGN = re.compile(r"^([A-Z][A-Z0-9_]*)\s*=\s*([^\n#]+)", re.M)
 
 
@@ -65,6 +84,8 @@ class Parameter:
             "argv": f"{self.name} (command-line argument)",
             "constant": f"{self.name} = {value}",
             "grid": f"{self.name} in {value} (a grid hard-coded in a loop)",
+            "array": f"{self.name} = {value} (an array of values in the code)",
+            "flags": f"{self.name}: {value}",
         }[self.kind]
         return _clip(f"{text} [{self.path}]", ENTRY_CHARS)
 
@@ -75,12 +96,18 @@ def _clip(text: str, limit: int) -> str:
 
 
 def code_parameters(
-    files: dict[str, str], limit: int = LIMIT, note: Callable[[Parameter], str] | None = None
+    files: dict[str, str],
+    limit: int = LIMIT,
+    note: Callable[[Parameter], str] | None = None,
+    build: Any = None,
 ) -> list[str]:
-    """One line per parameter the ``files`` (path -> text) expose, in file order, each name once;
-    at most ``limit`` lines, the last saying how many more were found. ``note`` adds a remark to
-    a parameter's line (e.g. that it belongs to the evaluation protocol), "" for none."""
+    """One line per parameter the ``files`` (path -> text) expose, in file order, each name once,
+    then those of the code answer's ``build`` section (:func:`build_parameters`); at most ``limit``
+    lines, the last saying how many more were found. ``note`` adds a remark to a parameter's line
+    (e.g. that it belongs to the evaluation protocol), "" for none."""
     found = parameters(files)
+    seen = {(p.name, p.kind) for p in found}
+    found += [p for p in build_parameters(build) if (p.name, p.kind) not in seen]
     lines = [p.line() + (f" — {n}" if note and (n := note(p)) else "") for p in found[:limit]]
     if len(found) > limit:
         lines.append(f"... {len(found) - limit} more parameters not listed")
@@ -120,6 +147,40 @@ def _python(path: str, text: str) -> list[Parameter]:
                 out.append(Parameter(name, "option", _source(text, default), path))
     out += _env_and_argv(path, text)
     out += _grids(path, tree)
+    out += _py_arrays(path, tree, {p.name for p in out if p.kind == "constant"})
+    return out
+
+
+def _numbers(node: ast.expr) -> bool:
+    """A literal list or tuple of at least two numbers."""
+    return (
+        isinstance(node, ast.List | ast.Tuple)
+        and len(node.elts) >= 2
+        and all(
+            isinstance(e, ast.Constant)
+            and isinstance(e.value, int | float)
+            and not isinstance(e.value, bool)
+            or isinstance(e, ast.UnaryOp)
+            and isinstance(e.operand, ast.Constant)
+            for e in node.elts
+        )
+    )
+
+
+def _py_arrays(path: str, tree: ast.Module, constants: set[str]) -> list[Parameter]:
+    """Module-level ``name = [numbers]`` (any case; an UPPER_CASE one is a constant already) and
+    ``NAME = np.array([numbers])`` / ``array('d', [numbers])``: the values the code sweeps."""
+    out = []
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
+            continue
+        target, value = stmt.targets[0], stmt.value
+        if not isinstance(target, ast.Name) or target.id in constants:
+            continue
+        if isinstance(value, ast.Call):
+            value = next((a for a in value.args if _numbers(a)), value)
+        if _numbers(value):
+            out.append(Parameter(target.id, "array", ast.unparse(value), path))
     return out
 
 
@@ -187,17 +248,84 @@ def _generic(path: str, text: str) -> list[Parameter]:
     """C, C++, shell, anything else: #define, top-level const scalars, UPPER_CASE = value lines."""
     out = [Parameter(m.group(1), "constant", m.group(2), path) for m in _DEFINE.finditer(text)]
     out += [Parameter(m.group(1), "constant", m.group(2).strip(), path) for m in _CONST.finditer(text)]
-    out += [
-        Parameter(
-            m.group(1),
-            "grid",
-            "(" + ", ".join(v.strip() for v in m.group(2).split(",") if v.strip()) + ")",
-            path,
-        )
-        for m in _C_ARRAY.finditer(text)
-    ]
+    for m in [*_C_ARRAY.finditer(text), *_CPP_ARRAY.finditer(text)]:
+        values = [v.strip() for v in m.group(2).split(",") if v.strip()]
+        if len(values) >= 2 or values not in ([], ["0"]):  # ``= {0}`` zero-fills a buffer
+            out.append(Parameter(m.group(1), "array", "{" + ", ".join(values) + "}", path))
+    for m in _ENUM.finditer(text):
+        for item in m.group(1).split(","):
+            if e := _ENUM_ITEM.match(item.split("//")[0]):
+                out.append(Parameter(e.group(1), "constant", e.group(2), path))
     if not path.endswith((".c", ".h", ".cc", ".cpp", ".hpp", ".cxx", ".cu")):
         out += [
             Parameter(m.group(1), "constant", m.group(2).strip(), path) for m in _PY_ASSIGN.finditer(text)
         ]
     return out + _env_and_argv(path, text)
+
+
+def build_parameters(build: Any) -> list[Parameter]:
+    """The knobs of a code answer's ``build`` section: per compiler line of ``build.commands`` its
+    flags (``gcc flags (build command 1): -O3 -march=native``; not the output, include or library
+    paths), its ``-DNAME=value`` defines and ``NAME=value`` assignments (``CFLAGS=-O3 make``) as
+    constants, and a ``flags`` field when an answer has one. A line that does not parse is skipped."""
+    if not isinstance(build, dict):
+        return []
+    out: list[Parameter] = []
+    commands = build.get("commands")
+    for i, cmd in enumerate(commands if isinstance(commands, list) else [], 1):
+        try:
+            words = shlex.split(str(cmd))
+        except ValueError:
+            continue
+        where = f"build command {i}"  # the flags' name; defines and assignments are constants
+        start = 0  # each compiler of the line (``gcc ... && g++ ...``), flags up to the next ``&&``
+        for at, word in enumerate(words):
+            if m := _ASSIGN.match(word):
+                out.append(Parameter(m.group(1), "constant", m.group(2), "build.commands"))
+            if _COMPILER.match(word.rsplit("/", 1)[-1]) and at >= start:
+                flags, defines, end = _compiler_flags(words[at + 1 :])
+                start = at + 1 + end
+                out += [Parameter(n, "constant", v, "build.commands") for n, v in defines]
+                if flags:
+                    out.append(
+                        Parameter(
+                            f"{word.rsplit('/', 1)[-1]} flags ({where})",
+                            "flags",
+                            " ".join(flags),
+                            "build.commands",
+                        )
+                    )
+    extra = build.get("flags")
+    if isinstance(extra, list):
+        extra = " ".join(str(f) for f in extra)
+    if isinstance(extra, str) and extra.strip():
+        out.append(Parameter("flags", "flags", extra.strip(), "build.flags"))
+    return out
+
+
+def _compiler_flags(words: list[str]) -> tuple[list[str], list[tuple[str, str]], int]:
+    """The flags of one compiler call (``words`` after the compiler, up to a shell operator), its
+    ``-D`` defines, and how many words the call used."""
+    flags: list[str] = []
+    defines: list[tuple[str, str]] = []
+    skip = False
+    for n, w in enumerate(words):
+        if w in ("&&", "||", ";", "|"):
+            return flags, defines, n
+        if skip:
+            skip = False
+            continue
+        if not w.startswith("-"):
+            continue
+        if w in _NOT_KNOBS:  # its argument is a path
+            skip = w != "-c"
+            continue
+        # paths, dependency files, warnings, debug info and libraries: not what a tuning varies
+        if w.startswith(("-I", "-L", "-o", "-M", "-W", "-g", "-l")) and not w.startswith("-g0"):
+            continue
+        if w.startswith("-D") and len(w) > 2:
+            name, _, value = w[2:].partition("=")
+            defines.append((name, value or "1"))
+            continue
+        flags.append(w)
+    return flags, defines, len(words)
