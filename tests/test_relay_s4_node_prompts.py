@@ -292,7 +292,12 @@ def test_a_best_node_line_gives_its_search_value_and_seed_mean_and_what_decided(
                 in line
             )
             continue
-        m = re.search(r"^Best node (?:handed to the next stage|of the run): (n\d+)\b.*$", text, re.M)
+        m = re.search(
+            r"^(?:Best node (?:handed to the next stage|of the run)|Node kept for the (?:next stage|run) "
+            r"\(a tie within the seed noise\)): (n\d+)\b.*$",
+            text,
+            re.M,
+        )
         if not m:
             continue
         n, mean = mean_of(m.group(1))

@@ -52,8 +52,26 @@ def _expected_stage_lines(run_dir: Path) -> list[str]:
         rerank = (info["best"].get("evidence") or {}).get("seed_rerank") or {}
         if rerank.get("changed"):  # the seed re-ranking replaced the metric's choice (issue 30)
             text += f"; chosen over {rerank['node_id']} by the mean over seed re-runs"
+        if _tie(rerank):  # kept by a mean within the seed noise of another's (issue 28)
+            text += "; a tie within the seed noise (see its stage facts)"
         out.append(text)
     return out
+
+
+def _tie(rerank: dict) -> bool:
+    """The chosen node's seed mean within z x sigma x sqrt(1/n + 1/m) of another node's mean."""
+    import math
+
+    means, sigma = rerank.get("means") or {}, (rerank.get("noise") or {}).get("sigma")
+    chosen = rerank.get("chosen") or rerank.get("node_id")
+    won = means.get(chosen)
+    if not won or sigma is None:
+        return False
+    return any(
+        abs(won["mean"] - m["mean"]) <= rerank["noise_z"] * sigma * math.sqrt(1 / won["n"] + 1 / m["n"])
+        for nid, m in means.items()
+        if m and nid != chosen
+    )
 
 
 def _last_best(run_dir: Path) -> str:

@@ -172,3 +172,43 @@ def test_code_parameters_of_cpp_and_python_arrays_and_build_flags():
     ):
         assert expected in lines, (expected, lines)
     assert not any(line.startswith(("buf", "names")) for line in lines)
+
+
+def test_a_winner_inside_the_seed_noise_is_called_a_tie(tmp_path):
+    """A stage whose re-ranking kept a node by a seed mean within the noise band of another node's
+    mean (recomputed here from the stored record: z x sigma x sqrt(1/n + 1/m)) is a tie in its
+    summary call's facts ("Within noise: ..." with the band; "Node kept", not "Best node") and in
+    the "Previous stages" heading of every later prompt ("kept", not "best"); a clear winner
+    is neither."""
+    import math
+
+    code, run_dir, _ = start_run(tmp_path)
+    assert code == 0
+    records = prompt_records(run_dir)
+    ties = {True: 0, False: 0}
+    for path in sorted((run_dir / "stage_summaries").glob("stage*.json")):
+        data = json.loads(path.read_text())
+        rr, stage = data.get("seed_rerank") or {}, data["stage"]
+        means, sigma = rr.get("means") or {}, (rr.get("noise") or {}).get("sigma")
+        won = means.get(rr.get("chosen") or rr.get("node_id"))
+        tie = bool(
+            won
+            and sigma is not None
+            and any(
+                abs(won["mean"] - m["mean"]) <= rr["noise_z"] * sigma * math.sqrt(1 / won["n"] + 1 / m["n"])
+                for nid, m in means.items()
+                if m and nid != (rr.get("chosen") or rr.get("node_id"))
+            )
+        )
+        ties[tie] += 1
+        (call,) = [r for r in records if r.get("phase") == "summary" and r.get("label") == f"stage{stage}"]
+        facts = record_text(call)
+        assert ("Within noise:" in facts) is tie, stage
+        assert ("(a tie within the seed noise)" in facts) is tie, stage
+        later = [r for r in records if f"### Stage {stage} (" in record_text(r)]
+        assert later or stage == 4
+        for r in later:
+            head = record_text(r).split(f"### Stage {stage} (")[1].split("\n")[0]
+            assert ("a tie within the seed noise" in head) is tie, head
+            assert (f"; best {data['best_node']} " in head) is not tie, head
+    assert ties[True] and ties[False], ties  # the run had both

@@ -49,12 +49,17 @@ def _seeds_note(info: dict) -> str:
 
 def _rerank_note(info: dict) -> str:
     """``; chosen over n0005 by the mean over seed re-runs`` when re-ranking changed the best."""
+    from ..runloop.stage_facts import rerank_tie
+
     rerank = ((info.get("best") or {}).get("evidence") or {}).get("seed_rerank") or {}
-    return (
+    note = (
         f"; chosen over {rerank.get('node_id')} by the mean over seed re-runs"
         if rerank.get("changed")
         else ""
     )
+    if rerank_tie(rerank):  # a winner inside the seed noise: say so, not just "best"
+        note += "; a tie within the seed noise (see its stage facts)"
+    return note
 
 
 def _writer_note(paths: RunPaths) -> str:

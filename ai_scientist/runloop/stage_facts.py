@@ -6,6 +6,7 @@ The summary itself (the call, the stored file, the layer of later prompts) is :m
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -228,6 +229,54 @@ def _groups_text(groups: dict[str, Any]) -> str:
     )
 
 
+def rerank_tie(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Whether the re-ranking's winner won inside the seed noise: the other nodes whose seed mean
+    is within the band for two means of the winner's (``noise_z x sigma x sqrt(1/n + 1/m)``, n and
+    m their re-runs), each with that band; None when it won clearly, or there were no means or no
+    noise estimate. A relay run's stage kept n0007 on a mean 6.25 above n0008's with a band of
+    25.25 and called it the best (its judge: 'no statement that it is a tie')."""
+    if not record:
+        return None
+    means = record.get("means") or {}
+    chosen = record.get("chosen") or record.get("node_id")
+    sigma = (record.get("noise") or {}).get("sigma")
+    z = record.get("noise_z")
+    won = means.get(chosen) if isinstance(means, Mapping) else None
+    if not won or sigma is None or z is None:
+        return None
+    level = []
+    for nid, other in means.items():
+        if nid == chosen or not other:
+            continue
+        band = float(z) * float(sigma) * math.sqrt(1 / int(won["n"]) + 1 / int(other["n"]))
+        gap = abs(float(won["mean"]) - float(other["mean"]))
+        if gap <= band:
+            level.append({"node_id": nid, "mean": float(other["mean"]), "gap": gap, "band": band})
+    if not level:
+        return None
+    return {"chosen": chosen, "mean": float(won["mean"]), "z": float(z), "level": level}
+
+
+def band_text(tie: Mapping[str, Any]) -> str:
+    """The noise band(s) of a tie, once: ``band 0.0495`` or ``bands 0.0444-0.0495``."""
+    bands = sorted({num(o["band"]) for o in tie["level"]}, key=float)
+    return f"band {bands[0]}" if len(bands) == 1 else f"bands {bands[0]}-{bands[-1]}"
+
+
+def tie_text(record: Mapping[str, Any] | None) -> str:
+    """``n0002's mean 0.7975 ties n0005's 0.795, n0006's 0.7913 within the seed noise (band
+    0.0495 for two means: 2 x sigma x sqrt(1/n + 1/m), n and m their re-runs): not a gain`` when
+    :func:`rerank_tie` finds one, else ""."""
+    tie = rerank_tie(record)
+    if tie is None:
+        return ""
+    others = ", ".join(f"{o['node_id']}'s {num(o['mean'])}" for o in tie["level"])
+    return (
+        f"{tie['chosen']}'s mean {num(tie['mean'])} ties {others} within the seed noise ({band_text(tie)} "
+        f"for two means: {num(tie['z'])} x sigma x sqrt(1/n + 1/m), n and m their re-runs): not a gain"
+    )
+
+
 def rerank_lines(record: dict[str, Any] | None) -> list[str]:
     """The re-ranking over seeds at a stage's end as sentences (stage facts, ``logs``): the noise
     estimate with its numbers, the threshold, the candidates, their means and the decision."""
@@ -261,6 +310,9 @@ def rerank_lines(record: dict[str, Any] | None) -> list[str]:
         ]
         out.append("Means over the seed re-runs: " + ", ".join(parts) + ".")
     out.append(f"Decision: {record.get('decision')}.")
+    tie = tie_text(record)
+    if tie:
+        out.append(f"Within noise: {tie}.")
     return out
 
 
@@ -274,7 +326,13 @@ def _decided_by(best: Node, seeds: dict | None, rerank: dict | None) -> str:
     if not rerank:  # not chosen in this stage (the ablation stage's carried node)
         return f" on its search run ({mean})"
     if rerank.get("means"):
-        return f" on its search run; {mean}, which decided the choice (re-ranking over seeds, below)"
+        # chosen inside the noise band: not "the best" by a margin
+        tie = (
+            ", within the seed noise of another node's mean: a tie, not a better result"
+            if rerank_tie(rerank)
+            else ""
+        )
+        return f" on its search run; {mean}, which decided the choice (re-ranking over seeds, below){tie}"
     return f" on its search run, which decided the choice ({mean})"
 
 
@@ -305,6 +363,10 @@ def stage_facts(
         head.append("No node is the run's best." if last else "No node is handed to the next stage.")
     else:
         label = "Best node of the run" if last else "Best node handed to the next stage"
+        if rerank_tie(rerank):  # kept inside the seed noise of another node: no "best" by a margin
+            label = (
+                f"Node kept {'for the run' if last else 'for the next stage'} (a tie within the seed noise)"
+            )
         where = ""
         if stage == ABLATION_STAGE and best.stage < stage:
             where = (

@@ -28,8 +28,9 @@ from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import VLM_FILE, RunPaths
 from ..llm.types import LLMError
 from ..treesearch.best import count_nodes
+from ..treesearch.seeds import num
 from ..treesearch.stages import STAGES
-from .stage_facts import figure_finding, stage_facts
+from .stage_facts import band_text, figure_finding, rerank_tie, stage_facts
 
 if TYPE_CHECKING:
     from ..base.run import Run
@@ -126,9 +127,18 @@ def render_summary(data: dict[str, Any]) -> str:
         head += f", {data['incomparable']} not comparable (changed the evaluation protocol)"
     if data.get("seed_runs"):  # re-measurements of the best, never counted as nodes
         head += f" (+{data['seed_runs']} seed re-runs of the best)"
-    head += f"; best {best} ({shown})" if best else "; no node handed over"
-    if (data.get("seed_rerank") or {}).get("changed"):
-        head += f", chosen over {data['seed_rerank']['node_id']} by its mean over seed re-runs"
+    rerank = data.get("seed_rerank") or {}
+    tie = rerank_tie(rerank) if best else None
+    if tie is not None:  # a winner inside the noise band is no "best": a tie, said with the band
+        level = ", ".join(f"{o['node_id']}'s {num(o['mean'])}" for o in tie["level"])
+        head += (
+            f"; kept {best} ({shown}), a tie within the seed noise: its mean {num(tie['mean'])} vs "
+            f"{level} ({band_text(tie)})"
+        )
+    else:
+        head += f"; best {best} ({shown})" if best else "; no node handed over"
+    if rerank.get("changed"):
+        head += f", chosen over {rerank['node_id']} by its mean over seed re-runs"
     body = data.get("summary") or {}
     lines = [head, *(f"{title}: {body[k]}" for k, title in FIELDS if body.get(k))]
     if not body:
