@@ -343,7 +343,7 @@ def test_a_table_tells_apart_values_that_differ_past_six_digits(run):
     tables = 0
     for rec in prompt_records(run):
         table = _section(rec, "Hyper-parameters tried")
-        rows = {nid: re.search(rf"\| {nid} \| val_accuracy=(\S+)", table) for nid in tuned}
+        rows = {nid: re.search(rf"^\| {nid} \| [^|]*\| val_accuracy=(\S+)", table, re.M) for nid in tuned}
         rows = {nid: m.group(1) for nid, m in rows.items() if m}
         if len(rows) < 2:
             continue

@@ -29,6 +29,7 @@ from ai_scientist.context.policies import (
     JSONPreview,
     LayerPolicy,
     PolicyParams,
+    RankRows,
     StripReasoning,
     TailWindow,
     WholeItems,
@@ -81,6 +82,38 @@ def test_head_rows_cuts_the_last_rows_and_keeps_the_header():
     assert HeadRows().shrink("plain text " * 40, under(100), PolicyParams(), None)[1].startswith("head kept")
 
 
+def test_rank_rows_cuts_the_lowest_ranked_rows_and_keeps_creation_order():
+    # rows in creation order (n01..n08), the ranking on the last line; n03 and n06 are not ranked
+    # (failed / running): they go first, the newest first, then the worst ranked
+    ranking = "Ranked best first: n05, n02, n08, n01, n07, n04."
+    table = [
+        "| node | setting | result |\n|---|---|---|",
+        *(f"| n0{i} | lr={i / 10} | acc={i / 100} |" for i in range(1, 9)),
+        ranking,
+    ]
+    assert RankRows.cut_order(table[1:-1], ranking) == [5, 2, 3, 6, 0, 7, 1, 4]
+    for keep, shown, best in (
+        (6, "n01 n02 n04 n05 n07 n08", "n05, n02, n08, n01, n07, n04."),
+        (3, "n02 n05 n08", "n05, n02, n08."),
+        (1, "n05", ""),  # a ranking of one row says nothing the row does not
+        (0, "", ""),
+    ):
+        value = RankRows.cut(table, keep)
+        rows, tail = (value[1:-2], value[-2:]) if best else (value[1:-1], [*value[-1:], ""])
+        assert [r.split(" | ")[0][2:] for r in rows] == shown.split(), keep
+        assert value[0] == table[0] and tail[1] == ("Ranked best first: " + best if best else "")
+        assert tail[0] == f"[... {8 - keep} lower-ranked rows cut (8 total) ...]"
+    assert RankRows.cut(table, 8) == table
+    fits = under(len(json.dumps(RankRows.cut(table, 3))))
+    value, note = RankRows().shrink(table, fits, PolicyParams(), None)
+    assert value == RankRows.cut(table, 3) and note == "kept header + best 3 of 8 rows"
+    # without a ranking line it is head_rows
+    plain = table[:-1]
+    assert RankRows().shrink(plain, fits, PolicyParams(), None) == HeadRows().shrink(
+        plain, fits, PolicyParams(), None
+    )
+
+
 def test_registry_names_and_cut_actions():
     assert {name: type(p) for name, p in LAYER_POLICIES.items()} == {
         "none": LayerPolicy,
@@ -91,6 +124,7 @@ def test_registry_names_and_cut_actions():
         "json_preview": JSONPreview,
         "history_prune": HistoryPrune,
         "head_rows": HeadRows,
+        "rank_rows": RankRows,
         "whole_items": WholeItems,
         "strip_reasoning": StripReasoning,
     }
@@ -103,7 +137,7 @@ def test_registry_names_and_cut_actions():
         get_layer_policy("nope")
     assert str(exc.value) == (
         "unknown context policy 'nope'; known: head, head_rows, head_sentences, head_tail, history_prune, json_preview, "
-        "none, strip_reasoning, tail, whole_items"
+        "none, rank_rows, strip_reasoning, tail, whole_items"
     )
 
 

@@ -283,6 +283,7 @@ LAYER_POLICY_NAMES = (
     "history_prune",
     "json_preview",
     "none",
+    "rank_rows",
     "strip_reasoning",
     "tail",
     "whole_items",

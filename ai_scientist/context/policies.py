@@ -276,6 +276,69 @@ class HeadRows(LayerPolicy):
         return None if found is None else (found[0], f"kept header + best {found[1]} of {rows} rows")
 
 
+# the last line of a table whose rows are in creation order: the rows' keys (each row's first
+# cell), best first (treesearch/tried.py tried_table)
+RANK_LINE = "Ranked best first: "
+
+
+class RankRows(LayerPolicy):
+    """A table ``[header, row, ..., ranking]`` whose rows are in creation order — a new row comes
+    last, so the next prompt's table extends this one's and the prefix cache keeps it — and whose
+    last line (:data:`RANK_LINE`) names the rows' keys (their first cells) best first.
+
+    Cuts whole rows, the lowest-ranked first (rows the ranking does not name — failed or still
+    running — before any it names, the newest of them first), keeps the others in their order and
+    the header, names only the kept rows in the ranking line (none for one) and says how many were
+    cut: what
+    ``head_rows`` keeps of a table sorted by rank. Without a ranking line it is ``head_rows``.
+    """
+
+    name = "rank_rows"
+
+    @staticmethod
+    def _key(row: Any) -> str:
+        cells = str(row).split("|")
+        return cells[1].strip() if len(cells) > 2 else ""
+
+    @staticmethod
+    def _ranked(ranking: str) -> dict[str, int]:
+        """The ranking line's keys -> their place (0 = best)."""
+        keys = ranking[len(RANK_LINE) :].rstrip(".").split(",")
+        return {k.strip(): i for i, k in enumerate(keys) if k.strip()}
+
+    @classmethod
+    def cut_order(cls, rows: list[Any], ranking: str) -> list[int]:
+        """Row indices, the first to cut first."""
+        place = cls._ranked(ranking)
+        unnamed = [i for i in reversed(range(len(rows))) if cls._key(rows[i]) not in place]
+        named = sorted(
+            (i for i in range(len(rows)) if cls._key(rows[i]) in place),
+            key=lambda i: place[cls._key(rows[i])],
+        )
+        return [*unnamed, *reversed(named)]
+
+    @classmethod
+    def cut(cls, items: list[Any], keep: int) -> list[Any]:
+        header, rows, ranking = items[0], list(items[1:-1]), str(items[-1])
+        if keep >= len(rows):
+            return list(items)
+        order = cls.cut_order(rows, ranking)
+        gone = set(order[: len(rows) - keep])
+        kept = [r for i, r in enumerate(rows) if i not in gone]
+        place = cls._ranked(ranking)
+        named = sorted((cls._key(r) for r in kept if cls._key(r) in place), key=place.__getitem__)
+        marker = f"[... {len(rows) - keep} lower-ranked rows cut ({len(rows)} total) ...]"
+        # a ranking of one row says nothing the row does not
+        return [header, *kept, marker, *([RANK_LINE + ", ".join(named) + "."] if len(named) > 1 else [])]
+
+    def shrink(self, value: Any, fits: Fits, params: PolicyParams, handle: str | None) -> Result | None:
+        if not (isinstance(value, list) and len(value) >= 2 and str(value[-1]).startswith(RANK_LINE)):
+            return HeadRows().shrink(value, fits, params, handle)
+        rows = len(value) - 2
+        found = _largest(rows, lambda n: self.cut(value, n), fits)
+        return None if found is None else (found[0], f"kept header + best {found[1]} of {rows} rows")
+
+
 class WholeItems(LayerPolicy):
     """Memory and other item lists: cut by whole items, never inside one (a fact, an event, a hit).
 
@@ -346,6 +409,7 @@ LAYER_POLICIES: dict[str, LayerPolicy] = {
         JSONPreview(),
         HistoryPrune(),
         HeadRows(),
+        RankRows(),
         WholeItems(),
         StripReasoning(),
     )

@@ -65,10 +65,11 @@ LAYERS: dict[str, Layer] = {
         _L("time_feedback", "user", 45, "head", min_tokens=40, title="Run time"),
         # the parent's failure (its error as recorded on the node): debug and improve see why
         _L("parent_error", "user", 68, "head_tail", min_tokens=80, title="Parent's failure"),
-        # stage inputs: ranked tables [header, best row, ...]; a cut drops the worst rows first
-        _L("tried_hyperparams", "user", 50, "head_rows", min_tokens=80, title="Hyper-parameters tried"),
+        # stage inputs: the tried tables [header, row, ..., ranking], rows in creation order (a new
+        # row last: the prefix cache keeps the rows before it); a cut drops the worst rows first
+        _L("tried_hyperparams", "user", 50, "rank_rows", min_tokens=80, title="Hyper-parameters tried"),
         _L("ablation_plan", "user", 50, "head_rows", min_tokens=60, title="Ablation plan"),
-        _L("tried_ablations", "user", 48, "head_rows", min_tokens=80, title="Ablations done"),
+        _L("tried_ablations", "user", 48, "rank_rows", min_tokens=80, title="Ablations done"),
         # what the previous stages found (the summary role's stage summaries, oldest first)
         _L("stage_summary", "user", 58, "tail", min_tokens=100, title="Previous stages"),
         # what the other nodes of the stage did and scored ([header, row, ...]: the same parent's

@@ -1,10 +1,11 @@
 """What a stage has tried and what it scored: ranked tables for the stage's prompts.
 
 Stage 2 (tuning) and stage 4 (ablation) prompts, the idea proposer and the stage summary see the
-ideas already tried with their results. Each table is a list ``[header, row, row, ...]`` with the
-best row first — good nodes by the primary metric (best first, incomparable ones after), then
-failed nodes, then nodes still running — so the ``head_rows`` layer policy, which cuts rows
-from the end, drops the worst and the unfinished first. Pure: values in, values out.
+ideas already tried with their results. Each table is a list ``[header, row, ..., ranking]``: the
+rows in creation order (a new node's row last, so a later prompt's table extends an earlier one's
+and a provider's prefix cache keeps it), the last line the good nodes ranked by the primary metric,
+best first — so the ``rank_rows`` layer policy drops the failed and unfinished rows first, then the
+worst. Pure: values in, values out.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from ..context.policies import RANK_LINE
 from .best import rank_nodes
 from .journal import JournalView
 from .node import Node
@@ -132,7 +134,8 @@ def ranked(nodes: Sequence[Node]) -> list[Node]:
 def tried_table(
     view: JournalView, stage: int, *, column: str, exclude: str | None = None, carried: Node | None = None
 ) -> list[str]:
-    """The stage's tune / ablate nodes (any status) as a ranked table; [] when none exists yet.
+    """The stage's tune / ablate nodes (any status) as a table, in creation order, and their
+    ranking (good nodes best first) on its last line; [] when none exists yet.
 
     ``column`` names the idea column (``setting``, ``ablation``); ``exclude`` leaves one node out
     (the node the prompt is for); ``carried`` is the node the stage started from, shown in the
@@ -147,12 +150,17 @@ def tried_table(
         lines.append(
             f"Baseline (the node this stage started from): {carried.id} {metric_text(carried, digits)}"
         )
-    lines += [f"| rank | {column} | node | result |", "|---|---|---|---|"]
-    rows = []
-    for rank, n in enumerate(ranked(nodes), 1):
-        place = str(rank) if n.is_good else "-"
-        rows.append(f"| {place} | {_cell(n.idea or '', 200)} | {n.id} | {result_text(n, digits=digits)} |")
-    return ["\n".join(lines), *rows]
+    lines += [f"| node | {column} | result |", "|---|---|---|"]
+    # rows in creation order: a new node's row comes last, so the next prompt's table extends this
+    # one's (the prefix cache keeps it; by rank, a better node's row moved every row below it);
+    # the ranking is the last line, and the rank_rows layer policy cuts the lowest-ranked first
+    rows = [f"| {n.id} | {_cell(n.idea or '', 200)} | {result_text(n, digits=digits)} |" for n in nodes]
+    good = [n.id for n in ranked(nodes) if n.is_good]
+    return [
+        "\n".join(lines),
+        *rows,
+        RANK_LINE + (", ".join(good) if good else "(none has a result yet)") + ".",
+    ]
 
 
 def sibling_table(
