@@ -212,3 +212,50 @@ def test_a_winner_inside_the_seed_noise_is_called_a_tie(tmp_path):
             assert ("a tie within the seed noise" in head) is tie, head
             assert (f"; best {data['best_node']} " in head) is not tie, head
     assert ties[True] and ties[False], ties  # the run had both
+
+
+class NoisySummaries(ExampleResponder):
+    """Stage summaries that quote the seed noise as it stood at their stage's end (a capable
+    model's do: "seed sigma 13.88, within the 39.25 noise band")."""
+
+    def __call__(self, messages: list[dict[str, Any]], schema: dict | None, ctx: Any) -> str:
+        if ctx.phase != "summary":
+            return super().__call__(messages, schema, ctx)
+        text = "\n".join(m["content"] for m in messages if isinstance(m.get("content"), str))
+        # the figure the facts give at this stage's end, quoted as the model would
+        sigma = __import__("re").search(r"seed noise sigma ([\d.e-]+)", text)
+        quoted = f"seed sigma {sigma.group(1)}, a tie" if sigma else "no noise estimate yet"
+        return json.dumps({"tried": "two settings", "worked": quoted, "failed": "none", "next": "keep"})
+
+
+def test_an_earlier_stages_noise_figure_is_labelled_with_its_stage(tmp_path):
+    """Every noise figure an earlier stage's stored summary quotes reaches a later prompt labelled
+    "(stage N's estimate)", never bare; a prompt whose evaluation protocol gives the current
+    estimate says which one to use. Figures read from the stored summaries."""
+    import re
+
+    code, run_dir, _ = start_run(tmp_path, responder=NoisySummaries())
+    assert code == 0
+    quoted = set()
+    for path in (run_dir / "stage_summaries").glob("stage*.json"):
+        data = json.loads(path.read_text())
+        for value in re.findall(r"sigma ([\d.e-]*\d)", json.dumps(data.get("summary") or {})):
+            quoted.add((value, data["stage"]))
+    assert quoted
+    checked = noted = 0
+    for rec in prompt_records(run_dir):
+        text = record_text(rec)
+        if "## Previous stages" not in text:
+            continue
+        section = text.split("## Previous stages", 1)[1].split("\n## ", 1)[0]
+        for value, stage in quoted:
+            if f"### Stage {stage} (" in section:
+                checked += 1
+                assert f"sigma {value} (stage {stage}'s estimate)" in section
+        # no figure in the section is bare
+        for m in re.finditer(r"sigma [\d.e-]*\d", section):
+            assert section[m.end() :].startswith(" (stage "), section[m.start() : m.end() + 30]
+        if "seed noise of val_accuracy: sigma" in text and "'s estimate)" in section:
+            assert 'the current one is under "Evaluation protocol"' in text
+            noted += 1
+    assert checked and noted

@@ -21,6 +21,7 @@ instead of asking (the checkpoint rule of the node phases).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -117,6 +118,26 @@ def load_summaries(run_dir: Path, before: int | None = None) -> list[dict[str, A
     return out
 
 
+# a noise figure a summary quotes: "sigma 13.88", "seed sigma = 0.02", "noise band 39.25", "a band
+# of 25.25", "threshold 0.07" (a number right after the word, "of", "=" or ":"), or "the 39.25
+# noise band" (the number first)
+_NUMBER = r"\d+(?:\.\d+)?(?:e-?\d+)?(?!\d|\.\d)"
+_NOISE_FIGURE = re.compile(
+    rf"\b(?:sigma|σ|(?:noise )?band|threshold)\s*(?:of|=|:|was|is)?\s*±?{_NUMBER}"
+    rf"|\b{_NUMBER}(?=\s+(?:seed[- ])?noise band\b)",
+    re.I,
+)
+
+
+def label_noise_figures(text: str, stage: Any) -> str:
+    """``text`` with each seed-noise figure it quotes labelled ``(stage N's estimate)``: the
+    estimate changes as re-runs accumulate, and a relay run's code prompt showed an earlier
+    stage's "sigma 13.88 ... 39.25 noise band" beside the protocol's current "sigma 9.93 ... 28.1"
+    with nothing to tell them apart (issue 28: one current figure per prompt)."""
+    label = f" (stage {stage}'s estimate)"
+    return _NOISE_FIGURE.sub(lambda m: m.group(0) + label, text)
+
+
 def render_summary(data: dict[str, Any]) -> str:
     """One stage's summary as prompt text: headline from the journal, then the model's fields."""
     best = data.get("best_node")
@@ -140,7 +161,8 @@ def render_summary(data: dict[str, Any]) -> str:
     if rerank.get("changed"):
         head += f", chosen over {rerank['node_id']} by its mean over seed re-runs"
     body = data.get("summary") or {}
-    lines = [head, *(f"{title}: {body[k]}" for k, title in FIELDS if body.get(k))]
+    stage = data.get("stage")
+    lines = [head, *(f"{title}: {label_noise_figures(body[k], stage)}" for k, title in FIELDS if body.get(k))]
     if not body:
         lines.append(f"(no summary: {data.get('error') or data.get('note') or 'not written'})")
     return "\n".join(lines)
