@@ -45,7 +45,15 @@ def test_a_review_whose_figures_do_not_fit_is_sent_with_fewer(tmp_path):
     assert review["prompt_tokens_with_images"] <= review["budget"]["limit"]
     shown = _images(review)
     assert shown < len(figures), (shown, len(figures))  # not all fit beside the paper at 1,900 tokens
-    assert all(f["caption"] in "".join(str(m["content"]) for m in review["messages"]) for f in figures)
+    sent = "".join(str(m["content"]) for m in review["messages"])
+    assert all(f["caption"] in sent for f in figures)
+    # the paper as a reviewer reads it: without the template's layout-measuring lines, every figure kept
+    tex = (run_dir / "paper" / "paper.tex").read_text()
+    assert "ai-scientist-figure" in tex and "pdfsavepos" in tex
+    assert "ai-scientist-" not in sent and "pdfsavepos" not in sent and "setbox0" not in sent
+    for line in tex.splitlines():
+        if line.strip().startswith(("\\includegraphics", "\\section")):
+            assert line.strip() in sent, line
 
 
 def test_the_reviewer_is_framed_for_the_field_of_the_runs_experiment(tmp_path):

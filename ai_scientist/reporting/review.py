@@ -18,6 +18,7 @@ including the mean scores, the VLM check of figures against captions and
 
 from __future__ import annotations
 
+import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -275,6 +276,26 @@ def measured_facts(run_dir: Path) -> str:
     )
 
 
+# the template's measuring machinery (reporting/latex.py reads the page geometry, each figure's
+# height and where the text ends from the log): a relay run's reviewer called it noise in the paper
+_MEASURING = (
+    (re.compile(r"^\\typeout\{ai-scientist-[^\n]*\n", re.M), ""),
+    (re.compile(r"^\\par\\ifdefined\\pdfsavepos[^\n]*\n", re.M), ""),
+    (re.compile(r"^\\box0\n", re.M), ""),
+    (re.compile(r"\\setbox0\\vbox\{\\centering"), r"\\centering"),
+    (re.compile(r"(\\label\{fig:[^}\n]*\})\}%$", re.M), r"\1"),
+)
+
+
+def reviewer_source(tex: str) -> str:
+    """The paper's LaTeX as a reviewer reads it: the source without the lines the pipeline adds to
+    measure the layout (``\\typeout{ai-scientist-...}``, the figures' measuring box, the text's end
+    position). Every word, number, figure and caption stays."""
+    for pattern, repl in _MEASURING:
+        tex = pattern.sub(repl, tex)
+    return tex
+
+
 def one_review(
     client: LLMClient,
     paper: str,
@@ -319,7 +340,7 @@ def review_paper(run_dir: Path, cfg: Config, client: LLMClient) -> dict[str, Any
     """Run the ensemble, meta-review and figure review; writes and returns ``review.json``."""
     run_dir = Path(run_dir)
     rcfg = cfg.report
-    paper = read_text(RunPaths(run_dir).paper_tex, PAPER_CHARS)
+    paper = reviewer_source(read_text(RunPaths(run_dir).paper_tex, PAPER_CHARS))
     if not paper:
         raise StepSkipped("no paper/paper.tex to review (the writeup step did not produce one)")
     if rcfg.num_reviews == 0:
