@@ -213,7 +213,7 @@ def test_the_ablation_proposer_sees_what_the_idea_asks_and_what_is_measured(run,
         Metric("val_loss", 0.6, "minimize"),
     )
     node = j.update(node.id, status="good", metric=metrics[0], metrics=metrics)
-    assert measured_ablations(node) == "val_accuracy[ablation:no_bias]=0.875"
+    assert measured_ablations(node) == "its metrics val_accuracy[ablation:no_bias]=0.875"
 
 
 # 6 -------------------------------------------------------------------------------------------

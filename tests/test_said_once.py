@@ -259,3 +259,48 @@ def test_an_earlier_stages_noise_figure_is_labelled_with_its_stage(tmp_path):
             assert 'the current one is under "Evaluation protocol"' in text
             noted += 1
     assert checked and noted
+
+
+CONTROL = """
+import json as _json
+
+_m = _json.load(open("metrics.json"))
+_m["metrics"].append({"name": "val_accuracy_nonoise_control", "value": 0.9, "direction": "maximize",
+                      "dataset": "synthetic"})
+_json.dump(_m, open("metrics.json", "w"))
+print("no-noise control: val_accuracy=0.9000")
+"""
+
+
+class MeasuresAControl(ExampleResponder):
+    """Programs that also measure a no-noise control inside their own run (a metric and a line)."""
+
+    def _phase2(self, text: str, ctx: Any) -> str:
+        answer = json.loads(super()._phase2(text, ctx))
+        answer["files"][0]["content"] += CONTROL
+        return json.dumps(answer)
+
+
+def test_the_ablation_proposer_sees_what_the_best_node_measured_itself(tmp_path):
+    """The ablation-ideas call names the ablations the best node already measured inside its own
+    run: its metrics whose names say so and its output lines reporting one — read here from the
+    best node's journal metrics and run.json."""
+    import re
+
+    code, run_dir, _ = start_run(tmp_path, responder=MeasuresAControl())
+    assert code == 0
+    nodes = journal_nodes(run_dir)
+    (rec,) = [r for r in prompt_records(run_dir) if r.get("phase") == "ideas" and r.get("label") == "ablate"]
+    text = record_text(rec)
+    best = re.search(r"Best node so far: (n\d{4})", text).group(1)
+    line = next(x for x in text.splitlines() if x.startswith("Already measured by the best node"))
+    control = [m for m in nodes[best]["metrics"] if "control" in m["name"]]
+    assert control
+    for m in control:
+        assert f"{m['name']}={m['value']:.6g}" in line
+    run = json.loads((run_dir / "nodes" / best / "run.json").read_text())
+    printed = [x for o in run["outputs"] for x in o["stdout_tail"].splitlines() if "control" in x]
+    assert printed and all(f'"{x.strip()}"' in line for x in printed)
+    metrics_part = line.split("its output:")[0]
+    assert f" {nodes[best]['metric']['name']}=" not in metrics_part  # the headline is no ablation
+    assert "No ablation node has run in this stage yet (the best node's own measurements are above)" in text

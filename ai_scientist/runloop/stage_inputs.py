@@ -28,12 +28,13 @@ import difflib
 import re
 from typing import TYPE_CHECKING, Any
 
+from ..base.artifacts import RunRecord, read_artifact
 from ..base.fileio import atomic_write_json, read_json
-from ..base.paths import CODE_FILE, PLAN_FILE, STAGE_INPUTS_FILE, RunPaths
+from ..base.paths import CODE_FILE, PLAN_FILE, RUN_FILE, STAGE_INPUTS_FILE, RunPaths
 from ..context.kinds import experiment_kinds
 from ..phases.base import answer_commands
 from ..phases.edits import text_files
-from ..treesearch.parameters import Parameter, code_parameters, parameters
+from ..treesearch.parameters import Parameter, build_parameters, code_parameters, parameters
 from ..treesearch.tried import (
     ablation_plan,
     design_text,
@@ -297,7 +298,9 @@ def proposal_inputs(
         # what the idea asks to ablate, and what the best node's own metrics already measure: a
         # proposer that cannot see both re-proposes ablations already done
         values["idea_ablations"] = idea_ablations(run.idea)
-        values["measured_ablations"] = measured_ablations(parent)
+        values["measured_ablations"] = measured_ablations(
+            parent, read_artifact(RunPaths(run.dir).node(parent.id).file(RUN_FILE), RunRecord), answer
+        )
     return values
 
 
@@ -347,15 +350,65 @@ def idea_ablations(idea: Any, limit: int = IDEA_ABLATION_CHARS) -> str:
     return " ".join(shown)
 
 
-def measured_ablations(node: Node) -> str:
-    """The node's metrics whose names say they measure an ablation (``ablation``, ``no_``,
-    ``without``, ``w/o``), whole, ``name=value`` each; "" when none does."""
+# a metric name's word that says it measures a part removed or a control: "no_bias", "nobias",
+# "nonative", "w/o", "without", "off", "ablation", "control", "noise_free"; "no..." words that are
+# ordinary words are not ("noise", "norm", "node")
+_ABLATION_WORDS = frozenset(
+    "no non not without wo off disabled disable ablation ablated ablate ablations removed remove "
+    "minus control free unregularised unregularized".split()
+)
+_NO_WORDS = frozenset(
+    "noise noisy node nodes norm normal normed normalised normalized none nonzero north".split()
+)
+# an output line that reports one: "ablation ...", "without ...", "no-noise control: 0.93", "w/o ..."
+_ABLATION_LINE = re.compile(r"\bablat|\bwithout\b|\bw/o\b|\bno[- ](?!error|failure)\w+|\bcontrol\b", re.I)
+MEASURED_LINES = 6  # output lines shown, each at most MEASURED_LINE_CHARS
+MEASURED_LINE_CHARS = 160
+
+
+def _ablation_name(name: str, level: str | None = None) -> bool:
+    """Whether a metric's name says it measures a removed part or a control; with ``level`` (the
+    main build's optimisation flag, ``o3``) a name with another level (``..._O1_native``) is a
+    build variant measured beside the main one."""
+    words = [w for w in re.split(r"[^a-z0-9]+", name.lower()) if w]
+    return any(
+        w in _ABLATION_WORDS
+        or (level is not None and re.fullmatch(r"o[0-3sgz]|ofast", w) is not None and w != level)
+        or (w.startswith(("no", "wo")) and len(w) >= 5 and w not in _NO_WORDS and w[2:] not in ("rm", "rmal"))
+        for w in words
+    )
+
+
+def measured_ablations(node: Node, record: Any = None, answer: Any = None) -> str:
+    """What ``node`` measured of an ablation or a control inside its own run: its metrics whose
+    names say so (``speedup_O3_nonative``, ``val_accuracy_no_l2``, ``acc_noise_free``; not its
+    primary metric), whole, ``name=value`` each, then the lines of its output (``record``, its
+    run record) that report one (``no-noise control: val_accuracy=0.93``); "" when neither does.
+    A relay run's ablation proposer saw "No ablation node has run" while the best node's own
+    metrics held its -O1 and no -march=native builds, and its idea asked for both again."""
+    primary = node.metric.name if node.metric is not None else None
+    # the optimisation level of its first compiler call (``answer``, its code answer): a metric
+    # named for another level measured a build variant
+    flags = [p.value for p in build_parameters(answer.get("build") if isinstance(answer, dict) else None)]
+    level = next((m.group(1).lower() for f in flags if (m := re.search(r"-(O[0-3sgz]|Ofast)\b", f))), None)
     found = [
-        f"{m.name}={m.value:.6g}"
-        for m in node.metrics
-        if re.search(r"ablat|(^|[^a-z])no[_-]|without|w/o", m.name.lower())
+        f"{m.name}={m.value:.6g}" for m in node.metrics if m.name != primary and _ablation_name(m.name, level)
     ]
-    return "; ".join(found)
+    lines: list[str] = []
+    for out in getattr(record, "outputs", None) or ():
+        for line in str(getattr(out, "stdout_tail", "") or "").splitlines():
+            line = " ".join(line.split())
+            if line and _ABLATION_LINE.search(line) and re.search(r"\d", line) and line not in lines:
+                lines.append(
+                    line if len(line) <= MEASURED_LINE_CHARS else line[: MEASURED_LINE_CHARS - 3] + "..."
+                )
+    parts = []
+    if found:
+        parts.append("its metrics " + "; ".join(found))
+    if lines:
+        shown = lines[-MEASURED_LINES:]  # results are printed last
+        parts.append("its output: " + " | ".join(f'"{x}"' for x in shown))
+    return "; ".join(parts)
 
 
 def stage_inputs(run: Run, view: JournalView, node: Node, state: StageState | None) -> dict[str, Any]:
