@@ -181,14 +181,16 @@ def test_feedback_names_each_problem_and_is_empty_when_none():
     assert fb[0] == "Figure fig:2 (acc.png) is never referenced: discuss it with \\ref{fig:2}."
     assert fb[1].startswith("\\ref{fig:7} points to no figure (usable labels: fig:1, fig:2)")
     assert fb[2].startswith("Figure fig:2 (acc.png), as the vision model saw it: axis labels missing; "
-                            "the caption does not match what the figure shows. ")  # fmt: skip
-    assert "The figure and its caption are fixed now" in fb[2]  # the writer writes text only
-    assert fb[3] == "Figure check: b.png repeats a.png: removed."
-    assert fb[4].startswith('LaTeX style warnings (chktex) in your text: on the line "stages 1-0"')
-    assert fb[4].endswith("(and 2 more lines).")
+                            "the caption does not match what the figure shows.")  # fmt: skip
+    # the writer writes text only: said once after the figures' remarks, not once per figure
+    assert fb[3].startswith("You cannot redraw this figure or change its caption")
+    assert sum("cannot redraw" in f for f in fb) == 1
+    assert fb[4] == "Figure check: b.png repeats a.png: removed."
+    assert fb[5].startswith('LaTeX style warnings (chktex) in your text: on the line "stages 1-0"')
+    assert fb[5].endswith("(and 2 more lines).")
     # the overrun with its size and a word budget, cutting prose and not caveats (issue 28)
-    assert fb[5].startswith("The main text runs to page 6; the limit is 4 pages, so it is 2 pages over.")
-    assert "words" in fb[5] and "keep every caveat" in fb[5]
+    assert fb[6].startswith("The main text runs to page 6; the limit is 4 pages, so it is 2 pages over.")
+    assert "words" in fb[6] and "keep every caveat" in fb[6]
     ok = {"results": "Figures \\ref{fig:1} and \\ref{fig:2}."}
     assert paper_feedback(ok, FIGS, {"acc.png": {"issues": []}}, [], 4, 4, []) == []
 
@@ -223,9 +225,7 @@ def test_reflection_round_feeds_problems_back_and_is_prompt_logged(tmp_path, run
     assert round1["outcome"] == "applied"
     fb = round1["feedback"]
     assert "Figure fig:2 (acc.png) is never referenced: discuss it with \\ref{fig:2}." in fb
-    assert any(
-        f.startswith("Figure fig:2 (acc.png), as the vision model saw it: axis labels missing. ") for f in fb
-    )
+    assert any(f == "Figure fig:2 (acc.png), as the vision model saw it: axis labels missing." for f in fb)
     assert any(f.startswith("Figure check: loss_copy.jpg repeats loss.png") for f in fb)
     assert summary["sections"]["results"] == revised["results"]
     assert "\\ref{fig:2}" in (run / "paper" / "paper.tex").read_text()

@@ -41,13 +41,16 @@ def overflow_message(
     figure_pages: float | None = None,
     figures: int = 0,
     last_fill: float | None = None,
+    before: tuple[int, int, float | None] | None = None,
 ) -> str:
     """A page overrun as the writer can act on it: how far the main text runs past the limit, in
     pages (``last_fill``: how full its last page is, from the compile's log; a full page when
     unknown) and in words; the room the figures take (``latex.figure_pages``: their floats packed
     whole into pages); the words the sections hold, counted as :data:`WORDS_RULE` says; and a
     word budget — the words scaled from the pages the text fills now to the pages left to it, less
-    5 % for headings; and that leaving a figure out is the other way to gain room."""
+    5 % for headings; and that leaving a figure out is the other way to gain room. ``before``: the
+    previous round's (words, main pages, last page's fill) when it was over too — a cut that did
+    not move where the text ends is said, so a writer does not cut words again to no effect."""
     words = word_count(sections)
     fill = 1.0 if last_fill is None else max(0.05, min(1.0, last_fill))
     content = main_pages - 1 + fill  # pages the main text and its figures fill now
@@ -77,6 +80,21 @@ def overflow_message(
             + (f" (each frees about {each:.1f} page, some {round(each * per_page)} words)" if each else "")
             + " and say in the text what it showed; keep the figures that carry the results."
         )
+    if before is not None:
+        w0, p0, f0 = before
+        gained = (p0 - 1 + (1.0 if f0 is None else f0)) - content
+        if w0 > words and gained < 0.1:
+            out += (
+                f" Your last cut took the sections from {w0} to {words} words, yet the text still ends on "
+                f"page {main_pages}"
+                + (
+                    f" ({f0:.0%} full then, {fill:.0%} now)"
+                    if f0 is not None and last_fill is not None
+                    else ""
+                )
+                + ": the figures' floats decide where it ends, so cutting more words may gain nothing;"
+                " leaving a figure out (omit_figures) is the sure way."
+            )
     if text_room <= 0:
         return out + (
             f" The figures alone fill the limit: leave figures out, and keep the text to its "
@@ -179,18 +197,27 @@ def paper_feedback(
             )
     for label in sorted(cited - set(labels)):
         out.append(f"\\ref{{{label}}} points to no figure (usable labels: {', '.join(labels) or 'none'}).")
+    remarks = 0
     for fig in figures:
         review = vlm_figures.get(fig["file"]) or {}
         issues = [str(i).strip().rstrip(".;") for i in review.get("issues") or [] if str(i).strip()]
         if review.get("caption_matches") is False:
             issues.append("the caption does not match what the figure shows")
         if issues:
-            # the writer writes the text only: it cannot redraw a figure or change its caption
+            remarks += 1
             out.append(
-                f"Figure {fig['label']} ({fig['file']}), as the vision model saw it: {'; '.join(issues)}. "
-                "The figure and its caption are fixed now: where this matters, say it in the text "
-                "(what the figure shows and what it does not), never claim what it does not show."
+                f"Figure {fig['label']} ({fig['file']}), as the vision model saw it: {'; '.join(issues)}."
             )
+    if remarks:
+        # the writer writes the text only; said once, not per figure ("fixed now", once per figure,
+        # read to a relay run's writer as "repaired" while the images were unchanged)
+        out.append(
+            f"You cannot redraw {'these figures' if remarks > 1 else 'this figure'} or change "
+            f"{'their captions' if remarks > 1 else 'its caption'}: they stay as they are. Where a "
+            "remark above matters, say in the text what the figure shows and what it does not; never "
+            "claim what it does not show. A remark on styling alone (legend, colours, sizes) needs "
+            "nothing in the text."
+        )
     out += [f"Figure check: {d}." for d in duplicates]
     if chktex:  # already those of the writer's lines, with their text (chktex_for_writer)
         more = f" (and {len(chktex) - MAX_CHKTEX} more lines)" if len(chktex) > MAX_CHKTEX else ""
