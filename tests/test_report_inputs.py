@@ -190,6 +190,19 @@ def test_page_overflow_says_by_how_much_and_protects_caveats():
     assert budget < 2000 * 4 / 6 and "keep every caveat" in msg
 
 
+def test_a_cut_that_did_not_move_the_texts_end_is_said():
+    """A relay run's second length repair asked for another word cut although the first (127 words)
+    left the text ending at the same place (the floats set it): the message now says so."""
+    sections = {"introduction": "word " * 700, "results": "word " * 600}
+    sections = {k: v.strip() for k, v in sections.items()}
+    stuck = overflow_message(5, 4, sections, 1.5, 3, 0.07, before=(1427, 5, 0.07))
+    assert "from 1427 to 1300 words, yet the text still ends on page 5 (7% full then, 7% now)" in stuck
+    assert "omit_figures" in stuck.split("yet the text still ends")[1]
+    # a cut that gained room, or a first overrun, says nothing of the kind
+    assert "yet the text" not in overflow_message(5, 4, sections, 1.5, 3, 0.07, before=(1427, 5, 0.6))
+    assert "yet the text" not in overflow_message(5, 4, sections, 1.5, 3, 0.07)
+
+
 def test_chktex_warnings_show_the_writers_line_and_drop_the_templates():
     tex = "\\documentclass{article}\n\\usepackage{x} ...\nHello , world.\n\\end{document}\n"
     warnings = [

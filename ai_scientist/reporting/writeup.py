@@ -42,7 +42,7 @@ from .citations import check_bibtex, collect, to_bibtex, unknown_cite_keys
 from .claims import SELF_REPORTED, WRITER_INPUTS, check_claims
 from .errors import StepFailed, StepSkipped
 from .images import duplicate_figures
-from .reflection import chktex_for_writer, overflow_message, paper_feedback, room_message
+from .reflection import chktex_for_writer, overflow_message, paper_feedback, room_message, word_count
 from .runread import SEED_STATISTIC, load_run, read_text, seed_statistics
 from .vlm import machine_facts
 
@@ -518,7 +518,13 @@ def _page_limit(cfg: Config) -> int:
 
 
 def _build(
-    paper_dir: Path, sections: dict, figures: list, papers: list, cfg: Config, opts: ReportOptions
+    paper_dir: Path,
+    sections: dict,
+    figures: list,
+    papers: list,
+    cfg: Config,
+    opts: ReportOptions,
+    before: tuple[int, int, float | None] | None = None,
 ) -> tuple[str, latex.CompileResult, str]:
     tex = assemble(sections, figures, papers, _page_limit(cfg), cfg.report.template)
     atomic_write_text(paper_dir / "paper.tex", tex)
@@ -534,7 +540,9 @@ def _build(
         return (
             tex,
             result,
-            overflow_message(n, limit, sections, result.figure_pages, result.figures, result.last_fill),
+            overflow_message(
+                n, limit, sections, result.figure_pages, result.figures, result.last_fill, before
+            ),
         )
     return tex, result, ""
 
@@ -550,10 +558,13 @@ def _compile_with_fixes(
 ) -> tuple[dict, latex.CompileResult, list[str]]:
     """Build; on a compile error or page overrun ask for fixed sections, up to compile_fix_rounds times."""
     attempts: list[str] = []
+    before: tuple[int, int, float | None] | None = None  # the last overrun: (words, pages, fill)
     for rnd in range(cfg.report.compile_fix_rounds + 1):
-        tex, result, problem = _build(paper_dir, sections, values["figures"], papers, cfg, opts)
+        tex, result, problem = _build(paper_dir, sections, values["figures"], papers, cfg, opts, before)
         if not problem:
             break
+        pages = result.main_pages or result.pages
+        before = (word_count(sections), pages, result.last_fill) if result.ok and pages else None
         attempts.append(problem)
         if rnd == cfg.report.compile_fix_rounds:
             break
