@@ -17,6 +17,7 @@ from ai_scientist_testing.scripted import ExampleResponder
 from grammar_support import assert_llama_parses
 from pipeline_support import start_run
 
+from ai_scientist.base.artifacts import Dependencies, Plan
 from ai_scientist.execution.sandbox_probe import TOOLS
 from ai_scientist.llm.structured import AnswerError, validate_answer
 from ai_scientist.phases.phase1 import dependency_check_command
@@ -87,10 +88,11 @@ def test_new_packages_only_with_network_and_unconstrained_without_a_full_probe()
 
 def test_phase1_checks_and_installs_the_new_packages():
     new = [{"name": "no-such-dist-4711", "manager": "pip", "reason": "r"}]
-    check = dependency_check_command({"pip": ["pip"], "apt": [], "new": new}, sys.executable)
+    deps = Dependencies.from_json({"pip": ["pip"], "apt": [], "new": new})  # as plan.json holds them
+    check = dependency_check_command(deps, sys.executable)
     res = subprocess.run(check, shell=True, capture_output=True, text=True)
     assert (res.returncode, res.stdout.strip()) == (1, "missing pip: no-such-dist-4711")
-    check = dependency_check_command({"pip": ["pip"], "apt": ["sh"]}, sys.executable)
+    check = dependency_check_command(Dependencies.from_json({"pip": ["pip"], "apt": ["sh"]}), sys.executable)
     assert subprocess.run(check, shell=True).returncode == 0
 
 
@@ -265,18 +267,16 @@ def test_an_openai_compatible_server_gets_the_enums_in_its_json_schema(tmp_path,
 
 
 def test_repeated_dependencies_are_kept_once_in_the_plan():
-    from ai_scientist.phases.phase0 import _unique_dependencies
-
-    plan = {
+    data = {
         "goal_summary": "g",
         "dependencies": {"apt": ["make"] * 20, "pip": ["pip", "numpy", "pip"], "source": []},
     }
-    assert _unique_dependencies(plan)["dependencies"] == {
-        "apt": ["make"],
-        "pip": ["pip", "numpy"],
-        "source": [],
-    }
-    assert plan["dependencies"]["apt"] == ["make"] * 20  # not mutated
+    plan = Plan.from_json(data)
+    unique = plan.with_unique_dependencies()
+    assert unique.to_json()["dependencies"] == {"apt": ["make"], "pip": ["pip", "numpy"], "source": []}
+    assert (unique.dependencies.apt, unique.dependencies.pip) == (("make",), ("pip", "numpy"))
+    assert plan.dependencies.apt == ("make",) * 20  # a new plan: the first one is unchanged
+    assert data["dependencies"]["apt"] == ["make"] * 20
 
 
 def test_a_refused_build_names_why_each_alternative_failed():

@@ -1,14 +1,26 @@
-"""A node's typed artifacts: phase 4's run record (``run.json``) and the execution review
-(``review.json``), each a frozen dataclass with one reader and one writer.
+"""A node's typed artifacts, each a frozen dataclass with one reader and one writer:
+
+============  =====================  ===========================================================
+type          file                   written by
+============  =====================  ===========================================================
+Plan          ``plan.json``          phase 0 (own call, merged code answer, or the parent's)
+CodeAnswer    ``code_answer.json``   phase 2 (files, build and run commands; edits applied)
+BuildRecord   ``compile.json``       phase 3
+RunRecord     ``run.json``           phase 4 (with CommandOutput; graded and own metrics apart)
+Review        ``review.json``        the execution review
+PlotsRecord   ``plots.json``         the node's plotting step (figures, refused ones, attempts)
+Critique      ``vlm.json``           the vision model's critique of them (its Verdict)
+============  =====================  ===========================================================
 
 The phases hand these objects to each other (``phases/pipeline.py``); the JSON files are only
-where the checkpoint keeps them. :func:`read_artifact` is the one way to read either file (phase 4
-and the review on resume, a child's prompts reading its parent's, the replay's recorded refusal,
-a seed re-run's identity, the data files a run did not produce) and :func:`write_artifact` the
-one way to write it; ``from_json`` / ``to_json`` keep the files' format as the code before them
-wrote it (keys, their order, the keys a failed run leaves out), so an old run resumes and a
-recorded run replays. A file whose shape is wrong raises ``ValueError`` naming the field — the
-checkpoint takes that as a torn file and redoes the phase.
+where the checkpoint keeps them. :func:`read_artifact` is the one way to read a file back (a phase
+on resume, a child's prompts reading its parent's, the replay's recorded refusal, a seed re-run's
+identity, the data files a run did not produce) and :func:`write_artifact` the one way to write
+it; ``from_json`` / ``to_json`` keep the files' format as the code before them wrote it (keys,
+their order, the keys a failed run leaves out), so an old run resumes and a recorded run replays.
+The plan and the code answer are the model's own JSON: they keep the document as answered (see
+below). A file whose shape is wrong raises ``ValueError`` naming the field — the checkpoint takes
+that as a torn file and redoes the phase.
 
 Here in ``base`` (not ``phases``) because the readers span layers: ``base/nodedata.py`` (read by
 ``reporting/manifest.py``) and ``runloop/protocol.py`` read ``run.json`` too.
@@ -16,6 +28,7 @@ Here in ``base`` (not ``phases``) because the readers span layers: ``base/nodeda
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -228,11 +241,448 @@ class Review:
         return out
 
 
+# ------------------------------------------------------------- answers kept as answered --
+# The plan and the code answer are the model's JSON: their files hold it as answered (key order,
+# and fields the pipeline does not read, kept: a schema does not forbid them, and the prompts that
+# show a plan or a program show those bytes). So these types keep the document they were read
+# from (``to_json`` gives it back) and expose, checked, the fields the pipeline uses.
+
+
+def _document(data: Any, where: str) -> dict[str, Any]:
+    return copy.deepcopy(dict(_object(data, where)))
+
+
+def _text(d: Mapping[str, Any], key: str, where: str) -> str:
+    """A prose field: "" when absent or null; any other scalar as its text (never a container)."""
+    value = d.get(key)
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        raise ValueError(f"{where}: {key} is {type(value).__name__}, not text")
+    return str(value)
+
+
+def _strings(value: Any, key: str, where: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        raise ValueError(f"{where}: {key} must be a list of strings")
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class NewPackage:
+    """A package a plan asks to install that the sandbox probe did not find (with network)."""
+
+    name: str
+    manager: str  # "pip" or "apt"
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Dependencies:
+    """A plan's ``dependencies``: installed packages it names by manager, and new ones to install.
+    ``data``: the object as answered (the installer's prompt and ``phase1.json`` show it so)."""
+
+    apt: tuple[str, ...] = ()
+    pip: tuple[str, ...] = ()
+    source: tuple[str, ...] = ()
+    new: tuple[NewPackage, ...] = ()
+    data: Any = None
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "plan.json dependencies") -> Dependencies:
+        if data is None:
+            return cls()
+        d = _object(data, where)
+        new = []
+        # a new package without a known manager or a name is no package (schemas.new_packages)
+        for item in d.get("new") or []:
+            if isinstance(item, dict) and item.get("manager") in ("pip", "apt"):
+                name = str(item.get("name", "")).strip()
+                if name:
+                    new.append(NewPackage(name, str(item["manager"]), str(item.get("reason") or "")))
+        return cls(
+            apt=_strings(d.get("apt"), "apt", where),
+            pip=_strings(d.get("pip"), "pip", where),
+            source=_strings(d.get("source"), "source", where),
+            new=tuple(new),
+            data=copy.deepcopy(d),
+        )
+
+    def new_names(self, manager: str) -> tuple[str, ...]:
+        return tuple(p.name for p in self.new if p.manager == manager)
+
+    def to_json(self) -> Any:
+        return copy.deepcopy(self.data)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A node's plan (``plan.json``): what it is for, how, what it needs installed, notes for its
+    own later steps (``guidance``: step name → text, as answered) and where it came from
+    (``source``: ``own``, ``merged`` or ``parent``, phases/phase0.py; None in a merged answer
+    before it is saved)."""
+
+    goal_summary: str
+    implementation_strategy: str
+    dependencies: Dependencies
+    guidance: tuple[tuple[str, str | None], ...]
+    source: str | None
+    data: Mapping[str, Any]
+
+    @classmethod
+    def from_json(cls, data: Any) -> Plan:
+        where = "plan.json"
+        d = _document(data, where)
+        guidance = d.get("phase_guidance") or {}
+        if not isinstance(guidance, dict) or not all(
+            v is None or isinstance(v, str) for v in guidance.values()
+        ):
+            raise ValueError(f"{where}: phase_guidance must be an object of texts")
+        return cls(
+            goal_summary=_text(d, "goal_summary", where),
+            implementation_strategy=_text(d, "implementation_strategy", where),
+            dependencies=Dependencies.from_json(d.get("dependencies")),
+            guidance=tuple((str(k), v) for k, v in guidance.items()),
+            source=_optional(d, "plan_source", str, where),
+            data=d,
+        )
+
+    def guidance_for(self, step: str) -> str | None:
+        """The note for one of the node's own steps (``phase1`` ... ``phase4``), as answered."""
+        return dict(self.guidance).get(step)
+
+    def with_source(self, source: str) -> Plan:
+        return Plan.from_json({**self.data, "plan_source": source})
+
+    def with_unique_dependencies(self) -> Plan:
+        """This plan with each dependency list's repeated entries dropped (a grammar cannot forbid
+        a weak model's ``["pip", "pip", ...]``; the check and the installer need each name once)."""
+        deps = self.data.get("dependencies")
+        if not isinstance(deps, dict):
+            return self
+        unique = {
+            k: list(dict.fromkeys(v)) if isinstance(v, list) and all(isinstance(x, str) for x in v) else v
+            for k, v in deps.items()
+        }
+        return Plan.from_json({**self.data, "dependencies": unique})
+
+    def shown(self) -> dict[str, Any]:
+        """The plan as the code call's "Plan" layer renders it (``phases/plan_text.j2``): its
+        fields as answered, the guidance for writing, building and running only."""
+        shown = {k: text for k in ("phase2", "phase3", "phase4") if (text := self.guidance_for(k))}
+        return {**self.to_json(), "phase_guidance": shown}
+
+    def to_json(self) -> dict[str, Any]:
+        return copy.deepcopy(dict(self.data))
+
+
+@dataclass(frozen=True)
+class CodeFile:
+    """A file of a code answer: its path in the workspace, its content (text, or base64)."""
+
+    path: str
+    content: str
+    encoding: str = "utf-8"
+
+    @property
+    def is_text(self) -> bool:
+        return self.encoding == "utf-8"
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    """A code answer's ``build``: the language, the compiler it names, the build commands."""
+
+    language: str | None = None
+    compiler: str | None = None
+    commands: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A code answer's ``run``: the commands, the files they must write, the MPI ranks asked for
+    (``ntasks`` as answered: phase 4 checks it against the backend)."""
+
+    commands: tuple[str, ...] = ()
+    expected_outputs: tuple[str, ...] = ()
+    ntasks: Any = None
+
+
+@dataclass(frozen=True)
+class CodeAnswer:
+    """A node's code answer (``code_answer.json``, phase 2): its files (edits already applied:
+    ``edits`` stays in ``data`` as answered), how to build and run them, its one-line summary; a
+    merged answer (agent.merge_calls) also carries the plan's fields (``plan_data``)."""
+
+    files: tuple[CodeFile, ...]
+    build: BuildSpec
+    run: RunSpec
+    summary: str
+    data: Mapping[str, Any]
+
+    @classmethod
+    def from_json(cls, data: Any) -> CodeAnswer:
+        where = "code_answer.json"
+        d = _document(data, where)
+        files = []
+        for f in _objects(d.get("files") or [], "files", where):
+            path, content = f.get("path"), f.get("content", "")
+            if not isinstance(path, str) or not isinstance(content, str):
+                raise ValueError(f"{where}: a file needs a path and a content as text: {f!r}"[:300])
+            files.append(CodeFile(path, content, str(f.get("encoding") or "utf-8")))
+        build = _object(d.get("build") or {}, f"{where} build")
+        run = _object(d.get("run") or {}, f"{where} run")
+        return cls(
+            files=tuple(files),
+            build=BuildSpec(
+                language=_optional(build, "language", str, where),
+                compiler=_optional(build, "compiler", str, where),
+                commands=_strings(build.get("commands"), "build.commands", where),
+            ),
+            run=RunSpec(
+                commands=_strings(run.get("commands"), "run.commands", where),
+                expected_outputs=_strings(run.get("expected_outputs"), "run.expected_outputs", where),
+                ntasks=run.get("ntasks"),
+            ),
+            summary=_text(d, "summary", where),
+            data=d,
+        )
+
+    def text_files(self) -> dict[str, str]:
+        """The UTF-8 files (path → content): what a program is shown as, and edits anchor on."""
+        return {f.path: f.content for f in self.files if f.is_text}
+
+    def commands(self) -> list[str]:
+        """The build and run commands, ``"build: <command>"`` / ``"run: <command>"``, build
+        first, each once."""
+        lines = [f"build: {c}" for c in self.build.commands] + [f"run: {c}" for c in self.run.commands]
+        return list(dict.fromkeys(lines))
+
+    def files_json(self) -> list[Any]:
+        """The files as answered (what the workspace writer checks and writes)."""
+        return copy.deepcopy(list(self.data.get("files") or []))
+
+    def plan_data(self, fields: tuple[str, ...]) -> dict[str, Any]:
+        """The plan ``fields`` a merged answer carries, as answered."""
+        return {k: copy.deepcopy(self.data[k]) for k in fields if k in self.data}
+
+    def to_json(self) -> dict[str, Any]:
+        return copy.deepcopy(dict(self.data))
+
+
+# ------------------------------------------------------------ records the pipeline writes --
+
+
+@dataclass(frozen=True)
+class BuildCommand:
+    command: str
+    exit_code: int | None
+    stderr: str
+
+
+@dataclass(frozen=True)
+class BuildRecord:
+    """Phase 3's record (``compile.json``): each build command with its exit and stderr tail,
+    whether the build went through, the answer's language (a failed build's record has none)."""
+
+    commands: tuple[BuildCommand, ...]
+    ok: bool
+    language: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Any) -> BuildRecord:
+        where = "compile.json"
+        d = _object(data, where)
+        commands = tuple(
+            BuildCommand(
+                command=str(c.get("command") or ""),
+                exit_code=_optional(c, "exit_code", int, where),
+                stderr=str(c.get("stderr") or ""),
+            )
+            for c in _objects(d.get("commands") or [], "commands", where)
+        )
+        return cls(
+            commands=commands,
+            ok=bool(_field(d, "ok", bool, where)),
+            language=_optional(d, "language", str, where),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "commands": [
+                {"command": c.command, "exit_code": c.exit_code, "stderr": c.stderr} for c in self.commands
+            ],
+            "ok": self.ok,
+        }
+        if self.ok:  # a failed build stops before the language is recorded
+            out["language"] = self.language
+        return out
+
+
+@dataclass(frozen=True)
+class Figure:
+    file: str  # a plain name under the node's plots/
+    caption: str = ""
+
+
+@dataclass(frozen=True)
+class RejectedFigure:
+    file: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class PlotAttempt:
+    """One answer of the plotting call: the problems found, and the figures refused."""
+
+    attempt: int
+    problems: tuple[str, ...]
+    rejected: tuple[RejectedFigure, ...]
+
+
+def _rejected(value: Any, where: str) -> tuple[RejectedFigure, ...]:
+    return tuple(
+        RejectedFigure(str(r.get("file") or ""), str(r.get("reason") or ""))
+        for r in _objects(value or [], "rejected", where)
+    )
+
+
+@dataclass(frozen=True)
+class PlotsRecord:
+    """The node's plotting step (``plots.json``): the figures kept (copied to ``plots/``), those
+    refused with why, how many answers it took and what each was told, the data files it was
+    shown, the metrics it was shown (None: none passed), and why it gave up (``error``)."""
+
+    figures: tuple[Figure, ...] = ()
+    rejected: tuple[RejectedFigure, ...] = ()
+    attempts: int = 0
+    history: tuple[PlotAttempt, ...] = ()
+    data_files: tuple[str, ...] = ()
+    metrics: tuple[MetricEntry, ...] | None = None
+    error: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Any) -> PlotsRecord:
+        where = "plots.json"
+        d = _object(data, where)
+        figures = tuple(
+            Figure(str(f.get("file") or ""), str(f.get("caption") or ""))
+            for f in _objects(d.get("figures") or [], "figures", where)
+        )
+        history = tuple(
+            PlotAttempt(
+                attempt=int(_field(h, "attempt", int, where)),
+                problems=tuple(str(p) for p in h.get("problems") or []),
+                rejected=_rejected(h.get("rejected"), where),
+            )
+            for h in _objects(d.get("history") or [], "history", where)
+        )
+        metrics = d.get("metrics")
+        return cls(
+            figures=figures,
+            rejected=_rejected(d.get("rejected"), where),
+            attempts=int(_optional(d, "attempts", int, where) or 0),
+            history=history,
+            data_files=_strings(d.get("data_files"), "data_files", where),
+            metrics=None if metrics is None else _metrics(metrics, "metrics", where),
+            error=_optional(d, "error", str, where),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        def rejected(items: tuple[RejectedFigure, ...]) -> list[dict[str, str]]:
+            return [{"file": r.file, "reason": r.reason} for r in items]
+
+        return {
+            "figures": [{"file": f.file, "caption": f.caption} for f in self.figures],
+            "rejected": rejected(self.rejected),
+            "attempts": self.attempts,
+            "history": [
+                {"attempt": h.attempt, "problems": list(h.problems), "rejected": rejected(h.rejected)}
+                for h in self.history
+            ],
+            "data_files": list(self.data_files),
+            "metrics": None if self.metrics is None else [dict(m) for m in self.metrics],
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The vision model's answer on a node's figures: what they show, the problems it found,
+    whether the result is valid (None: the answer did not say) and why."""
+
+    shows: str = ""
+    problems: tuple[str, ...] = ()
+    valid: bool | None = None
+    reason: str = ""
+
+    @classmethod
+    def from_json(cls, data: Any) -> Verdict:
+        where = "vlm.json critique"
+        d = _object(data, where)
+        problems = d.get("problems") or []
+        if not isinstance(problems, list):
+            raise ValueError(f"{where}: problems must be a list")
+        valid = d.get("valid")
+        return cls(
+            shows=_text(d, "shows", where),
+            problems=tuple(str(p) for p in problems),
+            valid=valid if isinstance(valid, bool) else None,
+            reason=_text(d, "reason", where),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "shows": self.shows,
+            "problems": list(self.problems),
+            "valid": self.valid,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class Critique:
+    """The critique step of a node's figures (``vlm.json``): the model asked, the figures, and
+    its ``verdict``, or why there is none (``skipped``: blind model, no figure, turned off;
+    ``error``: the call failed)."""
+
+    model: str
+    figures: tuple[str, ...] = ()
+    verdict: Verdict | None = None
+    skipped: str | None = None
+    error: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Any) -> Critique:
+        where = "vlm.json"
+        d = _object(data, where)
+        verdict = d.get("critique")
+        return cls(
+            model=str(d.get("model") or ""),
+            figures=_strings(d.get("figures"), "figures", where),
+            verdict=Verdict.from_json(verdict) if verdict else None,
+            skipped=_optional(d, "skipped", str, where),
+            error=_optional(d, "error", str, where),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"model": self.model, "figures": list(self.figures)}
+        if self.verdict is not None:
+            out["critique"] = self.verdict.to_json()
+        if self.error is not None:
+            out["error"] = self.error
+        if self.skipped is not None:
+            out["skipped"] = self.skipped
+        return out
+
+
 class JsonArtifact(Protocol):
     def to_json(self) -> dict[str, Any]: ...
 
 
-A = TypeVar("A", RunRecord, Review)
+A = TypeVar("A", RunRecord, Review, Plan, CodeAnswer, BuildRecord, PlotsRecord, Critique)
 
 
 def read_artifact(path: str | Path, kind: type[A]) -> A | None:

@@ -9,14 +9,15 @@ reason that the pipeline records on the node.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..base.artifacts import A, read_artifact
+from ..base.artifacts import A, CodeAnswer, Plan, Review, RunRecord, read_artifact
 from ..base.fileio import atomic_write_json, read_json
-from ..base.paths import NodePaths, RunPaths
+from ..base.paths import CODE_FILE, PLAN_FILE, REVIEW_FILE, RUN_FILE, NodePaths, RunPaths
 from ..base.templates import render
 from ..llm.types import CallContext, LLMResult
 
@@ -109,6 +110,24 @@ class NodeContext:
     @property
     def cfg(self) -> Config:
         return self.run.cfg
+
+    # the parent's artifacts, read once per node through their one reader (the parent is finished:
+    # its files no longer change); None for a draft or when the parent has no such file
+    @cached_property
+    def parent_plan(self) -> Plan | None:
+        return parent_artifact(self, PLAN_FILE, Plan)
+
+    @cached_property
+    def parent_answer(self) -> CodeAnswer | None:
+        return parent_artifact(self, CODE_FILE, CodeAnswer)
+
+    @cached_property
+    def parent_run(self) -> RunRecord | None:
+        return parent_artifact(self, RUN_FILE, RunRecord)
+
+    @cached_property
+    def parent_review(self) -> Review | None:
+        return parent_artifact(self, REVIEW_FILE, Review)
 
     def call_ctx(
         self,
@@ -244,14 +263,9 @@ def parent_history(run_dir: Path, parent: Node) -> str:
     return text
 
 
-def parent_file(ctx: NodeContext, name: str) -> Any:
-    if ctx.parent is None:
-        return None
-    return read_json(RunPaths(ctx.run.dir).node(ctx.parent.id).file(name))
-
-
 def parent_artifact(ctx: NodeContext, name: str, kind: type[A]) -> A | None:
-    """The parent's typed artifact ``name`` (its run record, its review), None without one."""
+    """The parent's typed artifact ``name`` (its plan, code answer, run record, review), None
+    without one; the phases use :class:`NodeContext`'s ``parent_*``, which read it once."""
     if ctx.parent is None:
         return None
     return read_artifact(RunPaths(ctx.run.dir).node(ctx.parent.id).file(name), kind)
@@ -264,27 +278,31 @@ def short_json(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False)
 
 
-def answer_commands(answer: Any) -> list[str]:
+AnswerLike = CodeAnswer | Mapping[str, Any] | None
+
+
+def code_answer(answer: AnswerLike) -> CodeAnswer | None:
+    """``answer`` as a :class:`CodeAnswer` (a saved answer's JSON goes through its one reader)."""
+    if answer is None or isinstance(answer, CodeAnswer):
+        return answer
+    return CodeAnswer.from_json(answer) if answer else None
+
+
+def answer_commands(answer: AnswerLike) -> list[str]:
     """A code answer's build and run commands, ``"build: <command>"`` / ``"run: <command>"``,
     build first, each once."""
-    lines: list[str] = []
-    for key in ("build", "run"):
-        part = answer.get(key) if isinstance(answer, dict) else None
-        cmds = part.get("commands") if isinstance(part, dict) else None
-        lines += [f"{key}: {c}" for c in (cmds if isinstance(cmds, list) else []) if isinstance(c, str)]
-    return list(dict.fromkeys(lines))
+    typed = code_answer(answer)
+    return typed.commands() if typed is not None else []
 
 
-def commands_text(answer: dict) -> str:
+def commands_text(answer: AnswerLike) -> str:
     """A code answer's build and run commands under a ``### commands`` heading ("" when it has none)."""
     lines = answer_commands(answer)
     return "### commands (build, then run)\n" + "\n".join(lines) if lines else ""
 
 
-def code_text(answer: dict) -> str:
+def code_text(answer: AnswerLike) -> str:
     """The text files of a code answer, each under a ``### path`` heading."""
-    parts = []
-    for f in answer.get("files", []):
-        if f.get("encoding", "utf-8") == "utf-8":
-            parts.append(f"### {f.get('path')}\n{f.get('content', '')}")
-    return "\n\n".join(parts)
+    typed = code_answer(answer)
+    files = typed.text_files() if typed is not None else {}
+    return "\n\n".join(f"### {path}\n{content}" for path, content in files.items())

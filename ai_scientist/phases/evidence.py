@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..base.artifacts import CommandOutput, RunRecord
+from ..base.artifacts import CodeAnswer, CommandOutput, RunRecord
 from ..base.templates import render
 
 # re-exported: the node calls' evidence and the kinds they are judged by come from one module
@@ -71,32 +71,31 @@ def node_facts(ctx: NodeContext) -> dict[str, Any]:
 DIFF_SHARE = 0.4
 
 
-def program_values(ctx: NodeContext, answer: dict[str, Any]) -> dict[str, Any]:
+def program_values(ctx: NodeContext, answer: CodeAnswer) -> dict[str, Any]:
     """The ``prior_code`` layer of a review or plotting call: the node's program, or — for a child
     whose program differs a little from its parent's (:data:`DIFF_SHARE`) — the unified diff to
     the parent's program with the parent's id (``code_diff_of``; ``prompt/context/prior_code.j2``).
     A program equal to its parent's (a seed re-run) is shown whole: its bytes repeat the parent's
     call, which a provider's prefix cache serves."""
-    from ..base.paths import CODE_FILE
-    from .base import answer_commands, code_text, commands_text, parent_file
+    from .base import code_text, commands_text
 
-    program = code_text(answer or {})
+    program = code_text(answer)
     parent = ctx.parent
     if parent is None or not program:
         return {"prior_code": program}
-    parent_answer = parent_file(ctx, CODE_FILE) or {}
+    parent_answer = ctx.parent_answer
     before = code_text(parent_answer)
-    if not before:
+    if not before or parent_answer is None:
         return {"prior_code": program}
     # the commands are diffed with the files: a tuning that changed only a build flag showed an
     # empty-looking diff under "every line not shown is the parent's" (a relay run's judge)
-    commands_changed = answer_commands(parent_answer) != answer_commands(answer or {})
+    commands_changed = parent_answer.commands() != answer.commands()
     diff = "\n".join(
         difflib.unified_diff(
             # the file labels name no node (the sentence above names the parent): siblings' diffs
             # share their bytes up to the first changed line
             f"{before}\n\n{commands_text(parent_answer)}".splitlines(),
-            f"{program}\n\n{commands_text(answer or {})}".splitlines(),
+            f"{program}\n\n{commands_text(answer)}".splitlines(),
             "parent",
             "this node",
             n=2,
@@ -204,7 +203,7 @@ def run_result_text(
     metrics: Any,
     *,
     commands: bool = True,
-    builds: list[dict[str, Any]] | None = None,
+    builds: Sequence[Any] | None = None,
     from_review: bool = False,
     series: tuple[list[dict[str, Any]], int] | None = None,
 ) -> str:
@@ -217,7 +216,7 @@ def run_result_text(
     shown, total = series or ([], 0)
     return render(
         "context/_run_result.j2",
-        builds=builds or [],
+        builds=list(builds or []),
         outputs=list(run_record.outputs) if run_record is not None and commands else [],
         metrics=list(metrics or []),
         metrics_source=(run_record.metrics_source or "") if run_record is not None else "",

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..base.artifacts import Review
-from ..base.paths import CODE_FILE, PLAN_FILE, REVIEW_FILE
+from ..base.artifacts import CodeAnswer, Plan
+from ..base.paths import PLAN_FILE
 from ..llm.types import LLMError
-from .base import NodeContext, PhaseFailed, code_text, parent_artifact, parent_file, short_json
-from .checkpoint import checkpoint
+from .base import NodeContext, PhaseFailed, code_text, short_json
+from .checkpoint import checkpoint_typed
 from .schemas import PLAN_FIELDS, PLAN_SCHEMA, constrain_dependencies, probed_packages, validate_plan
 
 MERGE_OPERATIONS = ("improve", "tune", "ablate", "debug")
@@ -37,10 +37,10 @@ def _stage_inputs(ctx: NodeContext) -> dict[str, Any]:
     if ctx.node.idea:
         values["stage_idea"] = ctx.node.idea
     if ctx.parent is not None:
-        code = parent_file(ctx, CODE_FILE)
-        if code:
+        code = ctx.parent_answer
+        if code is not None and code.data:
             values["prior_code"] = code_text(code)
-        review = parent_artifact(ctx, REVIEW_FILE, Review)
+        review = ctx.parent_review
         if (
             review is not None
         ):  # what the parent's run found; the reviewer's remarks on its own input stay out
@@ -55,10 +55,12 @@ def _stage_inputs(ctx: NodeContext) -> dict[str, Any]:
     return values
 
 
-def run_phase0(ctx: NodeContext, merged_answer: dict | None = None) -> dict:
+def run_phase0(ctx: NodeContext, merged_answer: CodeAnswer | None = None) -> Plan:
     """Produce (or reuse) the node's plan and save it as ``plan.json``; with ``merged_answer``
     (a code answer with the plan fields, see :func:`merges_plan`) the plan is taken from it."""
-    return checkpoint(ctx, "phase0", PLAN_FILE, lambda: _unique_dependencies(_plan(ctx, merged_answer)))
+    return checkpoint_typed(
+        ctx, "phase0", Plan, PLAN_FILE, lambda: _plan(ctx, merged_answer).with_unique_dependencies()
+    )
 
 
 def _reuses_parent_plan(ctx: NodeContext) -> bool:
@@ -79,26 +81,13 @@ def merges_plan(ctx: NodeContext) -> bool:
         ctx.parent is not None
         and ctx.node.operation in MERGE_OPERATIONS
         and not _reuses_parent_plan(ctx)
-        and parent_file(ctx, PLAN_FILE) is not None
+        and ctx.parent_plan is not None
     )
 
 
-def plan_from_answer(answer: dict) -> dict:
+def plan_from_answer(answer: CodeAnswer) -> Plan:
     """The plan part of a merged code answer."""
-    return {k: answer[k] for k in PLAN_FIELDS if k in answer}
-
-
-def _unique_dependencies(plan: dict) -> dict:
-    """``plan`` with each dependency list's repeated entries dropped (a grammar cannot forbid a
-    weak model's ``["pip", "pip", ...]``; the check and the installer need each name once)."""
-    deps = plan.get("dependencies")
-    if not isinstance(deps, dict):
-        return plan
-    unique = {
-        k: list(dict.fromkeys(v)) if isinstance(v, list) and all(isinstance(x, str) for x in v) else v
-        for k, v in deps.items()
-    }
-    return {**plan, "dependencies": unique}
+    return Plan.from_json(answer.plan_data(PLAN_FIELDS))
 
 
 def plan_schema(ctx: NodeContext, schema: dict) -> dict:
@@ -154,27 +143,28 @@ def _norm(name: str) -> str:
     return name.strip().lower().replace("_", "-")
 
 
-def _plan(ctx: NodeContext, merged_answer: dict | None = None) -> dict:
+def _plan(ctx: NodeContext, merged_answer: CodeAnswer | None = None) -> Plan:
     if merged_answer is not None:
         ctx.run.event("plan_merged", node_id=ctx.node.id, operation=ctx.node.operation)
-        return {**plan_from_answer(merged_answer), "plan_source": "merged"}
-    plan = parent_file(ctx, PLAN_FILE) if _reuses_parent_plan(ctx) else None
-    if plan is not None:
+        return plan_from_answer(merged_answer).with_source("merged")
+    parent = ctx.parent_plan if _reuses_parent_plan(ctx) else None
+    if parent is not None:
         ctx.run.event(
             "plan_reused", node_id=ctx.node.id, parent_id=ctx.node.parent_id, operation=ctx.node.operation
         )
-        plan = {**plan, "plan_source": "parent"}
-    else:
-        try:
-            result = ctx.ask(
-                "phase0_plan",
-                _stage_inputs(ctx),
-                phase="phase0",
-                label="plan",
-                schema=plan_schema(ctx, PLAN_SCHEMA),
-                validator=lambda a: _check_plan(ctx, a),
-            )
-        except LLMError as exc:
-            raise PhaseFailed("phase0", f"no valid plan: {exc}") from exc
-        plan = {**result.parsed, "plan_source": "own"}
-    return plan
+        return parent.with_source("parent")
+    try:
+        result = ctx.ask(
+            "phase0_plan",
+            _stage_inputs(ctx),
+            phase="phase0",
+            label="plan",
+            schema=plan_schema(ctx, PLAN_SCHEMA),
+            validator=lambda a: _check_plan(ctx, a),
+        )
+    except LLMError as exc:
+        raise PhaseFailed("phase0", f"no valid plan: {exc}") from exc
+    try:
+        return Plan.from_json(result.parsed).with_source("own")
+    except ValueError as exc:  # the client checked the schema: only a backend ignoring it gets here
+        raise PhaseFailed("phase0", f"the plan is malformed: {exc}") from exc

@@ -13,23 +13,23 @@ import json
 import shlex
 from typing import Any
 
+from ..base.artifacts import Dependencies, Plan
 from ..base.paths import INSTALL_FILE as STATE_FILE
 from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed
 from .checkpoint import checkpoint
 from .execution import run_command
-from .schemas import INSTALL_STEP_SCHEMA, new_packages
+from .schemas import INSTALL_STEP_SCHEMA
 
 
-def dependency_check_command(deps: dict[str, Any], python: str) -> str | None:
+def dependency_check_command(deps: Dependencies, python: str) -> str | None:
     """A shell command that exits 0 iff every pip and apt dependency is present (the ``new``
     packages of a constrained plan included)."""
-    new = new_packages(deps)
     pip = [
         p.split("[")[0].split("=")[0].split("<")[0].split(">")[0].strip()
-        for p in [*(deps.get("pip") or []), *new["pip"]]
+        for p in [*deps.pip, *deps.new_names("pip")]
     ]
-    apt = [a.strip() for a in [*(deps.get("apt") or []), *new["apt"]]]
+    apt = [a.strip() for a in [*deps.apt, *deps.new_names("apt")]]
     checks = []
     if pip:
         code = (
@@ -67,16 +67,20 @@ def _steps_for_prompt(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def run_phase1(ctx: NodeContext, plan: dict) -> dict:
+def run_phase1(ctx: NodeContext, plan: Plan) -> dict:
     """Install the plan's dependencies in the node's sandbox; returns the phase record."""
     return checkpoint(ctx, "phase1", STATE_FILE, lambda: _install(ctx, plan))
 
 
-def _install(ctx: NodeContext, plan: dict) -> dict:
+def _install(ctx: NodeContext, plan: Plan) -> dict:
     """The installer loop; every step's state is saved for the viewer as it goes."""
-    deps = plan.get("dependencies") or {}
-    check = dependency_check_command(deps, ctx.cfg.exec.python)
-    state: dict[str, Any] = {"dependencies": deps, "check": check, "steps": [], "satisfied": False}
+    check = dependency_check_command(plan.dependencies, ctx.cfg.exec.python)
+    state: dict[str, Any] = {
+        "dependencies": plan.dependencies.to_json() or {},
+        "check": check,
+        "steps": [],
+        "satisfied": False,
+    }
     if check is None or _check(ctx, check, state):
         state["satisfied"] = True
         state["note"] = (
@@ -138,13 +142,10 @@ def _check(ctx: NodeContext, check: str | None, state: dict) -> bool:
     return res.exit_code == 0
 
 
-def _ask_step(ctx: NodeContext, plan: dict, state: dict, step: int) -> dict:
+def _ask_step(ctx: NodeContext, plan: Plan, state: dict, step: int) -> dict:
     values = {
         "plan_snippet": json.dumps(
-            {
-                "dependencies": plan.get("dependencies"),
-                "guidance": (plan.get("phase_guidance") or {}).get("phase1"),
-            },
+            {"dependencies": plan.dependencies.to_json(), "guidance": plan.guidance_for("phase1")},
             indent=2,
         ),
         "install_steps": _steps_for_prompt(state["steps"]),

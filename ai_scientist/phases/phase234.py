@@ -22,7 +22,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..base.artifacts import CommandOutput, RunRecord, read_artifact
+from ..base.artifacts import (
+    BuildCommand,
+    BuildRecord,
+    CodeAnswer,
+    CommandOutput,
+    Plan,
+    RunRecord,
+    read_artifact,
+    write_artifact,
+)
 from ..base.fileio import read_file_inside
 from ..base.nodedata import unmeasured
 from ..base.paths import CODE_FILE as ANSWER_FILE
@@ -31,9 +40,9 @@ from ..base.templates import render
 from ..execution.sandbox_probe import installed_tools
 from ..llm.client import backend_name
 from ..llm.types import LLMError
-from .base import NodeContext, PhaseFailed, code_text, commands_text, parent_artifact, parent_file
-from .checkpoint import checkpoint, checkpoint_typed
-from .edits import EditError, expand_answer, text_files, with_edits
+from .base import NodeContext, PhaseFailed, code_text, commands_text
+from .checkpoint import checkpoint_typed
+from .edits import EditError, expand_answer, with_edits
 from .evidence import run_output_text
 from .execution import run_command
 from .grading import grade_node
@@ -57,29 +66,24 @@ METRICS_FILE = "metrics.json"
 METRICS_FROM_REVIEW = "review"
 
 
-def _values(ctx: NodeContext, plan: dict) -> dict[str, Any]:
-    guidance = plan.get("phase_guidance") or {}
+def _values(ctx: NodeContext, plan: Plan | None) -> dict[str, Any]:
     values: dict[str, Any] = {
         "operation": ctx.node.operation,
         "stage": ctx.node.stage,
         "stage_goal": ctx.node.stage,  # the stage_goal layer (seed re-runs make no code call)
     }
-    if plan:  # a draft planning inside its code answer has no plan yet
+    if plan is not None and plan.data:  # a draft planning inside its code answer has no plan yet
         # plain lines, not JSON: a cut keeps head and tail, never a preview pointing at a handle
-        shown = {
-            **plan,
-            "phase_guidance": {k: guidance.get(k) for k in ("phase2", "phase3", "phase4") if guidance.get(k)},
-        }
-        values["plan_snippet"] = render("phases/plan_text.j2", plan=shown).strip()
+        values["plan_snippet"] = render("phases/plan_text.j2", plan=plan.shown()).strip()
     if ctx.node.idea:
         values["stage_idea"] = ctx.node.idea
     if ctx.parent is not None:
-        answer = parent_file(ctx, ANSWER_FILE)
-        if answer:
+        answer = ctx.parent_answer
+        if answer is not None and answer.data:
             # the files, then how they were built and run (a child restates its build and run
             # commands: a relay run's C child had only the plan's prose for its parent's flags)
             values["prior_code"] = "\n\n".join(t for t in (code_text(answer), commands_text(answer)) if t)
-        run = parent_artifact(ctx, RUN_FILE, RunRecord)
+        run = ctx.parent_run
         if run is not None:
             values["execution_output"] = run_output_text(run.outputs, status=True)
             values["time_feedback"] = f"parent run took {run.duration_s:.1f} s"
@@ -94,12 +98,13 @@ def _values(ctx: NodeContext, plan: dict) -> dict[str, Any]:
     return values
 
 
-def generate_code(ctx: NodeContext, plan: dict, merged: bool = False) -> dict:
+def generate_code(ctx: NodeContext, plan: Plan | None, merged: bool = False) -> CodeAnswer:
     """Phase 2: ask for the files/build/run answer (validated against the environment).
 
     ``merged``: the answer also carries the node's plan (``MERGED_CODE_SCHEMA``, label
-    ``code+plan``); ``plan`` is then the parent's, shown as the starting point."""
-    return checkpoint(ctx, "phase2", ANSWER_FILE, lambda: _code(ctx, plan, merged))
+    ``code+plan``); ``plan`` is then the parent's, shown as the starting point (None for a
+    draft, which has none)."""
+    return checkpoint_typed(ctx, "phase2", CodeAnswer, ANSWER_FILE, lambda: _code(ctx, plan, merged))
 
 
 def _validate_merged(ctx: NodeContext, answer: dict) -> None:
@@ -110,10 +115,10 @@ def _validate_merged(ctx: NodeContext, answer: dict) -> None:
     validate_code(answer, ctx.environment, installed=installed_tools(ctx.dir) | declared)
 
 
-def _code(ctx: NodeContext, plan: dict, merged: bool = False) -> dict:
+def _code(ctx: NodeContext, plan: Plan | None, merged: bool = False) -> CodeAnswer:
     if ctx.node.operation == "seed_eval":
-        answer = parent_file(ctx, ANSWER_FILE)
-        if not answer:
+        answer = ctx.parent_answer
+        if answer is None or not answer.data:
             raise PhaseFailed("phase2", "seed re-run: the parent has no code answer")
     else:
         schema = answer_schema(ctx, merged)
@@ -129,12 +134,12 @@ def _code(ctx: NodeContext, plan: dict, merged: bool = False) -> dict:
             local = backend_name(ctx.llm) == "local"
             schema = with_edits(schema, base, anchor_lines=local)
             if local and ctx.cfg.agent.constrain_answers:
-                known = ((parent_file(ctx, ANSWER_FILE) or {}).get("run") or {}).get("commands") or []
+                known = ctx.parent_answer.run.commands if ctx.parent_answer is not None else ()
                 schema = constrain_run(schema, list(base), ctx.cfg.exec.python, known)
             check = _expanding(base, check)
         extra: dict[str, Any] = {"seed_code_edits": True} if base and ctx.parent is None else {}
         try:
-            answer = ctx.ask(
+            raw = ctx.ask(
                 "phase234_code",
                 {**_values(ctx, plan), "merged_plan": merged, **extra},
                 phase="phase2",
@@ -145,9 +150,13 @@ def _code(ctx: NodeContext, plan: dict, merged: bool = False) -> dict:
         except LLMError as exc:
             raise PhaseFailed("phase2", f"no valid code answer: {exc}") from exc
         if base:  # already checked by the validator: the edits apply
-            answer = expand_answer(base, answer)
+            raw = expand_answer(base, raw)
+        try:
+            answer = CodeAnswer.from_json(raw)
+        except ValueError as exc:  # the client checked the schema: only a backend ignoring it gets here
+            raise PhaseFailed("phase2", f"the code answer is malformed: {exc}") from exc
     _write_files(ctx, answer)
-    ctx.update(summary=str(answer.get("summary") or ctx.node.summary or "")[:500])
+    ctx.update(summary=(answer.summary or ctx.node.summary or "")[:500])
     return answer
 
 
@@ -173,7 +182,7 @@ def _edit_base(ctx: NodeContext) -> dict[str, str]:
     if ctx.parent is None:
         code = ctx.run.idea.code if ctx.node.operation == "draft" else None
         return {ctx.run.idea.code_file or "seed_code": code} if code else {}
-    return text_files(parent_file(ctx, ANSWER_FILE))
+    return ctx.parent_answer.text_files() if ctx.parent_answer is not None else {}
 
 
 def _expanding(base: dict[str, str], check: Any) -> Any:
@@ -190,13 +199,13 @@ def _expanding(base: dict[str, str], check: Any) -> Any:
     return validate
 
 
-def _write_files(ctx: NodeContext, answer: dict) -> None:
+def _write_files(ctx: NodeContext, answer: CodeAnswer) -> None:
     from ..execution.workspace import WorkspaceError, write_files
 
     try:
         write_files(
             ctx.workspace,
-            answer.get("files") or [],
+            answer.files_json(),
             max_files=ctx.cfg.exec.max_files,
             max_file_bytes=ctx.cfg.exec.max_file_bytes,
         )
@@ -204,33 +213,32 @@ def _write_files(ctx: NodeContext, answer: dict) -> None:
         raise PhaseFailed("phase2", f"rejected files: {exc}") from exc
 
 
-def compile_code(ctx: NodeContext, answer: dict) -> dict:
+def compile_code(ctx: NodeContext, answer: CodeAnswer) -> BuildRecord:
     """Phase 3: run the build commands (none for interpreted code)."""
-    return checkpoint(ctx, "phase3", COMPILE_FILE, lambda: _build(ctx, answer))
+    return checkpoint_typed(ctx, "phase3", BuildRecord, COMPILE_FILE, lambda: _build(ctx, answer))
 
 
-def _build(ctx: NodeContext, answer: dict) -> dict:
-    build = answer.get("build") or {}
-    commands = [c for c in build.get("commands") or [] if str(c).strip()]
-    results = []
+def _build(ctx: NodeContext, answer: CodeAnswer) -> BuildRecord:
+    commands = [c for c in answer.build.commands if c.strip()]
+    results: list[BuildCommand] = []
     for i, cmd in enumerate(commands, 1):
         res = run_command(ctx, cmd, phase="phase3", label=f"build{i}")
-        results.append({"command": cmd, "exit_code": res.exit_code, "stderr": res.stderr[-3000:]})
-        if not res.ok:
-            ctx.save(COMPILE_FILE, {"commands": results, "ok": False})
+        results.append(BuildCommand(command=cmd, exit_code=res.exit_code, stderr=res.stderr[-3000:]))
+        if not res.ok:  # kept for the viewer; the phase is not done
+            write_artifact(ctx.paths.file(COMPILE_FILE), BuildRecord(commands=tuple(results), ok=False))
             raise PhaseFailed(
                 "phase3", f"build command {i} failed ({res.reason or res.exit_code}): {res.stderr[-800:]}"
             )
-    return {"commands": results, "ok": True, "language": build.get("language")}
+    return BuildRecord(commands=tuple(results), ok=True, language=answer.build.language)
 
 
-def run_experiment(ctx: NodeContext, answer: dict) -> RunRecord:
+def run_experiment(ctx: NodeContext, answer: CodeAnswer) -> RunRecord:
     """Phase 4: run the commands, check expected outputs, read ``metrics.json``."""
     return checkpoint_typed(ctx, "phase4", RunRecord, RUN_FILE, lambda: _run(ctx, answer))
 
 
-def _run(ctx: NodeContext, answer: dict) -> RunRecord:
-    run = answer.get("run") or {}
+def _run(ctx: NodeContext, answer: CodeAnswer) -> RunRecord:
+    run = answer.run
     # what was there before the run (a replay restores the recorded workspace at every command,
     # file times included: it takes the recorded decision instead, see _recorded_refusal)
     replay = getattr(ctx.executor, "name", "") == "replay"
@@ -239,14 +247,14 @@ def _run(ctx: NodeContext, answer: dict) -> RunRecord:
     outputs: list[CommandOutput] = []
     total = 0.0
     failure = None
-    ntasks = run.get("ntasks") or 1
+    ntasks = run.ntasks or 1
     if not isinstance(ntasks, int) or not 1 <= ntasks <= max_ntasks(ctx.cfg):
         raise PhaseFailed(
             "phase4",
             f"run.ntasks={ntasks!r}: at most {max_ntasks(ctx.cfg)} MPI ranks here "
             "(exec.slurm.max_ntasks, with exec.backend: slurm)",
         )
-    for i, cmd in enumerate(run.get("commands") or [], 1):
+    for i, cmd in enumerate(run.commands, 1):
         res = run_command(ctx, cmd, phase="phase4", label=f"run{i}", ntasks=ntasks)
         total += res.duration_s
         outputs.append(
@@ -263,7 +271,7 @@ def _run(ctx: NodeContext, answer: dict) -> RunRecord:
         if not res.ok:
             failure = f"run command {i} failed ({res.reason or f'exit {res.exit_code}'})"
             break
-    missing = tuple(p for p in run.get("expected_outputs") or [] if not (ctx.workspace / p).exists())
+    missing = tuple(p for p in run.expected_outputs if not (ctx.workspace / p).exists())
     if failure is None and missing:
         # what the run did write and print: the next draft must tell a wrong list from a run that
         # wrote nothing (a relay run's draft saw only the names it had listed)
@@ -314,12 +322,11 @@ def data_signatures(workspace: Path) -> dict[str, tuple[int, int, int] | None]:
 
 
 def unmeasured_files(
-    answer: dict | None, before: dict[str, tuple[int, int, int] | None], workspace: Path
+    answer: CodeAnswer | None, before: dict[str, tuple[int, int, int] | None], workspace: Path
 ) -> list[str]:
     """The data files now in ``workspace`` that the run did not produce: written by the answer
     as files, or there before the run (``before``, :func:`data_signatures`) and not rewritten."""
-    files = (answer or {}).get("files") or []
-    written = {os.path.normpath(str(f.get("path") or "").strip()) for f in files if isinstance(f, dict)}
+    written = _answer_paths(answer)
     return [
         rel
         for rel in data_paths(workspace)
@@ -336,11 +343,14 @@ def file_signature(path: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def refused_metrics(answer: dict | None, path: Path, before: tuple[int, int, int] | None) -> str | None:
+def _answer_paths(answer: CodeAnswer | None) -> set[str]:
+    """The workspace paths the answer itself wrote as files."""
+    return {os.path.normpath(f.path.strip()) for f in answer.files} if answer is not None else set()
+
+
+def refused_metrics(answer: CodeAnswer | None, path: Path, before: tuple[int, int, int] | None) -> str | None:
     """Why ``metrics.json`` does not count as measured (None when the run produced it)."""
-    files = (answer or {}).get("files") or []
-    names = {os.path.normpath(str(f.get("path") or "").strip()) for f in files if isinstance(f, dict)}
-    if METRICS_FILE in names:
+    if METRICS_FILE in _answer_paths(answer):
         return (
             f"{METRICS_FILE} refused: the answer wrote it as a file; the run must compute and write "
             "the metrics itself"
@@ -354,7 +364,7 @@ def read_metrics(
     ctx: NodeContext,
     outputs: Sequence[CommandOutput],
     *,
-    answer: dict | None = None,
+    answer: CodeAnswer | None = None,
     before: tuple[int, int, int] | None = None,
     fallback: bool = True,
 ) -> tuple[list[dict], str]:

@@ -11,10 +11,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..base.artifacts import RunRecord
-from ..base.paths import PLAN_FILE
+from ..base.artifacts import CodeAnswer, Plan, RunRecord
 from ..context.state import state_op_for
-from .base import NodeContext, PhaseFailed, parent_file
+from .base import NodeContext, PhaseFailed
 from .phase0 import merges_plan, run_phase0
 from .phase1 import run_phase1
 from .phase234 import METRICS_FROM_REVIEW, compile_code, generate_code, run_experiment
@@ -40,12 +39,12 @@ def _metric_objects(metrics: list[dict]) -> tuple[Any, list[Any]]:
     return (objs[0] if objs else None), objs
 
 
-def _plan_and_code(ctx: NodeContext) -> tuple[dict, dict]:
+def _plan_and_code(ctx: NodeContext) -> tuple[Plan, CodeAnswer]:
     """Phases 0-2. A child whose plan is merged into its code answer (phase0.merges_plan) makes one
     call for both: code first (its plan saved as plan.json), then phase 1, which installs only
     what the parent's inherited prefix lacks (nothing, and no LLM call, when no new dependency)."""
     if merges_plan(ctx):
-        answer = generate_code(ctx, parent_file(ctx, PLAN_FILE) or {}, merged=True)
+        answer = generate_code(ctx, ctx.parent_plan, merged=True)
         plan = run_phase0(ctx, merged_answer=answer)
         run_phase1(ctx, plan)
         return plan, answer
@@ -60,14 +59,14 @@ def run_node(ctx: NodeContext) -> None:
     ctx.update(status="running")
     try:
         _, answer = _plan_and_code(ctx)
-        compile_code(ctx, answer)
+        build = compile_code(ctx, answer)
         record = run_experiment(ctx, answer)
         if record.failure:
             raise PhaseFailed("phase4", record.failure + _tail(record))
         if not record.metrics and record.metrics_source != METRICS_FROM_REVIEW:
             raise PhaseFailed("phase4", f"no metrics: {record.metrics_source}")
         # a seed re-run repeats a reviewed program: its numbers are what it adds, not a review
-        review = review_execution(ctx, record) if ctx.node.operation != "seed_eval" else None
+        review = review_execution(ctx, answer, build, record) if ctx.node.operation != "seed_eval" else None
         if review is not None:
             record = with_review_metrics(record, review)
             found = findings(review)
@@ -77,7 +76,7 @@ def run_node(ctx: NodeContext) -> None:
                     # siblings' tables must be able to say why (the findings alone were cut to a line)
                     remarks = review.remarks.strip()
                     why = " ".join(x for x in (found, f"Why a bug: {remarks}" if remarks else "") if x)
-                    measured = ", ".join(f"{m.get('name')}={m.get('value')}" for m in record.metrics[:8])
+                    measured = ", ".join(f"{m['name']}={m['value']}" for m in record.metrics[:8])
                     raise PhaseFailed(
                         "review",
                         f"execution review found a bug: {why or 'no reason given'}"

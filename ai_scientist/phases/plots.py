@@ -32,7 +32,17 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..base.fileio import atomic_write_text, read_json, regular_file_inside
+from ..base.artifacts import (
+    CodeAnswer,
+    Critique,
+    Figure,
+    PlotAttempt,
+    PlotsRecord,
+    RejectedFigure,
+    Verdict,
+    read_artifact,
+)
+from ..base.fileio import atomic_write_text, regular_file_inside
 from ..base.images import SAFE_FIGURE_NAME as _SAFE_NAME
 from ..base.images import check_figure, image_part, plot_schema
 from ..base.nodedata import NOT_DATA_DIRS, is_node_data, unmeasured
@@ -42,7 +52,7 @@ from ..llm.types import LLMError
 from ..llm.vision import is_vision_refusal, vision_skip_reason
 from ..treesearch.seeds import distinct_digits
 from .base import NodeContext, PhaseFailed
-from .checkpoint import checkpoint
+from .checkpoint import checkpoint_typed
 from .evidence import (
     judged_stage,
     node_facts,
@@ -88,12 +98,12 @@ def wants_plots(ctx: NodeContext) -> bool:
 # ------------------------------------------------------------ plotting --
 
 
-def make_plots(ctx: NodeContext, answer: dict, metrics: Any = None) -> dict:
-    """The ``phase5_plot`` step (checkpointed): ``plots.json`` = {figures, rejected, attempts, error}.
+def make_plots(ctx: NodeContext, answer: CodeAnswer, metrics: Any = None) -> PlotsRecord:
+    """The ``phase5_plot`` step (checkpointed): ``plots.json``, a :class:`PlotsRecord`.
 
     ``metrics``: the node's metrics as read after its run (shown to the plotting and critique calls).
     """
-    return checkpoint(ctx, PLOT_PHASE, PLOTS_FILE, lambda: _plots(ctx, answer, metrics))
+    return checkpoint_typed(ctx, PLOT_PHASE, PlotsRecord, PLOTS_FILE, lambda: _plots(ctx, answer, metrics))
 
 
 def data_files(workspace: Path, skip: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
@@ -374,22 +384,22 @@ def _list_items(items: list[Any], depth: int) -> str:
     return f"{' or '.join(kinds)} or null ({nulls} null)"
 
 
-def _plots(ctx: NodeContext, answer: dict, metrics: Any) -> dict:
+def _plots(ctx: NodeContext, answer: CodeAnswer, metrics: Any) -> PlotsRecord:
     pcfg = ctx.cfg.agent.plots
     skip = unmeasured(ctx.dir)  # what the answer wrote or was there before the run: no result
     files = data_files(ctx.workspace, skip)
     out_dir = ctx.paths.plots
-    record: dict[str, Any] = {
-        "figures": [],
-        "rejected": [],
-        "attempts": 0,
-        "history": [],  # per attempt: its problems and rejected figures (what the retry was told)
-        "data_files": [f["file"] for f in files],
-        "metrics": metrics,
-    }
+    shown = tuple(f["file"] for f in files)
+    kept = None if metrics is None else tuple(dict(m) for m in metrics)
     if not files:
-        record["error"] = "the experiment saved no data files (.json, .csv, .npy, .npz) to plot"
-        return _done(ctx, record)
+        return _done(
+            ctx,
+            PlotsRecord(
+                data_files=shown,
+                metrics=kept,
+                error="the experiment saved no data files (.json, .csv, .npy, .npz) to plot",
+            ),
+        )
     values: dict[str, Any] = {
         **node_facts(ctx),
         **program_values(ctx, answer),  # a small change: its diff to the parent's program
@@ -405,8 +415,12 @@ def _plots(ctx: NodeContext, answer: dict, metrics: Any) -> dict:
     }
     schema = plot_schema(pcfg.max_figures)
     problems: list[str] = []
+    good: list[Figure] = []
+    rejected: list[RejectedFigure] = []
+    history: list[PlotAttempt] = []  # per attempt: its problems and refused figures (what the retry was told)
+    attempts = 0
     for attempt in range(1, ATTEMPTS + 1):
-        record["attempts"] = attempt
+        attempts = attempt
         try:
             plan = ctx.ask(
                 "node_plot",
@@ -421,18 +435,13 @@ def _plots(ctx: NodeContext, answer: dict, metrics: Any) -> dict:
             break
         script = str(plan.get("script") or "")
         problems, good, rejected = _run_and_check(ctx, script, list(plan.get("figures") or []), attempt)
-        record["rejected"] = rejected
-        record["history"].append({"attempt": attempt, "problems": problems, "rejected": rejected})
         if len(good) > pcfg.max_figures:
-            record["rejected"] += [
-                {
-                    "file": g["file"],
-                    "reason": f"{g['file']}: over agent.plots.max_figures ({pcfg.max_figures})",
-                }
+            rejected += [
+                RejectedFigure(g.file, f"{g.file}: over agent.plots.max_figures ({pcfg.max_figures})")
                 for g in good[pcfg.max_figures :]
             ]
             good = good[: pcfg.max_figures]
-        record["figures"] = good
+        history.append(PlotAttempt(attempt, tuple(problems), tuple(rejected)))
         if not problems:
             break
         values["plot_problems"] = "\n".join(f"- {p}" for p in problems)
@@ -440,23 +449,47 @@ def _plots(ctx: NodeContext, answer: dict, metrics: Any) -> dict:
     # only the final attempt's figures are kept in nodes/<id>/plots/
     if out_dir.exists():
         shutil.rmtree(out_dir)
-    if record["figures"]:
+    if good:
         out_dir.mkdir(parents=True, exist_ok=True)
-        for fig in record["figures"]:
-            shutil.copyfile(ctx.workspace / PLOT_DIR / fig["file"], out_dir / fig["file"])
-    record["error"] = "\n".join(problems) if problems else None
+        for fig in good:
+            shutil.copyfile(ctx.workspace / PLOT_DIR / fig.file, out_dir / fig.file)
+    record = PlotsRecord(
+        figures=tuple(good),
+        rejected=tuple(rejected),
+        attempts=attempts,
+        history=tuple(history),
+        data_files=shown,
+        metrics=kept,
+        error="\n".join(problems) if problems else None,
+    )
     return _done(ctx, record)
+
+
+def _plots_of(run_dir: Path, node_id: str) -> PlotsRecord | None:
+    """A node's plotting record; None without one, or when it is torn (a power loss)."""
+    try:
+        return read_artifact(RunPaths(run_dir).node(node_id).file(PLOTS_FILE), PlotsRecord)
+    except ValueError:
+        return None
+
+
+def _critique_of(run_dir: Path, node_id: str) -> Critique | None:
+    """A node's figure critique; None without one, or when it is torn (a power loss)."""
+    try:
+        return read_artifact(RunPaths(run_dir).node(node_id).file(VLM_FILE), Critique)
+    except ValueError:
+        return None
 
 
 def _working_script(run_dir: Path, node_id: str) -> str:
     """The node's plotting script when its figures passed (its ``plots.json`` keeps some), else ""."""
-    pdir = RunPaths(run_dir).node(node_id)
-    try:
-        record = read_json(pdir.file(PLOTS_FILE), default=None) or {}
-        script = (pdir.workspace / PLOT_SCRIPT).read_text(encoding="utf-8")
-    except (OSError, ValueError, UnicodeDecodeError):  # no script, or a torn record: none offered
+    record = _plots_of(run_dir, node_id)
+    if record is None or not record.figures:  # no figure passed, or a torn record: none offered
         return ""
-    return script if isinstance(record, dict) and record.get("figures") else ""
+    try:
+        return (RunPaths(run_dir).node(node_id).workspace / PLOT_SCRIPT).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):  # no script
+        return ""
 
 
 def working_plot_source(run_dir: Path, nodes: list[Any], node: Any) -> str | None:
@@ -493,30 +526,26 @@ def parent_plot_problems(ctx: NodeContext) -> list[str]:
     if ctx.parent is None:
         return []
     source = str(ctx.extra_values.get("plot_script_node", ctx.parent.id))
-    try:
-        vlm = read_json(RunPaths(ctx.run.dir).node(source).file(VLM_FILE), default=None) or {}
-    except (OSError, ValueError):
-        return []
-    critique = vlm.get("critique") if isinstance(vlm, dict) else None
-    problems = critique.get("problems") if isinstance(critique, dict) else None
-    return [str(p) for p in problems if str(p).strip()] if isinstance(problems, list) else []
+    critique = _critique_of(ctx.run.dir, source)
+    verdict = critique.verdict if critique is not None else None
+    return [p for p in verdict.problems if p.strip()] if verdict is not None else []
 
 
-def _done(ctx: NodeContext, record: dict[str, Any]) -> dict[str, Any]:
+def _done(ctx: NodeContext, record: PlotsRecord) -> PlotsRecord:
     ctx.run.event(
         "node_plots",
         node_id=ctx.node.id,
-        figures=[f["file"] for f in record["figures"]],
-        rejected=record["rejected"],
-        attempts=record["attempts"],
-        error=(record.get("error") or "")[:1000] or None,
+        figures=[f.file for f in record.figures],
+        rejected=[{"file": r.file, "reason": r.reason} for r in record.rejected],
+        attempts=record.attempts,
+        error=(record.error or "")[:1000] or None,
     )
     return record
 
 
 def _run_and_check(
     ctx: NodeContext, script: str, declared: list[dict[str, Any]], attempt: int
-) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[list[str], list[Figure], list[RejectedFigure]]:
     """Run the script, check its declared figures: (problems, good, rejected)."""
     from ..execution.base import SandboxError
 
@@ -536,18 +565,18 @@ def _run_and_check(
             problems.append(f"{head}; stderr tail:\n{_relative(res.stderr or '', ws)[-1500:]}")
     except SandboxError as exc:
         problems.append(f"the sandbox could not run the plotting script: {exc}")
-    good: list[dict[str, Any]] = []
-    rejected: list[dict[str, Any]] = []
+    good: list[Figure] = []
+    rejected: list[RejectedFigure] = []
     seen: set[str] = set()
     for fig in declared:
         name = str(fig.get("file", "")).removeprefix(f"{PLOT_DIR}/")
         reason = _figure_problem(ws, plot_dir / name, name, seen)
         seen.add(name)
         if reason:
-            rejected.append({"file": name, "reason": reason})
+            rejected.append(RejectedFigure(name, reason))
         else:
-            good.append({"file": name, "caption": str(fig.get("caption", "")).strip()})
-    problems += [r["reason"] for r in rejected]
+            good.append(Figure(name, str(fig.get("caption", "")).strip()))
+    problems += [r.reason for r in rejected]
     if not declared:
         problems.append("the answer declared no figures")
     return problems, good, rejected
@@ -590,44 +619,49 @@ def _figure_problem(ws: Path, path: Path, name: str, seen: set[str]) -> str | No
 # ------------------------------------------------------------ critique --
 
 
-def critique_plots(ctx: NodeContext, plots: dict) -> dict:
-    """The ``phase5_vlm`` step (checkpointed): ``vlm.json`` = {model, figures, critique | skipped | error}."""
-    return checkpoint(ctx, VLM_PHASE, VLM_FILE, lambda: _critique(ctx, plots))
+def critique_plots(ctx: NodeContext, plots: PlotsRecord) -> Critique:
+    """The ``phase5_vlm`` step (checkpointed): ``vlm.json``, a :class:`Critique` (its verdict, or
+    why there is none)."""
+    return checkpoint_typed(ctx, VLM_PHASE, Critique, VLM_FILE, lambda: _critique(ctx, plots))
 
 
-def _critique(ctx: NodeContext, plots: dict) -> dict:
-    figures = list(plots.get("figures") or [])
-    record: dict[str, Any] = {
-        "model": ctx.cfg.model_for("vlm_feedback"),
-        "figures": [f["file"] for f in figures],
-    }
+def _critique(ctx: NodeContext, plots: PlotsRecord) -> Critique:
+    figures = list(plots.figures)
+    verdict, error = None, None
     reason = vision_skip_reason(ctx.cfg, ctx.llm)
     if reason is None and not ctx.cfg.agent.plots.critique:
         reason = "agent.plots.critique is false"
     if reason is None and not figures:
-        reason = "no figure to critique: " + (plots.get("error") or "the plotting step kept none")[:500]
+        reason = "no figure to critique: " + (plots.error or "the plotting step kept none")[:500]
     if reason is None:
         try:
-            record["critique"] = _ask_vlm(ctx, figures, plots)
+            verdict = _ask_vlm(ctx, figures, plots)
         except LLMError as exc:
             if is_vision_refusal(exc):
                 reason = f"the model refused image input: {exc}"
             else:
-                record["error"] = f"critique failed: {exc}"[:2000]
-    if reason is not None:
-        record["skipped"] = reason
+                error = f"critique failed: {exc}"[:2000]
+        except ValueError as exc:  # the client checked the schema: only a backend ignoring it gets here
+            error = f"critique failed: the answer is malformed: {exc}"[:2000]
+    critique = Critique(
+        model=ctx.cfg.model_for("vlm_feedback"),
+        figures=tuple(f.file for f in figures),
+        verdict=verdict,
+        skipped=reason,
+        error=error,
+    )
     ctx.run.event(
         "node_vlm",
         node_id=ctx.node.id,
-        valid=(record.get("critique") or {}).get("valid"),
-        skipped=record.get("skipped"),
-        error=record.get("error"),
+        valid=verdict.valid if verdict is not None else None,
+        skipped=critique.skipped,
+        error=critique.error,
     )
-    return record
+    return critique
 
 
-def _ask_vlm(ctx: NodeContext, figures: list[dict[str, Any]], plots: dict) -> dict[str, Any]:
-    metrics = plots.get("metrics") or []
+def _ask_vlm(ctx: NodeContext, figures: list[Figure], plots: PlotsRecord) -> Verdict:
+    metrics = list(plots.metrics or [])
     kinds = node_kinds(ctx, metrics)
     values = {
         **node_facts(ctx),
@@ -637,25 +671,27 @@ def _ask_vlm(ctx: NodeContext, figures: list[dict[str, Any]], plots: dict) -> di
         "environment": ctx.environment_text if shows_machine(kinds) else "",
         "run_result": run_result_text(None, metrics, commands=False),
         "kinds": kinds,
-        "figures": figures,  # listed once, with their captions, in the call's brief
+        # listed once, with their captions, in the call's brief
+        "figures": [{"file": f.file, "caption": f.caption} for f in figures],
         # the stage's other nodes with their results: a figure contradicting theirs is checked
         **judged_stage(ctx),
         "response_schema": CRITIQUE_SCHEMA,
     }
     # the figures go in the last message, their tokens set aside before the text is packed
-    images = [image_part(ctx.paths.plots / f["file"]) for f in figures]
+    images = [image_part(ctx.paths.plots / f.file) for f in figures]
     messages, ledger = ctx.prompts.build(
         "node_vlm", values, node_id=ctx.node.id, role="vlm_feedback", images=images
     )
     call = ctx.call_ctx(VLM_PHASE, "plot_critique", ledger)
-    return ctx.llm.complete(messages, role="vlm_feedback", ctx=call, schema=CRITIQUE_SCHEMA).parsed
+    answer = ctx.llm.complete(messages, role="vlm_feedback", ctx=call, schema=CRITIQUE_SCHEMA).parsed
+    return Verdict.from_json(answer)
 
 
-def check_valid(ctx: NodeContext, vlm: dict) -> None:
+def check_valid(ctx: NodeContext, critique: Critique) -> None:
     """Raise PhaseFailed when the critique judged the node's result invalid."""
-    critique = vlm.get("critique") or {}
-    if critique.get("valid") is False:
-        why = str(critique.get("reason") or "no reason given")
+    verdict = critique.verdict
+    if verdict is not None and verdict.valid is False:
+        why = verdict.reason or "no reason given"
         raise PhaseFailed(VLM_PHASE, f"the vision model judged the result invalid from its plots: {why}")
 
 
@@ -667,29 +703,29 @@ def plot_feedback(run_dir: Path, node_id: str) -> str:
 
     Empty when the parent made no figures. The critique's texts go in verbatim.
     """
+    plots, critique = _plots_of(run_dir, node_id), _critique_of(run_dir, node_id)
+    # torn by a power loss: no feedback rather than a crash
     paths = RunPaths(run_dir).node(node_id)
-    try:
-        plots = read_json(paths.file(PLOTS_FILE)) or {}
-        vlm = read_json(paths.file(VLM_FILE)) or {}
-    except ValueError:  # torn by a power loss: no feedback rather than a crash
+    if (plots is None and paths.file(PLOTS_FILE).exists()) or (
+        critique is None and paths.file(VLM_FILE).exists()
+    ):
         return ""
-    figures = plots.get("figures") or []
+    figures = plots.figures if plots is not None else ()
     lines: list[str] = []
     if figures:
         lines.append(f"Figures of the parent node {node_id}:")
-        lines += [f"- {f['file']}: {f.get('caption') or '(no caption)'}" for f in figures]
-    if plots.get("error"):
-        lines.append(f"Plotting problems of the parent node: {plots['error']}")
-    critique = vlm.get("critique")
-    if critique:
+        lines += [f"- {f.file}: {f.caption or '(no caption)'}" for f in figures]
+    if plots is not None and plots.error:
+        lines.append(f"Plotting problems of the parent node: {plots.error}")
+    verdict = critique.verdict if critique is not None else None
+    if verdict is not None:
         lines.append("Critique by the vision model:")
-        lines.append(f"What the plots show: {critique.get('shows', '')}")
-        problems = critique.get("problems") or []
-        lines.append("Problems:" if problems else "Problems: none found")
-        lines += [f"- {p}" for p in problems]
-        verdict = "valid" if critique.get("valid") else "INVALID"
-        reason = str(critique.get("reason") or "").strip()
-        lines.append(f"Result judged {verdict}" + (f": {reason}" if reason else "."))
-    elif vlm.get("skipped") and figures:
-        lines.append(f"No critique: {vlm['skipped']}")
+        lines.append(f"What the plots show: {verdict.shows}")
+        lines.append("Problems:" if verdict.problems else "Problems: none found")
+        lines += [f"- {p}" for p in verdict.problems]
+        judged = "valid" if verdict.valid else "INVALID"
+        reason = verdict.reason.strip()
+        lines.append(f"Result judged {judged}" + (f": {reason}" if reason else "."))
+    elif critique is not None and critique.skipped and figures:
+        lines.append(f"No critique: {critique.skipped}")
     return "\n".join(lines)

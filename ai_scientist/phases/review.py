@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..base.artifacts import Review, RunRecord
+from ..base.artifacts import BuildRecord, CodeAnswer, Review, RunRecord
 from ..base.nodedata import unmeasured
-from ..base.paths import CODE_FILE, COMPILE_FILE, REVIEW_FILE, RunPaths
+from ..base.paths import REVIEW_FILE, RunPaths
 from ..base.templates import render
 from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed
@@ -40,28 +40,32 @@ from .plots import loss_series
 from .schemas import REVIEW_METRICS_SCHEMA, REVIEW_SCHEMA
 
 
-def review_execution(ctx: NodeContext, run_record: RunRecord) -> Review:
-    """Structured execution review (findings, remarks, measurement, is_bug); saved as ``review.json``."""
-    return checkpoint_typed(ctx, "review", Review, REVIEW_FILE, lambda: _review(ctx, run_record))
+def review_execution(
+    ctx: NodeContext, answer: CodeAnswer, build: BuildRecord, run_record: RunRecord
+) -> Review:
+    """Structured execution review (findings, remarks, measurement, is_bug) of the run of
+    ``answer`` (built as ``build``, run as ``run_record``); saved as ``review.json``."""
+    return checkpoint_typed(
+        ctx, "review", Review, REVIEW_FILE, lambda: _review(ctx, answer, build, run_record)
+    )
 
 
-def _review(ctx: NodeContext, run_record: RunRecord) -> Review:
+def _review(ctx: NodeContext, answer: CodeAnswer, build: BuildRecord, run_record: RunRecord) -> Review:
     metrics = list(run_record.metrics)
     parse = run_record.metrics_source == METRICS_FROM_REVIEW  # one call for both (merge_calls)
     kinds = node_kinds(ctx, metrics)
-    builds = (ctx.load(COMPILE_FILE) or {}).get("commands") or []
     values = {
         **node_facts(ctx),
         # a benchmark is judged against the machine (its cores, caches, peak rate): only then
         "environment": ctx.environment_text if shows_machine(kinds) else "",
-        **program_values(ctx, ctx.load(CODE_FILE) or {}),  # a small change: its diff to the parent's
+        **program_values(ctx, answer),  # a small change: its diff to the parent's
         "run_output": run_output_text(run_record.outputs),
         # the data files' per-epoch losses (head and tail): "a loss that never decreases" is
         # judged from them (the output rarely prints them; a relay run's reviewer never saw any)
         "run_result": run_result_text(
             run_record,
             metrics,
-            builds=builds,
+            builds=build.commands,
             from_review=parse,
             # a child's new lists first (its new conditions), then the ones its parent had too
             series=loss_series(
