@@ -162,6 +162,12 @@ def test_digest_markdown(tmp_path):
     assert "**best_lr**: 0.001" in md and "val_acc = 0.9" in md and "cosine decay" in md
     assert "sibling" not in md and "1 further lesson" in md
     assert len(digest_markdown(s, "n0001", max_chars=200)) <= 200
+    # a lineage without lessons has no lessons section, and no count of lessons it cannot show
+    bare = digest_markdown(s, "n0002")
+    assert "Lesson from a sibling" in bare
+    s.fork(None, "n0003")
+    none = digest_markdown(s, "n0003")
+    assert "Lessons recorded" not in none and "further lesson" not in none
 
 
 def test_logs_memory_shows_what_the_node_saw(tmp_path, capsys):

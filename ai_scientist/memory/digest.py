@@ -26,10 +26,13 @@ def digest_markdown(store: MemoryStore, branch: str, max_chars: int = 8000, max_
             for c in folds
         ]
     notes, others = _lessons(store, set(lineage))
-    out += ["", "## Lessons recorded on this lineage"]
-    out += [f"- {h_id}: {' '.join(t.split())[:400]}" for h_id, t in notes] or ["- (none)"]
-    if others:
-        out += ["", f"{others} further lesson(s) were recorded by other branches of the search."]
+    # only when there are some: the writer got "(none)" and a count of other branches' lessons
+    # it cannot see (a relay run's judge: noise for a paper)
+    if notes:
+        out += ["", "## Lessons recorded on this lineage"]
+        out += [f"- {h_id}: {' '.join(t.split())[:400]}" for h_id, t in notes]
+        if others:
+            out += ["", f"{others} further lesson(s) were recorded by other branches of the search."]
     text = "\n".join(out) + "\n"
     if len(text) > max_chars:
         text = text[: max_chars - 40].rsplit("\n", 1)[0] + "\n- … (digest cut to fit)\n"
