@@ -304,3 +304,26 @@ def test_the_ablation_proposer_sees_what_the_best_node_measured_itself(tmp_path)
     metrics_part = line.split("its output:")[0]
     assert f" {nodes[best]['metric']['name']}=" not in metrics_part  # the headline is no ablation
     assert "No ablation node has run in this stage yet (the best node's own measurements are above)" in text
+
+
+def test_a_tie_needs_two_measured_means():
+    """The band is z x sigma x sqrt(1/n + 1/m): a node with no good re-run (n=0, or no entry) is
+    never level with the winner, and a gap beyond the band is no tie."""
+    from ai_scientist.runloop.stage_facts import rerank_tie
+
+    record = {
+        "chosen": "n1",
+        "noise": {"sigma": 1.0},
+        "noise_z": 2.0,
+        "means": {
+            "n1": {"mean": 10.0, "n": 2},
+            "n2": {"mean": 9.9, "n": 0},
+            "n3": None,
+            "n4": {"mean": 7.9, "n": 2},
+        },
+    }
+    assert rerank_tie(record) is None  # 2.1 apart, band 2 x 1 x sqrt(1/2 + 1/2) = 2
+    record["means"]["n4"]["mean"] = 8.0
+    tie = rerank_tie(record)
+    assert tie is not None and [o["node_id"] for o in tie["level"]] == ["n4"]
+    assert abs(tie["level"][0]["band"] - 2.0) < 1e-12

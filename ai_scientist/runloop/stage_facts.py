@@ -244,9 +244,11 @@ def rerank_tie(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
     won = means.get(chosen) if isinstance(means, Mapping) else None
     if not won or sigma is None or z is None:
         return None
+    if int(won.get("n") or 0) < 1:
+        return None
     level = []
     for nid, other in means.items():
-        if nid == chosen or not other:
+        if nid == chosen or not other or int(other.get("n") or 0) < 1:
             continue
         band = float(z) * float(sigma) * math.sqrt(1 / int(won["n"]) + 1 / int(other["n"]))
         gap = abs(float(won["mean"]) - float(other["mean"]))
