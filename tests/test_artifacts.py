@@ -1,7 +1,8 @@
-"""The typed node artifacts (``ai_scientist/base/artifacts.py``): phase 4's run record and the
-execution review each have one reader and one writer, and the files keep the format the code
-before them wrote (the recorded fixture's files read back to the same values and write back to
-the same JSON), so an old run resumes and a recorded run replays."""
+"""The typed node artifacts (``ai_scientist/base/artifacts.py``): the plan, the code answer, the
+build record, phase 4's run record, the execution review, the plots record and the figure critique
+each have one reader and one writer, and the files keep the format the code before them wrote
+(the recorded fixture's files read back to the same values and write back to the same JSON), so
+an old run resumes and a recorded run replays; the phases hand them to each other."""
 
 from __future__ import annotations
 
@@ -11,9 +12,29 @@ from dataclasses import replace
 import pytest
 from ai_scientist_testing.bench_support import recorded_run
 
-from ai_scientist.base.artifacts import CommandOutput, Review, RunRecord, read_artifact, write_artifact
+from ai_scientist.base import artifacts
+from ai_scientist.base.artifacts import (
+    BuildRecord,
+    CodeAnswer,
+    CommandOutput,
+    Critique,
+    Plan,
+    PlotsRecord,
+    Review,
+    RunRecord,
+    read_artifact,
+    write_artifact,
+)
 from ai_scientist.base.nodedata import unmeasured
-from ai_scientist.base.paths import REVIEW_FILE, RUN_FILE
+from ai_scientist.base.paths import (
+    CODE_FILE,
+    COMPILE_FILE,
+    PLAN_FILE,
+    PLOTS_FILE,
+    REVIEW_FILE,
+    RUN_FILE,
+    VLM_FILE,
+)
 
 FIXTURE = recorded_run()
 RUN_FILES = sorted(FIXTURE.glob(f"nodes/*/{RUN_FILE}"))
@@ -198,3 +219,130 @@ def test_a_done_phase_whose_typed_artifact_does_not_read_is_redone(tmp_path, dam
     assert checkpoint_typed(resumed, "phase4", RunRecord, RUN_FILE, compute(second)) == second
     assert calls == [first, second]
     assert read_artifact(path, RunRecord) == second
+
+
+# the artifacts of the other phases, as the recorded run's code wrote them
+KINDS = {
+    PLAN_FILE: Plan,
+    CODE_FILE: CodeAnswer,
+    COMPILE_FILE: BuildRecord,
+    PLOTS_FILE: PlotsRecord,
+    VLM_FILE: Critique,
+}
+OTHER_FILES = sorted(p for name in KINDS for p in FIXTURE.glob(f"nodes/*/{name}"))
+
+
+def test_the_fixture_has_every_other_artifact():
+    assert {p.name for p in OTHER_FILES} == set(KINDS)
+
+
+@pytest.mark.parametrize("path", OTHER_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_an_artifact_written_by_the_previous_code_reads_to_its_values_and_writes_back(path, tmp_path):
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    kind = KINDS[path.name]
+    artifact = read_artifact(path, kind)
+    assert artifact is not None
+    if isinstance(artifact, Plan):
+        deps = raw.get("dependencies") or {}
+        assert (artifact.goal_summary, artifact.source) == (raw["goal_summary"], raw["plan_source"])
+        assert list(artifact.dependencies.pip) == deps.get("pip", [])
+        assert artifact.guidance_for("phase2") == (raw.get("phase_guidance") or {}).get("phase2")
+    elif isinstance(artifact, CodeAnswer):
+        assert artifact.text_files() == {f["path"]: f["content"] for f in raw["files"]}
+        assert list(artifact.run.commands) == raw["run"]["commands"]
+        assert list(artifact.build.commands) == raw["build"].get("commands", [])
+    elif isinstance(artifact, BuildRecord):
+        assert artifact.ok == raw["ok"] and [c.command for c in artifact.commands] == [
+            c["command"] for c in raw["commands"]
+        ]
+    elif isinstance(artifact, PlotsRecord):
+        assert [(f.file, f.caption) for f in artifact.figures] == [
+            (f["file"], f["caption"]) for f in raw["figures"]
+        ]
+        assert (artifact.attempts, artifact.error) == (raw["attempts"], raw["error"])
+    else:
+        assert isinstance(artifact, Critique)
+        verdict = raw.get("critique")
+        assert (artifact.verdict.valid if artifact.verdict else None) == (verdict or {}).get("valid")
+        assert artifact.skipped == raw.get("skipped")
+    out = write_artifact(tmp_path / path.name, artifact)
+    assert out.read_text(encoding="utf-8") == path.read_text(encoding="utf-8")
+    assert read_artifact(out, kind) == artifact
+
+
+def test_a_plan_keeps_its_answer_as_given(tmp_path):
+    """The plan is the model's JSON: its keys in the order answered and a field the pipeline does
+    not read are kept (the file and the prompts that show a plan are those bytes)."""
+    data = {
+        "implementation_strategy": "s",
+        "goal_summary": "g",
+        "extra_note": "kept",
+        "dependencies": {
+            "pip": ["numpy"],
+            "apt": [],
+            "source": [],
+            "new": [{"name": "x", "manager": "pip", "reason": "r"}],
+        },
+        "phase_guidance": {"phase4": "run it", "phase1": ""},
+    }
+    plan = Plan.from_json(data).with_source("own")
+    assert list(plan.to_json()) == [*data, "plan_source"]
+    assert plan.dependencies.new_names("pip") == ("x",) and plan.guidance_for("phase1") == ""
+    assert plan.shown()["phase_guidance"] == {"phase4": "run it"}
+    path = write_artifact(tmp_path / PLAN_FILE, plan)
+    assert read_artifact(path, Plan) == plan
+
+
+@pytest.mark.parametrize(
+    ("kind", "data", "named"),
+    [
+        (Plan, {"goal_summary": "g", "dependencies": {"pip": "numpy"}}, "pip"),
+        (Plan, {"goal_summary": "g", "phase_guidance": ["x"]}, "phase_guidance"),
+        (CodeAnswer, {"files": [{"path": 3, "content": ""}]}, "path"),
+        (CodeAnswer, {"files": [], "run": {"commands": "python3 x.py"}}, "run.commands"),
+        (BuildRecord, {"commands": []}, "ok"),
+        (PlotsRecord, {"figures": "a.png"}, "figures"),
+        (Critique, {"model": "m", "critique": {"problems": "none"}}, "problems"),
+    ],
+)
+def test_a_malformed_artifact_of_another_phase_is_a_clear_error(tmp_path, kind, data, named):
+    path = tmp_path / "artifact.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=named):
+        read_artifact(path, kind)
+
+
+def test_a_node_reads_its_parents_artifacts_once_and_is_handed_its_own(tmp_path, monkeypatch):
+    """Every read of a plan, code answer or build record through the one reader, during a scripted
+    run: a node's own are handed from phase to phase (never read back in a run that is not
+    resumed), its parent's are read once by each child (the code before read a child's parent's
+    code answer up to five times: plan prompt, code prompt, edit base, review and plotting diffs)."""
+    from pipeline_support import journal_nodes, start_run
+
+    reads: list[tuple[str, str]] = []
+    real = artifacts.read_json
+
+    def counting(path, *args, **kwargs):
+        reads.append((path.parent.name, path.name))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(artifacts, "read_json", counting)
+    code, run_dir, _ = start_run(
+        tmp_path,
+        "agent.stages.stage1_max_iters=3",
+        "agent.stages.stage2_max_iters=2",
+        "agent.multi_seed_eval.num_seeds=1",
+    )
+    assert code == 0
+    nodes = journal_nodes(run_dir)
+    children: dict[str, int] = {}
+    for n in nodes.values():
+        if n.get("parent_id"):
+            children[n["parent_id"]] = children.get(n["parent_id"], 0) + 1
+    assert children, "the run has children"
+    for name in (PLAN_FILE, CODE_FILE, COMPILE_FILE):
+        counts = {nid: reads.count((nid, name)) for nid in nodes}
+        for nid, n in counts.items():
+            assert n <= children.get(nid, 0), (name, nid, n, children.get(nid, 0))
+    # the children did read their parents' code answers (the count above is not trivially zero)
+    assert sum(reads.count((nid, CODE_FILE)) for nid in children) >= 1

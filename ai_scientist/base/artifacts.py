@@ -41,6 +41,8 @@ MetricEntry = dict[str, Any]
 
 
 def _field(data: Mapping[str, Any], key: str, kinds: type | tuple[type, ...], where: str) -> Any:
+    if key not in data:
+        raise ValueError(f"{where}: no {key}")
     value = data[key]
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in _as_tuple(kinds)):
         raise ValueError(f"{where}: {key} is {type(value).__name__}, not {_names(kinds)}")
