@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from ai_scientist_testing.scripted import PAPER_SECTIONS, ExampleResponder
 from components import latex_or_skip, matplotlib_or_skip
-from pipeline_support import journal_nodes, prompt_records, record_text, start_run
+from pipeline_support import events, journal_nodes, prompt_records, record_text, start_run
 
 from ai_scientist.reporting.claims import WRITER_INPUT, extract_numbers, match_claim, run_measurements
 from ai_scientist.reporting.manifest import _compact_metrics, describe_file
@@ -205,6 +205,14 @@ def test_every_nodes_seed_reruns_reach_the_summary_writer_and_reviewer(run):
     manifest = json.loads((run_dir / "figures" / "manifest.json").read_text())
     for text in (writer, reviewer):
         assert f"Every seed statistic here is the {manifest['seed_statistic']}" in text
+    # each stage's seed-noise estimate (its last re-ranking event), sigma and band, in its section
+    reranks = {e["stage"]: e for e in events(run_dir) if e["type"] == "seed_rerank" and e.get("noise")}
+    assert reranks
+    sections = writer.split("\n## Stage ")
+    for stage, e in reranks.items():
+        (section,) = [x for x in sections if x.startswith(f"{stage} (")]
+        assert f"Seed noise at this stage's end: sigma {e['noise']['sigma']:.4g} (" in section
+        assert f"within {e['threshold']:.4g} of each other" in section
 
 
 # 3 -------------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ConfigError
-from ..base.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
+from ..base.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json, read_jsonl
 from ..base.paths import CODE_FILE, RunPaths
 from ..literature.cascade import Machine, build
 from ..literature.sources import SourceError, SourceOffline
@@ -186,6 +186,7 @@ def stage_summaries(run_dir: Path) -> list[dict[str, Any]]:
         return rerun_text(node, seeds, same_as=same_as) if node is not None else None
 
     shown_reruns: dict[str, str] = {}  # the best nodes' re-run texts, by id
+    noise = _stage_noise(paths)
 
     out = []
     for stage in sorted(set(counts) | set(best)):
@@ -232,7 +233,36 @@ def stage_summaries(run_dir: Path) -> list[dict[str, Any]]:
             if n["id"] != row.get("best_node")
         ]
         row["good_nodes_left_out"] = max(0, len(ranked) - MAX_NODES_PER_STAGE)
+        if stage in noise:
+            row["noise"] = noise[stage]
         out.append(row)
+    return out
+
+
+def _stage_noise(paths: RunPaths) -> dict[int, str]:
+    """Per stage, the seed-noise estimate its end re-ranked with (its last ``seed_rerank`` event),
+    as one sentence: sigma, what it was pooled from, and the largest difference of two single runs
+    inside it. A relay run's writer saw the stage summaries quote the band, never the sigma the
+    node prompts had given, so a paper quoting it was flagged."""
+    out: dict[int, str] = {}
+    for e in read_jsonl(paths.events):
+        noise = e.get("noise") if e.get("type") == "seed_rerank" else None
+        if not isinstance(noise, dict) or not isinstance(noise.get("sigma"), (int, float)):
+            continue
+        if not isinstance(e.get("stage"), int):
+            continue
+        groups = noise.get("groups") or {}
+        runs = sum(len(v) for v in groups.values() if isinstance(v, list))
+        text = (
+            f"sigma {noise['sigma']:.4g} ({noise.get('estimator') or 'pooled standard deviation'}; "
+            f"{len(groups)} node{'' if len(groups) == 1 else 's'}, {runs} re-run values)"
+        )
+        if isinstance(e.get("threshold"), (int, float)):
+            text += (
+                f"; two single runs within {e['threshold']:.4g} of each other "
+                f"({e.get('noise_z', 2)} x sigma x sqrt 2) are within the noise"
+            )
+        out[int(e["stage"])] = text
     return out
 
 
