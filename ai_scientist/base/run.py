@@ -19,7 +19,7 @@ import yaml
 
 from .config import Config, ConfigError, apply_override, dump_config, validate
 from .errors import UsageError
-from .fileio import append_jsonl, atomic_write_json, atomic_write_text, read_json
+from .fileio import append_jsonl, atomic_write_json, atomic_write_text, read_json, read_jsonl
 from .idea import Idea
 from .paths import RunPaths, slug
 from .redact import Redactor, redactor_for
@@ -171,6 +171,5 @@ class Run:
         return rec
 
     def events(self) -> list[dict[str, Any]]:
-        from .fileio import read_jsonl
 
         return list(read_jsonl(self.events_path))

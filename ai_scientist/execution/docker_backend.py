@@ -31,6 +31,7 @@ from .base import (
     Limits,
     OutputHeadTail,
     SandboxError,
+    limit_reason,
 )
 from .lineage import SANDBOX_ENV
 from .resource_binds import bind_sources
@@ -430,7 +431,6 @@ def _quiet(fn: Callable[..., object]) -> None:
 
 
 def _make_result(argv, code, out, err, peak, killed_by, reason, start, limits) -> ExecResult:
-    from .base import limit_reason
 
     stderr = err.text()
     if killed_by is None:

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .base import Limits, SandboxError
+from .base import RESOURCES_ENV, SANDBOX_RESOURCES, SANDBOX_WORKSPACE, Limits, SandboxError
 from .cpu_facts import cpu_facts
 from .hpc_facts import MAX_MODULES, mpi_summary, numa_layout, parse_modules
 
@@ -435,7 +435,6 @@ def _python_of(executor: Executor, cfg: Config) -> str:
 
 def _declared(executor: Executor, cfg: Config) -> dict[str, Any]:
     """The sandbox facts known without running anything: backend, image, mount points, limits."""
-    from .base import RESOURCES_ENV, SANDBOX_RESOURCES, SANDBOX_WORKSPACE
 
     host_paths = bool(getattr(executor, "host_paths", False))
     if executor.name == "slurm":  # the job's inner sandbox decides: subprocess keeps host paths

@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.config import Config, MemoryConfig
 from ..base.paths import RunPaths
-from ..base.redact import Redactor
+from ..base.redact import Redactor, redactor_for
 from . import search as S
 from .archival import ArchivalMixin
 from .db import Database, MemoryStoreError, inserted_id
-from .embed import Embedder
+from .embed import Embedder, embedder_from_config
 from .overflow import (
     Summarizer,
     choose_evictions,
@@ -101,8 +101,6 @@ class MemoryStore(ArchivalMixin):
     @classmethod
     def open_run(cls, run_dir: str | Path, cfg: Config, **kw: Any) -> MemoryStore:
         """The store of a run directory, configured from a full :class:`~ai_scientist.base.config.Config`."""
-        from ..base.redact import redactor_for
-        from .embed import embedder_from_config
 
         if cfg.llm.backend == "replay" and "recorded_ids" not in kw:
             kw["recorded_ids"] = RecordedIds.of_replay(cfg.llm.replay_dir)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..base.templates import render
+from ..base.templates import prompt_dir, render
 from ..llm.prompting import Prompter
 from .schemas import MERGED_CODE_SCHEMA, REVIEW_METRICS_SCHEMA
 
@@ -77,8 +77,6 @@ class PromptAdapter(Prompter):
 
     def _brief(self, prompt: str, values: dict[str, Any]) -> str:
         if prompt not in self._brief_templates:
-            from ..base.templates import prompt_dir
-
             own = f"phases/{prompt}_brief.j2"
             self._brief_templates[prompt] = own if (prompt_dir() / own).exists() else "phases/_node.j2"
         return render(self._brief_templates[prompt], **values).strip()

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..treesearch.best import Choice
+from ..treesearch.best import ABLATION_STAGE, Choice, comparable_metric, rank_nodes
 
 if TYPE_CHECKING:
     from ..base.run import Run
@@ -75,7 +75,6 @@ class SeedRuns:
         ranking). Bounded by ``agent.multi_seed_eval.rerank_candidates`` (0: off). The decision and
         its evidence go to the ``seed_rerank`` event and the choice's evidence (``stage_best``,
         ``state.json``, the stage summary). The ablation stage keeps its carried node."""
-        from ..treesearch.best import ABLATION_STAGE, comparable_metric, rank_nodes
         from ..treesearch.seeds import noise_threshold, rank_by_mean, seed_noise, within_noise
 
         cfg = self.cfg.agent.multi_seed_eval

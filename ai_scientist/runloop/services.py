@@ -172,7 +172,6 @@ def _environment(run: Run, replay_from: Path | None) -> dict[str, Any]:
 def _probe_sandbox(run: Run, env: dict[str, Any], executor: Executor) -> None:
     """Add what the sandbox really offers to the environment (probed inside it once per run and
     sandbox; ``environment.json`` keeps it for a resume)."""
-    from ..base.paths import RunPaths
     from ..execution.sandbox_probe import ensure_sandbox_facts
 
     if ensure_sandbox_facts(env, executor, run.cfg, run.dir):

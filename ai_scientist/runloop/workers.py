@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..base import failpoints
 from ..base.errors import RunStop, disk_full_from
-from ..base.paths import RunPaths
-from ..phases.base import NodeContext
+from ..base.paths import CODE_FILE, RunPaths
+from ..phases.base import NodeContext, code_text
 from ..phases.node_memory import open_branch, record_outcome
 from ..phases.pipeline import run_node
 from .recovery import missing_outcomes
@@ -276,8 +276,6 @@ class NodeContexts:
         if self.run_.cfg.search.policy != "mcts" or node.tree == 0 or node.operation != "draft":
             return {}
         from ..base.fileio import read_json
-        from ..base.paths import CODE_FILE
-        from ..phases.base import code_text
         from ..treesearch.policies import nearest_solved_example
 
         example = nearest_solved_example(
