@@ -195,6 +195,24 @@ def test_feedback_names_each_problem_and_is_empty_when_none():
     assert paper_feedback(ok, FIGS, {"acc.png": {"issues": []}}, [], 4, 4, []) == []
 
 
+def test_feedback_names_a_math_span_printed_as_text_and_why():
+    from ai_scientist.reporting.latex import latex_text
+
+    body = "w \\leftarrow w - \\eta g"
+    sections = {
+        "method": f"We update ${body}$ and keep $\\alpha = 0.1$.",
+        "results": "See \\ref{fig:1} \\ref{fig:2}.",
+    }
+    fb = paper_feedback(sections, FIGS, {}, [], 4, 4, [])
+    assert fb == [
+        f"The math ${body}$ in method is printed as plain text: it uses \\leftarrow, not an allowed "
+        "command. Rewrite it with the allowed commands or in words."
+    ]
+    # the document really prints it as text and keeps the allowed span as math
+    tex = latex_text(sections["method"])
+    assert "$\\alpha = 0.1$" in tex and f"${body}$" not in tex
+
+
 def _reflect_run(run_copy, tmp_path, reflect_sections):
     run = run_copy(tmp_path)
     _figures(run)  # loss.png, its copy (removed as a duplicate), acc.png

@@ -60,7 +60,7 @@ MATH_COMMANDS = frozenset(
     "infty in to ell hat bar tilde mid sim propto left right partial nabla ldots cdots top".split()
 )
 _MATH_CHARS = re.compile(r"^[A-Za-z0-9\s+\-*/=<>()\[\]{}^_.,|'!:;\\]*$")
-_MATH = re.compile(r"\$([^$\n]{1,200})\$")
+MATH_SPAN = re.compile(r"\$([^$\n]{1,200})\$")
 _REF = re.compile(r"\\(cite|citep|citet|ref)\{([A-Za-z0-9:_,.\- ]+)\}")
 
 
@@ -105,6 +105,21 @@ def safe_math(body: str) -> bool:
     return depth == 0
 
 
+def math_problem(body: str) -> str:
+    """Why :func:`safe_math` prints this inline math as plain text ("" when it does not): the
+    command or character it does not allow, or unbalanced braces — said to the writer, who saw
+    only its span garbled in a warning (a relay run's ``\\leftarrow``)."""
+    if safe_math(body):
+        return ""
+    bad = sorted({c for c in re.findall(r"\\([A-Za-z]+)", body) if c not in MATH_COMMANDS})
+    if bad:
+        return "it uses " + ", ".join("\\" + c for c in bad) + ", not an allowed command"
+    chars = sorted({c for c in body if not _MATH_CHARS.match(c)})
+    if chars:
+        return "it uses the character(s) " + " ".join(repr(c) for c in chars) + ", not allowed in math"
+    return "its braces or backslashes do not balance"
+
+
 def _refs(text: str, cite_keys: Collection[str], labels: Collection[str]) -> str:
     """Escape ``text`` keeping \\cite/\\ref with known keys (unknown ones are dropped)."""
     out, pos = [], 0
@@ -129,7 +144,7 @@ def latex_text(
     """LLM prose -> LaTeX that cannot break the document (limited inline math kept)."""
     text = str(text or "").replace("\r\n", "\n")
     out, pos = [], 0
-    for m in _MATH.finditer(text):
+    for m in MATH_SPAN.finditer(text):
         out.append(_refs(text[pos : m.start()], cite_keys, labels))
         body = m.group(1)
         out.append(f"${body}$" if safe_math(body) else _plain(m.group(0)))

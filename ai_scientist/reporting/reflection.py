@@ -16,8 +16,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .latex import MATH_SPAN, math_problem
+
 SECTION_KEYS = ("abstract", "introduction", "related_work", "method", "experiments", "results", "conclusion")
 MAX_CHKTEX = 10
+MAX_MATH = 5  # math spans printed as plain text, named one by one
 LINE_CHARS = 160  # what a chktex warning shows of its line
 _CHKTEX = re.compile(r"^[^:]*:(\d+):(\d+):(\d+):(.*)$")  # chktex -v0: file:line:col:number:message
 
@@ -219,6 +222,23 @@ def paper_feedback(
             "nothing in the text."
         )
     out += [f"Figure check: {d}." for d in duplicates]
+    # inline math the document prints as plain text: which span and why (the writer saw only its
+    # garbled text in a chktex warning)
+    spans = [
+        (key, m.group(0), why)
+        for key in SECTION_KEYS
+        for m in MATH_SPAN.finditer(str(sections.get(key, "")))
+        if (why := math_problem(m.group(1)))
+    ]
+    for key, span, why in spans[:MAX_MATH]:
+        out.append(
+            f"The math {span} in {key} is printed as plain text: {why}. Rewrite it with the allowed "
+            "commands or in words."
+        )
+    if len(spans) > MAX_MATH:
+        out.append(
+            f"({len(spans) - MAX_MATH} more math spans are printed as plain text for the same reasons.)"
+        )
     if chktex:  # already those of the writer's lines, with their text (chktex_for_writer)
         more = f" (and {len(chktex) - MAX_CHKTEX} more lines)" if len(chktex) > MAX_CHKTEX else ""
         out.append(f"LaTeX style warnings (chktex) in your text: {' | '.join(chktex[:MAX_CHKTEX])}{more}.")
