@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ai_scientist.llm.call import CallContext
 from ai_scientist.llm.local_backend import LocalBackend, default_local_model_path
-from ai_scientist.llm.types import CallContext
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "local_kv.json"

@@ -98,9 +98,9 @@ def measure(model: str, calls: int, threads: int, max_tokens: int, long_chars: i
     all through ``LocalBackend.complete`` (the path of a run: chat format, grammar, token counting)."""
     import jsonschema
 
+    from ai_scientist.llm.call import CallContext
     from ai_scientist.llm.local_backend import LocalBackend
     from ai_scientist.llm.local_models import local_model_file
-    from ai_scientist.llm.types import CallContext
 
     path = local_model_file(model, None)
     with path.open("rb") as f:  # warm the page cache: load time is llama's, not the disk's

@@ -10,11 +10,11 @@ from ai_scientist.base.config import Config, ConfigError, validate
 from ai_scientist.context import Budget, assemble, counter_for
 from ai_scientist.context.budget import BUDGET_POLICIES, DEFAULT_CONTEXT_WINDOW, known_window
 from ai_scientist.context.tokens import IMAGE_TOKENS, messages_tokens
+from ai_scientist.llm.call import CallContext
 from ai_scientist.llm.client import LLMClient
 from ai_scientist.llm.cost import CostLedger
 from ai_scientist.llm.prompting import Prompter, ask
 from ai_scientist.llm.scripted_backend import ScriptedBackend
-from ai_scientist.llm.types import CallContext
 from ai_scientist.promptlog.record import PromptLogger
 
 PIXEL = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}

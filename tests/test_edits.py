@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ai_scientist.base.config import validate
+from ai_scientist.llm.call import CallContext
 from ai_scientist.llm.client import LLMClient
 from ai_scientist.llm.cost import CostLedger
 from ai_scientist.llm.scripted_backend import ScriptedBackend
-from ai_scientist.llm.types import CallContext
 from ai_scientist.phases.edits import (
     Edit,
     EditError,

@@ -14,10 +14,10 @@ from test_llm_openai import GOOD, KEY, MSGS, SCHEMA, FakeOpenAI, client_for, mak
 
 from ai_scientist.base.redact import Redactor
 from ai_scientist.cli.main import main
+from ai_scientist.llm.call import CallContext, Usage
 from ai_scientist.llm.cost import CostLedger
 from ai_scientist.llm.factory import make_client
 from ai_scientist.llm.replay_backend import ReplayBackend
-from ai_scientist.llm.types import CallContext, Usage
 
 PRICES = {"fake-model": {"input_per_mtok": 3.0, "output_per_mtok": 15.0, "cached_per_mtok": 0.3}}
 

@@ -10,8 +10,8 @@ from components import needs_llama
 
 from ai_scientist.base.config import validate
 from ai_scientist.llm.backend import CallTimeout, VisionUnsupported
+from ai_scientist.llm.call import CallContext
 from ai_scientist.llm.local_backend import default_local_model_path, load_llama
-from ai_scientist.llm.types import CallContext
 
 MODEL = default_local_model_path()
 pytestmark = needs_llama()

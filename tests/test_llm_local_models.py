@@ -17,6 +17,7 @@ from components import needs, require_or_skip
 
 from ai_scientist.base.config import LLMConfig, validate
 from ai_scientist.base.errors import ConfigError
+from ai_scientist.llm.call import CallContext
 from ai_scientist.llm.local_chat import gemma_prompt
 from ai_scientist.llm.local_models import (
     PACKAGED_MODELS,
@@ -28,7 +29,6 @@ from ai_scientist.llm.local_models import (
     join_chunks,
     local_model_file,
 )
-from ai_scientist.llm.types import CallContext
 
 GEMMA = PACKAGED_MODELS["gemma3-270m"]
 

@@ -31,10 +31,10 @@ from test_llm_openai import GOOD, MSGS, SCHEMA, FakeOpenAI, client_for, ctx, mak
 
 from ai_scientist.base.redact import Redactor
 from ai_scientist.llm.backend import RequestRejected, StructuredOutputUnsupported
+from ai_scientist.llm.call import CallContext, LLMError
 from ai_scientist.llm.negotiation import LADDER, NEGOTIATION_FILE, Negotiation, grammar_form, is_rejection
 from ai_scientist.llm.openai_backend import OpenAIBackend
 from ai_scientist.llm.replay_backend import ReplayBackend
-from ai_scientist.llm.types import CallContext, LLMError
 
 
 def mode_of(req: dict) -> str:

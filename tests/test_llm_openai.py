@@ -14,11 +14,11 @@ import pytest
 from ai_scientist.base.config import ConfigError, validate
 from ai_scientist.base.redact import Redactor
 from ai_scientist.llm.backend import RequestRejected, VisionUnsupported
+from ai_scientist.llm.call import CallContext, LLMError, StructuredOutputError
 from ai_scientist.llm.cost import CostLedger
 from ai_scientist.llm.factory import make_client, resolve_backend_name
 from ai_scientist.llm.openai_backend import parse_retry_after
 from ai_scientist.llm.probe import check_llm
-from ai_scientist.llm.types import CallContext, LLMError, StructuredOutputError
 
 KEY = "sk-testKEY0123456789abcdefSECRET"
 SCHEMA = {
@@ -356,7 +356,7 @@ def test_cost_accounting_adds_up(tmp_path: Path, env_key: str) -> None:
 
 
 def test_cost_cap_stops_before_the_call(tmp_path: Path, env_key: str) -> None:
-    from ai_scientist.llm.types import CostCapExceeded
+    from ai_scientist.llm.call import CostCapExceeded
 
     with FakeOpenAI([ok(GOOD, prompt_tokens=1_000_000, completion_tokens=0), ok(GOOD)]) as srv:
         client = client_for(make_cfg(srv.url, max_cost_usd=0.5), tmp_path)

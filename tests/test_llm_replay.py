@@ -10,10 +10,10 @@ import pytest
 
 from ai_scientist.base.config import validate
 from ai_scientist.base.redact import Redactor
+from ai_scientist.llm.call import CallContext, UnrecordedPrompt
 from ai_scientist.llm.factory import make_client
 from ai_scientist.llm.replay_backend import ReplayBackend, request_key
 from ai_scientist.llm.scripted_backend import ScriptedBackend
-from ai_scientist.llm.types import CallContext, UnrecordedPrompt
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 # odd whitespace, unicode and a thinking block: all must survive byte for byte

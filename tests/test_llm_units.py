@@ -11,11 +11,11 @@ import pytest
 from ai_scientist.base.config import validate
 from ai_scientist.base.reasoning import strip_reasoning
 from ai_scientist.llm.backend import RateLimited, ServerError, estimate_usage
+from ai_scientist.llm.call import CallContext, LLMError, Usage
 from ai_scientist.llm.client import LLMClient
 from ai_scientist.llm.cost import CostLedger, format_cost
 from ai_scientist.llm.scripted_backend import ScriptedBackend
 from ai_scientist.llm.structured import AnswerError, check_schema, parse_answer, validate_answer
-from ai_scientist.llm.types import CallContext, LLMError, Usage
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from ai_scientist.base.config import validate
-from ai_scientist.llm.types import CallContext, LLMError, LLMResult
+from ai_scientist.llm.call import CallContext, LLMError, LLMResult
 
 
 class ScriptedClient:

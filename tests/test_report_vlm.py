@@ -14,7 +14,7 @@ from test_report_support import ScriptedClient, default_responder, refusing_resp
 from ai_scientist.base.config import validate
 from ai_scientist.base.paths import VLM_FILE, NodePaths
 from ai_scientist.execution.subprocess_backend import SubprocessExecutor
-from ai_scientist.llm.types import LLMError
+from ai_scientist.llm.call import LLMError
 from ai_scientist.reporting.images import image_data_url
 from ai_scientist.reporting.pipeline import run_reporting
 from ai_scientist.reporting.runread import load_run

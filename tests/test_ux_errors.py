@@ -19,10 +19,10 @@ from components import needs_llama
 
 from ai_scientist.base.config import validate
 from ai_scientist.llm.backend import BackendReply, estimate_usage
+from ai_scientist.llm.call import CallContext, LLMError, StructuredOutputError
 from ai_scientist.llm.client import LLMClient
 from ai_scientist.llm.cost import CostLedger
 from ai_scientist.llm.local_backend import default_local_model_path
-from ai_scientist.llm.types import CallContext, LLMError, StructuredOutputError
 from ai_scientist.phases.schemas import PLAN_SCHEMA
 from ai_scientist.promptlog.record import PromptLogger
 

@@ -19,9 +19,9 @@ from waiting import load_scaled
 
 from ai_scientist.base.config import validate
 from ai_scientist.llm.backend import BackendReply, CallTimeout, estimate_usage
+from ai_scientist.llm.call import CallContext
 from ai_scientist.llm.client import LLMClient
 from ai_scientist.llm.cost import CostLedger
-from ai_scientist.llm.types import CallContext
 from ai_scientist.reporting.progress import Progress
 
 DRIVER = Path(__file__).parent / "drive_run.py"

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.paths import NODES_DIR
 from ..base.templates import render
+from ..llm.call import CallContext, LLMError
 from ..llm.prompting import Prompter
-from ..llm.types import CallContext, LLMError
 from .dedupe import duplicate_of
 from .literature import Literature, Search, evidence
 from .schema import ACTION_SCHEMA, EVIDENCE_KEY, check_answer, check_v2, to_v2

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from .types import CallContext, LLMError, Message, Usage
+from .call import CallContext, LLMError, Message, Usage
 
 # Rough size of an image in prompt tokens when a backend does not report usage.
 IMAGE_TOKEN_ESTIMATE = 85

@@ -39,6 +39,7 @@ from .backend import (
     estimate_usage,
     served_model,
 )
+from .call import CallContext, CostCapExceeded, LLMError, LLMResult, Message, StructuredOutputError, Usage
 from .cost import CostLedger
 from .negotiation import INSTRUCTED
 from .structured import (
@@ -49,7 +50,6 @@ from .structured import (
     validate_answer,
     with_schema_instruction,
 )
-from .types import CallContext, CostCapExceeded, LLMError, LLMResult, Message, StructuredOutputError, Usage
 
 if TYPE_CHECKING:
     from ..base.config import Config

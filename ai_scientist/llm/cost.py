@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.fileio import atomic_write_text, read_json
-from .types import Usage
+from .call import Usage
 
 BUCKETS = ("by_role", "by_phase", "by_node", "by_model")
 LARGE_BYTES = 64 * 1024

@@ -14,9 +14,9 @@ from ..base.config import Config, ConfigError
 from ..base.paths import RunPaths
 from ..base.redact import Redactor
 from .backend import Backend
+from .call import LLMError
 from .client import LLMClient
 from .cost import CostLedger
-from .types import LLMError
 
 
 def resolve_backend_name(cfg: Config, environ: Mapping[str, str] | None = None) -> tuple[str, str]:

@@ -54,10 +54,10 @@ from pathlib import Path
 from typing import Any
 
 from .backend import BackendReply, CallTimeout, RequestRejected, VisionUnsupported, has_images, message_text
+from .call import CallContext, LLMError, Message, Usage
 from .local_chat import chat_handler_for
 from .local_grammar import grammar_for
 from .local_models import packaged_gguf
-from .types import CallContext, LLMError, Message, Usage
 
 _CACHE: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
 _CACHE_LOCK = threading.Lock()

@@ -20,7 +20,7 @@ import json
 import re
 from typing import Any
 
-from .types import LLMError
+from .call import LLMError
 
 _LITERAL_ESCAPE = re.compile(r'[\\\r\n"]')
 _LITERAL_ESCAPES = {"\\": "\\\\", "\r": "\\r", "\n": "\\n", '"': '\\"'}

@@ -39,8 +39,8 @@ from .backend import (
     checked_cached_tokens,
     has_images,
 )
+from .call import CallContext, Message, Usage
 from .negotiation import LADDER, Negotiation, is_rejection, response_format
-from .types import CallContext, Message, Usage
 
 _VISION_WORDS = re.compile(r"image|vision|multimodal|multi-modal", re.I)
 _FORMAT_WORDS = re.compile(r"response_format|json_schema|json_object", re.I)

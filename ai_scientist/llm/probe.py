@@ -26,9 +26,9 @@ from .backend import (
     StructuredOutputUnsupported,
     VisionUnsupported,
 )
+from .call import CallContext
 from .negotiation import INSTRUCTED, LADDER
 from .structured import AnswerError, parse_answer, validate_answer, with_schema_instruction
-from .types import CallContext
 
 if TYPE_CHECKING:
     from ..base.config import Config, LLMConfig

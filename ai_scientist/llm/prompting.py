@@ -26,8 +26,8 @@ from ..context.budget import Budget
 from ..context.schema_limits import field_limits
 from ..context.spec import layout
 from ..context.tokens import TokenCounter, counter_for
+from .call import CallContext, LLMResult
 from .negotiation import INSTRUCTED
-from .types import CallContext, LLMResult
 
 if TYPE_CHECKING:
     from ..base.config import Config

@@ -20,8 +20,8 @@ from typing import Any
 from ..base.paths import RunPaths
 from ..promptlog.record import KEY_PARAMS, request_key
 from .backend import BackendReply, checked_cached_tokens, message_text
+from .call import CallContext, LLMError, Message, UnrecordedPrompt, Usage
 from .negotiation import LADDER
-from .types import CallContext, LLMError, Message, UnrecordedPrompt, Usage
 
 _SNIP = 70
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .backend import BackendReply, estimate_usage
-from .types import CallContext, Message
+from .call import CallContext, Message
 
 Responder = Callable[[list[Message], "dict[str, Any] | None", CallContext], str]
 

@@ -19,7 +19,7 @@ from jsonschema.exceptions import relevance
 from jsonschema.validators import validator_for
 
 from ..base.templates import render
-from .types import Message
+from .call import Message
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|json5)?[ \t]*\n?(.*?)```", re.S)
 _MAX_CANDIDATES = 20

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from .call import LLMError
 from .client import backend_name
-from .types import LLMError
 
 if TYPE_CHECKING:
     from ..base.config import Config

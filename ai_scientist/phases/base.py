@@ -19,7 +19,7 @@ from ..base.artifacts import A, CodeAnswer, Plan, Review, RunRecord, read_artifa
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import CODE_FILE, PLAN_FILE, REVIEW_FILE, RUN_FILE, NodePaths, RunPaths
 from ..base.templates import render
-from ..llm.types import CallContext, LLMResult
+from ..llm.call import CallContext, LLMResult
 
 if TYPE_CHECKING:
     from ..base.config import Config

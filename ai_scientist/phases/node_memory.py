@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..context.history import exchange_turn
-from ..llm.types import LLMResult
+from ..llm.call import LLMResult
 from ..memory import events as mem_events
 from ..memory.protocol import handle_response, memory_update_schema
 from ..memory.render import MemoryView, render_memory

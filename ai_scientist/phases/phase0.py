@@ -18,7 +18,7 @@ from typing import Any
 
 from ..base.artifacts import CodeAnswer, Plan
 from ..base.paths import PLAN_FILE
-from ..llm.types import LLMError
+from ..llm.call import LLMError
 from .base import NodeContext, PhaseFailed, code_text, short_json
 from .checkpoint import checkpoint_typed
 from .schemas import PLAN_FIELDS, PLAN_SCHEMA, constrain_dependencies, probed_packages, validate_plan

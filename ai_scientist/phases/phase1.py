@@ -15,7 +15,7 @@ from typing import Any
 
 from ..base.artifacts import Dependencies, Plan
 from ..base.paths import INSTALL_FILE as STATE_FILE
-from ..llm.types import LLMError
+from ..llm.call import LLMError
 from .base import NodeContext, PhaseFailed
 from .checkpoint import checkpoint
 from .execution import run_command

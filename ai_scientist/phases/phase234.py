@@ -38,8 +38,8 @@ from ..base.paths import CODE_FILE as ANSWER_FILE
 from ..base.paths import COMPILE_FILE, RUN_FILE, RunPaths
 from ..base.templates import render
 from ..execution.sandbox_probe import installed_tools
+from ..llm.call import LLMError
 from ..llm.client import backend_name
-from ..llm.types import LLMError
 from .base import NodeContext, PhaseFailed, code_text, commands_text
 from .checkpoint import checkpoint_typed
 from .edits import EditError, expand_answer, with_edits

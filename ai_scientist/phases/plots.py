@@ -48,7 +48,7 @@ from ..base.images import check_figure, image_part, plot_schema
 from ..base.nodedata import NOT_DATA_DIRS, is_node_data, unmeasured
 from ..base.paths import PLOTS_FILE, VLM_FILE, RunPaths
 from ..base.templates import render
-from ..llm.types import LLMError
+from ..llm.call import LLMError
 from ..llm.vision import is_vision_refusal, vision_skip_reason
 from ..treesearch.seeds import distinct_digits
 from .base import NodeContext, PhaseFailed

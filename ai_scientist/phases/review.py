@@ -23,7 +23,7 @@ from ..base.artifacts import BuildRecord, CodeAnswer, Review, RunRecord
 from ..base.nodedata import unmeasured
 from ..base.paths import REVIEW_FILE, RunPaths
 from ..base.templates import render
-from ..llm.types import LLMError
+from ..llm.call import LLMError
 from .base import NodeContext, PhaseFailed
 from .checkpoint import checkpoint_typed
 from .evidence import (

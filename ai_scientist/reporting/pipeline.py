@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import append_jsonl, atomic_write_json
 from ..base.paths import RunPaths
+from ..llm.call import LLMError
 from ..llm.client import backend_name
-from ..llm.types import LLMError
 from .aggregate import aggregate_plots
 from .claims import check_claims
 from .errors import StepFailed, StepSkipped

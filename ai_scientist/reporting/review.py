@@ -28,9 +28,9 @@ from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import RunPaths
 from ..context.budget import ContextBudgetError
 from ..context.tokens import counter_for
+from ..llm.call import CallContext, LLMError, LLMResult
 from ..llm.client import backend_name
 from ..llm.prompting import Prompter, ask
-from ..llm.types import CallContext, LLMError, LLMResult
 from ..llm.vision import is_vision_refusal
 from . import prompts
 from .claims import SELF_REPORTED, check_claims, grade_record

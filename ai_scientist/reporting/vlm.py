@@ -17,8 +17,8 @@ from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import VLM_FILE, NodePaths, RunPaths
 from ..context.kinds import experiment_kinds, shows_machine
 from ..execution.environment import cpu_view
+from ..llm.call import CallContext, LLMError
 from ..llm.prompting import Prompter, ask
-from ..llm.types import CallContext, LLMError
 from ..llm.vision import is_vision_refusal, vision_skip_reason
 from . import prompts
 from .errors import StepSkipped

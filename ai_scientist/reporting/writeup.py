@@ -31,9 +31,9 @@ from ..base.fileio import atomic_write_bytes, atomic_write_json, atomic_write_te
 from ..base.paths import CODE_FILE, RunPaths
 from ..literature.cascade import Machine, build
 from ..literature.sources import SourceError, SourceOffline
+from ..llm.call import CallContext
 from ..llm.client import backend_name
 from ..llm.prompting import Prompter, ask
-from ..llm.types import CallContext
 from ..treesearch.best import NodeCounts
 from ..treesearch.seeds import by_dataset, rerun_text
 from ..treesearch.tried import sentences

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..llm.types import LLMError
+from ..llm.call import LLMError
 from ..treesearch.policies import dedupe_ideas
 
 if TYPE_CHECKING:

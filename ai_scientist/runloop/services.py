@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_json, atomic_write_text, read_json
 from ..base.paths import RunPaths
-from ..llm.types import CallContext, LLMResult
+from ..llm.call import CallContext, LLMResult
 
 if TYPE_CHECKING:
     from ..base.logsetup import RunLog

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import VLM_FILE, RunPaths
-from ..llm.types import LLMError
+from ..llm.call import LLMError
 from ..treesearch.best import count_nodes
 from ..treesearch.seeds import num
 from ..treesearch.stages import STAGES

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .scripted import _text
 
 if TYPE_CHECKING:
-    from ai_scientist.llm.types import CallContext
+    from ai_scientist.llm.call import CallContext
 
 _PAPER = re.compile(r"^1\. (.+?)(?: \(\d{4}.*)?$", re.M)
 _DOWN = re.compile(r"literature search is unavailable in this session(?: \((.*?)\): do not ask)?")

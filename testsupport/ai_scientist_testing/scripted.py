@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from .experiment_template import BUGGY_PROGRAM, render
 
 if TYPE_CHECKING:
-    from ai_scientist.llm.types import CallContext
+    from ai_scientist.llm.call import CallContext
 
 TUNE_IDEAS = ["lr=0.05 l2=0.1", "lr=0.2 l2=0.0", "lr=0.1 l2=0.1 epochs=12", "lr=0.02 l2=0.01 epochs=16"]
 ABLATE_IDEAS = ["ablation no_l2", "ablation no_bias", "ablation no_standardize"]

@@ -1,4 +1,6 @@
-"""Data crossing the LLM boundary: what a caller sends and what it gets back."""
+"""One LLM call's data crossing the LLM boundary: what a caller sends (CallContext) and what it gets
+back (LLMResult, Usage, the errors). Named `call`, not `types`: no module of the package takes a
+standard-library module's name."""
 
 from __future__ import annotations
 
