@@ -215,6 +215,21 @@ def test_every_nodes_seed_reruns_reach_the_summary_writer_and_reviewer(run):
         assert f"within {e['threshold']:.4g} of each other" in section
 
 
+def test_the_aggregation_call_gets_what_each_stage_found(run):
+    """A relay run's plotter had twelve nodes' hundred metrics and guessed which mattered: the
+    aggregation call names what each stage's end summary says worked and failed."""
+    from ai_scientist.treesearch.tried import sentences
+
+    run_dir, _ = run
+    (agg,) = [r for r in prompt_records(run_dir) if r["phase"] == "plots" and r["label"] == "aggregate_r0"]
+    sent = record_text(agg)
+    written = [json.loads(p.read_text()) for p in sorted((run_dir / "stage_summaries").glob("stage*.json"))]
+    said = [w for w in written if (w.get("summary") or {}).get("worked")]
+    assert said
+    for w in said:
+        assert f"- Stage {w['stage']}: worked: {sentences(w['summary']['worked'], 600)}" in sent
+
+
 # 3 -------------------------------------------------------------------------------------------
 
 

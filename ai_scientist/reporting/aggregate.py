@@ -16,13 +16,14 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..base.fileio import atomic_write_json, atomic_write_text
+from ..base.fileio import atomic_write_json, atomic_write_text, read_json
 from ..base.images import SAFE_FIGURE_NAME as _SAFE_NAME
 from ..base.images import plot_schema
 from ..base.paths import RunPaths, claim_numbered
 from ..execution.base import Executor, Limits, SandboxError
-from ..llm.call import CallContext
 from ..llm.prompting import Prompter, ask
+from ..llm.types import CallContext
+from ..treesearch.tried import sentences
 from . import prompts
 from .errors import StepFailed, StepSkipped
 from .images import check_figure
@@ -124,6 +125,28 @@ def check_declared(fig_dir: Path, figures: list[dict[str, Any]]) -> tuple[list[d
     return good, rejected
 
 
+FINDINGS_CHARS = 600  # of each stage's "worked" and "failed", for the aggregation call
+
+
+def stage_findings(run_dir: Path) -> list[dict[str, Any]]:
+    """What each stage's end summary says worked and failed (``stage_summaries/stage<N>.json``),
+    cut to :data:`FINDINGS_CHARS` each: which comparisons the figures should show. A relay run's
+    plotter had twelve nodes' hundred metrics and had to guess which mattered."""
+    paths = RunPaths(run_dir)
+    out = []
+    for file in sorted(paths.stage_summaries.glob("stage*.json")) if paths.stage_summaries.is_dir() else []:
+        data = read_json(file, default=None)
+        summary = data.get("summary") if isinstance(data, dict) else None
+        if not isinstance(summary, dict) or not isinstance(data.get("stage"), int):
+            continue
+        parts = {
+            k: sentences(str(summary[k]), FINDINGS_CHARS) for k in ("worked", "failed") if summary.get(k)
+        }
+        if parts:
+            out.append({"stage": data["stage"], **parts})
+    return sorted(out, key=lambda f: f["stage"])
+
+
 def aggregate_plots(run_dir: Path, cfg: Config, client: LLMClient, executor: Executor) -> dict[str, Any]:
     """Produce the run's figures; returns the content written to ``figures/figures.json``.
 
@@ -146,7 +169,7 @@ def aggregate_plots(run_dir: Path, cfg: Config, client: LLMClient, executor: Exe
         values = {
             "manifest": manifest,
             "max_figures": rcfg.max_figures,
-            "instructions": prompts.render("plotting_user.j2"),
+            "instructions": prompts.render("plotting_user.j2", findings=stage_findings(run_dir)),
             # a retry's problems and script: last in the prompt (the rest is the first round's prefix)
             "node_brief": prompts.render("plotting_retry.j2", feedback=feedback, previous_script=script)
             if feedback
