@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..base.artifacts import RunRecord, read_artifact
+from ..base.artifacts import Review, RunRecord, read_artifact
 from ..base.fileio import read_json, read_jsonl
-from ..base.paths import CODE_FILE, RUN_FILE, RunPaths
+from ..base.paths import CODE_FILE, REVIEW_FILE, RUN_FILE, RunPaths
 from ..phases.edits import text_files
 from ..treesearch.parameters import parameters
 
@@ -134,6 +134,22 @@ def node_answer(run_dir: Path, node_id: str) -> dict[str, Any] | None:
     """The node's code answer as saved (``code_answer.json``, edits applied), or None."""
     data = read_json(RunPaths(run_dir).node(node_id).file(CODE_FILE))
     return data if isinstance(data, dict) else None
+
+
+def headline_config(run_dir: Path, node_id: str) -> str:
+    """Which configuration of a grid the node's primary metric is for, as its execution review
+    answered (``review.json`` ``headline``: "L2=0.01, lr=0.1, 50 epochs"); "" when the run measured
+    one configuration or the review did not say. The protocol names the metric; a grid's headline
+    also needs its configuration, or a later node reports another cell of the grid under the same
+    name (a relay run's second draft and improve nodes had to guess it)."""
+    data = read_json(RunPaths(run_dir).node(node_id).file(REVIEW_FILE))
+    if not isinstance(data, dict):
+        return ""
+    try:
+        said = Review.from_json(data).headline or ""
+    except ValueError:
+        return ""
+    return " ".join(said.split()).rstrip(".")
 
 
 def protocol_of(node: Node, answer: dict[str, Any] | None) -> EvalProtocol:

@@ -43,7 +43,7 @@ from ..treesearch.tried import (
     tried_table,
     untried,
 )
-from .protocol import distinct_seed_groups, is_protocol_parameter, node_answer
+from .protocol import distinct_seed_groups, headline_config, is_protocol_parameter, node_answer
 from .stage_summary import summaries_text
 
 # a later draft's copy of the protocol node's code (the data generation and evaluation to reuse)
@@ -132,6 +132,17 @@ def with_noise(
     files = text_files(node_answer(run.dir, str(protocol.get("node_id") or "")))
     if files:
         protocol["reads_seed"] = any(p.kind == "environment" and p.name == "SEED" for p in parameters(files))
+    # which configuration of a grid its headline value is for (its review's answer): later nodes
+    # report theirs for the same one (relay run s6: the protocol named only the metric)
+    ref_id = str(protocol.get("node_id") or "")
+    config = headline_config(run.dir, ref_id) if ref_id else ""
+    if config:
+        ref = view.get(ref_id) if ref_id in view else None
+        m = ref.metric if ref is not None else None
+        protocol["headline"] = {
+            "config": config,
+            "value": f"{m.name}={m.value:.6g}" if m is not None else "",
+        }
     if not metric:
         return protocol
     key = (str(metric[0]), str(metric[1]), None if metric[2] is None else str(metric[2]))
