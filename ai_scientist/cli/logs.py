@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..base.artifacts import Plan, read_artifact
 from ..base.errors import UsageError
 from ..base.fileio import read_json, read_jsonl
 from ..base.paths import GRADE_FILE, PLAN_FILE, RunPaths, file_number
@@ -252,7 +253,12 @@ def cmd_inspect(run: Path, args: argparse.Namespace, full: bool) -> int:
             "full state" if full or len(state) <= INSPECT_TAIL_CHARS else f"last {INSPECT_TAIL_CHARS} chars"
         )
         head += [f"state: {len(state)} chars ({what})", "-" * 60, shown or ""]
-    data = {"node": node, "plan": plan, "state_chars": None if state is None else len(state), **counts}
+    data = {
+        "node": node,
+        "plan": plan.to_json() if plan else None,
+        "state_chars": None if state is None else len(state),
+        **counts,
+    }
     if grade is not None:
         data["grade"] = grade
     data["state" if full else "state_tail"] = shown
@@ -280,21 +286,22 @@ def _grade_line(grade: dict[str, Any]) -> str:
     return f"grader: {graded}" + (f" | not confirmed: {claims}" if claims else "")
 
 
-def _plan(run: Path, node_id: str) -> dict[str, Any] | None:
-    """The node's plan.json (plan_source says whence: own call, merged into the code answer, parent)."""
+def _plan(run: Path, node_id: str) -> Plan | None:
+    """The node's plan.json (its source says whence: own call, merged into the code answer, parent)."""
     try:
-        plan = read_json(RunPaths(run).node(node_id).file(PLAN_FILE))
+        return read_artifact(RunPaths(run).node(node_id).file(PLAN_FILE), Plan)
     except ValueError:
         return None
-    return plan if isinstance(plan, dict) else None
 
 
-def _plan_line(plan: dict[str, Any]) -> str:
-    deps = plan.get("dependencies") or {}
-    dep_text = ", ".join(f"{k}: {' '.join(v)}" for k, v in deps.items() if v) or "none"
+def _plan_line(plan: Plan) -> str:
+    deps = plan.dependencies
+    named = [("apt", deps.apt), ("pip", deps.pip), ("source", deps.source)]
+    named += [(f"new ({m})", deps.new_names(m)) for m in ("pip", "apt")]
+    dep_text = ", ".join(f"{k}: {' '.join(v)}" for k, v in named if v) or "none"
     return (
-        f"plan ({plan.get('plan_source', 'own')}): {plan.get('goal_summary', '')}\n"
-        f"  strategy: {plan.get('implementation_strategy', '')}\n  dependencies: {dep_text}"
+        f"plan ({plan.source or 'own'}): {plan.goal_summary}\n"
+        f"  strategy: {plan.implementation_strategy}\n  dependencies: {dep_text}"
     )
 
 

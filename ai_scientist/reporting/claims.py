@@ -52,6 +52,7 @@ from typing import Any
 
 import yaml
 
+from ..base.artifacts import CodeAnswer, read_artifact
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import CODE_FILE, GRADE_FILE, NodePaths, RunPaths
 from ..treesearch.parameters import parameters
@@ -345,17 +346,10 @@ def _code_measurements(view: RunView) -> list[Measurement]:
     out = []
     for nid in _good_search_nodes(view):
         try:
-            answer = read_json(NodePaths(view.node_dir(nid)).file(CODE_FILE), default=None)
+            answer = read_artifact(NodePaths(view.node_dir(nid)).file(CODE_FILE), CodeAnswer)
         except (ValueError, OSError):
             continue
-        files = answer.get("files") if isinstance(answer, dict) else None
-        texts = {
-            str(f.get("path")): f["content"]
-            for f in (files if isinstance(files, list) else [])
-            if isinstance(f, dict)
-            and isinstance(f.get("content"), str)
-            and f.get("encoding", "utf-8") == "utf-8"
-        }
+        texts = answer.text_files() if answer is not None else {}
         for p in parameters(texts):
             for c in extract_numbers(p.value):
                 out.append(_m(c.value, f"{nid} code {p.name}", "code parameter"))

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..base.artifacts import Plan, read_artifact
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import PLAN_FILE, NodePaths, RunPaths
 from ..llm.client import backend_name
@@ -155,10 +156,10 @@ def code_change(run_dir: Path, view: RunView, node_id: str) -> tuple[str, list[s
 
 
 def _plan_text(run_dir: Path, node_id: str) -> str:
-    plan = read_json(RunPaths(run_dir).node(node_id).file(PLAN_FILE), default=None) or {}
-    if not isinstance(plan, dict):
+    plan = read_artifact(RunPaths(run_dir).node(node_id).file(PLAN_FILE), Plan)
+    if plan is None:
         return ""
-    parts = [str(plan.get(k) or "").strip() for k in ("goal_summary", "implementation_strategy")]
+    parts = [plan.goal_summary.strip(), plan.implementation_strategy.strip()]
     text = " ".join(p for p in parts if p)
     return text if len(text) <= PLAN_CHARS else text[:PLAN_CHARS] + " [...]"
 

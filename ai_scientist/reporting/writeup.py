@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..base.artifacts import CodeAnswer, read_artifact
 from ..base.errors import ConfigError
 from ..base.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json, read_jsonl
 from ..base.paths import CODE_FILE, RunPaths
@@ -482,19 +483,18 @@ def method_code(run_dir: Path, limit: int = METHOD_CODE_CHARS) -> dict[str, str]
     if not best:
         return None
     nid = str(best[-1]["id"])
-    answer = read_json(RunPaths(run_dir).node(nid).file(CODE_FILE), default=None)
-    files = answer.get("files") if isinstance(answer, dict) else None
+    answer = read_artifact(RunPaths(run_dir).node(nid).file(CODE_FILE), CodeAnswer)
     parts, left = [], limit
-    for f in files if isinstance(files, list) else []:
-        text = f.get("content") if isinstance(f, dict) else None
-        if not isinstance(text, str) or f.get("encoding", "utf-8") != "utf-8":
+    for f in answer.files if answer is not None else ():
+        if not f.is_text:
             continue
+        text = f.content
         if left <= 0:
-            parts.append(f"[{f.get('path')}: {len(text)} characters not shown]")
+            parts.append(f"[{f.path}: {len(text)} characters not shown]")
             continue
         shown = text[:left]
         more = f"\n[... {len(text) - len(shown)} more characters not shown ...]" if shown != text else ""
-        parts.append(f"{f.get('path')}:\n```\n{shown.rstrip()}\n```{more}")
+        parts.append(f"{f.path}:\n```\n{shown.rstrip()}\n```{more}")
         left -= len(shown)
     return {"node_id": nid, "text": "\n".join(parts)} if parts else None
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..base import failpoints
+from ..base.artifacts import CodeAnswer, read_artifact
 from ..base.errors import RunStop, disk_full_from
 from ..base.paths import CODE_FILE, RunPaths
 from ..phases.base import NodeContext, code_text
@@ -275,14 +276,14 @@ class NodeContexts:
         """Forest-of-Thought: drafts of trees after the first see the nearest solved example."""
         if self.run_.cfg.search.policy != "mcts" or node.tree == 0 or node.operation != "draft":
             return {}
-        from ..base.fileio import read_json
         from ..treesearch.policies import nearest_solved_example
 
         example = nearest_solved_example(
             self.journal if view is None else view, node.tree, self.run_.idea.title
         )
-        answer = read_json(RunPaths(self.run_.dir).node(example).file(CODE_FILE)) if example else None
-        if not answer:
+        path = RunPaths(self.run_.dir).node(example).file(CODE_FILE) if example else None
+        answer = read_artifact(path, CodeAnswer) if path is not None else None
+        if answer is None or not answer.data:
             return {}
         self.run_.event("input_diversity", node_id=node.id, tree=node.tree, example=example)
         return {"prior_code": f"Solved example from node {example} (another tree):\n{code_text(answer)}"}
