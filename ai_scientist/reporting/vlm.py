@@ -13,6 +13,7 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..base.artifacts import Critique, read_artifact
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import VLM_FILE, NodePaths, RunPaths
 from ..context.kinds import experiment_kinds, shows_machine
@@ -110,11 +111,11 @@ def critique_node_plots(run_dir: Path, cfg: Config, client: LLMClient) -> dict[s
     out: dict[str, Any] = {}
     for nid in view.nodes:
         try:
-            own = read_json(NodePaths(view.node_dir(nid)).file(VLM_FILE), default=None) or {}
+            own = read_artifact(NodePaths(view.node_dir(nid)).file(VLM_FILE), Critique)
         except ValueError:  # torn: the best node's plots are critiqued again below
-            own = {}
-        if isinstance(own, dict) and own.get("critique"):
-            out[nid] = own["critique"]
+            own = None
+        if own is not None and own.verdict is not None:
+            out[nid] = own.verdict.to_json()
     prompter = Prompter(cfg, client)
     shared = {
         "task": read_text(RunPaths(run_dir).idea_md, 8000) or "(no idea text)",

@@ -25,6 +25,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..base.artifacts import Critique, read_artifact
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import VLM_FILE, RunPaths
 from ..llm.call import LLMError
@@ -178,8 +179,9 @@ def _figures(run_dir: Path, nodes: list[Node]) -> dict[str, str]:
     paths = RunPaths(run_dir)
     out = {}
     for n in nodes:
-        vlm = read_json(paths.node(n.id).file(VLM_FILE), default=None)
-        found = figure_finding((vlm or {}).get("critique") if isinstance(vlm, dict) else None)
+        critique = read_artifact(paths.node(n.id).file(VLM_FILE), Critique)
+        verdict = critique.verdict if critique is not None else None
+        found = figure_finding(verdict.to_json() if verdict is not None else None)
         if found:
             out[n.id] = found
     return out
