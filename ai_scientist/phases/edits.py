@@ -32,6 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..base.artifacts import CodeAnswer
+
 ACTIONS = ("replace", "insert_after")
 MAX_EDITS = 40
 MAX_ANCHOR_CHARS = 4_000
@@ -315,8 +317,11 @@ def expand_answer(parent_files: dict[str, str], answer: dict[str, Any]) -> dict[
     return {**answer, "files": files + list(whole.values())}
 
 
-def text_files(answer: dict[str, Any] | None) -> dict[str, str]:
-    """The UTF-8 files of a code answer (path -> content): what edits can anchor on."""
+def text_files(answer: CodeAnswer | dict[str, Any] | None) -> dict[str, str]:
+    """The UTF-8 files of a code answer (path -> content): what edits can anchor on. A raw answer
+    (a dict: the model's, before its edits are applied and it is checked) is read leniently."""
+    if isinstance(answer, CodeAnswer):
+        return answer.text_files()
     out: dict[str, str] = {}
     for f in (answer or {}).get("files") or []:
         if isinstance(f, dict) and isinstance(f.get("path"), str) and isinstance(f.get("content"), str):

@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..base.artifacts import Review, RunRecord, read_artifact
-from ..base.fileio import read_json, read_jsonl
+from ..base.artifacts import CodeAnswer, Review, RunRecord, read_artifact
+from ..base.fileio import read_jsonl
 from ..base.paths import CODE_FILE, REVIEW_FILE, RUN_FILE, RunPaths
+from ..phases.base import AnswerLike, code_answer
 from ..phases.edits import text_files
 from ..treesearch.parameters import parameters
 
@@ -104,9 +105,10 @@ def _norm(value: str) -> str:
     return one if len(one) <= VALUE_CHARS else one[: VALUE_CHARS - 3] + "..."
 
 
-def protocol_parameters(answer: dict[str, Any] | None) -> tuple[tuple[str, str], ...]:
+def protocol_parameters(answer: AnswerLike) -> tuple[tuple[str, str], ...]:
     """The protocol parameters of a code answer: its files' parameters and its run commands'
     ``--name value`` flags whose names :func:`is_protocol_parameter` accepts, each name once."""
+    answer = code_answer(answer)
     found: dict[str, str] = {}
     for p in parameters(text_files(answer)):
         if p.kind != "argv" and is_protocol_parameter(p.name) and p.name not in found:
@@ -120,20 +122,17 @@ def protocol_parameters(answer: dict[str, Any] | None) -> tuple[tuple[str, str],
                 )
             else:
                 found[p.name] = _norm(p.value)
-    run = (answer or {}).get("run") if isinstance(answer, dict) else None
-    commands = run.get("commands") if isinstance(run, dict) else None
-    for cmd in commands if isinstance(commands, list) else []:
-        for m in _FLAG.finditer(str(cmd)):
+    for cmd in answer.run.commands if answer is not None else ():
+        for m in _FLAG.finditer(cmd):
             name = "--" + m.group(1)
             if is_protocol_parameter(m.group(1)) and name not in found:
                 found[name] = _norm(m.group(2))
     return tuple(found.items())
 
 
-def node_answer(run_dir: Path, node_id: str) -> dict[str, Any] | None:
+def node_answer(run_dir: Path, node_id: str) -> CodeAnswer | None:
     """The node's code answer as saved (``code_answer.json``, edits applied), or None."""
-    data = read_json(RunPaths(run_dir).node(node_id).file(CODE_FILE))
-    return data if isinstance(data, dict) else None
+    return read_artifact(RunPaths(run_dir).node(node_id).file(CODE_FILE), CodeAnswer)
 
 
 def headline_config(run_dir: Path, node_id: str) -> str:
@@ -142,17 +141,15 @@ def headline_config(run_dir: Path, node_id: str) -> str:
     one configuration or the review did not say. The protocol names the metric; a grid's headline
     also needs its configuration, or a later node reports another cell of the grid under the same
     name (a relay run's second draft and improve nodes had to guess it)."""
-    data = read_json(RunPaths(run_dir).node(node_id).file(REVIEW_FILE))
-    if not isinstance(data, dict):
-        return ""
     try:
-        said = Review.from_json(data).headline or ""
+        review = read_artifact(RunPaths(run_dir).node(node_id).file(REVIEW_FILE), Review)
     except ValueError:
         return ""
+    said = (review.headline or "") if review is not None else ""
     return " ".join(said.split()).rstrip(".")
 
 
-def protocol_of(node: Node, answer: dict[str, Any] | None) -> EvalProtocol:
+def protocol_of(node: Node, answer: CodeAnswer | None) -> EvalProtocol:
     """The protocol ``node`` follows: its primary metric's key and its code's protocol parameters."""
     m = node.metric
     return EvalProtocol(node.id, m.key if m is not None else None, protocol_parameters(answer))
@@ -199,9 +196,11 @@ def _run_identity(run_dir: Path, node: Node) -> str:
     """What makes a seed re-run an independent draw: its program (files, build and run commands),
     its SEED and what it produced (each command's output tails, its metrics), as one digest."""
     paths = RunPaths(run_dir).node(node.id)
-    answer = read_json(paths.file(CODE_FILE)) or {}
+    answer = read_artifact(paths.file(CODE_FILE), CodeAnswer)
     record = read_artifact(paths.file(RUN_FILE), RunRecord)
-    program = {k: answer.get(k) for k in ("files", "build", "run")} if isinstance(answer, dict) else {}
+    # the program as saved (a node without a code answer: each part null, as before the type)
+    saved = answer.to_json() if answer is not None else {}
+    program = {k: saved.get(k) for k in ("files", "build", "run")}
     produced = [(o.stdout_tail, o.stderr_tail, o.exit_code) for o in (record.outputs if record else ())]
     metrics = [(m.name, m.value, m.dataset) for m in node.metrics]
     blob = json.dumps([program, node.seed, produced, metrics], sort_keys=True, default=str)
