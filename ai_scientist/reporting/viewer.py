@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..base.artifacts import A, Critique, Plan, PlotsRecord, read_artifact
 from ..base.fileio import atomic_write_text, read_json, read_jsonl, regular_file_inside
 from ..base.paths import GRADE_FILE, PLAN_FILE, PLOTS_FILE, VLM_FILE, NodePaths, RunPaths, numbered_files
 from ..base.redact import Redactor, redactor_for
@@ -128,6 +129,14 @@ def _outputs(node_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
+def _artifact(node_dir: Path, name: str, kind: type[A]) -> A | None:
+    """A node's typed artifact through its one reader (None when missing, torn or malformed)."""
+    try:
+        return read_artifact(NodePaths(node_dir).file(name), kind)
+    except ValueError:
+        return None
+
+
 def _node_json(node_dir: Path, name: str) -> dict[str, Any]:
     """A node artifact as a dict ({} when missing, torn or not an object)."""
     try:
@@ -148,9 +157,9 @@ def _review_shown(review: dict[str, Any]) -> dict[str, Any] | None:
 def _plan(node: dict[str, Any], node_dir: Path, calls: list[dict[str, Any]]) -> str:
     """The node's plan: ``plan.json`` (phase 0 writes it whether the plan came from its own call,
     inside the code answer, the default, or from the parent), else an older run's records."""
-    plan = _node_json(node_dir, PLAN_FILE)
-    if plan:
-        return _cap(_plan_text(plan))
+    plan = _artifact(node_dir, PLAN_FILE, Plan)
+    if plan is not None and plan.data:
+        return _cap(_plan_text(plan.to_json()))
     meta = read_json(NodePaths(node_dir).node_json, default={}) or {}
     for source in (meta, node):
         if source.get("plan"):
@@ -196,9 +205,11 @@ def node_view(
             if p.suffix in CODE_SUFFIXES and len(code) < 10 and regular_file_inside(ws, p):
                 code.append({"name": str(p.relative_to(ws)), "text": read_text(p, TEXT_CAP)})
     calls = _calls(logs, page_dir, cap)
-    plot_rec, vlm_rec = _node_json(nd, PLOTS_FILE), _node_json(nd, VLM_FILE)
+    plot_rec, critique = _artifact(nd, PLOTS_FILE, PlotsRecord), _artifact(nd, VLM_FILE, Critique)
+    plot_json = plot_rec.to_json() if plot_rec is not None else {}
+    vlm_rec = critique.to_json() if critique is not None else {}
     grade_rec = _node_json(nd, GRADE_FILE)
-    captions = {str(f.get("file")): str(f.get("caption") or "") for f in plot_rec.get("figures") or []}
+    captions = {f.file: f.caption for f in plot_rec.figures} if plot_rec is not None else {}
     plots = [
         {**images.url(p), "caption": captions.get(p.name, "")}
         for p in sorted(NodePaths(nd).plots.glob("*.png"))[:MAX_PLOTS_PER_NODE]
@@ -214,7 +225,7 @@ def node_view(
         "outputs": _outputs(nd),
         "plots": plots,
         # the node's plotting step (figures rejected with the reason) and the VLM critique of its figures
-        "plot_step": {k: plot_rec.get(k) for k in ("attempts", "rejected", "error")} if plot_rec else None,
+        "plot_step": {k: plot_json[k] for k in ("attempts", "rejected", "error")} if plot_json else None,
         "vlm": {k: vlm_rec[k] for k in ("model", "critique", "skipped", "error") if k in vlm_rec} or None,
         # the grader's verdict (grader.dir): graded vs self-reported values, mismatches, its error
         "grade": {k: grade_rec.get(k) for k in ("graded", "self_reported", "mismatches", "tolerance", "error")} if grade_rec else None,
