@@ -5,6 +5,7 @@ really carried (prompt logs), checked against the run's own files (reviews, jour
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -61,3 +62,67 @@ def test_the_protocol_carries_the_headline_configuration(tmp_path):
         assert "Report each node's headline for this configuration" in protocol
         checked[stage] = checked.get(stage, 0) + 1
     assert len(checked) >= 2, checked  # stage 1's later draft and the later stages' nodes
+
+
+def test_seed_statistics_say_what_they_are_over_and_show_pairs(tmp_path):
+    """Where a prompt first gives a seed mean it says why the search run is left out, and that
+    one SEED is the same data for every node (a paired comparison); a re-ranking that compares
+    means shows them SEED by SEED with the paired differences — every figure read from the
+    journal's seed re-runs (relay s6: 009, 015)."""
+    from ai_scientist.treesearch.seeds import num
+
+    code, run_dir, _ = start_run(tmp_path)
+    assert code == 0
+    nodes = journal_nodes(run_dir)
+    reruns = [n for n in nodes.values() if n["operation"] == "seed_eval" and n["status"] == "good"]
+    assert reruns
+    seeds = sorted({int(n["seed"]) for n in reruns})
+    said = f"Seed statistics are over the seed re-runs only (SEED {', '.join(map(str, seeds))})"
+    summaries = [r for r in prompt_records(run_dir) if r.get("phase") == "summary"]
+    shown = 0
+    for rec in summaries:
+        text = _section(record_text(rec), "This stage")  # the stage's facts
+        stage = int(rec["label"].removeprefix("stage"))
+        if not any(n["stage"] == stage for n in reruns):
+            continue
+        assert said in text, rec["label"]
+        first_mean = re.search(r"\bmean [-+]?\d|Means over", text)
+        assert first_mean and text.index(said) < first_mean.start()
+        assert "bias the mean upwards" in text and "a paired comparison" in text
+        shown += 1
+    assert shown
+    # each re-ranking that compared means: its values seed by seed, as the journal has them
+    value = {(n["parent_id"], int(n["seed"])): n["metric"]["value"] for n in reruns}
+    paired = 0
+    for ev in events(run_dir):
+        if ev["type"] != "seed_rerank" or not ev.get("means"):
+            continue
+        text = next(record_text(r) for r in summaries if r["label"] == f"stage{ev['stage']}")
+        line = next(ln for ln in text.splitlines() if ln.startswith("Per SEED"))
+        for s in seeds:
+            have = [nid for nid in ev["means"] if (nid, s) in value]
+            if len(have) >= 2:
+                assert f"seed {s}: " + ", ".join(f"{nid} {num(value[(nid, s)])}" for nid in have) in line
+        chosen = ev.get("chosen") or ev["node_id"]
+        for nid in ev["means"]:
+            common = [s for s in seeds if (nid, s) in value and (chosen, s) in value]
+            if nid != chosen and common:
+                diffs = ", ".join(f"{value[(nid, s)] - value[(chosen, s)]:+.4g}" for s in common)
+                assert f"{nid} {diffs}" in line, line
+        paired += 1
+    assert paired, "no re-ranking compared means in this run"
+    # the code prompts' protocol says which SEEDs every node gets
+    code_calls = [_section(record_text(r), "Evaluation protocol") for r in prompt_records(run_dir)]
+    with_seeds = [p for p in code_calls if "- seeds: every node's search run gets SEED=" in p]
+    assert with_seeds and all(f"SEED={', '.join(map(str, seeds))}" in p for p in with_seeds)
+    # the proposer's first mean (a heading of an earlier stage, the best node's) says why the
+    # search run is apart, in its own line or before
+    proposals = 0
+    for rec in prompt_records(run_dir):
+        text = record_text(rec)
+        first_mean = re.search(r"\bmean [-+]?\d", text)
+        if rec.get("phase") == "ideas" and first_mean:
+            end = text.find("\n", first_mean.start())  # said by the end of that line
+            assert "bias the mean upwards" in text[:end], text[max(0, end - 600) : end]
+            proposals += 1
+    assert proposals

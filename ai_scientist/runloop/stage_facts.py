@@ -118,6 +118,69 @@ def result_cell(node: Node, limit: int = RESULT_CHARS, parent: Node | None = Non
     return "; ".join(parts)
 
 
+# why a seed statistic leaves the search run out, said where a prompt gives its first mean (a relay
+# run's summariser recomputed the means with seed 0 in and found another leader)
+SEARCH_RUN_APART = "the search run left out: the stage picked its best for a high search run, so counting it would bias the mean upwards"
+
+
+def seed_basis(search_seed: int | None, rerun_seeds: Sequence[int]) -> str:
+    """The sentence on what a seed statistic is over and what one SEED means across nodes: the
+    means are over the re-runs only (:data:`SEARCH_RUN_APART`), and every node is run with the same
+    SEED values, so two nodes' results on one SEED are on the same data where both keep the
+    protocol's data code — a paired comparison (relay run s6: no prompt said so, 009, 015)."""
+    reruns = ", ".join(str(s) for s in rerun_seeds) or "none"
+    search = f"SEED {search_seed}" if search_seed is not None else "its search seed"
+    return (
+        f"Seed statistics are over the seed re-runs only (SEED {reruns}), {SEARCH_RUN_APART} "
+        f"(every search run has {search}). Every node is run with the same SEED values: where two "
+        "nodes keep the protocol's data code, their results on one SEED are on the same data, a "
+        "paired comparison (compare them seed by seed)."
+    )
+
+
+def seed_pairs(view: JournalView, node_ids: Sequence[str], key: Sequence[Any]) -> dict[str, dict[int, float]]:
+    """Node id -> SEED -> the value of metric ``key`` on its good seed re-run of that SEED."""
+    want = tuple(key)
+    return {
+        nid: {
+            r.seed: r.metric.value
+            for r in view.seed_runs(nid)
+            if r.is_good
+            and r.seed is not None
+            and r.metric is not None
+            and r.metric.is_valid
+            and tuple(r.metric.key) == want
+        }
+        for nid in node_ids
+    }
+
+
+def paired_text(pairs: Mapping[str, Mapping[int, float]], chosen: str | None) -> str:
+    """The re-ranking's means seed by seed — ``Per SEED (paired: ...): seed 1: n0001 0.742,
+    n0002 0.729; seed 2: ...; paired differences from n0001: n0002 -0.013, +0.0045 (mean
+    -0.00425).`` — over the SEEDs at least two of the nodes share; "" when none do."""
+    seeds = sorted({s for p in pairs.values() for s in p})
+    shared = [s for s in seeds if sum(s in p for p in pairs.values()) >= 2]
+    if not shared:
+        return ""
+    rows = [
+        f"seed {s}: " + ", ".join(f"{nid} {num(p[s])}" for nid, p in pairs.items() if s in p) for s in shared
+    ]
+    out = "Per SEED (the same data for every node that keeps the protocol's data code): " + "; ".join(rows)
+    base = pairs.get(chosen or "") or {}
+    diffs = []
+    for nid, p in pairs.items():
+        common = [s for s in shared if s in p and s in base]
+        if nid == chosen or not common:
+            continue
+        d = [p[s] - base[s] for s in common]
+        mean = sum(d) / len(d)
+        diffs.append(f"{nid} {', '.join(f'{x:+.4g}' for x in d)} (mean {mean:+.4g})")
+    if diffs:
+        out += f"; paired differences from {chosen}, seed by seed: " + "; ".join(diffs)
+    return out + "."
+
+
 SEED_TABLE_CHARS = 5000  # a node's metric x seed table: whole rows while they fit, then a count
 
 
@@ -279,9 +342,13 @@ def tie_text(record: Mapping[str, Any] | None) -> str:
     )
 
 
-def rerank_lines(record: dict[str, Any] | None) -> list[str]:
+def rerank_lines(
+    record: dict[str, Any] | None, pairs: Mapping[str, Mapping[int, float]] | None = None
+) -> list[str]:
     """The re-ranking over seeds at a stage's end as sentences (stage facts, ``logs``): the noise
-    estimate with its numbers, the threshold, the candidates, their means and the decision."""
+    estimate with its numbers, the threshold, the candidates, their means and the decision;
+    ``pairs`` (:func:`seed_pairs`): the compared nodes' values SEED by SEED, shown after the
+    means with the paired differences (:func:`paired_text`)."""
     if not record:
         return []
     noise = record.get("noise") or {}
@@ -311,6 +378,9 @@ def rerank_lines(record: dict[str, Any] | None) -> list[str]:
             for nid, a in means.items()
         ]
         out.append("Means over the seed re-runs: " + ", ".join(parts) + ".")
+        paired = paired_text(pairs or {}, record.get("chosen") or record.get("node_id"))
+        if paired:
+            out.append(paired)
     out.append(f"Decision: {record.get('decision')}.")
     tie = tie_text(record)
     if tie:
@@ -345,6 +415,7 @@ def stage_facts(
     seeds: dict | None,
     rerank: dict | None = None,
     figures: Mapping[str, str] | None = None,
+    seed_info: tuple[int, Sequence[int]] | None = None,
 ) -> list[str]:
     """What a stage did, for its summary: ``[header, row, ...]`` — counts, the stage's best node
     (worded per stage: handed to the next stage, or the run's best at the last; in the ablation
@@ -352,7 +423,8 @@ def stage_facts(
     seeds (``rerank``), then every search node of the stage ranked (the ``head_rows`` layer policy
     cuts the last rows first); a node that changed the evaluation protocol is listed with why.
     ``figures``: node id -> what its figure review found (:func:`figure_finding`), after the
-    node's summary."""
+    node's summary. ``seed_info``: the search runs' SEED and the re-runs' SEEDs, said before the
+    first seed statistic (:func:`seed_basis`)."""
     figures = figures or {}
     nodes = [view.get(i) for i in view.ids("search", stage)]
     # the counts as the status line, the stored summary and the writer's findings count them
@@ -360,6 +432,8 @@ def stage_facts(
     changed = f", {c.incomparable} not comparable: changed the evaluation protocol" if c.incomparable else ""
     apart = f"; seed re-runs, counted apart: {c.seed_runs} ({c.seed_good} good)" if c.seed_runs else ""
     head = [f"Nodes: {c.nodes} ({c.good} good, {c.buggy} failed{changed}){apart}."]
+    if c.seed_runs and seed_info is not None:  # before the first mean of the facts: what it is over
+        head.append(seed_basis(*seed_info))
     last = stage == max(STAGES)
     if best is None:
         head.append("No node is the run's best." if last else "No node is handed to the next stage.")
@@ -391,7 +465,9 @@ def stage_facts(
     reason = (seeds or {}).get("incomparable_reason")
     if reason:
         head.append(f"Seed re-runs not averaged: {reason}.")
-    head += rerank_lines(rerank)
+    compared = list((rerank or {}).get("means") or {})
+    metric = (rerank or {}).get("metric")
+    head += rerank_lines(rerank, seed_pairs(view, compared, metric) if compared and metric else None)
     if stage == ABLATION_STAGE and best is not None and nodes:
         m = f" ({best.metric.name} {num(best.metric.value)})" if best.metric is not None else ""
         head.append(f"Ablations, each measured against {best.id}{m}:")

@@ -44,6 +44,7 @@ from ..treesearch.tried import (
     untried,
 )
 from .protocol import distinct_seed_groups, headline_config, is_protocol_parameter, node_answer
+from .stage_facts import SEARCH_RUN_APART
 from .stage_summary import summaries_text
 
 # a later draft's copy of the protocol node's code (the data generation and evaluation to reuse)
@@ -119,7 +120,7 @@ def with_noise(
     stages before ``stage`` (:func:`.protocol.distinct_seed_groups`): one figure for every call of
     the stage, no repeated draw counted twice. Unchanged without a metric or before any node has
     two distinct re-runs."""
-    from ..treesearch.seeds import noise_threshold, seed_noise
+    from ..treesearch.seeds import noise_threshold, seed_noise, seed_plan
 
     if not protocol:
         return protocol
@@ -143,6 +144,11 @@ def with_noise(
             "config": config,
             "value": f"{m.name}={m.value:.6g}" if m is not None else "",
         }
+    # the SEEDs every node is run with: one SEED is the same data for every node keeping the data code
+    protocol["seeds"] = {
+        "search": run.cfg.agent.seed,
+        "reruns": seed_plan(run.cfg.agent.seed, run.cfg.agent.multi_seed_eval.num_seeds),
+    }
     if not metric:
         return protocol
     key = (str(metric[0]), str(metric[1]), None if metric[2] is None else str(metric[2]))
@@ -334,7 +340,8 @@ def _seed_mean(view: JournalView, node: Node) -> str:
     runs = "re-run" if agg.n == 1 else "re-runs"
     d = distinct_digits([m.value, agg.mean])  # the two told apart where they differ past 4 digits
     return (
-        f"; {m.name}={m.value:.{d}g} is its search run; over its {agg.n} seed {runs}: mean {agg.mean:.{d}g}"
+        f"; {m.name}={m.value:.{d}g} is its search run; over its {agg.n} seed {runs} ({SEARCH_RUN_APART}): "
+        f"mean {agg.mean:.{d}g}"
     )
 
 

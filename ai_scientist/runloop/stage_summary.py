@@ -30,9 +30,9 @@ from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import VLM_FILE, RunPaths
 from ..llm.call import LLMError
 from ..treesearch.best import count_nodes
-from ..treesearch.seeds import num
+from ..treesearch.seeds import num, seed_plan
 from ..treesearch.stages import STAGES
-from .stage_facts import band_text, figure_finding, rerank_tie, stage_facts
+from .stage_facts import SEARCH_RUN_APART, band_text, figure_finding, rerank_tie, stage_facts
 
 if TYPE_CHECKING:
     from ..base.run import Run
@@ -84,7 +84,18 @@ def write_stage_summary(
     values = {
         "stage_number": stage,
         "stage_title": STAGES[stage].title,
-        "stage_facts": stage_facts(view, stage, best, seeds, rerank, figures=_figures(run.dir, nodes)),
+        "stage_facts": stage_facts(
+            view,
+            stage,
+            best,
+            seeds,
+            rerank,
+            figures=_figures(run.dir, nodes),
+            seed_info=(
+                run.cfg.agent.seed,
+                seed_plan(run.cfg.agent.seed, run.cfg.agent.multi_seed_eval.num_seeds),
+            ),
+        ),
         "stage_summary": summaries_text(run.dir, before=stage),
     }
     try:
@@ -155,12 +166,14 @@ def render_summary(data: dict[str, Any]) -> str:
         level = ", ".join(f"{o['node_id']}'s {num(o['mean'])}" for o in tie["level"])
         head += (
             f"; kept {best} ({shown}), a tie within the seed noise: its mean {num(tie['mean'])} vs "
-            f"{level} ({band_text(tie)})"
+            f"{level} ({band_text(tie)}; means over the seed re-runs, {SEARCH_RUN_APART})"
         )
     else:
         head += f"; best {best} ({shown})" if best else "; no node handed over"
     if rerank.get("changed"):
-        head += f", chosen over {rerank['node_id']} by its mean over seed re-runs"
+        head += f", chosen over {rerank['node_id']} by its mean over seed re-runs" + (
+            "" if tie is not None else f" ({SEARCH_RUN_APART})"
+        )
     body = data.get("summary") or {}
     stage = data.get("stage")
     lines = [head, *(f"{title}: {label_noise_figures(body[k], stage)}" for k, title in FIELDS if body.get(k))]
