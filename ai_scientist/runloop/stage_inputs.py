@@ -28,9 +28,9 @@ import difflib
 import re
 from typing import TYPE_CHECKING, Any
 
-from ..base.artifacts import RunRecord, read_artifact
+from ..base.artifacts import Plan, RunRecord, read_artifact
 from ..base.fileio import atomic_write_json, read_json
-from ..base.paths import CODE_FILE, PLAN_FILE, RUN_FILE, STAGE_INPUTS_FILE, RunPaths
+from ..base.paths import PLAN_FILE, RUN_FILE, STAGE_INPUTS_FILE, RunPaths
 from ..context.kinds import experiment_kinds
 from ..phases.base import answer_commands
 from ..phases.edits import text_files
@@ -237,11 +237,11 @@ def reference_code(files: dict[str, str], limit: int = REFERENCE_CODE_CHARS) -> 
 
 def _plan_of(run: Run, node_id: str) -> dict[str, Any] | None:
     """The node's plan (``plan.json``, or the code answer that carried it), None without one."""
-    paths = RunPaths(run.dir)
-    plan = read_json(paths.node(node_id).file(PLAN_FILE))
-    if not isinstance(plan, dict) or not plan.get("goal_summary"):
-        plan = read_json(paths.node(node_id).file(CODE_FILE))
-    return plan if isinstance(plan, dict) else None
+    plan = read_artifact(RunPaths(run.dir).node(node_id).file(PLAN_FILE), Plan)
+    if plan is not None and plan.goal_summary:
+        return plan.to_json()
+    answer = node_answer(run.dir, node_id)
+    return answer.to_json() if answer is not None else None
 
 
 def _designs(run: Run, view: JournalView, node: Node) -> dict[str, str]:
@@ -278,7 +278,8 @@ def proposal_inputs(
     table = tried_table(
         view, state.stage, column="setting" if kind == "tune" else "ablation", carried=carried
     )
-    answer = read_json(RunPaths(run.dir).node(parent.id).file(CODE_FILE))
+    code = node_answer(run.dir, parent.id)
+    answer = code.to_json() if code is not None else None  # as saved: its build goes to build_parameters
     values: dict[str, Any] = {
         "kind": kind,
         # the stage's number and goal, one line (phases/stage_goal.j2 via the brief): the proposer
