@@ -32,6 +32,7 @@ import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Protocol, TypeVar
 
 from .fileio import atomic_write_json, read_json
@@ -254,6 +255,11 @@ def _document(data: Any, where: str) -> dict[str, Any]:
     return copy.deepcopy(dict(_object(data, where)))
 
 
+def _frozen(document: dict[str, Any]) -> Mapping[str, Any]:
+    """The document as a read-only mapping (``to_json`` hands out copies)."""
+    return MappingProxyType(document)
+
+
 def _text(d: Mapping[str, Any], key: str, where: str) -> str:
     """A prose field: "" when absent or null; any other scalar as its text (never a container)."""
     value = d.get(key)
@@ -348,7 +354,7 @@ class Plan:
             dependencies=Dependencies.from_json(d.get("dependencies")),
             guidance=tuple((str(k), v) for k, v in guidance.items()),
             source=_optional(d, "plan_source", str, where),
-            data=d,
+            data=_frozen(d),
         )
 
     def guidance_for(self, step: str) -> str | None:
@@ -449,7 +455,7 @@ class CodeAnswer:
                 ntasks=run.get("ntasks"),
             ),
             summary=_text(d, "summary", where),
-            data=d,
+            data=_frozen(d),
         )
 
     def text_files(self) -> dict[str, str]:
