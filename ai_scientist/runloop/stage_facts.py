@@ -381,11 +381,83 @@ def rerank_lines(
         paired = paired_text(pairs or {}, record.get("chosen") or record.get("node_id"))
         if paired:
             out.append(paired)
-    out.append(f"Decision: {record.get('decision')}.")
+    out.append(f"Decision: {_decision_text(record)}.")
     tie = tie_text(record)
     if tie:
         out.append(f"Within noise: {tie}.")
     return out
+
+
+def _decision_text(record: Mapping[str, Any]) -> str:
+    """The re-ranking's decision. When no runner-up was re-run, what they were judged against is
+    said with its value, and runners-up level with the best's own search run are named as such: a
+    relay run read "no runner-up within the seed noise of n0001" beside "Runners-up: n0010 0.707,
+    n0011 0.707", n0001's own search value (the reference was its re-runs' mean, 0.7423)."""
+    ref = record.get("reference") or {}
+    if record.get("means") or record.get("candidates") or "threshold" not in record or not ref:
+        return str(record.get("decision"))
+    best = record.get("node_id")
+    text = (
+        f"no runner-up within the seed noise of {best}'s {ref.get('from')}, {num(float(ref['value']))} (the "
+        f"reference runners-up are judged against; within {num(float(record['threshold']))}): {best} stays"
+    )
+    level = [
+        u["node_id"] for u in record.get("runners_up") or [] if u.get("value") == record.get("search_value")
+    ]
+    if level and ref.get("from") != "search run":
+        text += (
+            f"; {', '.join(level)} {'equals' if len(level) == 1 else 'equal'} {best}'s search run "
+            f"({num(float(record['search_value']))}, the same SEED): level on that seed, but not re-run"
+        )
+    return text
+
+
+def no_rerun_text(
+    view: JournalView, stage: int, nodes: Sequence[Node], rerank: Mapping[str, Any] | None
+) -> str:
+    """The stage's good search nodes that got no seed re-run, and why — only the stage's best and
+    the runners-up within the seed noise of it are re-run — so a summary does not call a one-seed
+    difference of theirs confirmed (relay run s6: 'seed re-runs: -' with no reason, 024, 030);
+    "" when every good node was re-run."""
+    bare = [
+        n
+        for n in nodes
+        if n.is_good and not n.is_incomparable and not any(r.is_good for r in view.seed_runs(n.id))
+    ]
+    if not bare:
+        return ""
+    ids = ", ".join(n.id for n in bare)
+    head = f"No seed re-run: {ids} (one seed each: a difference they show is not confirmed over seeds)"
+    record = rerank or {}
+    best = record.get("node_id")
+    if stage == ABLATION_STAGE:
+        return f"{head}; the ablation stage re-runs no node over seeds."
+    if not record:
+        return f"{head}; only the stage's best is re-run over seeds (no re-ranking over seeds ran)."
+    if "threshold" not in record:
+        return f"{head}; only the stage's best is re-run: {record.get('decision')}."
+    ref = record.get("reference") or {}
+    search = record.get("search_value")
+    reasons = []
+    equal = [n.id for n in bare if n.metric is not None and n.metric.value == search and n.id != best]
+    said = {u["node_id"] for u in record.get("runners_up") or [] if u.get("value") == search}
+    if equal and not record.get("means") and ref.get("from") != "search run" and said >= set(equal):
+        reasons.append(f"{', '.join(equal)}: level with {best}'s search run (the decision above)")
+    elif equal:
+        reasons.append(
+            f"{', '.join(equal)}: {'its' if len(equal) == 1 else 'their'} headline equals {best}'s search run "
+            f"({num(float(search))}, the same SEED)"
+        )
+    rest = [n.id for n in bare if n.id not in equal and n.id != best]
+    if rest:
+        reasons.append(f"{', '.join(rest)}: not candidates")
+    why = (
+        f"; only the stage's best and its runners-up within {num(float(record['threshold']))} of its "
+        f"{ref.get('from', 'value')} ({num(float(ref['value']))}) are re-run"
+        if ref
+        else ""
+    )
+    return f"{head}{why}" + (f" — {'; '.join(reasons)}." if reasons else ".")
 
 
 def _decided_by(best: Node, seeds: dict | None, rerank: dict | None) -> str:
@@ -432,7 +504,8 @@ def stage_facts(
     changed = f", {c.incomparable} not comparable: changed the evaluation protocol" if c.incomparable else ""
     apart = f"; seed re-runs, counted apart: {c.seed_runs} ({c.seed_good} good)" if c.seed_runs else ""
     head = [f"Nodes: {c.nodes} ({c.good} good, {c.buggy} failed{changed}){apart}."]
-    if c.seed_runs and seed_info is not None:  # before the first mean of the facts: what it is over
+    stat = c.seed_runs or (seeds or {}).get("aggregate") or (rerank or {}).get("means")
+    if stat and seed_info is not None:  # before the first mean of the facts: what it is over
         head.append(seed_basis(*seed_info))
     last = stage == max(STAGES)
     if best is None:
@@ -468,6 +541,9 @@ def stage_facts(
     compared = list((rerank or {}).get("means") or {})
     metric = (rerank or {}).get("metric")
     head += rerank_lines(rerank, seed_pairs(view, compared, metric) if compared and metric else None)
+    bare = no_rerun_text(view, stage, nodes, rerank)
+    if bare:
+        head.append(bare)
     if stage == ABLATION_STAGE and best is not None and nodes:
         m = f" ({best.metric.name} {num(best.metric.value)})" if best.metric is not None else ""
         head.append(f"Ablations, each measured against {best.id}{m}:")
