@@ -196,3 +196,49 @@ def test_stage_facts_name_the_nodes_without_seed_re_runs_and_why(tmp_path):
                 assert f"{', '.join(ups)} equal" in decision and "the same SEED" in decision, decision
                 level_said += 1
     assert named and level_said, (named, level_said)
+
+
+class AdvisingPlans(ExampleResponder):
+    """Plans whose guidance and risks advise changing the data later (a capable model's first
+    draft did: "raise noise or lower N_TRAIN/SEP later")."""
+
+    def _phase0(self, text: str, ctx: Any) -> str:
+        plan = json.loads(super()._phase0(text, ctx))
+        plan["phase_guidance"] = {
+            "phase2": "write experiment.py",
+            "phase4": "If all settings tie, the task is too easy: raise noise or SEED/NOISE later.",
+        }
+        plan["risks_and_mitigations"] = ["L2 may not matter: later stages can vary the noise level"]
+        return json.dumps(plan)
+
+
+def test_inherited_plan_advice_against_the_protocol_is_labelled(tmp_path):
+    """A code prompt whose Plan advises (Guidance, Risks) changing a setting of its stage's
+    evaluation protocol says that advice does not apply, naming each such setting; a plan line
+    naming none gets no label. The settings are the eval_protocol events' parameters (relay s6:
+    011, 016, 026)."""
+    code, run_dir, _ = start_run(tmp_path, responder=AdvisingPlans())
+    assert code == 0
+    nodes = journal_nodes(run_dir)
+    params = {
+        int(e["stage"]): [str(p[0]).lstrip("-") for p in e.get("parameters") or []]
+        for e in events(run_dir)
+        if e["type"] == "eval_protocol"
+    }
+    labelled = 0
+    for rec in prompt_records(run_dir):
+        if rec.get("phase") != "phase2":
+            continue
+        text = record_text(rec)
+        plan = _section(text, "Plan")
+        if not plan or not _section(text, "Evaluation protocol"):
+            continue
+        advice = " ".join(ln for ln in plan.splitlines() if ln.startswith(("Guidance:", "Risks:")))
+        words = set(re.findall(r"[a-z0-9_]+", advice.lower()))
+        named = [p for p in params[int(nodes[rec["node_id"]]["stage"])] if p.lower() in words]
+        if named:
+            assert f"advise changing {', '.join(named)}, it predates the evaluation protocol" in plan, plan
+            labelled += 1
+        else:
+            assert "predates the evaluation protocol" not in plan
+    assert labelled  # the children of stages 2-4 inherit the draft's plan
