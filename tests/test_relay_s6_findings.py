@@ -242,3 +242,58 @@ def test_inherited_plan_advice_against_the_protocol_is_labelled(tmp_path):
         else:
             assert "predates the evaluation protocol" not in plan
     assert labelled  # the children of stages 2-4 inherit the draft's plan
+
+
+DICT_SETTING = 'REF={"l2": 0.01, "lr": 0.1} EPOCHS=12'
+
+
+class DictTunings(ExampleResponder):
+    """Tuning ideas whose value is a dict with spaces (the form the proposal's text now allows)."""
+
+    def _ideas(self, text: str, ctx: Any) -> str:
+        if ctx.label != "tune":
+            return super()._ideas(text, ctx)
+        return json.dumps({"ideas": [DICT_SETTING, 'REF={"l2": 0.1, "lr": 0.05} LABEL="two words"']})
+
+
+def test_a_tuning_value_with_spaces_stays_one_value(tmp_path):
+    """The tuning-ideas call says how to write a dict or a value with spaces, and the stage's
+    tried table reads such an idea back as whole values: the dict of each tune node's idea (from
+    the journal, read with json here) is one cell entry, whole (relay s6: 010)."""
+    from ai_scientist.treesearch.parameters import parse_settings
+
+    code, run_dir, _ = start_run(tmp_path, responder=DictTunings())
+    assert code == 0
+    ideas = [r for r in prompt_records(run_dir) if r.get("phase") == "ideas" and r.get("label") == "tune"]
+    assert ideas and all('as JSON, e.g. REF={"l2": 0.01, "lr": 0.1}' in record_text(r) for r in ideas)
+    tunes = {nid: n for nid, n in journal_nodes(run_dir).items() if n["operation"] == "tune"}
+    assert tunes
+    rows = 0
+    for rec in prompt_records(run_dir):
+        for line in record_text(rec).splitlines():
+            nid = line[2:7] if line.startswith("| n") else ""
+            if nid not in tunes or "REF" not in line:
+                continue
+            idea = tunes[nid]["idea"]
+            ref = json.loads(idea[idea.index("{") : idea.index("}") + 1])
+            cell = next(c for c in line.split(" | ") if c.startswith("REF = "))  # tried table, stage facts
+            shown = cell.split("REF = ", 1)[1].split("; ", 1)[0]
+            assert json.loads(shown) == ref, line
+            assert dict(parse_settings(idea) or []) == {
+                k: v for k, v in (p.split(" = ", 1) for p in cell.split("; "))
+            }
+            rows += 1
+    assert rows  # a later call of the stage showed an earlier tuning's row
+
+
+def test_parse_settings_reads_quoted_bracketed_and_plain_values():
+    from ai_scientist.treesearch.parameters import parse_settings
+
+    assert parse_settings("lr=0.05, l2=0.1") == [("lr", "0.05"), ("l2", "0.1")]
+    assert parse_settings('TILES=(16, 32) NAME=\'a b\'; D=[1, {"x": "}"}]') == [
+        ("TILES", "(16, 32)"),
+        ("NAME", "a b"),
+        ("D", '[1, {"x": "}"}]'),
+    ]
+    for words in ("use a cosine schedule", "REF={'l2': 0.01", "LABEL=two words", ""):
+        assert parse_settings(words) is None, words

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..treesearch.best import ABLATION_STAGE, comparable_metric, count_nodes, primary_metric_key
+from ..treesearch.parameters import settings_text
 from ..treesearch.seeds import num
 from ..treesearch.seeds import stderr_text as _stderr
 from ..treesearch.stages import STAGES
@@ -29,6 +30,14 @@ ERROR_CHARS = 200
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def idea_text(node: Node) -> str:
+    """A node's idea for a table cell: a tuning's settings one per "; " (:func:`settings_text`: a
+    dict or a quoted value with spaces stays one value), any other idea as it is, "-" for none."""
+    if not node.idea:
+        return "-"
+    return settings_text(node.idea) if node.operation == "tune" else node.idea
 
 
 def cut_words(text: str, limit: int) -> str:
@@ -569,7 +578,7 @@ def stage_facts(
         if figures.get(n.id):  # what the node's figures showed a reviewer (a curve's instability, ...)
             said = f"{said} Figure review: {figures[n.id]}"
         rows.append(
-            f"| {n.id} | {n.operation} | {cut_words(n.idea or '-', IDEA_CHARS)} | {result}{other} "
+            f"| {n.id} | {n.operation} | {cut_words(idea_text(n), IDEA_CHARS)} | {result}{other} "
             f"| {_one_line(reruns or '-')} | {said} |"
         )
     # each node's metric x seed table after the stage's table, in its rank order (the layer's

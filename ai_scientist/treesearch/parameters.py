@@ -329,3 +329,82 @@ def _compiler_flags(words: list[str]) -> tuple[list[str], list[tuple[str, str]],
             continue
         flags.append(w)
     return flags, defines, len(words)
+
+
+# a tuning idea's settings: NAME=value pairs; a value with spaces, a list or a dict is written in
+# quotes or as JSON ({"l2": 0.01, "lr": 0.1}, [16, 32], (0.1, 0.2)): a relay run's proposer could
+# not write REF = {'l2': 0.01, 'lr': 0.1} in the whitespace-separated form (request 010)
+_SETTING_NAME = re.compile(r"\s*([A-Za-z_][\w.-]*)\s*=\s*")
+_CLOSE = {"{": "}", "[": "]", "(": ")"}
+_BARE = re.compile(r"[^\s,;]+")  # an unquoted value ends at a space, a comma or a semicolon
+
+
+def _setting_value(text: str, i: int) -> int:
+    """The end of the value starting at ``text[i]``: a quoted string (its closing quote), a bracketed
+    value (its matching bracket, quotes inside respected), else the next whitespace. ValueError
+    when a quote or bracket is never closed."""
+    if i >= len(text):
+        return i
+    c = text[i]
+    if c in "\"'":
+        end = text.find(c, i + 1)
+        if end < 0:
+            raise ValueError(f"unclosed {c} in {text[i:]!r}")
+        return end + 1
+    if c in _CLOSE:
+        stack, j, quote = [], i, None
+        while j < len(text):
+            ch = text[j]
+            if quote:
+                quote = None if ch == quote else quote
+            elif ch in "\"'":
+                quote = ch
+            elif ch in _CLOSE:
+                stack.append(_CLOSE[ch])
+            elif stack and ch == stack[-1]:
+                stack.pop()
+                if not stack:
+                    return j + 1
+            j += 1
+        raise ValueError(f"unclosed {c} in {text[i:]!r}")
+    m = _BARE.match(text, i)
+    return m.end() if m else i
+
+
+def parse_settings(text: str) -> list[tuple[str, str]] | None:
+    """A tuning idea's ``NAME=value`` pairs in order (``LR=0.05 REF={"l2": 0.01, "lr": 0.1}
+    LABEL="two words"``), each value as written (quotes around a plain string removed); pairs may be
+    separated by spaces, commas or semicolons. None when the text is not in that form (an idea in
+    words: "use a cosine schedule"), so a caller shows it as it is."""
+    out: list[tuple[str, str]] = []
+    i, n = 0, len(text)
+    while i < n:
+        while i < n and (text[i].isspace() or text[i] in ",;"):
+            i += 1
+        if i >= n:
+            break
+        m = _SETTING_NAME.match(text, i)
+        if m is None:
+            return None
+        try:
+            end = _setting_value(text, m.end())
+        except ValueError:
+            return None
+        value = text[m.end() : end]
+        if not value:
+            return None
+        if value[0] in "\"'" and value[-1] == value[0]:
+            value = value[1:-1]
+        out.append((m.group(1), value))
+        i = end
+    return out or None
+
+
+def settings_text(text: str) -> str:
+    """A tuning idea as ``NAME = value; NAME = value`` when :func:`parse_settings` reads it and a
+    value has a space or a comma in it (a dict, a quoted string: it stays one value, where the
+    space-separated form would read as several); else as it is (``lr=0.05 l2=0.1``)."""
+    pairs = parse_settings(text)
+    if not pairs or not any(re.search(r"[\s,;]", v) for _, v in pairs):
+        return text
+    return "; ".join(f"{k} = {v}" for k, v in pairs)

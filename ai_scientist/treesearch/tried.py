@@ -17,6 +17,7 @@ from ..context.policies import RANK_LINE
 from .best import rank_nodes
 from .journal import JournalView
 from .node import Node
+from .parameters import settings_text
 from .seeds import distinct_digits
 
 ERROR_CHARS = 400  # a failed row says why in one line (a review's reason needs its sentence)
@@ -154,7 +155,11 @@ def tried_table(
     # rows in creation order: a new node's row comes last, so the next prompt's table extends this
     # one's (the prefix cache keeps it; by rank, a better node's row moved every row below it);
     # the ranking is the last line, and the rank_rows layer policy cuts the lowest-ranked first
-    rows = [f"| {n.id} | {_cell(n.idea or '', 200)} | {result_text(n, digits=digits)} |" for n in nodes]
+    # a tuning's settings one per "; " (a dict or a quoted value with spaces stays one value)
+    shown = settings_text if column == "setting" else str
+    rows = [
+        f"| {n.id} | {_cell(shown(n.idea or ''), 200)} | {result_text(n, digits=digits)} |" for n in nodes
+    ]
     good = [n.id for n in ranked(nodes) if n.is_good]
     return [
         "\n".join(lines),
