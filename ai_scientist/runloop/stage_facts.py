@@ -448,14 +448,18 @@ def no_rerun_text(
     ref = record.get("reference") or {}
     search = record.get("search_value")
     reasons = []
-    equal = [n.id for n in bare if n.metric is not None and n.metric.value == search and n.id != best]
+    equal = [
+        n.id
+        for n in bare
+        if search is not None and n.metric is not None and n.metric.value == search and n.id != best
+    ]
     said = {u["node_id"] for u in record.get("runners_up") or [] if u.get("value") == search}
     if equal and not record.get("means") and ref.get("from") != "search run" and said >= set(equal):
         reasons.append(f"{', '.join(equal)}: level with {best}'s search run (the decision above)")
     elif equal:
         reasons.append(
             f"{', '.join(equal)}: {'its' if len(equal) == 1 else 'their'} headline equals {best}'s search run "
-            f"({num(float(search))}, the same SEED)"
+            f"({num(float(search or 0))}, the same SEED)"
         )
     rest = [n.id for n in bare if n.id not in equal and n.id != best]
     if rest:
