@@ -297,3 +297,36 @@ def test_parse_settings_reads_quoted_bracketed_and_plain_values():
     ]
     for words in ("use a cosine schedule", "REF={'l2': 0.01", "LABEL=two words", ""):
         assert parse_settings(words) is None, words
+
+
+def test_an_ablations_plotting_call_gets_its_baselines_values(tmp_path):
+    """An ablation node's plotting call says the parent's files are not readable and gives the
+    parent's primary metric (value from the journal) and its seed mean, to draw beside the
+    ablation; no other node's plotting call does (relay s6: 028, 029)."""
+    code, run_dir, _ = start_run(tmp_path)
+    assert code == 0
+    nodes = journal_nodes(run_dir)
+    ablations = 0
+    for rec in prompt_records(run_dir):
+        if rec.get("phase") != "phase5_plot":
+            continue
+        node = nodes[rec["node_id"]]
+        text = record_text(rec)
+        if node["operation"] != "ablate":
+            assert "The script can read this node's files only" not in text
+            continue
+        parent = nodes[node["parent_id"]]
+        m = parent["metric"]
+        brief = text[text.index(f"The script can read this node's files only, not {parent['id']}'s.") :]
+        line = brief.splitlines()[0]
+        assert f"{m['name']}={m['value']:.6g} ({m['dataset']})" in line, line
+        reruns = [
+            n["metric"]["value"]
+            for n in nodes.values()
+            if n["operation"] == "seed_eval" and n["parent_id"] == parent["id"] and n["status"] == "good"
+        ]
+        if reruns:
+            mean = sum(reruns) / len(reruns)
+            assert re.search(rf"mean {mean:.3g}", line) or f"mean {mean:.4g}" in line, line
+        ablations += 1
+    assert ablations

@@ -86,6 +86,10 @@ def compute_stage_inputs(run: Run, view: JournalView, node: Node, state: StageSt
     from ..phases.plots import working_plot_source
 
     values["plot_script_node"] = working_plot_source(run.dir, view.nodes, node)
+    parent = view.get(node.parent_id) if node.parent_id and node.parent_id in view else None
+    if node.operation == "ablate" and parent is not None:
+        # its plotting call reads this node's files only: the baseline's values to draw beside it
+        values["parent_baseline"] = baseline_text(view, parent)
     if node.operation == "improve":  # told to build on what scored well: the code that did
         values["sibling_code"] = best_sibling_code(run, view, node)
     # the siblings layer, just before the node's brief (rows grow call by call)
@@ -96,6 +100,41 @@ def compute_stage_inputs(run: Run, view: JournalView, node: Node, state: StageSt
         view, node.stage, node_id=node.id, parent_id=node.parent_id, designs=designs
     )
     return {k: v for k, v in values.items() if v}
+
+
+BASELINE_METRICS = 6  # the parent's metrics an ablation's plotting call is given: a few, not all
+
+
+def baseline_text(view: JournalView, parent: Node, limit: int = BASELINE_METRICS) -> str:
+    """An ablation's baseline as its plotting call needs it: the parent's primary metric and its
+    next few metrics (``name=value``, whole; "+N more" counted), and its seed re-runs' mean when it
+    has them; "" without a metric. The plotting script reads this node's files only: a relay run's
+    ablation plot could not show baseline against ablation (requests 028, 029)."""
+    metrics = list(parent.metrics) or ([parent.metric] if parent.metric is not None else [])
+    if parent.metric is not None:
+        metrics = [parent.metric, *(m for m in metrics if m.key != parent.metric.key)]
+    if not metrics:
+        return ""
+    shown = "; ".join(
+        f"{m.name}={m.value:.6g}" + (f" ({m.dataset})" if m.dataset else "") for m in metrics[:limit]
+    )
+    more = f"; +{len(metrics) - limit} more" if len(metrics) > limit else ""
+    out = f"{shown}{more} (its search run)"
+    m = parent.metric
+    same = [
+        r.metric.value
+        for r in view.seed_runs(parent.id)
+        if m is not None
+        and r.is_good
+        and r.metric is not None
+        and r.metric.key == m.key
+        and r.metric.is_valid
+    ]
+    if m is not None and same:
+        mean = sum(same) / len(same)
+        runs = "re-run" if len(same) == 1 else "re-runs"
+        out += f"; {m.name} over its {len(same)} seed {runs}: mean {mean:.6g} (values {', '.join(f'{v:.6g}' for v in same)})"
+    return out
 
 
 def protocol_value(state: StageState | None, stage: int) -> dict[str, Any] | None:
