@@ -1,6 +1,6 @@
 """How much of each prompt a provider's prefix cache could serve: stable-first layout vs the old one.
 
-    python bench/prompt_cache.py [--nodes 56] [--seed 0] [--workload example|trivial] [--no-report]
+    python bench/prompt_cache.py [--nodes 56] [--seed 0] [--workload example|trivial|realistic] [--no-report]
                                  [--out JSON] [--keep]
 
 Providers cache prompt prefixes: OpenAI and compatible servers bill the cached part of a prompt at a
@@ -12,7 +12,11 @@ the vision model's critiques and figure review, the paper and its reviews; citat
 would need Semantic Scholar), twice in one process. A working node's code is the example's
 experiment (``--workload example``, the default: it saves its losses, so its plots are drawn and
 critiqued) or bench/orchestration.py's one-line shell script (``trivial``: no data saved, so every
-node's plotting fails twice and nothing is critiqued; the workload measured before this option):
+node's plotting fails twice and nothing is critiqued; the workload measured before this option)
+or ``realistic``: the example's experiment grown to ~20 kB as in tests/realistic_workload.py (a
+program as long as a capable model writes), each draft's and each fix's program distinct from the
+others' (its first line names it; a child keeps its parent's), as a real run's are — the example's
+drafts are the same bytes, so there a layout can cache one node's program from another's:
 
 * ``legacy``: the layer layout before issue 14 (memory and the resource index in the system
   message, the volatile layers between the idea and the instructions, the node's own lines at the
@@ -263,7 +267,33 @@ def make_responder(orch: Any, workload: str, seed: int) -> Any:
                 return base._phase2(self, text, ctx)  # the failing script, as in the trivial mix
             return ExampleResponder._phase2(self, text, ctx)
 
-    return ExampleMix(seed, bug_rate=0.25, n_ideas=orch.IDEAS_PER_PROPOSAL)
+    if workload == "example":
+        return ExampleMix(seed, bug_rate=0.25, n_ideas=orch.IDEAS_PER_PROPOSAL)
+    sys.path.insert(0, str(ROOT / "tests"))
+    from realistic_workload import realistic_program
+
+    class RealisticMix(ExampleMix):
+        """A working program grown to ~20 kB (tests/realistic_workload.py), its first line naming
+        the draft or fix it descends from: a real run's drafts are distinct programs (the example's
+        are the same bytes, so a layout could cache one node's program from another's), and a
+        child keeps its parent's line, so its diff is still its change."""
+
+        def _phase2(self, text: str, ctx: Any) -> str:
+            answer = json.loads(super()._phase2(text, ctx))
+            op = _OP.search(text)
+            parent = _LINEAGE.search(text)
+            own = op is None or op.group(1) in ("draft", "debug") or parent is None
+            line = f"# program of {ctx.node_id if own else parent.group(1)}\n"  # type: ignore[union-attr]
+            for f in answer.get("files") or []:
+                if f.get("path") == "experiment.py":
+                    f["content"] = line + realistic_program(f["content"])
+            return json.dumps(answer)
+
+    return RealisticMix(seed, bug_rate=0.25, n_ideas=orch.IDEAS_PER_PROPOSAL)
+
+
+_OP = re.compile(r"Operation:\s*(\w+)")
+_LINEAGE = re.compile(r"^# program of (n\d+)$", re.M)
 
 
 def measure(
@@ -412,9 +442,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-report", action="store_true", help="leave the report out (search calls only)")
     ap.add_argument(
         "--workload",
-        choices=("example", "trivial"),
+        choices=("example", "trivial", "realistic"),
         default="example",
-        help="a working node's code: the bundled example's experiment (default) or a one-line script",
+        help="a working node's code: the bundled example's experiment (default), a one-line script, "
+        "or the example grown to ~20 kB, distinct per draft (realistic)",
     )
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra config override")
     ap.add_argument(

@@ -28,7 +28,7 @@ from .layer import Layer
 from .ledger import LedgerEntry
 from .packer import Outcome, PackItem, pack
 from .policies import PolicyParams, StripReasoning, get_layer_policy
-from .spec import layers_for
+from .spec import layers_for, node_first
 from .tokens import IMAGE_TOKENS, PER_MESSAGE_OVERHEAD, PER_REQUEST_OVERHEAD, TokenCounter, messages_tokens
 
 if TYPE_CHECKING:
@@ -359,6 +359,9 @@ def assemble(
             )
             continue
         prepared[layer.name] = _prepare(layer, raw, r, params, handles.get(layer.name))
+    if "prior_code" in prepared:  # a long program opens a review and its plotting call alike
+        layers = node_first(prompt_name, layers, prepared["prior_code"].tokens)
+        prepared = {x.name: replace(prepared[x.name], layer=x) for x in layers if x.name in prepared}
     n_msgs = len({st.layer.role for st in prepared.values()})
     images = list(images or [])
     image_tokens = IMAGE_TOKENS * sum(1 for part in images if part.get("type") == "image_url")
