@@ -21,8 +21,8 @@ from ..base.images import SAFE_FIGURE_NAME as _SAFE_NAME
 from ..base.images import plot_schema
 from ..base.paths import RunPaths, claim_numbered
 from ..execution.base import Executor, Limits, SandboxError
+from ..llm.call import CallContext
 from ..llm.prompting import Prompter, ask
-from ..llm.types import CallContext
 from ..treesearch.tried import sentences
 from . import prompts
 from .errors import StepFailed, StepSkipped
