@@ -81,14 +81,17 @@ def test_seed_statistics_say_what_they_are_over_and_show_pairs(tmp_path):
     summaries = [r for r in prompt_records(run_dir) if r.get("phase") == "summary"]
     shown = 0
     for rec in summaries:
-        text = _section(record_text(rec), "This stage")  # the stage's facts
+        full = record_text(rec)
+        text = _section(full, "This stage")  # the stage's facts
         stage = int(rec["label"].removeprefix("stage"))
         if not any(n["stage"] == stage for n in reruns):
             continue
         assert said in text, rec["label"]
         first_mean = re.search(r"\bmean [-+]?\d|Means over", text)
         assert first_mean and text.index(said) < first_mean.start()
-        assert "bias the mean upwards" in text and "a paired comparison" in text
+        # why the search run is apart: in the facts, or in an earlier stage's heading before them
+        before = full[: full.index(text) + first_mean.start()]
+        assert "bias the mean upwards" in before and "a paired comparison" in text
         shown += 1
     assert shown
     # each re-ranking that compared means: its values seed by seed, as the journal has them
@@ -115,6 +118,9 @@ def test_seed_statistics_say_what_they_are_over_and_show_pairs(tmp_path):
     code_calls = [_section(record_text(r), "Evaluation protocol") for r in prompt_records(run_dir)]
     with_seeds = [p for p in code_calls if "- seeds: every node's search run gets SEED=" in p]
     assert with_seeds and all(f"SEED={', '.join(map(str, seeds))}" in p for p in with_seeds)
+    # said once a prompt
+    for rec in prompt_records(run_dir):
+        assert record_text(rec).count("bias the mean upwards") <= 1, (rec["node_id"], rec.get("label"))
     # the proposer's first mean (a heading of an earlier stage, the best node's) says why the
     # search run is apart, in its own line or before
     proposals = 0

@@ -132,15 +132,16 @@ def result_cell(node: Node, limit: int = RESULT_CHARS, parent: Node | None = Non
 SEARCH_RUN_APART = "the search run left out: the stage picked its best for a high search run, so counting it would bias the mean upwards"
 
 
-def seed_basis(search_seed: int | None, rerun_seeds: Sequence[int]) -> str:
+def seed_basis(search_seed: int | None, rerun_seeds: Sequence[int], why: bool = True) -> str:
     """The sentence on what a seed statistic is over and what one SEED means across nodes: the
     means are over the re-runs only (:data:`SEARCH_RUN_APART`), and every node is run with the same
     SEED values, so two nodes' results on one SEED are on the same data where both keep the
     protocol's data code — a paired comparison (relay run s6: no prompt said so, 009, 015)."""
     reruns = ", ".join(str(s) for s in rerun_seeds) or "none"
     search = f"SEED {search_seed}" if search_seed is not None else "its search seed"
+    apart = SEARCH_RUN_APART if why else 'the search run left out (why: under "Previous stages")'
     return (
-        f"Seed statistics are over the seed re-runs only (SEED {reruns}), {SEARCH_RUN_APART} "
+        f"Seed statistics are over the seed re-runs only (SEED {reruns}), {apart} "
         f"(every search run has {search}). Every node is run with the same SEED values: where two "
         "nodes keep the protocol's data code, their results on one SEED are on the same data, a "
         "paired comparison (compare them seed by seed)."
@@ -500,7 +501,7 @@ def stage_facts(
     seeds: dict | None,
     rerank: dict | None = None,
     figures: Mapping[str, str] | None = None,
-    seed_info: tuple[int, Sequence[int]] | None = None,
+    seed_info: tuple[int, Sequence[int], bool] | None = None,
 ) -> list[str]:
     """What a stage did, for its summary: ``[header, row, ...]`` — counts, the stage's best node
     (worded per stage: handed to the next stage, or the run's best at the last; in the ablation
@@ -508,7 +509,8 @@ def stage_facts(
     seeds (``rerank``), then every search node of the stage ranked (the ``head_rows`` layer policy
     cuts the last rows first); a node that changed the evaluation protocol is listed with why.
     ``figures``: node id -> what its figure review found (:func:`figure_finding`), after the
-    node's summary. ``seed_info``: the search runs' SEED and the re-runs' SEEDs, said before the
+    node's summary. ``seed_info``: the search runs' SEED, the re-runs' SEEDs and whether to say why
+    the search run is left out (not when the prompt's earlier stages said it), said before the
     first seed statistic (:func:`seed_basis`)."""
     figures = figures or {}
     nodes = [view.get(i) for i in view.ids("search", stage)]

@@ -319,6 +319,13 @@ def proposal_inputs(
     )
     code = node_answer(run.dir, parent.id)
     answer = code.to_json() if code is not None else None  # as saved: its build goes to build_parameters
+    protocol = with_noise(run, view, protocol_value(state, state.stage), state.stage)
+    summaries = summaries_text(run.dir, before=state.stage)
+    # why a seed mean leaves the search run out is said once, before the brief's best-node line:
+    # by the earlier stages' headings or the protocol's seeds line, when the prompt has them
+    said_why = SEARCH_RUN_APART in summaries or bool(
+        protocol and protocol.get("seeds") and protocol.get("reads_seed") is not False
+    )
     values: dict[str, Any] = {
         "kind": kind,
         # the stage's number and goal, one line (phases/stage_goal.j2 via the brief): the proposer
@@ -327,7 +334,7 @@ def proposal_inputs(
         # training, benchmark or simulation (context/kinds.py): what "the protocol" is made of
         "kinds": experiment_kinds([m.name for m in parent.metrics], run.idea.to_markdown()),
         "best_summary": f"{parent.id}: {parent.summary} ({metrics_text(parent, limit=BEST_METRICS_CHARS)})"
-        + _seed_mean(view, parent),
+        + _seed_mean(view, parent, why=not said_why),
         # its plan's goal and strategy: the components an ablation can remove (relay run 2's
         # ablation proposer saw only the review's words for them)
         "best_design": design_text(_plan_of(run, parent.id)),
@@ -346,8 +353,8 @@ def proposal_inputs(
         "planned_left": len(untried(view, state.stage, state.ideas)),
         ("tried_hyperparams" if kind == "tune" else "tried_ablations"): table,
         "ablation_plan": ablation_plan(view, state.stage, state.ideas) if kind == "ablate" else [],
-        "stage_summary": summaries_text(run.dir, before=state.stage),
-        "evaluation_protocol": with_noise(run, view, protocol_value(state, state.stage), state.stage),
+        "stage_summary": summaries,
+        "evaluation_protocol": protocol,
         # the stage's nodes the tried table does not list (debug children, improve nodes)
         "siblings": "\n".join(sibling_table(view, state.stage, parent_id=parent.id)),
     }
@@ -361,9 +368,10 @@ def proposal_inputs(
     return values
 
 
-def _seed_mean(view: JournalView, node: Node) -> str:
-    """ "; val_accuracy=0.918 is its search run; over its 2 seed re-runs: mean 0.9085" when the
-    node was re-run over seeds: the stage chose it by that mean, not by the search run alone."""
+def _seed_mean(view: JournalView, node: Node, why: bool = True) -> str:
+    """ "; val_accuracy=0.918 is its search run; over its 2 seed re-runs (why the search run is left
+    out): mean 0.9085" when the node was re-run over seeds: the stage chose it by that mean, not by
+    the search run alone. ``why``: False when the prompt said it before (the protocol's seeds line)."""
     from ..treesearch.seeds import aggregate_seeds, distinct_digits
 
     m = node.metric
@@ -380,8 +388,9 @@ def _seed_mean(view: JournalView, node: Node) -> str:
     runs = "re-run" if agg.n == 1 else "re-runs"
     d = distinct_digits([m.value, agg.mean])  # the two told apart where they differ past 4 digits
     return (
-        f"; {m.name}={m.value:.{d}g} is its search run; over its {agg.n} seed {runs} ({SEARCH_RUN_APART}): "
-        f"mean {agg.mean:.{d}g}"
+        f"; {m.name}={m.value:.{d}g} is its search run; over its {agg.n} seed {runs}"
+        + (f" ({SEARCH_RUN_APART})" if why else "")
+        + f": mean {agg.mean:.{d}g}"
     )
 
 

@@ -81,6 +81,7 @@ def write_stage_summary(
         atomic_write_json(path, record)
         run.event("stage_summary", stage=stage, path=str(path.relative_to(run.dir)), ok=True, skipped=True)
         return record
+    earlier = summaries_text(run.dir, before=stage)
     values = {
         "stage_number": stage,
         "stage_title": STAGES[stage].title,
@@ -94,9 +95,10 @@ def write_stage_summary(
             seed_info=(
                 run.cfg.agent.seed,
                 seed_plan(run.cfg.agent.seed, run.cfg.agent.multi_seed_eval.num_seeds),
+                SEARCH_RUN_APART not in earlier,  # the reason once a prompt: the earlier stages gave it
             ),
         ),
-        "stage_summary": summaries_text(run.dir, before=stage),
+        "stage_summary": earlier,
     }
     try:
         res = services.ask_run(
@@ -150,8 +152,10 @@ def label_noise_figures(text: str, stage: Any) -> str:
     return _NOISE_FIGURE.sub(lambda m: m.group(0) + label, text)
 
 
-def render_summary(data: dict[str, Any]) -> str:
-    """One stage's summary as prompt text: headline from the journal, then the model's fields."""
+def render_summary(data: dict[str, Any], why: bool = True) -> str:
+    """One stage's summary as prompt text: headline from the journal, then the model's fields.
+    ``why``: a heading that gives a seed mean says why the search run is left out of it (once per
+    prompt: :func:`summaries_text` asks it of the first such heading only)."""
     best = data.get("best_node")
     metric = data.get("best_metric")
     shown = f"{metric['name']}={metric['value']:.6g}" if metric else "no metric"
@@ -166,13 +170,14 @@ def render_summary(data: dict[str, Any]) -> str:
         level = ", ".join(f"{o['node_id']}'s {num(o['mean'])}" for o in tie["level"])
         head += (
             f"; kept {best} ({shown}), a tie within the seed noise: its mean {num(tie['mean'])} vs "
-            f"{level} ({band_text(tie)}; means over the seed re-runs, {SEARCH_RUN_APART})"
+            f"{level} ({band_text(tie)}"
+            + (f"; means over the seed re-runs, {SEARCH_RUN_APART})" if why else ")")
         )
     else:
         head += f"; best {best} ({shown})" if best else "; no node handed over"
     if rerank.get("changed"):
         head += f", chosen over {rerank['node_id']} by its mean over seed re-runs" + (
-            "" if tie is not None else f" ({SEARCH_RUN_APART})"
+            "" if tie is not None or not why else f" ({SEARCH_RUN_APART})"
         )
     body = data.get("summary") or {}
     stage = data.get("stage")
@@ -184,7 +189,11 @@ def render_summary(data: dict[str, Any]) -> str:
 
 def summaries_text(run_dir: Path, before: int) -> str:
     """The ``stage_summary`` layer's value for a prompt of stage ``before``: '' in stage 1."""
-    return "\n\n".join(render_summary(s) for s in load_summaries(run_dir, before=before))
+    out: list[str] = []
+    for s in load_summaries(run_dir, before=before):
+        said = any(SEARCH_RUN_APART in text for text in out)  # the reason once, where a mean first is
+        out.append(render_summary(s, why=not said))
+    return "\n\n".join(out)
 
 
 def _figures(run_dir: Path, nodes: list[Node]) -> dict[str, str]:
