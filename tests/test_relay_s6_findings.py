@@ -210,19 +210,16 @@ class AdvisingPlans(ExampleResponder):
 
     def _phase0(self, text: str, ctx: Any) -> str:
         plan = json.loads(super()._phase0(text, ctx))
-        plan["phase_guidance"] = {
-            "phase2": "write experiment.py",
-            "phase4": "If all settings tie, the task is too easy: raise noise or SEED/NOISE later.",
-        }
-        plan["risks_and_mitigations"] = ["L2 may not matter: later stages can vary the noise level"]
+        plan["phase_guidance"] = {"phase2": "write experiment.py; keep the SEED handling as it is"}
+        plan["risks_and_mitigations"] = ["L2 may not matter: later stages can raise the noise level"]
         return json.dumps(plan)
 
 
 def test_inherited_plan_advice_against_the_protocol_is_labelled(tmp_path):
     """A code prompt whose Plan advises (Guidance, Risks) changing a setting of its stage's
-    evaluation protocol says that advice does not apply, naming each such setting; a plan line
-    naming none gets no label. The settings are the eval_protocol events' parameters (relay s6:
-    011, 016, 026)."""
+    evaluation protocol says that advice does not apply, naming each such setting; a line that
+    names a setting without advising a change ("keep the SEED handling") is not labelled. The
+    settings are the eval_protocol events' parameters (relay s6: 011, 016, 026)."""
     code, run_dir, _ = start_run(tmp_path, responder=AdvisingPlans())
     assert code == 0
     nodes = journal_nodes(run_dir)
@@ -239,14 +236,20 @@ def test_inherited_plan_advice_against_the_protocol_is_labelled(tmp_path):
         plan = _section(text, "Plan")
         if not plan or not _section(text, "Evaluation protocol"):
             continue
-        advice = " ".join(ln for ln in plan.splitlines() if ln.startswith(("Guidance:", "Risks:")))
-        words = set(re.findall(r"[a-z0-9_]+", advice.lower()))
-        named = [p for p in params[int(nodes[rec["node_id"]]["stage"])] if p.lower() in words]
-        if named:
-            assert f"advise changing {', '.join(named)}, it predates the evaluation protocol" in plan, plan
-            labelled += 1
-        else:
-            assert "predates the evaluation protocol" not in plan
+        lines = {
+            ln.split(":", 1)[0]: ln for ln in plan.splitlines() if ln.startswith(("Guidance:", "Risks:"))
+        }
+        stage = int(nodes[rec["node_id"]]["stage"])
+
+        def named(line: str, stage: int = stage) -> list[str]:
+            words = set(re.findall(r"[a-z0-9_]+", line.lower()))
+            return [p for p in params[stage] if p.lower() in words]
+
+        advised, kept = named(lines.get("Risks", "")), named(lines.get("Guidance", ""))
+        assert advised and kept, plan  # the run's protocol names both settings
+        assert f"advise changing {', '.join(advised)}, it predates the evaluation protocol" in plan, plan
+        assert not set(kept) & set(advised)  # SEED: named by a line that keeps it, so not in the label
+        labelled += 1
     assert labelled  # the children of stages 2-4 inherit the draft's plan
 
 
