@@ -178,8 +178,7 @@ def test_a_done_phase_whose_typed_artifact_does_not_read_is_redone(tmp_path, dam
     from pipeline_support import run_args
 
     from ai_scientist.cli.commands import setup_run
-    from ai_scientist.phases.base import NodeContext
-    from ai_scientist.phases.checkpoint import checkpoint_typed
+    from ai_scientist.phases.base import NodeContext, checkpoint_typed
     from ai_scientist.treesearch.journal import Journal
 
     run, _ = setup_run(run_args(tmp_path))

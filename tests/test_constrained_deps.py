@@ -20,7 +20,7 @@ from pipeline_support import start_run
 from ai_scientist.base.artifacts import Dependencies, Plan
 from ai_scientist.execution.sandbox_probe import TOOLS
 from ai_scientist.llm.structured import AnswerError, validate_answer
-from ai_scientist.phases.phase1 import dependency_check_command
+from ai_scientist.phases.install import dependency_check_command
 from ai_scientist.phases.schemas import (
     CODE_SCHEMA,
     MERGED_CODE_SCHEMA,

@@ -18,7 +18,7 @@ import pytest
 
 from ai_scientist.execution.base import Limits
 from ai_scientist.execution.subprocess_backend import SubprocessExecutor
-from ai_scientist.phases.phase234 import normalise_metrics
+from ai_scientist.phases.experiment import normalise_metrics
 
 SEED_CODE = Path(__file__).resolve().parents[1] / "examples" / "label_noise" / "seed_code.py"
 DEMO = Path(__file__).resolve().parents[1] / "scripts" / "demo.sh"

@@ -182,7 +182,7 @@ ELSEWHERE = {
     ("reporting/writeup.py", "figures"),
     ("reporting/writeup.py", "paper.tex"),
     ("reporting/latex.py", "paper.pdf"),
-    ("phases/phase234.py", "metrics.json"),
+    ("phases/experiment.py", "metrics.json"),
     ("execution/subprocess_backend.py", "resources"),
     ("execution/bwrap_backend.py", "resources"),
     ("execution/docker_backend.py", "resources"),

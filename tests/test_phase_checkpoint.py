@@ -20,8 +20,7 @@ import pytest
 from pipeline_support import journal_nodes, run_args
 
 from ai_scientist.cli.commands import setup_run
-from ai_scientist.phases.base import NodeContext, PhaseFailed
-from ai_scientist.phases.checkpoint import checkpoint
+from ai_scientist.phases.base import NodeContext, PhaseFailed, checkpoint
 from ai_scientist.treesearch.journal import Journal
 
 PHASES_DIR = Path(__file__).resolve().parents[1] / "ai_scientist" / "phases"
@@ -220,7 +219,7 @@ def test_supersede_matches_phase_names_with_underscores(tmp_path):
     """Phase names may hold "_" (phase5_vlm, phase5_plot): only the redone phase's records go."""
     from types import SimpleNamespace
 
-    from ai_scientist.phases.checkpoint import supersede
+    from ai_scientist.phases.base import supersede
 
     paths = SimpleNamespace(exec=tmp_path / "exec", prompt_logs=tmp_path / "prompt_logs")
     for folder, names in (

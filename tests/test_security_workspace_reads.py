@@ -14,7 +14,7 @@ import pytest
 from waiting import load_scaled
 
 from ai_scientist.base.fileio import read_file_inside, regular_file_inside
-from ai_scientist.phases.phase234 import MAX_METRICS_BYTES, read_metrics
+from ai_scientist.phases.experiment import MAX_METRICS_BYTES, read_metrics
 from ai_scientist.reporting.manifest import _node_entry
 
 

@@ -329,7 +329,7 @@ class Dependencies:
 class Plan:
     """A node's plan (``plan.json``): what it is for, how, what it needs installed, notes for its
     own later steps (``guidance``: step name → text, as answered) and where it came from
-    (``source``: ``own``, ``merged`` or ``parent``, phases/phase0.py; None in a merged answer
+    (``source``: ``own``, ``merged`` or ``parent``, phases/plan.py; None in a merged answer
     before it is saved)."""
 
     goal_summary: str
@@ -702,5 +702,5 @@ def read_artifact(path: str | Path, kind: type[A]) -> A | None:
 
 def write_artifact(path: str | Path, artifact: JsonArtifact) -> Path:
     """Save ``artifact`` at ``path`` atomically. Not fsync'd: a phase whose artifact a power loss
-    lost is redone (phases/checkpoint.py)."""
+    lost is redone (phases/base.py)."""
     return atomic_write_json(path, artifact.to_json(), durable=False)

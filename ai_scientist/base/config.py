@@ -80,7 +80,7 @@ class AgentConfig(_Strict):
     # the persona at the head of every node prompt's system message; null = prompt/core/system.j2's
     role_description: str | None = None
     debug_reuses_parent_plan: bool = True
-    # fewer calls per node: a child plans inside its code answer (phases/phase0.py), the execution
+    # fewer calls per node: a child plans inside its code answer (phases/plan.py), the execution
     # review also parses the metrics when the experiment wrote no metrics.json (phases/pipeline.py)
     merge_calls: bool = True
     llm_tie_break: bool = False

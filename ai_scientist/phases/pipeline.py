@@ -1,6 +1,6 @@
 """One tree node through its phases: plan → install → code → compile → run → review → plots → critique.
 
-Each phase runs through :func:`~.checkpoint.checkpoint`: it saves its artifact and
+Each phase runs through :func:`~.base.checkpoint`: it saves its artifact and
 adds itself to ``node.phases_done`` (the journal is updated after every phase), so
 a resumed node restarts from its last completed phase. A failed phase marks the node buggy with the reason;
 nothing becomes an empty plan or a placeholder program.
@@ -14,9 +14,9 @@ from typing import Any
 from ..base.artifacts import CodeAnswer, Plan, RunRecord
 from ..context.state import state_op_for
 from .base import NodeContext, PhaseFailed
-from .phase0 import merges_plan, run_phase0
-from .phase1 import run_phase1
-from .phase234 import METRICS_FROM_REVIEW, compile_code, generate_code, run_experiment
+from .experiment import METRICS_FROM_REVIEW, compile_code, generate_code, run_experiment
+from .install import install_dependencies
+from .plan import make_plan, merges_plan
 from .plots import check_valid, critique_plots, make_plots, wants_plots
 from .review import (
     findings,
@@ -45,12 +45,12 @@ def _plan_and_code(ctx: NodeContext) -> tuple[Plan, CodeAnswer]:
     what the parent's inherited prefix lacks (nothing, and no LLM call, when no new dependency)."""
     if merges_plan(ctx):
         answer = generate_code(ctx, ctx.parent_plan, merged=True)
-        plan = run_phase0(ctx, merged_answer=answer)
-        run_phase1(ctx, plan)
+        plan = make_plan(ctx, merged_answer=answer)
+        install_dependencies(ctx, plan)
         return plan, answer
-    plan = run_phase0(ctx)
+    plan = make_plan(ctx)
     if ctx.node.operation != "seed_eval":
-        run_phase1(ctx, plan)
+        install_dependencies(ctx, plan)
     return plan, generate_code(ctx, plan)
 
 

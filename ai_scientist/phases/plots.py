@@ -51,8 +51,7 @@ from ..base.templates import render
 from ..llm.call import LLMError
 from ..llm.vision import is_vision_refusal, vision_skip_reason
 from ..treesearch.seeds import distinct_digits
-from .base import NodeContext, PhaseFailed
-from .checkpoint import checkpoint_typed
+from .base import NodeContext, PhaseFailed, checkpoint_typed
 from .evidence import (
     judged_stage,
     node_facts,
@@ -76,7 +75,7 @@ INLINE_OUTLINE_CHARS = 300  # a longer outline, or one several files share, is s
 OUTLINE_DEPTH = 6  # levels of a JSON file's outline (a list of runs of lists of records is 4)
 OUTLINE_KEYS = 30  # keys shown per object
 OUTLINE_CHARS = 1500  # one file's outline at most
-METRICS_JSON = "metrics.json"  # the experiment's metrics file (phases/phase234.py reads it)
+METRICS_JSON = "metrics.json"  # the experiment's metrics file (phases/experiment.py reads it)
 
 CRITIQUE_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -24,8 +24,7 @@ from ..base.nodedata import unmeasured
 from ..base.paths import REVIEW_FILE, RunPaths
 from ..base.templates import render
 from ..llm.call import LLMError
-from .base import NodeContext, PhaseFailed
-from .checkpoint import checkpoint_typed
+from .base import NodeContext, PhaseFailed, checkpoint_typed
 from .evidence import (
     judged_stage,
     node_facts,
@@ -35,7 +34,7 @@ from .evidence import (
     run_result_text,
     shows_machine,
 )
-from .phase234 import METRICS_FROM_REVIEW, normalise_metrics
+from .experiment import METRICS_FROM_REVIEW, normalise_metrics
 from .plots import loss_series
 from .schemas import REVIEW_METRICS_SCHEMA, REVIEW_SCHEMA
 

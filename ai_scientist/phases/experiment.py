@@ -40,14 +40,13 @@ from ..base.templates import render
 from ..execution.sandbox_probe import installed_tools
 from ..llm.call import LLMError
 from ..llm.client import backend_name
-from .base import NodeContext, PhaseFailed, code_text, commands_text
-from .checkpoint import checkpoint_typed
+from .base import NodeContext, PhaseFailed, checkpoint_typed, code_text, commands_text
 from .edits import EditError, expand_answer, with_edits
 from .evidence import run_output_text
 from .execution import run_command
 from .grading import grade_node
 from .metrics import normalise_metrics
-from .phase0 import check_installed, plan_schema
+from .plan import check_installed, plan_schema
 from .plots import data_paths, plot_feedback
 from .schemas import (
     CODE_SCHEMA,

@@ -19,8 +19,7 @@ from typing import Any
 from ..base.artifacts import CodeAnswer, Plan
 from ..base.paths import PLAN_FILE
 from ..llm.call import LLMError
-from .base import NodeContext, PhaseFailed, code_text, short_json
-from .checkpoint import checkpoint_typed
+from .base import NodeContext, PhaseFailed, checkpoint_typed, code_text, short_json
 from .schemas import PLAN_FIELDS, PLAN_SCHEMA, constrain_dependencies, probed_packages, validate_plan
 
 MERGE_OPERATIONS = ("improve", "tune", "ablate", "debug")
@@ -55,7 +54,7 @@ def _stage_inputs(ctx: NodeContext) -> dict[str, Any]:
     return values
 
 
-def run_phase0(ctx: NodeContext, merged_answer: CodeAnswer | None = None) -> Plan:
+def make_plan(ctx: NodeContext, merged_answer: CodeAnswer | None = None) -> Plan:
     """Produce (or reuse) the node's plan and save it as ``plan.json``; with ``merged_answer``
     (a code answer with the plan fields, see :func:`merges_plan`) the plan is taken from it."""
     return checkpoint_typed(

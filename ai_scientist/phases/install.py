@@ -16,8 +16,7 @@ from typing import Any
 from ..base.artifacts import Dependencies, Plan
 from ..base.paths import INSTALL_FILE as STATE_FILE
 from ..llm.call import LLMError
-from .base import NodeContext, PhaseFailed
-from .checkpoint import checkpoint
+from .base import NodeContext, PhaseFailed, checkpoint
 from .execution import run_command
 from .schemas import INSTALL_STEP_SCHEMA
 
@@ -67,7 +66,7 @@ def _steps_for_prompt(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def run_phase1(ctx: NodeContext, plan: Plan) -> dict:
+def install_dependencies(ctx: NodeContext, plan: Plan) -> dict:
     """Install the plan's dependencies in the node's sandbox; returns the phase record."""
     return checkpoint(ctx, "phase1", STATE_FILE, lambda: _install(ctx, plan))
 
