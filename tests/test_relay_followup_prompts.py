@@ -114,11 +114,11 @@ def test_a_childs_review_plot_and_critique_show_its_parents_metrics(run):
             if phase == "phase5_plot":
                 assert "Its parent node" not in brief and "measured:" not in brief
                 continue
-            line = next(ln for ln in brief.splitlines() if ln.startswith("Its parent node"))
-            assert line.startswith(f"Its parent node {parent['id']} measured: ")
-            assert line.endswith("Compare this node's results with these.")
+            # the parent's metrics as a table after its lead, one a line (relay s6 mm)
+            line = brief[brief.index(f"Its parent node {parent['id']} measured") :]
+            assert "Compare this node's results with its parent's." in brief
             for m in parent["metrics"]:  # every metric, whole (a few here: no "+N more")
-                assert f"{m['name']}={m['value']:.6g}" in line, (line, m)
+                assert f"\n- {m['name']} = {m['value']:.6g}" in line, (line, m)
             # a parent re-run over seeds (at its stage's end) is shown with its mean beside its search run
             reruns = [
                 n["metric"]["value"]
@@ -128,7 +128,7 @@ def test_a_childs_review_plot_and_critique_show_its_parents_metrics(run):
             ]  # fmt: skip
             if reruns and nodes[r["node_id"]]["stage"] > parent["stage"]:
                 mean = sum(reruns) / len(reruns)
-                assert f"over its {len(reruns)} seed re-run" in line and f"mean {mean:.4g}" in line, line
+                assert f"Over its {len(reruns)} seed re-run" in line and f"mean {mean:.4g}" in line, line
                 seen["parent_mean"] += 1
             # the node's own metrics stay in "Run result", not a third list in the brief
             assert "higher is better" not in brief and "Metrics (" not in brief

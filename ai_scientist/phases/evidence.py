@@ -28,12 +28,13 @@ from ..context.kinds import shows_machine as shows_machine
 if TYPE_CHECKING:
     from .base import NodeContext
 
-# how much of each stream the run record keeps (phases/phase234.py: the last 2500 characters): a
+# how much of each stream the run record keeps (phases/experiment.py: the last 2500 characters): a
 # tail that long was cut, most likely mid-line
 RECORDED_TAIL_CHARS = 2500
 
-# the parent's metrics in a child's call line: whole items, primary first, then "(+N more metrics)"
-PARENT_METRICS_CHARS = 2400  # 40 metrics of a C benchmark (a relay run saw "+19 more metrics" at 800)
+# the parent's metrics after a child's call line, one a line, primary first, then "(+N more metrics)":
+# a C benchmark's 41 (a relay run saw "+19 more metrics" at 800 characters)
+PARENT_METRICS = 60
 
 
 def node_facts(ctx: NodeContext) -> dict[str, Any]:
@@ -57,11 +58,12 @@ def node_facts(ctx: NodeContext) -> dict[str, Any]:
     if parent is not None and node.operation != "seed_eval" and (parent.metrics or parent.metric):
         # a child's run is judged against its parent's (an ablation's review is a comparison):
         # the parent's metrics, whole, primary first, next to the node's own "Run result"
-        from ..treesearch.tried import metrics_text
+        from ..treesearch.tried import ordered_metrics
 
-        facts["parent_metrics"] = metrics_text(parent, limit=PARENT_METRICS_CHARS) + _seed_mean_text(
-            ctx, parent
-        )
+        metrics = ordered_metrics(parent)
+        facts["parent_metrics"] = metrics[:PARENT_METRICS]
+        facts["parent_metrics_more"] = max(0, len(metrics) - PARENT_METRICS)
+        facts["parent_seed_mean"] = _seed_mean_text(ctx, parent)
     return facts
 
 
@@ -174,7 +176,7 @@ def _judged_row(row: str) -> str:
 
 
 def _seed_mean_text(ctx: NodeContext, parent: Any) -> str:
-    """``"; over its 2 seed re-runs: val_accuracy mean 0.909 ± 0.007 s.e."`` when the parent was
+    """``"Over its 2 seed re-runs: val_accuracy mean 0.909 ± 0.007 s.e."`` when the parent was
     re-run over seeds (at its stage's end, so before any child of a later stage): a child compared
     with its parent's single search run alone credits its change with the parent's seed luck."""
     from ..treesearch.seeds import aggregate_seeds, distinct_digits
@@ -195,7 +197,7 @@ def _seed_mean_text(ctx: NodeContext, parent: Any) -> str:
     d = distinct_digits(
         [m.value, agg.mean]
     )  # told apart from the search value where they differ past 4 digits
-    return f"; over its {agg.n} seed {runs}: {m.name} mean {agg.mean:.{d}g}{spread}"
+    return f"Over its {agg.n} seed {runs}: {m.name} mean {agg.mean:.{d}g}{spread}"
 
 
 def run_result_text(

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from ..context.policies import RANK_LINE
 from .best import rank_nodes
 from .journal import JournalView
-from .node import Node
+from .node import Metric, Node
 from .parameters import settings_text
 from .seeds import distinct_digits
 
@@ -77,9 +77,7 @@ def metrics_text(node: Node, limit: int = METRICS_CHARS, digits: Mapping[str, in
     """Every metric the node reported, the primary first, ``name=value (dataset)`` each, whole:
     as many as fit in ``limit`` characters (the primary always), then "(+N more metrics)" —
     never a name or a value cut mid-word."""
-    metrics = list(node.metrics) or ([node.metric] if node.metric is not None else [])
-    if node.metric is not None:
-        metrics = [node.metric, *(m for m in metrics if m.key != node.metric.key)]
+    metrics = ordered_metrics(node)
     if not metrics:
         return "-"
     parts = [
@@ -99,6 +97,14 @@ def metrics_text(node: Node, limit: int = METRICS_CHARS, digits: Mapping[str, in
     if more:
         text += f" (+{more} more metric{'s' if more > 1 else ''})"
     return text
+
+
+def ordered_metrics(node: Node) -> list[Metric]:
+    """Every metric the node reported, its primary first."""
+    metrics = list(node.metrics) or ([node.metric] if node.metric is not None else [])
+    if node.metric is not None:
+        metrics = [node.metric, *(m for m in metrics if m.key != node.metric.key)]
+    return metrics
 
 
 def result_text(node: Node, *, all_metrics: bool = False, digits: Mapping[str, int] | None = None) -> str:
