@@ -33,7 +33,7 @@ from pipeline_support import journal_nodes, prompt_records, record_text, start_r
 from ai_scientist.base.paths import PLOTS_FILE, REVIEW_FILE, RunPaths
 from ai_scientist.context.kinds import experiment_kinds
 from ai_scientist.context.schema_limits import field_limits
-from ai_scientist.execution.environment import cpu_view
+from ai_scientist.execution.environment import cpu_view, machine_text
 from ai_scientist.phases.plots import PLOT_SCRIPT
 from ai_scientist.phases.schemas import MERGED_CODE_SCHEMA
 from ai_scientist.reporting.latex import figure_pages
@@ -175,6 +175,25 @@ def test_the_figure_reviewer_of_a_benchmark_sees_the_machine(run):
         if cpu.get("vector_bits"):
             assert f"Vectors: {cpu['vector_bits']}-bit" in machine
         assert len(machine) < 600, "a few lines: the machine, not the sandbox"
+
+
+def test_a_benchmarks_review_and_critique_see_the_machine_not_the_sandbox(run):
+    """A relay run's judges called the whole environment block (sandbox, tools, 41 Python packages)
+    in every review and figure critique waste: they get the machine's few lines, as the report's
+    figure reviewer does."""
+    run_dir, _ = run
+    env = json.loads(RunPaths(run_dir).environment.read_text())
+    expect = machine_text(env)
+    assert expect
+    judged = [r for r in prompt_records(run_dir) if (r["phase"], r["label"]) in JUDGING_CALLS]
+    assert {(r["phase"], r["label"]) for r in judged} == JUDGING_CALLS
+    for r in judged:
+        system = r["messages"][0]["content"]
+        assert "## Environment\n" + expect in system, r["label"]
+        assert "Sandbox your code runs in" not in system and "packages installed" not in system
+
+
+JUDGING_CALLS = {("review", "exec_review"), ("phase5_vlm", "plot_critique")}
 
 
 # 4 -------------------------------------------------------------------------------------------

@@ -385,6 +385,18 @@ def cpu_view(env: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
+def machine_text(env: dict[str, Any] | None) -> str:
+    """The machine a benchmark ran on, in a few lines (CPU, cores, clock, caches, vector width and
+    peak rate): what a review or critique of its timings is judged against. "" when the run
+    recorded no CPU. A relay run's judges called the whole environment block (sandbox, tools, 41
+    Python packages) in every review and critique waste: only the machine bears on a result."""
+    from ..base.templates import render
+
+    if not isinstance(env, dict) or not env.get("cpu"):
+        return ""
+    return render("environment/machine.md.j2", cpu=cpu_view(env)).strip()
+
+
 def render_environment(
     env: dict[str, Any], budget_chars: int | None = None, python_only: bool = False
 ) -> str:

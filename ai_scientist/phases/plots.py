@@ -48,6 +48,7 @@ from ..base.images import check_figure, image_part, plot_schema
 from ..base.nodedata import NOT_DATA_DIRS, is_node_data, unmeasured
 from ..base.paths import PLOTS_FILE, VLM_FILE, RunPaths
 from ..base.templates import render
+from ..execution.environment import machine_text
 from ..llm.call import LLMError
 from ..llm.vision import is_vision_refusal, vision_skip_reason
 from ..treesearch.seeds import distinct_digits
@@ -667,7 +668,7 @@ def _ask_vlm(ctx: NodeContext, figures: list[Figure], plots: PlotsRecord) -> Ver
         "task": ctx.run.idea.to_markdown(),
         "python": ctx.cfg.exec.python,
         # a benchmark's figures are judged against the machine (cores, caches, peak rate): only then
-        "environment": ctx.environment_text if shows_machine(kinds) else "",
+        "environment": machine_text(ctx.environment) if shows_machine(kinds) else "",
         "run_result": run_result_text(None, metrics, commands=False),
         "kinds": kinds,
         # listed once, with their captions, in the call's brief

@@ -23,6 +23,7 @@ from ..base.artifacts import BuildRecord, CodeAnswer, Review, RunRecord
 from ..base.nodedata import unmeasured
 from ..base.paths import REVIEW_FILE, RunPaths
 from ..base.templates import render
+from ..execution.environment import machine_text
 from ..llm.call import LLMError
 from .base import NodeContext, PhaseFailed, checkpoint_typed
 from .evidence import (
@@ -56,7 +57,7 @@ def _review(ctx: NodeContext, answer: CodeAnswer, build: BuildRecord, run_record
     values = {
         **node_facts(ctx),
         # a benchmark is judged against the machine (its cores, caches, peak rate): only then
-        "environment": ctx.environment_text if shows_machine(kinds) else "",
+        "environment": machine_text(ctx.environment) if shows_machine(kinds) else "",
         **program_values(ctx, answer),  # a small change: its diff to the parent's
         "run_output": run_output_text(run_record.outputs),
         # the data files' per-epoch losses (head and tail): "a loss that never decreases" is

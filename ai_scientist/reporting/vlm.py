@@ -17,7 +17,7 @@ from ..base.artifacts import Critique, read_artifact
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import VLM_FILE, NodePaths, RunPaths
 from ..context.kinds import experiment_kinds, shows_machine
-from ..execution.environment import cpu_view
+from ..execution.environment import machine_text
 from ..llm.call import CallContext, LLMError
 from ..llm.prompting import Prompter, ask
 from ..llm.vision import is_vision_refusal, vision_skip_reason
@@ -95,9 +95,7 @@ def machine_facts(run_dir: Path, view: RunView) -> str:
         env = read_json(RunPaths(run_dir).environment, default=None)
     except ValueError:  # torn: the figures are reviewed without the machine
         return ""
-    if not isinstance(env, dict) or not env.get("cpu"):
-        return ""
-    return prompts.render("machine.j2", cpu=cpu_view(env)).strip()
+    return machine_text(env if isinstance(env, dict) else None)
 
 
 def critique_node_plots(run_dir: Path, cfg: Config, client: LLMClient) -> dict[str, Any]:
