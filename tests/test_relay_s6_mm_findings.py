@@ -5,6 +5,7 @@ files (journal, events)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -65,3 +66,85 @@ def test_a_childs_prompts_show_the_parents_metrics_once_one_a_line(realistic):
                 assert any(r.startswith(line) and m["direction"] in r for r in rows), (line, rows)
         checked[kind] = checked.get(kind, 0) + 1
     assert set(checked) == {"code", "review", "critique"}, checked
+
+
+@pytest.fixture(scope="module")
+def default(tmp_path_factory) -> Path:
+    """A default scripted run of the bundled example (tunes in stage 2, ablations in stage 4)."""
+    code, run_dir, _ = start_run(tmp_path_factory.mktemp("default"))
+    assert code == 0
+    return run_dir
+
+
+def _section(text: str, heading: str) -> str:
+    start = text.find(f"## {heading}\n")
+    if start < 0:
+        return ""
+    end = text.find("\n## ", start + 4)
+    return text[start : end if end >= 0 else len(text)]
+
+
+def _id_key(node_id: str) -> int:
+    return int(node_id.lstrip("n"))
+
+
+def test_a_tune_or_ablation_says_it_starts_from_the_base_node_without_its_siblings_changes(default):
+    """A tune's (an ablation's) code prompt names the node it starts from — its parent, the stage's
+    base node — and the stage's earlier tunes (ablations) of that node whose changes are not in its
+    code (relay s6 mm 015: a tune could not tell whether its sibling's tile grid was in place)."""
+    nodes = journal_nodes(default)
+    checked = {"tune": 0, "ablate": 0, "with_others": 0}
+    for rec in prompt_records(default):
+        node = nodes.get(rec["node_id"])
+        if node is None or rec.get("phase") != "phase2" or node["operation"] not in ("tune", "ablate"):
+            continue
+        brief = _section(record_text(rec), "This call")
+        parent = node["parent_id"]
+        others = sorted(
+            (
+                n["id"]
+                for n in nodes.values()
+                if n["stage"] == node["stage"]
+                and n["operation"] == node["operation"]
+                and n["parent_id"] == parent
+                and _id_key(n["id"]) < _id_key(node["id"])
+            ),
+            key=_id_key,
+        )
+        said = f"This node starts from {parent}, the stage's base node: the code under \"Current code\" is {parent}'s"
+        assert said in brief, brief
+        kind = "tunings'" if node["operation"] == "tune" else "ablations'"
+        if others:
+            assert f"the other {kind} changes ({', '.join(others)}) are not in it" in brief, brief
+            checked["with_others"] += 1
+        else:
+            assert "are not in it" not in brief, brief
+        checked[node["operation"]] += 1
+    assert all(checked.values()), checked
+
+
+def test_the_tried_tables_ranking_places_the_baseline(default):
+    """The ranking line of a tried table ranks the stage's baseline (the node it started from, named
+    in the table's head) among the rows by its value, marked "(baseline)" — "Ranked best first:
+    n0005" under a baseline n0002 that scored above it read as if n0005 led (relay s6 mm 015, 016)."""
+    nodes = journal_nodes(default)
+    checked: dict[str, int] = {}
+    for rec in prompt_records(default):
+        text = record_text(rec)
+        for heading in ("Hyper-parameters tried", "Ablations done"):
+            table = _section(text, heading)
+            head = re.search(r"Baseline \(the node this stage started from\): (n\d{4}) ", table)
+            if not head:
+                continue
+            base = nodes[head.group(1)]
+            rows = re.findall(r"^\| (n\d{4}) \|", table, re.M)
+            good = [nodes[i] for i in rows if nodes[i]["status"] == "good"] + [base]
+            sign = -1 if base["metric"]["direction"] == "maximize" else 1
+            want = [
+                n["id"] + (" (baseline)" if n is base else "")
+                for n in sorted(good, key=lambda n: (sign * n["metric"]["value"], _id_key(n["id"])))
+            ]
+            ranking = next(ln for ln in table.splitlines() if ln.startswith("Ranked best first: "))
+            assert ranking == "Ranked best first: " + ", ".join(want) + ".", (ranking, want)
+            checked[heading] = checked.get(heading, 0) + 1
+    assert len(checked) == 2, checked

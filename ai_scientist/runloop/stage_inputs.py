@@ -87,6 +87,13 @@ def compute_stage_inputs(run: Run, view: JournalView, node: Node, state: StageSt
 
     values["plot_script_node"] = working_plot_source(run.dir, view.nodes, node)
     parent = view.get(node.parent_id) if node.parent_id and node.parent_id in view else None
+    if node.operation in ("tune", "ablate") and parent is not None:
+        # each tuning or ablation changes one thing of the stage's base node: a relay run's tune
+        # could not tell whether its sibling's change was already in its parent's code (015)
+        others = [
+            i for i in view.ids("idea", node.stage) if i != node.id and view.get(i).parent_id == parent.id
+        ]
+        values["base_node"] = {"id": parent.id, "others": others}
     if node.operation == "ablate" and parent is not None:
         # its plotting call reads this node's files only: the baseline's values to draw beside it
         values["parent_baseline"] = baseline_text(view, parent)

@@ -146,7 +146,8 @@ def tried_table(
 
     ``column`` names the idea column (``setting``, ``ablation``); ``exclude`` leaves one node out
     (the node the prompt is for); ``carried`` is the node the stage started from, shown in the
-    header as the baseline every row compares against.
+    header as the baseline every row compares against and ranked with the rows, marked
+    "(baseline)".
     """
     nodes = [view.get(i) for i in view.ids("idea", stage) if i != exclude]
     if not nodes:
@@ -166,11 +167,18 @@ def tried_table(
     rows = [
         f"| {n.id} | {_cell(shown(n.idea or ''), 200)} | {result_text(n, digits=digits)} |" for n in nodes
     ]
-    good = [n.id for n in ranked(nodes) if n.is_good]
+    # the baseline is ranked with the rows (marked): "Ranked best first: n0005" under a baseline
+    # n0002 that scored above it read as if n0005 led the stage (relay s6 mm: 015, 016)
+    base = carried if carried is not None and carried.is_good else None
+    good = [
+        f"{n.id} (baseline)" if n is base else n.id
+        for n in ranked([*nodes, *([base] if base is not None else [])])
+        if n.is_good
+    ]
     return [
         "\n".join(lines),
         *rows,
-        RANK_LINE + (", ".join(good) if good else "(none has a result yet)") + ".",
+        RANK_LINE + (", ".join(good) if len(good) > (base is not None) else "(none has a result yet)") + ".",
     ]
 
 
