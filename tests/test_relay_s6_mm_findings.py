@@ -5,6 +5,7 @@ files (journal, events)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -148,3 +149,51 @@ def test_the_tried_tables_ranking_places_the_baseline(default):
             assert ranking == "Ranked best first: " + ", ".join(want) + ".", (ranking, want)
             checked[heading] = checked.get(heading, 0) + 1
     assert len(checked) == 2, checked
+
+
+class FlagsOnlyTune(RealisticResponder):
+    """A tune that changes nothing in the files: ``"edits": []`` and no ``files`` (relay s6 mm
+    015's answer to a build-flags tune)."""
+
+    schema: dict | None = None
+
+    def __call__(self, messages: list[dict[str, Any]], schema: dict | None, ctx: Any) -> str:
+        self.schema = schema
+        return super().__call__(messages, schema, ctx)
+
+    def _phase2(self, text: str, ctx: Any) -> str:
+        answer = json.loads(super()._phase2(text, ctx))
+        if "Operation: tune" in text and "edits" in ((self.schema or {}).get("properties") or {}):
+            answer.pop("files", None)
+            answer["edits"] = []
+        return json.dumps(answer)
+
+
+def test_a_tune_without_file_changes_is_told_how_to_answer_and_keeps_the_parents_files(tmp_path):
+    """Every code prompt that offers edits says how an answer that changes no file looks
+    (``"edits": []`` and no ``files``), and such an answer keeps its parent's files as they were
+    (relay s6 mm 015: the rules did not say, the model guessed)."""
+    from ai_scientist.base.artifacts import CodeAnswer
+
+    code, run_dir, _ = start_run(tmp_path, responder=FlagsOnlyTune())
+    assert code == 0
+    nodes = journal_nodes(run_dir)
+    told = kept = 0
+    for rec in prompt_records(run_dir):
+        if rec.get("phase") != "phase2" or "edits" not in json.dumps(rec["params"].get("schema") or {}):
+            continue
+        assert '`"edits": []` and no `files` keeps the parent\'s\n  files unchanged' in record_text(rec)
+        told += 1
+        node = nodes[rec["node_id"]]
+        sent = json.loads(rec["response"]["raw"])
+        if node["operation"] == "tune" and sent.get("edits") == [] and "files" not in sent:
+            own = CodeAnswer.from_json(
+                json.loads((run_dir / "nodes" / node["id"] / "code_answer.json").read_text())
+            )
+            parent = CodeAnswer.from_json(
+                json.loads((run_dir / "nodes" / node["parent_id"] / "code_answer.json").read_text())
+            )
+            assert own.text_files() == parent.text_files() and own.text_files()
+            assert node["status"] == "good", node
+            kept += 1
+    assert told and kept, (told, kept)
