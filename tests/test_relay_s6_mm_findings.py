@@ -197,3 +197,54 @@ def test_a_tune_without_file_changes_is_told_how_to_answer_and_keeps_the_parents
             assert node["status"] == "good", node
             kept += 1
     assert told and kept, (told, kept)
+
+
+# the relay run's C program (request 011), cut to what declares its parameters
+MM_C = """#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+int main(int argc, char **argv) {
+    const char *tag = argc > 1 ? argv[1] : "O3_native";
+    const char *se = getenv("SEED");
+    const int reps = 3;
+    int sizes_full[] = {256, 512, 1024}, sizes_quick[] = {1024};
+    int tiles[] = {16, 32, 48, 64, 96, 128, 192, 256, 320, 384, 512};
+    return 0;
+}
+"""
+
+
+def test_parameters_offered_to_proposals_leave_out_what_is_no_knob(default):
+    """The parameters a tune proposal is offered leave out feature-test macros and other names
+    starting with ``_``, constants named for a cache that hold one of the machine's cache sizes
+    (as the run's environment record reports them) and a constant holding the metric's dataset
+    label; the program's real knobs stay (relay s6 mm 010 offered ``_POSIX_C_SOURCE``, ``L1D_KIB``,
+    ``DS``)."""
+    from ai_scientist.base.paths import RunPaths
+    from ai_scientist.treesearch.parameters import code_parameters, machine_sizes, parameters
+
+    env = json.loads(RunPaths(default).environment.read_text())
+    caches = {k: v["bytes"] for k, v in (env.get("sandbox", {}).get("cpu") or env["cpu"])["caches"].items()}
+    assert caches, "the environment record reports no cache"
+    level, size = sorted(caches.items())[0]
+    analyze = f'L1D_KIB, L2_KIB = {size // 1024}, 7\nDS = "random_uniform_n1024"\nN = 1024\n'
+    files = {"mm.c": MM_C, "analyze.py": analyze}
+    every = {p.name for p in parameters(files)}  # what the protocol compares: unchanged
+    assert {"_POSIX_C_SOURCE", "L1D_KIB", "DS"} <= every
+    shown = code_parameters(files, machine=machine_sizes(env), labels={"random_uniform_n1024"})
+    names = [line.split(" ", 1)[0] for line in shown]
+    assert "_POSIX_C_SOURCE" not in names and "DS" not in names, shown
+    assert "L1D_KIB" not in names, (level, size, shown)  # the machine's own cache size
+    assert "L2_KIB" in names  # 7 KiB is no cache of this machine: a choice the code made
+    assert {"tiles", "sizes_full", "SEED", "N"} <= set(names), shown
+    # the run's own proposals: the example's knobs, nothing private
+    offered = 0
+    for rec in prompt_records(default):
+        if rec.get("phase") != "ideas" or rec.get("label") != "tune":
+            continue
+        text = record_text(rec)
+        start = text.index("Parameters its code exposes")
+        listed = re.findall(r"^- (\S+)", text[start : text.find("\n\n", start)], re.M)
+        assert listed and not [n for n in listed if n.startswith("_")], listed
+        offered += 1
+    assert offered

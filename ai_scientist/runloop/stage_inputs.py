@@ -34,7 +34,7 @@ from ..base.paths import PLAN_FILE, RUN_FILE, STAGE_INPUTS_FILE, RunPaths
 from ..context.kinds import experiment_kinds
 from ..phases.base import answer_commands
 from ..phases.edits import text_files
-from ..treesearch.parameters import Parameter, build_parameters, code_parameters, parameters
+from ..treesearch.parameters import Parameter, build_parameters, code_parameters, machine_sizes, parameters
 from ..treesearch.tried import (
     ablation_plan,
     design_text,
@@ -352,6 +352,9 @@ def proposal_inputs(
             text_files(answer),
             note=_protocol_note,
             build=answer.get("build") if isinstance(answer, dict) else None,
+            # no knobs: the machine's cache sizes, the metric's dataset label (relay s6 mm 010)
+            machine=machine_sizes(read_json(RunPaths(run.dir).environment, default=None)),
+            labels={str(m.dataset) for m in parent.metrics if m.dataset},
         ),
         # its build and run commands: what a command-line argument (argv[1], $2) stands for
         "commands": answer_commands(answer),

@@ -95,17 +95,66 @@ def _clip(text: str, limit: int) -> str:
     return one if len(one) <= limit else one[: limit - 3] + "..."
 
 
+# a constant named for a cache whose value is one of the machine's cache sizes is a fact of the
+# machine, not a knob (a relay run's proposer was offered L1D_KIB = 48 beside the tile sizes)
+_CACHE_NAME = re.compile(r"(?:^|_)(?:L[1-4][DI]?|LLC|CACHE)(?:_|$)|CACHE", re.I)
+
+
+def machine_sizes(environment: dict[str, Any] | None) -> set[float]:
+    """The cache sizes the environment record reports (``cpu.caches``, the sandbox's when it was
+    probed), in bytes, KiB and MiB, and the cache line sizes: the values a constant named for a
+    cache repeats rather than chooses."""
+    out: set[float] = set()
+    env = environment if isinstance(environment, dict) else {}
+    for cpu in ((env.get("sandbox") or {}).get("cpu"), env.get("cpu")):
+        for cache in ((cpu or {}).get("caches") or {}).values() if isinstance(cpu, dict) else ():
+            size = cache.get("bytes") if isinstance(cache, dict) else None
+            if isinstance(size, (int, float)) and size > 0:
+                out |= {float(size), size / 1024, size / 1024**2}
+            line = cache.get("line") if isinstance(cache, dict) else None
+            if isinstance(line, (int, float)) and line > 0:
+                out.add(float(line))
+    return out
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text.strip().rstrip("uUlLfF") or "x")
+    except ValueError:
+        return None
+
+
+def not_a_knob(p: Parameter, machine: set[float], labels: set[str]) -> bool:
+    """Whether ``p`` is no setting an idea may change: a name starting with ``_`` (a feature-test
+    macro such as ``_POSIX_C_SOURCE``, a private name), a constant named for a cache whose value is
+    one of the ``machine``'s cache sizes (:func:`machine_sizes`), or a constant holding one of the
+    metric's dataset ``labels`` (a label, not a setting) — a relay run's C program offered all three
+    beside its tile sizes (request 010)."""
+    if p.name.startswith("_"):
+        return True
+    if p.kind != "constant":
+        return False
+    if p.value.strip().strip("'\"") in labels:
+        return True
+    value = _number(p.value)
+    return value is not None and value in machine and bool(_CACHE_NAME.search(p.name))
+
+
 def code_parameters(
     files: dict[str, str],
     limit: int = LIMIT,
     note: Callable[[Parameter], str] | None = None,
     build: Any = None,
+    machine: set[float] | None = None,
+    labels: set[str] | None = None,
 ) -> list[str]:
     """One line per parameter the ``files`` (path -> text) expose, in file order, each name once,
-    then those of the code answer's ``build`` section (:func:`build_parameters`); at most ``limit``
-    lines, the last saying how many more were found. ``note`` adds a remark to a parameter's line
-    (e.g. that it belongs to the evaluation protocol), "" for none."""
-    found = parameters(files)
+    then those of the code answer's ``build`` section (:func:`build_parameters`), leaving out those
+    that are no knob (:func:`not_a_knob`: ``machine``, the environment's cache sizes; ``labels``,
+    the metric's dataset labels); at most ``limit`` lines, the last saying how many more were
+    found. ``note`` adds a remark to a parameter's line (e.g. that it belongs to the evaluation
+    protocol), "" for none."""
+    found = [p for p in parameters(files) if not not_a_knob(p, machine or set(), labels or set())]
     seen = {(p.name, p.kind) for p in found}
     found += [p for p in build_parameters(build) if (p.name, p.kind) not in seen]
     lines = [p.line() + (f" — {n}" if note and (n := note(p)) else "") for p in found[:limit]]
