@@ -307,9 +307,12 @@ def test_the_seed_noise_counts_each_draw_once_and_is_one_figure_per_stage(run):
         ss = sum(sum((x - sum(v) / len(v)) ** 2 for x in v) for v in groups.values() if len(v) >= 2)
         dof = sum(len(v) - 1 for v in groups.values() if len(v) >= 2)
         sigma = math.sqrt(ss / dof)
-        return f"sigma {sigma:.3g} (pooled standard deviation over the seed re-runs of " + (
+        # a sigma of fewer than 3 degrees of freedom is said to be rough (relay s6 mm)
+        rough = f"rough: {dof} degree{'s' if dof != 1 else ''} of freedom, " if dof < 3 else ""
+        return f"sigma {sigma:.3g} ({rough}pooled standard deviation over the seed re-runs of " + (
             ", ".join(sorted(k for k, v in groups.items() if len(v) >= 2))
-            + f"; {dof} degree(s) of freedom). Two single-seed results closer than {z * sigma * math.sqrt(2):.3g}"
+            + ("" if rough else f"; {dof} degrees of freedom")
+            + f"). Two single-seed results closer than {z * sigma * math.sqrt(2):.3g}"
         )
 
     per_stage: dict[int, set[str]] = {}

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pipeline_support import journal_nodes, prompt_records, record_text, start_run
+from pipeline_support import events, journal_nodes, prompt_records, record_text, start_run
 from realistic_workload import METRIC_NAMES, RealisticResponder
 
 
@@ -248,3 +248,36 @@ def test_parameters_offered_to_proposals_leave_out_what_is_no_knob(default):
         assert listed and not [n for n in listed if n.startswith("_")], listed
         offered += 1
     assert offered
+
+
+def test_a_sigma_of_few_degrees_of_freedom_is_called_rough(default):
+    """Wherever a prompt shows the seed-noise sigma (the evaluation protocol, the re-ranking in the
+    stage facts), a sigma pooled with fewer than 3 degrees of freedom is called rough with its
+    degrees; one with 3 or more is not — each sigma matched to the ``seed_rerank`` event it comes
+    from (its nodes and value) (relay s6 mm 009, 010, 019: a sigma of 2 values read as exact)."""
+    from ai_scientist.treesearch.seeds import num
+
+    noises = [e["noise"] for e in events(default) if e["type"] == "seed_rerank" and e["noise"].get("sigma")]
+    assert {n["dof"] < 3 for n in noises} == {True, False}, noises  # both cases in this run
+    seen: set[tuple[str, bool]] = set()
+    for rec in prompt_records(default):
+        text = record_text(rec)
+        for m in re.finditer(r"seed noise of \S+: sigma (\S+) \(([^)]*)\)", text):
+            nodes = re.search(r"over the seed re-runs of ([^;)]+)", m.group(2)).group(1).split(", ")
+            noise = next(n for n in noises if sorted(n["groups"]) == sorted(nodes))
+            assert m.group(1) == f"{noise['sigma']:.3g}"
+            dof = noise["dof"]
+            rough = f"rough: {dof} degree{'s' if dof != 1 else ''} of freedom, "
+            assert m.group(2).startswith(rough) == (dof < 3), m.group(0)
+            assert (f"{dof} degrees of freedom" in m.group(2)) == (dof >= 3), m.group(0)
+            seen.add(("protocol", dof < 3))
+        for noise in noises:
+            said = f"seed noise sigma {num(noise['sigma'])} ("
+            for i in [m.start() for m in re.finditer(re.escape(said), text)]:
+                dof = noise["dof"]
+                rest = text[i + len(said) : text.find("\n", i)]
+                if f"{dof} degree" not in rest:
+                    continue  # another stage's sigma of the same value
+                assert rest.startswith(f"rough: {dof} degree") == (dof < 3), rest
+                seen.add(("rerank", dof < 3))
+    assert {("protocol", True), ("rerank", True), ("rerank", False)} <= seen, seen

@@ -352,6 +352,11 @@ def tie_text(record: Mapping[str, Any] | None) -> str:
     )
 
 
+# a seed-noise sigma with fewer degrees of freedom is said to be rough wherever it is shown: pooled
+# from two values (1 degree) it was presented as authoritative (relay s6 mm 009, 010, 019)
+ROUGH_DOF = 3
+
+
 def rerank_lines(
     record: dict[str, Any] | None, pairs: Mapping[str, Mapping[int, float]] | None = None
 ) -> list[str]:
@@ -367,12 +372,17 @@ def rerank_lines(
     if sigma is None:
         return [f"Re-ranking over seeds: {record.get('decision')}."]
     groups = noise.get("groups") or {}
+    dof = noise.get("dof")
+    rough = isinstance(dof, int) and dof < ROUGH_DOF
     out = [
         f"Re-ranking over seeds: {record['node_id']} led on its search run ({name} "
-        f"{num(record['search_value'])}); seed noise sigma {num(sigma)} ({noise.get('estimator')}, "
-        f"over the re-runs done before this decision: {_groups_text(groups)}; {noise.get('dof')} degree(s) "
-        f"of freedom); within the noise: a difference up to {num(record['threshold'])} "
-        f"({num(record['noise_z'])} x sigma x sqrt 2)."
+        f"{num(record['search_value'])}); seed noise sigma {num(sigma)} ("
+        + (f"rough: {dof} degree{'s' if dof != 1 else ''} of freedom, " if rough else "")
+        + f"{noise.get('estimator')}, over the re-runs done before this decision: {_groups_text(groups)}"
+        + ("" if rough else f"; {dof} degrees of freedom")
+        + f"); within the noise: a difference up to {num(record['threshold'])} "
+        f"({num(record['noise_z'])} x sigma x sqrt 2)"
+        + ("; with so rough a sigma, a difference just beyond it is not settled either." if rough else ".")
     ]
     ups = record.get("runners_up") or []
     if ups:
