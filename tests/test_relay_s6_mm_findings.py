@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import events, journal_nodes, prompt_records, record_text, start_run
 from realistic_workload import METRIC_NAMES, RealisticResponder
 
@@ -281,3 +282,39 @@ def test_a_sigma_of_few_degrees_of_freedom_is_called_rough(default):
                 assert rest.startswith(f"rough: {dof} degree") == (dof < 3), rest
                 seen.add(("rerank", dof < 3))
     assert {("protocol", True), ("rerank", True), ("rerank", False)} <= seen, seen
+
+
+class LongCritiques(ExampleResponder):
+    """Figure critiques with several long problems, as a capable model writes them (relay s6 mm 008:
+    five problems of 150-250 characters, each of two sentences)."""
+
+    def _phase5_vlm(self, text: str, ctx: Any) -> str:
+        answer = json.loads(super()._phase5_vlm(text, ctx))
+        answer["problems"] = [
+            f"Fig {i} of {ctx.node_id}: the curve zig-zags by 2x between neighbouring points, which looks like "
+            f"timing noise rather than an effect of the method. One seed and no error bars, so the figure "
+            f"alone cannot separate the two readings."
+            for i in range(1, 5)
+        ]
+        return json.dumps(answer)
+
+
+def test_stage_facts_quote_figure_problems_whole(tmp_path):
+    """The stage facts' node rows quote a figure review's problems whole (or a first problem cut at
+    a sentence end, marked), then count those left out — never a problem cut mid-sentence with "…"
+    (relay s6 mm 009, 019: "one seed and no error …"); each problem read from the node's vlm.json."""
+    code, run_dir, _ = start_run(tmp_path, responder=LongCritiques())
+    assert code == 0
+    checked = 0
+    for rec in prompt_records(run_dir):
+        text = record_text(rec)
+        for nid, cell in re.findall(r"^\| (n\d{4}) \|.*? Figure review: (.*?) \|$", text, re.M):
+            vlm = json.loads((run_dir / "nodes" / nid / "vlm.json").read_text())
+            problems = [p.rstrip(".") for p in vlm["critique"]["problems"]]
+            assert "…" not in cell, cell
+            shown = cell.split(" (+")[0].split("; ")
+            assert shown and all(p in problems for p in shown), (cell, problems)
+            more = len(problems) - len(shown)
+            assert (f"(+{more} more problem{'s' if more > 1 else ''})" in cell) == (more > 0), cell
+            checked += 1
+    assert checked, "no stage facts row quoted a figure review"

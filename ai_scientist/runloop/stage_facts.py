@@ -602,7 +602,7 @@ def stage_facts(
     return ["\n".join(head), *rows, *tables]
 
 
-FIGURE_CHARS = 400  # a node's figure-review cell: the verdict and its first problems, cut at a word
+FIGURE_CHARS = 400  # a node's figure-review cell: the verdict and its first whole problems
 
 
 def figure_finding(critique: Mapping[str, Any] | None) -> str:
@@ -612,11 +612,23 @@ def figure_finding(critique: Mapping[str, Any] | None) -> str:
     a reported value was an unstable end-of-training snapshot, which only the curves showed."""
     if not isinstance(critique, Mapping):
         return ""
-    problems = [str(p).strip() for p in critique.get("problems") or [] if str(p).strip()]
+    problems = [_one_line(str(p)).rstrip(".;") for p in critique.get("problems") or [] if str(p).strip()]
     if critique.get("valid") is False:
-        text = f"not valid: {critique.get('reason') or '; '.join(problems) or 'no reason given'}"
+        reason = _one_line(str(critique.get("reason") or "")).rstrip(".;")
+        problems = [reason] if reason else problems
+        lead = "not valid: "
     elif problems:
-        text = "; ".join(problems)
+        lead = ""
     else:
         return ""
-    return cut_words(text, FIGURE_CHARS)
+    if not problems:
+        return f"{lead}no reason given"
+    # whole problems, each at most cut at a sentence end: a cell cut mid-word ("one seed and no
+    # error …") said less than it seemed (relay s6 mm 009, 019)
+    shown = [cut_sentences(problems[0], FIGURE_CHARS - len(lead))]
+    for p in problems[1:]:
+        if len(lead) + len("; ".join([*shown, p])) + len(" (+99 more problems)") > FIGURE_CHARS:
+            break
+        shown.append(p)
+    more = len(problems) - len(shown)
+    return lead + "; ".join(shown) + (f" (+{more} more problem{'s' if more > 1 else ''})" if more else "")
