@@ -318,3 +318,30 @@ def test_stage_facts_quote_figure_problems_whole(tmp_path):
             assert (f"(+{more} more problem{'s' if more > 1 else ''})" in cell) == (more > 0), cell
             checked += 1
     assert checked, "no stage facts row quoted a figure review"
+
+
+def test_stage_goals_say_that_another_stages_advice_waits(default):
+    """Every stage-2 and stage-4 prompt that shows both the stage's goal and an earlier stage's
+    summary with advice for the next stage says that advice of another stage's kind waits: method
+    changes for stage 3 in stage 2, tuning and method changes in stage 4 (relay s6 mm 010, 011, 020:
+    stage 1's "For the next stage" advised a 2-level block and packing A in a stage that forbids
+    method changes)."""
+    nodes = journal_nodes(default)
+    said = {
+        2: "An earlier stage's advice to change the method (a new algorithm, kernel, model or variant) is "
+        "for stage 3, creative research: it waits until then.",
+        4: "An earlier stage's advice to tune a setting or change the method is for the stages before: "
+        "here, only remove or disable.",
+    }
+    checked: set[int] = set()
+    for rec in prompt_records(default):
+        node = nodes.get(rec["node_id"])
+        stage = node["stage"] if node else int(str(rec.get("stage") or "0").lstrip("stage") or 0)
+        text = record_text(rec)
+        if stage not in said or "For the next stage:" not in _section(text, "Previous stages"):
+            continue
+        if f"Stage {stage} of 4" not in text:
+            continue
+        assert said[stage] in text, (rec["node_id"], rec.get("phase"))
+        checked.add(stage)
+    assert checked == {2, 4}, checked
