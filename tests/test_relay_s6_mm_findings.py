@@ -345,3 +345,42 @@ def test_stage_goals_say_that_another_stages_advice_waits(default):
         assert said[stage] in text, (rec["node_id"], rec.get("phase"))
         checked.add(stage)
     assert checked == {2, 4}, checked
+
+
+def test_the_protocol_says_which_method_the_headline_measures(tmp_path):
+    """Every prompt showing the evaluation protocol, except a tune's or an ablation's (one change of
+    the base node's method), says that a node measuring several methods keeps the headline metric
+    for the one the protocol node's headline measured and names new ones otherwise, and that a
+    node replacing the method reports its own; a later draft's says its headline is its own
+    method's, measured as the protocol node measures it — metric and node from the run's
+    eval_protocol events (relay s6 mm 005, 020: "which kernel, when a node has three?")."""
+    code, run_dir, _ = start_run(tmp_path, responder=ExampleResponder(buggy_nodes=()))
+    assert code == 0
+    nodes = journal_nodes(run_dir)
+    fixed = {int(e["stage"]): e for e in events(run_dir) if e["type"] == "eval_protocol"}
+    checked: set[str] = set()
+    for rec in prompt_records(run_dir):
+        protocol = _section(record_text(rec), "Evaluation protocol")
+        if not protocol:
+            continue
+        node = nodes.get(rec["node_id"])
+        op = node["operation"] if node else rec.get("label")
+        stage = node["stage"] if node else int(str(rec["stage"]).removeprefix("stage"))
+        ev = fixed[stage]
+        metric, ref = ev["metric"][0], ev["node_id"]
+        line = (
+            f"- which method the headline measures: a node that measures several methods or kernels side by "
+            f"side keeps {metric} for the one {ref}'s headline measured and reports each new one under metric "
+            f"names of its own (e.g. {metric}_<method>); a node that replaces the method"
+        )
+        assert (line in protocol) == (op not in ("tune", "ablate")), (rec["node_id"], op, protocol[:600])
+        if op == "draft" and rec.get("phase") == "phase2":  # the code prompt, with the reference code
+            assert "as a new draft does" in protocol
+            assert (
+                f"This draft's {metric} is its own method's result, measured as {ref} measures it."
+                in protocol
+            )
+        checked.add(f"{op} {rec.get('phase')}")
+    assert {"draft phase2", "improve phase2", "improve review", "tune phase2", "ablate ideas"} <= checked, (
+        checked
+    )
