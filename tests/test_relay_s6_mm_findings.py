@@ -183,7 +183,7 @@ def test_a_tune_without_file_changes_is_told_how_to_answer_and_keeps_the_parents
     for rec in prompt_records(run_dir):
         if rec.get("phase") != "phase2" or "edits" not in json.dumps(rec["params"].get("schema") or {}):
             continue
-        assert '`"edits": []` and no `files` keeps the parent\'s\n  files unchanged' in record_text(rec)
+        assert '`"edits": []` and no `files` keeps the files shown\n  unchanged' in record_text(rec)
         told += 1
         node = nodes[rec["node_id"]]
         sent = json.loads(rec["response"]["raw"])
@@ -384,3 +384,43 @@ def test_the_protocol_says_which_method_the_headline_measures(tmp_path):
     assert {"draft phase2", "improve phase2", "improve review", "tune phase2", "ablate ideas"} <= checked, (
         checked
     )
+
+
+def test_a_tunes_code_prompt_cuts_its_parents_output_and_plot_critique(realistic):
+    """A tune's code prompt (one setting changed) shows its parent's output cut to the last lines of
+    each stream, with the cut stated, and of its plot feedback the figures and the verdict only; an
+    improvement's or ablation's prompt keeps both whole — each checked against the parent's run.json
+    and vlm.json (relay s6 mm 011, 015: 50 kB prompts for a one-flag change)."""
+    from ai_scientist.phases.evidence import TUNE_OUTPUT_LINES
+
+    nodes = journal_nodes(realistic)
+    checked: dict[str, int] = {}
+    for rec in prompt_records(realistic):
+        node = nodes.get(rec["node_id"])
+        if (
+            node is None
+            or rec.get("phase") != "phase2"
+            or node["operation"] not in ("tune", "improve", "ablate")
+        ):
+            continue
+        text = record_text(rec)
+        output = _section(text, "Execution output")
+        feedback = _section(text, "Plot feedback")
+        run = json.loads((realistic / "nodes" / node["parent_id"] / "run.json").read_text())
+        vlm = json.loads((realistic / "nodes" / node["parent_id"] / "vlm.json").read_text())["critique"]
+        stdout = [o["stdout_tail"].rstrip().splitlines() for o in run["outputs"]]
+        long = [lines for lines in stdout if len(lines) > TUNE_OUTPUT_LINES]
+        assert long, "the realistic workload prints more than a tune is shown"
+        if node["operation"] == "tune":
+            for lines in long:
+                assert "\n".join(lines[-TUNE_OUTPUT_LINES:]) in output
+                assert lines[-TUNE_OUTPUT_LINES - 1] not in output.split("[stdout, last lines]")[-1]
+            assert f"The last {TUNE_OUTPUT_LINES} lines of each stream only (" in output
+            assert vlm["shows"] not in feedback and not any(p in feedback for p in vlm["problems"])
+            assert "Result judged valid" in feedback and f"{len(vlm['problems'])} problem" in feedback
+        else:
+            assert "lines of each stream only" not in output
+            assert all(lines[-TUNE_OUTPUT_LINES - 1] in output for lines in long)
+            assert vlm["shows"] in feedback and all(p in feedback for p in vlm["problems"])
+        checked[node["operation"]] = checked.get(node["operation"], 0) + 1
+    assert set(checked) == {"tune", "improve", "ablate"}, checked

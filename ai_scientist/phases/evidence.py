@@ -229,21 +229,58 @@ def run_result_text(
     ).strip()
 
 
-def run_output_text(outputs: Sequence[CommandOutput], status: bool = False) -> str:
+# a tune's code call (one setting changed) sees its parent's output cut to the last lines of each
+# stream: a relay run's 50 kB tune prompt for a one-flag change carried the parent's whole output
+# (requests 011, 015); the parent's metrics are in its history, whole
+TUNE_OUTPUT_LINES = 12
+
+
+def run_output_text(
+    outputs: Sequence[CommandOutput], status: bool = False, last_lines: int | None = None
+) -> str:
     """The ``run_output`` layer: per command, the last lines of its stderr and then of its stdout
     (the stdout's tail last, where a tail cut keeps it longest); a tail the run record cut
     mid-line starts at its first whole line. ``status``: every command, with its exit code and
     duration (a child's code call sees its parent's run so; plain text, not a JSON string with
-    escaped line breaks)."""
+    escaped line breaks). ``last_lines``: at most that many lines of each stream, the cut said
+    (a tune's code call, :data:`TUNE_OUTPUT_LINES`)."""
     shown = [
         replace(o, stdout_tail=_whole_lines(o.stdout_tail), stderr_tail=_whole_lines(o.stderr_tail))
         for o in outputs
     ]
+    cut = 0
+    if last_lines is not None:
+        cut = sum(
+            _lines_over(o.stdout_tail, last_lines) + _lines_over(o.stderr_tail, last_lines) for o in shown
+        )
+        shown = [
+            replace(
+                o,
+                stdout_tail=_last_lines(o.stdout_tail, last_lines),
+                stderr_tail=_last_lines(o.stderr_tail, last_lines),
+            )
+            for o in shown
+        ]
     if not status:
         shown = [o for o in shown if o.stdout_tail.strip() or o.stderr_tail.strip()]
     if not shown:
         return ""
-    return render("context/_run_output.j2", outputs=shown, total=len(outputs), status=status).strip()
+    return render(
+        "context/_run_output.j2",
+        outputs=shown,
+        total=len(outputs),
+        status=status,
+        last_lines=last_lines,
+        cut=cut,
+    ).strip()
+
+
+def _lines_over(text: str, n: int) -> int:
+    return max(0, len(text.rstrip().splitlines()) - n)
+
+
+def _last_lines(text: str, n: int) -> str:
+    return "\n".join(text.rstrip().splitlines()[-n:])
 
 
 def _whole_lines(tail: str | None) -> str:

@@ -42,7 +42,7 @@ from ..llm.call import LLMError
 from ..llm.client import backend_name
 from .base import NodeContext, PhaseFailed, checkpoint_typed, code_text, commands_text
 from .edits import EditError, expand_answer, with_edits
-from .evidence import run_output_text
+from .evidence import TUNE_OUTPUT_LINES, run_output_text
 from .execution import run_command
 from .grading import grade_node
 from .metrics import normalise_metrics
@@ -82,13 +82,19 @@ def _values(ctx: NodeContext, plan: Plan | None) -> dict[str, Any]:
             # the files, then how they were built and run (a child restates its build and run
             # commands: a relay run's C child had only the plan's prose for its parent's flags)
             values["prior_code"] = "\n\n".join(t for t in (code_text(answer), commands_text(answer)) if t)
+        # a tune changes one setting: its parent's output cut to the last lines of each stream and
+        # its figure critique to the verdict (a relay run's one-flag tune prompt was 50 kB: 011, 015)
+        tune = ctx.node.operation == "tune"
         run = ctx.parent_run
         if run is not None:
-            values["execution_output"] = run_output_text(run.outputs, status=True)
+            values["execution_output"] = run_output_text(
+                run.outputs, status=True, last_lines=TUNE_OUTPUT_LINES if tune else None
+            )
             values["time_feedback"] = f"parent run took {run.duration_s:.1f} s"
         if ctx.parent.error:  # layer parent_error (stage 3 and debug nodes: why the parent failed)
             values["parent_error"] = ctx.parent.error
-        feedback = plot_feedback(ctx.run.dir, ctx.parent.id)  # the parent's figures and their critique
+        # the parent's figures and their critique
+        feedback = plot_feedback(ctx.run.dir, ctx.parent.id, verdict_only=tune)
         if feedback:
             values["plot_feedback"] = feedback
     sibling = ctx.extra_values.get("sibling_code")

@@ -698,10 +698,12 @@ def check_valid(ctx: NodeContext, critique: Critique) -> None:
 # ------------------------------------------------------- child's layer --
 
 
-def plot_feedback(run_dir: Path, node_id: str) -> str:
+def plot_feedback(run_dir: Path, node_id: str, verdict_only: bool = False) -> str:
     """The ``plot_feedback`` layer of a child of ``node_id``: its parent's figures and their critique.
 
-    Empty when the parent made no figures. The critique's texts go in verbatim.
+    Empty when the parent made no figures. The critique's texts go in verbatim; ``verdict_only``
+    (a tune's code call: one setting changed) keeps the figures and the verdict, and says how many
+    problems and that the description were left out.
     """
     plots, critique = _plots_of(run_dir, node_id), _critique_of(run_dir, node_id)
     # torn by a power loss: no feedback rather than a crash
@@ -718,7 +720,17 @@ def plot_feedback(run_dir: Path, node_id: str) -> str:
     if plots is not None and plots.error:
         lines.append(f"Plotting problems of the parent node: {plots.error}")
     verdict = critique.verdict if critique is not None else None
-    if verdict is not None:
+    if verdict is not None and verdict_only:
+        n = len(verdict.problems)
+        lines.append(
+            "Critique by the vision model, its verdict only (this node changes one setting; its "
+            f"description of the figures and its {n} problem{'s' if n != 1 else ''} left out):"
+        )
+        reason = verdict.reason.strip()
+        lines.append(
+            f"Result judged {'valid' if verdict.valid else 'INVALID'}" + (f": {reason}" if reason else ".")
+        )
+    elif verdict is not None:
         lines.append("Critique by the vision model:")
         lines.append(f"What the plots show: {verdict.shows}")
         lines.append("Problems:" if verdict.problems else "Problems: none found")
