@@ -129,6 +129,8 @@ def test_host_facts_fill_in_where_the_sandbox_hides_them_and_say_whose_they_are(
     vectors = next(line for line in text.splitlines() if line.startswith("- Vector instructions:"))
     assert "avx512f" in vectors and "512-bit vectors (8 doubles, 16 floats)" in vectors
     assert "peak 33.6 GFLOP/s double per core and FMA unit" in vectors  # 2.1 GHz x 8 doubles x 2
+    # both bounds said: a relay run's judge could not tell whether a 36 GFLOP/s point was possible
+    assert "33.6 with one unit, 67.2 with two" in vectors and "a rate above 33.6 means two" in vectors
     assert "this machine's" in vectors and "2100 MHz (base clock)" in text
 
     # the sandbox's own facts win where it has them: getconf's caches, its /proc/cpuinfo flags

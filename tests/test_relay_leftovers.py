@@ -185,6 +185,10 @@ def test_a_benchmarks_review_and_critique_see_the_machine_not_the_sandbox(run):
     env = json.loads(RunPaths(run_dir).environment.read_text())
     expect = machine_text(env)
     assert expect
+    cpu = cpu_view(env)
+    if cpu.get("vector_bits") and cpu.get("clock") and "fma" in (cpu.get("simd") or []):
+        one = round(cpu["clock"]["mhz"] * cpu["vector_bits"] / 32 / 1000, 1)
+        assert f"{one} with one unit, {round(2 * one, 1)} with two" in expect  # both peaks said
     judged = [r for r in prompt_records(run_dir) if (r["phase"], r["label"]) in JUDGING_CALLS]
     assert {(r["phase"], r["label"]) for r in judged} == JUDGING_CALLS
     for r in judged:
