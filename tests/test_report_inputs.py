@@ -317,3 +317,15 @@ def test_a_repeated_file_layout_is_described_once(tmp_path, run_copy):
     # every node the manifest lists keeps its files, and the manifest is smaller than undeduplicated
     full = sum(len(json.dumps(describe_file(tmp_path / "fig" / f["path"]))) for f in files)
     assert len(json.dumps(files)) < full
+
+
+def test_omit_figures_is_each_answers_whole_list():
+    """A relay run's writer asked whether a figure left out in one repair stays out: the schema
+    says each answer gives the whole list, and the paper follows the latest answer alone."""
+    from ai_scientist.reporting.writeup import kept_figures, writeup_schema
+
+    figs = [{"label": "fig:1", "file": "a.png"}, {"label": "fig:2", "file": "b.png"}]
+    described = writeup_schema(labels=["fig:1", "fig:2"])["properties"]["omit_figures"]["description"]
+    assert "whole list" in described and "comes back" in described
+    assert [f["label"] for f in kept_figures({"omit_figures": ["fig:2"]}, figs)] == ["fig:1"]
+    assert [f["label"] for f in kept_figures({}, figs)] == ["fig:1", "fig:2"]  # the next answer

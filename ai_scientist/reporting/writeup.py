@@ -76,6 +76,9 @@ def writeup_schema(max_tokens: int | None = None, labels: list[str] | None = Non
                 "type": "array",
                 "items": {"type": "string", "enum": list(labels)},
                 "maxItems": len(labels),
+                # a relay run's writer asked whether a figure left out in one repair stays out
+                "description": "the labels of the figures this answer's paper leaves out; each answer "
+                "gives the whole list (a figure left out before and not listed here comes back)",
             }
         }
         if labels
