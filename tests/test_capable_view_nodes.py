@@ -262,7 +262,12 @@ def test_a_review_shows_the_child_new_loss_lists_first(run):
         parent = nodes[nid].get("parent_id")
         if not parent or nodes[nid]["operation"] == "seed_eval":
             continue
-        old = set(_loss_keys(run / "nodes" / parent / "workspace" / "results.json"))
+        # compared with the nearest working ancestor's lists (a fix of a failed node: the node
+        # that one started from)
+        ref = parent
+        while ref and nodes[ref]["status"] != "good" and nodes[ref].get("parent_id"):
+            ref = nodes[ref]["parent_id"]
+        old = set(_loss_keys(run / "nodes" / ref / "workspace" / "results.json"))
         new = [k for k in own if k not in old]
         if not new:
             continue

@@ -17,6 +17,7 @@ with the plotting and critique calls).
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from ..base.artifacts import BuildRecord, CodeAnswer, Review, RunRecord
@@ -38,6 +39,21 @@ from .evidence import (
 from .experiment import METRICS_FROM_REVIEW, normalise_metrics
 from .plots import loss_series
 from .schemas import REVIEW_METRICS_SCHEMA, REVIEW_SCHEMA
+
+
+def _reference_workspace(ctx: NodeContext) -> Path | None:
+    """The workspace a child's loss lists are compared with (new ones shown first): its nearest
+    working ancestor's — the parent's, or for a fix of a failed node the node that one started
+    from (a relay run's review of a debug fix was shown the four lists its grandparent already
+    had, not the new conditions the fix was about)."""
+    if not ctx.node.parent_id:
+        return None
+    paths = RunPaths(ctx.run.dir)
+    ancestors = ctx.journal.ancestors(ctx.node.id) if ctx.journal is not None else []
+    for node in ancestors:
+        if node.status == "good":
+            return paths.node(node.id).workspace
+    return paths.node(ctx.node.parent_id).workspace
 
 
 def review_execution(
@@ -68,13 +84,7 @@ def _review(ctx: NodeContext, answer: CodeAnswer, build: BuildRecord, run_record
             builds=build.commands,
             from_review=parse,
             # a child's new lists first (its new conditions), then the ones its parent had too
-            series=loss_series(
-                ctx.workspace,
-                unmeasured(ctx.dir),
-                parent=RunPaths(ctx.run.dir).node(ctx.node.parent_id).workspace
-                if ctx.node.parent_id
-                else None,
-            ),
+            series=loss_series(ctx.workspace, unmeasured(ctx.dir), parent=_reference_workspace(ctx)),
         ),
         "kinds": kinds,
         "parse_metrics": parse,
