@@ -202,6 +202,17 @@ def test_stage_facts_name_the_nodes_without_seed_re_runs_and_why(tmp_path):
                 assert f"{', '.join(ups)} equal" in decision and "the same SEED" in decision, decision
                 level_said += 1
     assert named and level_said, (named, level_said)
+    # whose runners-up a re-ranking lists: the search-run leader's, named (a relay run read
+    # "Runners-up: n0001" right after n0001 was named kept)
+    listed = 0
+    for stage, ev in rerank.items():
+        if ev.get("runners_up"):
+            facts = _section(summaries[f"stage{stage}"], "This stage")
+            head = f"Runners-up on their search runs, behind {ev['node_id']}: "
+            line = next(ln for ln in facts.splitlines() if ln.startswith("Runners-up"))
+            assert line.startswith(head) and all(u["node_id"] in line for u in ev["runners_up"]), line
+            listed += 1
+    assert listed
 
 
 class AdvisingPlans(ExampleResponder):

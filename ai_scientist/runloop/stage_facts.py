@@ -386,7 +386,13 @@ def rerank_lines(
     ]
     ups = record.get("runners_up") or []
     if ups:
-        out.append("Runners-up: " + ", ".join(f"{u['node_id']} {num(u['value'])}" for u in ups) + ".")
+        # whose runners-up: the search-run leader's (a relay run read "Runners-up: n0001" right
+        # after n0001 was named kept, the re-ranking having then put it first)
+        out.append(
+            f"Runners-up on their search runs, behind {record['node_id']}: "
+            + ", ".join(f"{u['node_id']} {num(u['value'])}" for u in ups)
+            + "."
+        )
     means = record.get("means") or {}
     if means:
         parts = [
