@@ -388,3 +388,20 @@ def test_the_writer_sees_each_nodes_findings_once(run):
     # the notes the agents kept are still there, less what the stage results show
     assert "# Notes the agents kept during the run" in writer
     assert "(its text is in the stage results above)" in writer
+
+
+def test_a_list_of_records_is_outlined_over_every_record():
+    """A relay run's manifest showed a list of conditions as its first record (a linear model's
+    two weights) and hid the other records' keys and lengths (a feature map's 202 weights)."""
+    from ai_scientist.reporting.manifest import _json_outline
+
+    conditions = [
+        {"name": "linear", "weights": [0.1, 0.2], "loss": [1.0, 0.9]},
+        {"name": "rff", "weights": [0.0] * 202, "features": 40, "loss": [1.0, 0.8]},
+        {"name": "rff2", "weights": [0.0] * 50, "features": 80, "loss": [1.0, 0.7]},
+    ]
+    item = _json_outline({"conditions": conditions})["conditions"]["item"]
+    lens = [len(c["weights"]) for c in conditions]
+    assert item["weights"] == {"list_len": f"{min(lens)}-{max(lens)}", "item": "float"}
+    assert item["features"] == {"in": "2 of 3 records", "type": "int"}
+    assert item["loss"] == {"list_len": 2, "item": "float"} and item["name"] == "str"

@@ -80,11 +80,52 @@ def _json_outline(value: Any, depth: int = 0) -> Any:
         return {str(k): x for (k, _), x in list(zip(items, inner, strict=True))[:30]}
     if isinstance(value, list):
         head = _json_outline(value[0], depth + 1) if value else None
+        if len(value) > 1 and all(isinstance(v, dict) for v in value):
+            # every record, not the first: a relay run's manifest showed a list of conditions as
+            # its first (linear, "weights: 2 x float") and hid the keys and lengths of the others
+            head = _merged([_json_outline(v, depth + 1) for v in value[:MERGED_ITEMS]])
         kinds = {type(v).__name__ for v in value if not isinstance(v, (dict, list))}
         if len(kinds) > 1 and len(kinds) == len({type(v).__name__ for v in value}):
             head = "|".join(sorted(k.replace("NoneType", "null") for k in kinds))  # [0.5, null, ...]
         return {"list_len": len(value), "item": head}
     return type(value).__name__
+
+
+MERGED_ITEMS = 200  # the records of a list whose outlines are merged
+
+
+def _merged(outlines: list[Any]) -> Any:
+    """One outline for several records' outlines: each key of any record, with the records that
+    have it counted when not all do, and a key's outlines merged — list lengths as a range
+    (``"2-202"``) when only they differ, else ``{"one of": [...]}``."""
+    if not all(isinstance(o, dict) for o in outlines):
+        return outlines[0]
+    keys: dict[str, list[Any]] = {}
+    for o in outlines:
+        for k, v in o.items():
+            keys.setdefault(k, []).append(v)
+    out: dict[str, Any] = {}
+    for k, vs in keys.items():
+        distinct = list({json.dumps(v, sort_keys=True): v for v in vs}.values())
+        if len(distinct) == 1:
+            merged = distinct[0]
+        elif (
+            all(isinstance(v, dict) and set(v) == {"list_len", "item"} for v in distinct)
+            and len({json.dumps(v["item"], sort_keys=True) for v in distinct}) == 1
+        ):
+            lens = [v["list_len"] for v in distinct]
+            merged = {"list_len": f"{min(lens)}-{max(lens)}", "item": distinct[0]["item"]}
+        else:
+            merged = {"one of": distinct[:3]}
+        out[k] = (
+            merged
+            if len(vs) == len(outlines)
+            else {
+                "in": f"{len(vs)} of {len(outlines)} records",
+                **(merged if isinstance(merged, dict) else {"type": merged}),
+            }
+        )
+    return out
 
 
 def _node_entry(view: RunView, node: dict[str, Any], role: str, dest_root: Path) -> dict[str, Any]:
