@@ -3,7 +3,7 @@ that must hold when the orchestrator is not root.
 
 The interpreter is the system-python venv that ``scripts/setup.sh --with-test-tools`` builds in a
 world-readable directory (``$AI_SCI_TMP/nonroot``, per checkout: ``tests/ci_paths.py``); it provides only the dependencies, the
-code under test comes from this tree through ``PYTHONPATH``.
+code under test (and its test support, testsupport/) comes from this tree through ``PYTHONPATH``.
 """
 
 from __future__ import annotations
@@ -52,7 +52,9 @@ def pytest_as_nobody(
             prepare(work)
         os.chmod(work, 0o777)  # the unprivileged run writes pytest's files here
         env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "LANG": "C.UTF-8", "TMPDIR": "/tmp",
-               "PYTHONPATH": str(code_root), "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
+               # the tree's test support too (testsupport/: the scripted answers of security_attack)
+               "PYTHONPATH": os.pathsep.join([str(code_root), str(Path(code_root) / "testsupport")]),
+               "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
         proc = subprocess.run(
             [setpriv, f"--reuid={UID}", f"--regid={UID}", "--clear-groups", str(py), "-m", "pytest",
              *pytest_args(work)],

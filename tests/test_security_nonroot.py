@@ -34,7 +34,7 @@ def _readable_tree() -> tuple[Path, Path | None]:
     if _unreadable_for_others(ROOT / "tests") is None:
         return ROOT, None
     copy = Path(tempfile.mkdtemp(prefix="ai-sci-sec-tree-", dir="/tmp"))
-    for part in ("ai_scientist", "examples", "tests"):
+    for part in ("ai_scientist", "examples", "tests", "testsupport"):
         shutil.copytree(ROOT / part, copy / part, ignore=shutil.ignore_patterns("__pycache__"))
     for path in [copy, *copy.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)

@@ -39,7 +39,10 @@ def drive(tmp_path: Path, backend: str) -> dict:
         "out": str(tmp_path / "out.json"),
     }
     env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"), "LANG": "C.UTF-8",
-           "OPENAI_API_KEY": secret, "PYTHONPATH": str(ROOT),
+           "OPENAI_API_KEY": secret,
+           # the tree and its test support (testsupport/: the attacker's scripted answers), also for
+           # the non-root venv, which has neither installed
+           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "testsupport")]),
            "AISCI_ORCH_MARKER": "orchestrator-env-" + uuid.uuid4().hex}  # fmt: skip
     for name in ("DOCKER_HOST", "AI_SCI_SANDBOX_IMAGE"):
         if name in os.environ:

@@ -141,7 +141,11 @@ def test_candidates_within_seed_noise_are_rerun_and_ranked_by_their_mean(tmp_pat
     pooled = "; ".join(
         f"{nid} {', '.join(f'{v:.4g}' for v in vals)}" for nid, vals in rerank["noise"]["groups"].items()
     )
-    assert f"over the re-runs done before this decision: {pooled};" in text
+    said = f"over the re-runs done before this decision: {pooled}"
+    dof = rerank["noise"]["dof"]
+    # a sigma pooled with fewer than 3 degrees of freedom is called rough, its dof said first
+    assert said + ("); within the noise" if dof < 3 else f"; {dof} degrees of freedom") in text
+    assert (f"rough: {dof} degree" in text) == (dof < 3)
     capsys.readouterr()
     assert main(["logs", str(run_dir), "stages"]) == 0
     out = capsys.readouterr().out
