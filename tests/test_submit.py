@@ -159,9 +159,13 @@ def _state(run_dir: Path) -> dict:
 
 
 def _job_active(job_id: str) -> bool:
+    """True while the job is in the queue, and also when squeue cannot answer (a busy controller
+    times out): only an answer that does not list the job says it is gone."""
     out = subprocess.run(
         ["squeue", "--noheader", "-h", "-o", "%i", "-j", job_id], capture_output=True, text=True
     )
+    if out.returncode != 0 and "Invalid job id" not in out.stderr:
+        return True
     return job_id in out.stdout.split()
 
 
@@ -181,12 +185,17 @@ def _wait_done(run_dir: Path, first_job: str, timeout: float) -> dict:
 
     def settled() -> bool:
         evs = events(run_dir)
+        kinds = [e["type"] for e in evs]
         started = [e["job_id"] for e in evs if e["type"] == "submit_job_started"]
         last = started[-1] if started else first_job
         if _job_active(last):
             return False
-        later = [e["job_id"] for e in evs if e["type"] == "submit_continued"]
-        return not (started and later and later[-1] not in started)
+        # a continuation not followed by a start is still to run; a requeue keeps its job id, so
+        # the order of the events tells it, not the ids
+        if "submit_continued" in kinds:
+            last_continued = len(kinds) - 1 - kinds[::-1].index("submit_continued")
+            return "submit_job_started" in kinds[last_continued:]
+        return True
 
     try:
         wait_until(settled, "the submitted run's jobs are over", timeout, every=1.0)
