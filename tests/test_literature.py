@@ -31,7 +31,7 @@ from ai_scientist.cli.ideate import IdeationOptions, run_ideation
 from ai_scientist.cli.main import build_parser, main
 from ai_scientist.ideation.schema import ACTION_SCHEMA, EVIDENCE_KEY
 from ai_scientist.literature.cascade import Machine, build
-from ai_scientist.literature.local import load_library, parse_bibtex
+from ai_scientist.literature.local import LocalLibrary, load_library, parse_bibtex
 from ai_scientist.literature.records import title_key
 from ai_scientist.literature.sources import SourceOffline
 from ai_scientist.llm.scripted_backend import ScriptedBackend
@@ -578,3 +578,21 @@ def test_doctor_shows_which_sources_answer(tmp_path, services):
     assert rows["crossref"]["status"] == "failing" and "HTTP 503" in rows["crossref"]["detail"]
     assert rows["arxiv"]["status"] == "offline" and "does not answer here" in rows["arxiv"]["detail"]
     assert len(cr.requests) == 1  # one probe, no retry: doctor is quick
+
+
+@pytest.mark.parametrize("example", ["label_noise", "blocked_matmul"])
+def test_the_examples_libraries_read_whole_and_answer_their_idea(example):
+    # examples/*/references.bib is what an offline run of the example cites (--references): each
+    # entry reads whole (key, title, authors without LaTeX left over, year, a summary the writer is
+    # shown), and a search with the idea's own title finds them
+    root = Path(__file__).resolve().parents[1] / "examples" / example
+    text = (root / "references.bib").read_text(encoding="utf-8")
+    declared = re.findall(r"^@\w+\{([^,]+),", text, re.M)
+    records = load_library([root / "references.bib"])
+    assert [r["key"] for r in records] == declared and len(declared) >= 3
+    for rec in records:
+        names = " ".join(a["name"] for a in rec["authors"])
+        assert rec["title"] and rec["year"] and rec["authors"] and len(rec["abstract"]) > 100, rec["key"]
+        assert "\\" not in names + rec["title"] and "{" not in names + rec["title"], rec["key"]
+    title = (root / "idea.md").read_text(encoding="utf-8").splitlines()[0].lstrip("# ")
+    assert len(LocalLibrary(records).search(title, 5)) >= 2, title
