@@ -116,7 +116,7 @@ def test_a_childs_review_plot_and_critique_show_its_parents_metrics(run):
                 continue
             # the parent's metrics as a table after its lead, one a line (relay s6 mm)
             line = brief[brief.index(f"Its parent node {parent['id']} measured") :]
-            assert "Compare this node's results with its parent's." in brief
+            assert "Compare this node's results with its parent's" in brief
             for m in parent["metrics"]:  # every metric, whole (a few here: no "+N more")
                 assert f"\n- {m['name']} = {m['value']:.6g}" in line, (line, m)
             # a parent re-run over seeds (at its stage's end) is shown with its mean beside its search run
@@ -128,7 +128,14 @@ def test_a_childs_review_plot_and_critique_show_its_parents_metrics(run):
             ]  # fmt: skip
             if reruns and nodes[r["node_id"]]["stage"] > parent["stage"]:
                 mean = sum(reruns) / len(reruns)
-                assert f"Over its {len(reruns)} seed re-run" in line and f"mean {mean:.4g}" in line, line
+                # beside its search-run value: each re-run's value, their mean (issue 28, relay s6 ln2 012)
+                values = ", ".join(f"{v:.6g}" for v in reruns)
+                said = (
+                    f"one seed re-run: {values}, no spread"
+                    if len(reruns) == 1
+                    else f"seed re-runs {values}: mean {mean:.6g}"
+                )
+                assert said in line, line
                 seen["parent_mean"] += 1
             # the node's own metrics stay in "Run result", not a third list in the brief
             assert "higher is better" not in brief and "Metrics (" not in brief

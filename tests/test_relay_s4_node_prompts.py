@@ -158,7 +158,10 @@ def test_an_ablations_review_and_critique_say_chance_level_can_be_its_finding(ru
             continue
         ablation = nodes[nid]["operation"] == "ablate"
         brief = _brief(rec)
-        assert ("This node is an ablation: a result at chance level" in brief) == ablation, (
+        assert (
+            "This node is an ablation: its headline measures the ablated" in brief
+            and "A result at chance level" in brief
+        ) == ablation, (
             nid,
             rec["phase"],
         )

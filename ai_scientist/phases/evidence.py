@@ -64,7 +64,27 @@ def node_facts(ctx: NodeContext) -> dict[str, Any]:
         facts["parent_metrics"] = metrics[:PARENT_METRICS]
         facts["parent_metrics_more"] = max(0, len(metrics) - PARENT_METRICS)
         facts["parent_seed_mean"] = _seed_mean_text(ctx, parent)
+        # each parent metric its seed re-runs measured too, beside its search-run value: a
+        # reviewer shown the search run alone read a seed-0 gain as real (relay s6 ln2 012, mm1 032)
+        facts["parent_seed_values"] = _seed_values(ctx, parent)
     return facts
+
+
+def own_plan(ctx: NodeContext) -> str:
+    """The node's own plan in its short form (``plan.json``: its goal and strategy, each cut at a
+    sentence end; :func:`..treesearch.tried.design_text`), for the calls that judge its run and
+    figures: what it set out to do and measure. A relay run's reviewer inferred from the code which
+    kernel was the headline (mm2 006, 021, 025, 027). "" for a seed re-run (its parent's plan) or
+    a node without one."""
+    from ..base.artifacts import Plan, read_artifact
+    from ..base.paths import PLAN_FILE
+    from ..treesearch.tried import design_text
+
+    if ctx.node.operation == "seed_eval":
+        return ""
+    plan = read_artifact(ctx.dir / PLAN_FILE, Plan)
+    line = design_text(plan.to_json() if plan is not None else None)
+    return line.removeprefix("Design: ")
 
 
 # a child's program is shown as its diff to the parent's when the diff is at most this share of the
@@ -198,6 +218,37 @@ def _seed_mean_text(ctx: NodeContext, parent: Any) -> str:
         [m.value, agg.mean]
     )  # told apart from the search value where they differ past 4 digits
     return f"Over its {agg.n} seed {runs}: {m.name} mean {agg.mean:.{d}g}{spread}"
+
+
+def _seed_values(ctx: NodeContext, parent: Any) -> dict[str, str]:
+    """Per parent metric (keyed ``name|dataset``) that its good seed re-runs measured too: "search
+    run; seed re-runs 0.81, 0.785: mean 0.7975 ± 0.017 s.e." — the spread of every metric (a
+    grid's other conditions, an in-run ratio), not only the primary's mean. Empty without re-runs."""
+    from ..treesearch.seeds import aggregate_seeds
+
+    if ctx.journal is None:
+        return {}
+    reruns = [r for r in ctx.journal.seed_runs(parent.id) if r.is_good]
+    out: dict[str, str] = {}
+    for m in list(parent.metrics) or ([parent.metric] if parent.metric is not None else []):
+        same = [
+            x
+            for r in reruns
+            for x in (r.metrics or ([r.metric] if r.metric else ()))
+            if x.key == m.key and x.is_valid
+        ]
+        if not same:
+            continue
+        if len(same) == 1:
+            out[f"{m.name}|{m.dataset or ''}"] = (
+                f"search run; one seed re-run: {same[0].value:.6g}, no spread"
+            )
+            continue
+        agg = aggregate_seeds(same)
+        spread = f" ± {agg.stderr:.2g} s.e." if agg.stderr is not None else ""
+        values = ", ".join(f"{x.value:.6g}" for x in same)
+        out[f"{m.name}|{m.dataset or ''}"] = f"search run; seed re-runs {values}: mean {agg.mean:.6g}{spread}"
+    return out
 
 
 def run_result_text(

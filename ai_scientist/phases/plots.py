@@ -57,6 +57,7 @@ from .evidence import (
     judged_stage,
     node_facts,
     node_kinds,
+    own_plan,
     program_values,
     run_result_text,
     shows_machine,
@@ -665,6 +666,8 @@ def _ask_vlm(ctx: NodeContext, figures: list[Figure], plots: PlotsRecord) -> Ver
     kinds = node_kinds(ctx, metrics)
     values = {
         **node_facts(ctx),
+        # what the node set out to show: its figures are judged against it (relay s6 mm2 027)
+        "own_plan": own_plan(ctx),
         "task": ctx.run.idea.to_markdown(),
         "python": ctx.cfg.exec.python,
         # a benchmark's figures are judged against the machine (cores, caches, peak rate): only then

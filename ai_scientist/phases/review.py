@@ -31,6 +31,7 @@ from .evidence import (
     judged_stage,
     node_facts,
     node_kinds,
+    own_plan,
     program_values,
     run_output_text,
     run_result_text,
@@ -72,6 +73,9 @@ def _review(ctx: NodeContext, answer: CodeAnswer, build: BuildRecord, run_record
     kinds = node_kinds(ctx, metrics)
     values = {
         **node_facts(ctx),
+        # what the node set out to do and measure (its plan's goal and strategy): the run is judged
+        # against it, not guessed from the code (relay s6 mm2 006, 021, 025)
+        "own_plan": own_plan(ctx),
         # a benchmark is judged against the machine (its cores, caches, peak rate): only then
         "environment": machine_text(ctx.environment) if shows_machine(kinds) else "",
         **program_values(ctx, answer),  # a small change: its diff to the parent's

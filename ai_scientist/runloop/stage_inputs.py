@@ -94,6 +94,15 @@ def compute_stage_inputs(run: Run, view: JournalView, node: Node, state: StageSt
             i for i in view.ids("idea", node.stage) if i != node.id and view.get(i).parent_id == parent.id
         ]
         values["base_node"] = {"id": parent.id, "others": others}
+        if node.operation == "ablate" and parent.metric is not None:
+            # the protocol says what the headline measures for a tuning and a replacement, not for
+            # an ablation (relay s6 mm2 030): the ablated configuration; the base node's is the
+            # baseline, its value said here
+            m = parent.metric
+            values["base_node"]["headline"] = {
+                "metric": m.name,
+                "value": f"{m.name}={m.value:.6g}" + _seed_mean(view, parent, why=False),
+            }
     if node.operation == "ablate" and parent is not None:
         # its plotting call reads this node's files only: the baseline's values to draw beside it
         values["parent_baseline"] = baseline_text(view, parent)
