@@ -36,7 +36,7 @@ from ..llm.call import CallContext
 from ..llm.client import backend_name
 from ..llm.prompting import Prompter, ask
 from ..treesearch.best import NodeCounts
-from ..treesearch.seeds import by_dataset, rerun_text
+from ..treesearch.seeds import by_dataset, concurrency_text, dominance_text, rerun_text, too_wide_text
 from ..treesearch.tried import sentences
 from . import latex, prompts
 from .citations import check_bibtex, collect, to_bibtex, unknown_cite_keys
@@ -261,11 +261,31 @@ def _stage_noise(paths: RunPaths) -> dict[int, str]:
             f"sigma {noise['sigma']:.4g} ({noise.get('estimator') or 'pooled standard deviation'}; "
             f"{len(groups)} node{'' if len(groups) == 1 else 's'}, {runs} re-run values)"
         )
+        # one node's spread driving sigma, a band as wide as the values, and whether the re-runs
+        # shared the machine: said as the stage facts say them (relay s6 mm 009, 019, 028)
+        driven = dominance_text(
+            {str(k): [float(x) for x in v] for k, v in groups.items() if isinstance(v, list)}
+        )
+        if driven:
+            text += f"; {driven}"
+        ref: dict[str, Any] = e["reference"] if isinstance(e.get("reference"), dict) else {}
+        how = f"{e.get('noise_z', 2)} x sigma x sqrt 2"
         if isinstance(e.get("threshold"), (int, float)):
-            text += (
-                f"; two single runs within {e['threshold']:.4g} of each other "
-                f"({e.get('noise_z', 2)} x sigma x sqrt 2) are within the noise"
+            wide = (
+                too_wide_text(
+                    float(e["threshold"]), float(ref["value"]), f"{e.get('node_id')}'s {ref.get('from')}", how
+                )
+                if isinstance(ref.get("value"), (int, float))
+                else ""
             )
+            text += (
+                f"; {wide}: no single-seed difference between these nodes is a gain or a loss"
+                if wide
+                else f"; two single runs within {e['threshold']:.4g} of each other ({how}) are within the noise"
+            )
+        conc = concurrency_text(e.get("concurrency"))
+        if conc:
+            text += f"; {conc}"
         out[int(e["stage"])] = text
     return out
 

@@ -81,6 +81,18 @@ def recorded_early_seeds(src: str | Path) -> dict[str, EarlySeeds]:
     return _live(list(read_jsonl(path))) if path.exists() else {}
 
 
+def concurrency(run_dir: str | Path, num_workers: int, node_ids: set[str] | None = None) -> dict[str, object]:
+    """Whether the run's commands ran at the same time, as facts of the config and the recording:
+    ``workers`` (``agent.num_workers``), the early seed re-runs (``early_reruns``; of ``node_ids``
+    only when given, e.g. the re-runs a noise figure pools) and the nodes in flight beside them
+    (``beside``). Read from the events, not wall-clock times, so a replay states the same.
+    :func:`..treesearch.seeds.concurrency_text` words it."""
+    early = list(recorded_early_seeds(run_dir).values())
+    ids = [i for d in early for i in d.node_ids if node_ids is None or i in node_ids]
+    beside = sorted({w for d in early if any(i in ids for i in d.node_ids) for w in d.waiting})
+    return {"workers": num_workers, "early_reruns": ids, "beside": beside}
+
+
 def void_cut_off(run: Run, journal: Journal) -> list[str]:
     """A resumed run: void the early decisions whose nodes a ``kill -9`` kept out of the journal
     (``seeds_void`` event), so a replay does not make them. Returns the voided ids."""

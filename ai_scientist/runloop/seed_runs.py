@@ -76,6 +76,7 @@ class SeedRuns:
         its evidence go to the ``seed_rerank`` event and the choice's evidence (``stage_best``,
         ``state.json``, the stage summary). The ablation stage keeps its carried node."""
         from ..treesearch.seeds import noise_threshold, rank_by_mean, seed_noise, within_noise
+        from .early_seeds import concurrency
 
         cfg = self.cfg.agent.multi_seed_eval
         best = self.journal.get(first.node_id)  # type: ignore[arg-type]
@@ -91,7 +92,9 @@ class SeedRuns:
             for n in rank_nodes(pool)
             if n.id != best.id and (c := comparable_metric(n, m.key))
         ]
-        noise = seed_noise(self._groups(m.key))
+        groups = self._groups(m.key)
+        noise = seed_noise(groups)
+        pooled_runs = {r.id for nid in groups for r in self.journal.seed_runs(nid)}
         record: dict[str, Any] = {
             "node_id": best.id,
             "metric": list(m.key),
@@ -100,6 +103,9 @@ class SeedRuns:
             "noise_z": cfg.noise_z,
             "rerank_candidates": cfg.rerank_candidates,
             "seeds": self.cfg.agent.multi_seed_eval.num_seeds,
+            # whether the pooled re-runs shared the machine with other nodes of this run (config
+            # and recorded early re-runs: a replay states the same)
+            "concurrency": concurrency(self.run_.dir, self.cfg.agent.num_workers, pooled_runs),
         }
         if noise.sigma is None:
             record["decision"] = (

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..treesearch.best import ABLATION_STAGE, comparable_metric, count_nodes, primary_metric_key
 from ..treesearch.parameters import settings_text
-from ..treesearch.seeds import num
+from ..treesearch.seeds import concurrency_text, dominance_text, num, too_wide_text
 from ..treesearch.seeds import stderr_text as _stderr
 from ..treesearch.stages import STAGES
 from ..treesearch.tried import failure_text, ranked
@@ -374,16 +374,39 @@ def rerank_lines(
     groups = noise.get("groups") or {}
     dof = noise.get("dof")
     rough = isinstance(dof, int) and dof < ROUGH_DOF
+    # one node's spread driving the pooled sigma is said, with the sigma of the others (computed
+    # from the recorded values, so a record written before this rule reads the same)
+    driven = dominance_text({k: [float(x) for x in v] for k, v in groups.items()})
+    how = f"{num(record['noise_z'])} x sigma x sqrt 2"
+    ref = record.get("reference") or {}
+    whose = f"{record['node_id']}'s {ref.get('from')}"
+    wide = (
+        too_wide_text(float(record["threshold"]), float(ref["value"]), whose, how)
+        if isinstance(ref.get("value"), (int, float))
+        else ""
+    )
     out = [
         f"Re-ranking over seeds: {record['node_id']} led on its search run ({name} "
         f"{num(record['search_value'])}); seed noise sigma {num(sigma)} ("
         + (f"rough: {dof} degree{'s' if dof != 1 else ''} of freedom, " if rough else "")
         + f"{noise.get('estimator')}, over the re-runs done before this decision: {_groups_text(groups)}"
         + ("" if rough else f"; {dof} degrees of freedom")
-        + f"); within the noise: a difference up to {num(record['threshold'])} "
-        f"({num(record['noise_z'])} x sigma x sqrt 2)"
-        + ("; with so rough a sigma, a difference just beyond it is not settled either." if rough else ".")
+        + (f"; {driven}" if driven else "")
+        # a band as wide as the values themselves ranks nothing: said instead of "within the noise"
+        + (
+            f"); {wide}: no single-seed difference between them is a gain or a loss."
+            if wide
+            else f"); within the noise: a difference up to {num(record['threshold'])} ({how})"
+            + (
+                "; with so rough a sigma, a difference just beyond it is not settled either."
+                if rough
+                else "."
+            )
+        )
     ]
+    conc = concurrency_text(record.get("concurrency"))
+    if conc:
+        out.append(f"Measured: {conc}.")
     ups = record.get("runners_up") or []
     if ups:
         # whose runners-up: the search-run leader's (a relay run read "Runners-up: n0001" right

@@ -175,7 +175,8 @@ def with_noise(
     stages before ``stage`` (:func:`.protocol.distinct_seed_groups`): one figure for every call of
     the stage, no repeated draw counted twice. Unchanged without a metric or before any node has
     two distinct re-runs."""
-    from ..treesearch.seeds import noise_threshold, seed_noise, seed_plan
+    from ..treesearch.seeds import concurrency_text, noise_notes, noise_threshold, seed_noise, seed_plan
+    from .early_seeds import concurrency
 
     if not protocol:
         return protocol
@@ -222,6 +223,14 @@ def with_noise(
             "nodes": pooled,
             "z": z,
             "band": noise_threshold(noise.sigma, z),
+            # the node driving sigma, a band too wide to rank, whether the re-runs shared the machine
+            # (relay s6 mm 009, 019, 028: a 70.77 band beside a mean of 60.08, a sigma 99% one node)
+            **noise_notes(groups, noise_threshold(noise.sigma, z), ref_id),
+            "concurrency": concurrency_text(
+                concurrency(
+                    run.dir, run.cfg.agent.num_workers, {r.id for g in groups for r in view.seed_runs(g)}
+                )
+            ),
         },
     }
 

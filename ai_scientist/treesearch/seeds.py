@@ -117,6 +117,131 @@ class SeedNoise:
         }
 
 
+# One node drives the pooled sigma when its re-runs hold at least this share of the pooled sum of
+# squares *and* their standard deviation is at least DOMINANT_RATIO times the other nodes' pooled
+# sigma (nodes of similar spread never qualify, whatever their count). A relay run's sigma 12.5 was 99 % n0001's two re-runs (42.38,
+# 77.77) while three other nodes' re-runs varied by about 1 (relay s6 mm 019, 028).
+DOMINANT_SHARE = 0.5
+DOMINANT_RATIO = 3.0
+# A noise band this large against the best's own value ranks nothing: a relay run listed runners-up
+# "within the noise: up to 70.77" beside a best whose mean was 60.08 (relay s6 mm 009).
+TOO_WIDE = 0.5
+
+
+@dataclass(frozen=True)
+class Dominance:
+    """The node whose re-runs drive a pooled sigma: its values, its share of the pooled sum of
+    squares, and the pooled sigma of the other nodes (``sigma_without``, ``dof_without``)."""
+
+    node_id: str
+    values: tuple[float, ...]
+    share: float
+    sigma_without: float
+    dof_without: int
+
+
+def _ss(values: Sequence[float]) -> float:
+    mean = math.fsum(values) / len(values)
+    return math.fsum((v - mean) ** 2 for v in values)
+
+
+def dominance(groups: Mapping[str, Sequence[float]]) -> Dominance | None:
+    """The node of ``groups`` (node id -> seed re-run values) whose spread drives the pooled sigma
+    (:data:`DOMINANT_SHARE`), with the sigma pooled without it; None when no node does, or when no
+    other node has two re-runs (nothing to pool without it)."""
+    multi = {k: list(v) for k, v in groups.items() if len(v) >= 2}
+    if len(multi) < 2:
+        return None
+    ss = {k: _ss(v) for k, v in multi.items()}
+    total = math.fsum(ss.values())
+    if total <= 0:
+        return None
+    nid = max(ss, key=lambda k: ss[k])
+    share = ss[nid] / total
+    rest = seed_noise({k: v for k, v in multi.items() if k != nid})
+    assert rest.sigma is not None  # another node has two re-runs
+    own = math.sqrt(ss[nid] / (len(multi[nid]) - 1))
+    if share < DOMINANT_SHARE or own < DOMINANT_RATIO * rest.sigma:
+        return None
+    return Dominance(nid, tuple(multi[nid]), share, rest.sigma, rest.dof)
+
+
+def dominance_text(groups: Mapping[str, Sequence[float]]) -> str:
+    """``driven by n0001's re-runs: 42.38..77.77 (99 % of the pooled sum of squares); the other
+    nodes' re-runs vary by ~1.14 (their pooled sigma, 3 degrees of freedom); the pooled sigma above
+    ranks`` or "" (:func:`dominance`). Which one ranks: the pooled one, with the noisy node in — the
+    machine did measure that spread, and a wider band re-runs more runners-up rather than calling a
+    lucky run a win (docs/pipeline.md)."""
+    d = dominance(groups)
+    if d is None:
+        return ""
+    return (
+        f"driven by {d.node_id}'s re-runs: {num(min(d.values))}..{num(max(d.values))} "
+        f"({d.share:.0%} of the pooled sum of squares); the other nodes' re-runs vary by ~{num(d.sigma_without, 3)} "
+        f"(their pooled sigma, {d.dof_without} degree{'' if d.dof_without == 1 else 's'} of freedom); "
+        "the pooled sigma ranks"
+    )
+
+
+def too_wide(band: float, reference: float) -> bool:
+    """Whether a noise ``band`` is too large to rank nodes whose value is about ``reference`` (the
+    best's mean): at least :data:`TOO_WIDE` of its magnitude."""
+    return band >= TOO_WIDE * abs(reference)
+
+
+def too_wide_text(band: float, reference: float, whose: str, how: str = "") -> str:
+    """``the noise is too large to rank these nodes: the band 70.77 (how) is 118% of n0001's
+    mean, 60.08`` when :func:`too_wide`, else ""."""
+    if not too_wide(band, reference):
+        return ""
+    ratio = f"{band / abs(reference):.0%} of" if reference else "larger than"
+    how = f" ({how})" if how else ""
+    return f"the noise is too large to rank these nodes: the band {num(band)}{how} is {ratio} {whose}, {num(reference)}"
+
+
+def noise_notes(groups: Mapping[str, Sequence[float]], band: float, ref_id: str) -> dict[str, str]:
+    """What the noise line says beside sigma and its band (the evaluation-protocol layer): the node
+    driving sigma (``driven``, :func:`dominance_text`) and a band too wide to rank (``too_wide``,
+    against ``ref_id``'s re-run mean when it was re-run — the node the stage starts from — else the
+    mean of every pooled re-run); empty strings are left out."""
+    own = groups.get(ref_id) or []
+    values = list(own) or [v for vs in groups.values() for v in vs]
+    notes = {"driven": dominance_text(groups)}
+    if values:
+        whose = f"{ref_id}'s re-run mean" if own else "the pooled re-runs' mean"
+        notes["too_wide"] = too_wide_text(band, math.fsum(values) / len(values), whose)
+    return {k: v for k, v in notes.items() if v}
+
+
+def concurrency_text(facts: Mapping[str, Any] | None) -> str:
+    """Whether the run's nodes and seed re-runs ran at the same time, from the config
+    (``agent.num_workers``) and the recorded early seed re-runs (``seeds_started``, ``early``):
+    ``facts`` is :func:`..runloop.early_seeds.concurrency`. A relay run's model could not tell
+    whether a 2x spread of absolute speeds came from its own nodes sharing the machine."""
+    if not facts:
+        return ""
+    workers = int(facts.get("workers") or 1)
+    early = list(facts.get("early_reruns") or [])
+    if workers <= 1:
+        text = (
+            "this run's nodes and seed re-runs ran one at a time (agent.num_workers 1); "
+            "other jobs on the machine are not excluded"
+        )
+    else:
+        text = (
+            f"up to {workers} nodes of this run, seed re-runs included, ran at the same time "
+            f"(agent.num_workers {workers}): pooled re-runs may have been measured under different load"
+        )
+    if early:
+        beside = list(facts.get("beside") or [])
+        text += (
+            f"; seed re-run{'s' if len(early) > 1 else ''} {', '.join(early)} started early, while "
+            + (", ".join(beside) if beside else "the stage's last nodes")
+            + " still ran"
+        )
+    return text
+
+
 def seed_noise(groups: Mapping[str, Sequence[float]]) -> SeedNoise:
     """:class:`SeedNoise` of ``groups`` (node id -> seed re-run values of one metric, finite)."""
     ss, dof = 0.0, 0
