@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import journal_nodes, prompt_records, record_text, start_run
 
 
@@ -153,3 +154,71 @@ def test_an_ablation_is_told_what_its_headline_measures_with_the_baseline_value(
         node = nodes.get(rec["node_id"])
         if node is not None and node["operation"] != "ablate":
             assert "measures the ablated configuration" not in record_text(rec), rec["node_id"]
+
+
+# the extra metrics each node's program writes beside its headline: ablation-like conditions of
+# the kinds relay runs measured inside a run (no L2, an untiled kernel, a generic build)
+_CONDITIONS = ("val_accuracy_l2_0", "val_accuracy_untiled", "val_accuracy_generic")
+
+
+class InRunAblations(ExampleResponder):
+    """Programs that also measure an ablation-like condition inside their own run, a different one
+    per node, written to metrics.json beside the headline."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.order: dict[str, int] = {}  # node -> its place among the nodes that wrote code
+
+    def _phase2(self, text: str, ctx: Any) -> str:
+        answer = json.loads(super()._phase2(text, ctx))
+        place = self.order.setdefault(ctx.node_id, len(self.order))
+        name = _CONDITIONS[place % len(_CONDITIONS)]
+        answer["files"][0]["content"] += (
+            "\nimport json as _j\n"
+            "_m = _j.load(open('metrics.json'))\n"
+            f"_m['metrics'].append({{'name': '{name}', 'value': 0.5, 'direction': 'maximize', 'dataset': 'synthetic'}})\n"
+            "_j.dump(_m, open('metrics.json', 'w'))\n"
+        )
+        return json.dumps(answer)
+
+
+def test_the_ablation_proposal_lists_every_condition_measured_in_the_stage(tmp_path):
+    """The ablation-ideas call lists every ablation-like condition the best node measured inside
+    its run, and those the other working nodes of its stage measured — each read from the
+    journal's metrics, not from one naming pattern (relay s6 mm2 029: only the -O1 build of three
+    was listed; ln1 025: val_accuracy_l2_0 missed)."""
+    code, run_dir, _ = start_run(tmp_path, responder=InRunAblations())
+    assert code == 0
+    nodes = journal_nodes(run_dir)
+    ablations = [n for n in nodes.values() if n["operation"] == "ablate"]
+    assert ablations
+    best = nodes[ablations[0]["parent_id"]]
+    calls = [r for r in prompt_records(run_dir) if r.get("phase") == "ideas" and r.get("label") == "ablate"]
+    assert calls
+    text = record_text(calls[0])
+
+    def extra(node: dict[str, Any]) -> list[str]:
+        return [
+            f"{m['name']}={m['value']:.6g}" for m in node["metrics"] if m["name"] != node["metric"]["name"]
+        ]
+
+    line = next(ln for ln in text.splitlines() if ln.startswith("Already measured by the best node"))
+    assert extra(best) and all(e in line for e in extra(best)), line
+    # the other working nodes since the best node's stage (ablation nodes are in the tried table)
+    others = [
+        n
+        for n in nodes.values()
+        if n["stage"] >= best["stage"]
+        and n["id"] != best["id"]
+        and n["operation"] not in ("seed_eval", "ablate")
+        and n["status"] == "good"
+    ]
+    assert others
+    head = "Measured by other nodes since the best node's stage, inside their own runs:\n"
+    after = text[text.index(head) + len(head) :].splitlines()
+    block = "\n".join(ln for ln in after[: next(i for i, ln in enumerate(after) if not ln.startswith("- "))])
+    others.sort(key=lambda n: int(n["id"].lstrip("n")))
+    for n in others[-4:]:  # the latest four
+        assert f"- {n['id']} (stage {n['stage']}): its metrics " + "; ".join(extra(n)) in block, block
+    assert len(block.splitlines()) == min(4, len(others)), block
+    assert "Do not propose these again" in text

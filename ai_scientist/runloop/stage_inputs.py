@@ -393,6 +393,7 @@ def proposal_inputs(
         values["measured_ablations"] = measured_ablations(
             parent, read_artifact(RunPaths(run.dir).node(parent.id).file(RUN_FILE), RunRecord), answer
         )
+        values["measured_by_others"] = measured_by_others(run, view, parent, state.stage)
     return values
 
 
@@ -455,6 +456,17 @@ _ABLATION_WORDS = frozenset(
 _NO_WORDS = frozenset(
     "noise noisy node nodes norm normal normed normalised normalized none nonzero north".split()
 )
+# a variant without the method's optimisation: "speedup_n1024_generic_O3" (no -march=native),
+# "gflops_naive", "scalar", "plain" (relay s6 mm2 029: listed as measured only the -O1 build)
+_PLAIN_WORDS = frozenset("generic naive plain scalar serial novec nosimd unvectorized unvectorised".split())
+# "un..." words that name a part removed ("untiled", "unblocked", "unpacked", "unscaled"), not these
+_UN_WORDS = frozenset("under uniform unit units until unique union unsigned unroll unrolled unknown".split())
+# a knob set to zero names a part switched off ("val_accuracy_l2_0": no L2, relay s6 ln1 025),
+# unless the word before the 0 counts something (an epoch, a seed, a size)
+_COUNT_WORDS = frozenset(
+    "epoch epochs step steps iter iteration seed run fold rank layer batch n m k t gpu cpu core thread "
+    "size tile block trial rep repeat round stage node".split()
+)
 # an output line that reports one: "ablation ...", "without ...", "no-noise control: 0.93", "w/o ..."
 _ABLATION_LINE = re.compile(r"\bablat|\bwithout\b|\bw/o\b|\bno[- ](?!error|failure)\w+|\bcontrol\b", re.I)
 MEASURED_LINES = 6  # output lines shown, each at most MEASURED_LINE_CHARS
@@ -468,10 +480,14 @@ def _ablation_name(name: str, level: str | None = None) -> bool:
     words = [w for w in re.split(r"[^a-z0-9]+", name.lower()) if w]
     return any(
         w in _ABLATION_WORDS
+        or w in _PLAIN_WORDS
         or (level is not None and re.fullmatch(r"o[0-3sgz]|ofast", w) is not None and w != level)
         or (w.startswith(("no", "wo")) and len(w) >= 5 and w not in _NO_WORDS and w[2:] not in ("rm", "rmal"))
-        for w in words
-    )
+        or (w.startswith("un") and len(w) >= 6 and w not in _UN_WORDS)
+        or (w == "0" and i > 0 and re.fullmatch(r"[a-z]+[0-9]?", words[i - 1]) is not None
+            and words[i - 1] not in _COUNT_WORDS)
+        for i, w in enumerate(words)
+    )  # fmt: skip
 
 
 def measured_ablations(node: Node, record: Any = None, answer: Any = None) -> str:
@@ -504,6 +520,33 @@ def measured_ablations(node: Node, record: Any = None, answer: Any = None) -> st
         shown = lines[-MEASURED_LINES:]  # results are printed last
         parts.append("its output: " + " | ".join(f'"{x}"' for x in shown))
     return "; ".join(parts)
+
+
+MEASURED_NODES = 4  # the other nodes whose in-run ablations or controls the proposer is shown
+
+
+def measured_by_others(run: Run, view: JournalView, parent: Node, stage: int) -> list[str]:
+    """What the other working nodes of the stages from the best node's to ``stage`` (not ablation
+    nodes: the tried table lists those) measured of an ablation or a control inside their own runs,
+    one "n0013 (stage 3): its metrics ..." line each (:func:`measured_ablations`), the latest first,
+    at most :data:`MEASURED_NODES`. A proposer told only what the best node measured re-proposes
+    what a later node grown from it already measured (relay s6 mm2 029)."""
+    ids = dict.fromkeys(i for st in range(parent.stage, stage + 1) for i in view.ids("search", st))
+    lines: list[str] = []
+    for nid in reversed(ids):
+        node = view.get(nid)
+        if nid == parent.id or node.operation == "ablate" or not (node.is_finished and node.is_good):
+            continue
+        paths = RunPaths(run.dir).node(nid)
+        code = node_answer(run.dir, nid)
+        found = measured_ablations(
+            node, read_artifact(paths.file(RUN_FILE), RunRecord), code.to_json() if code is not None else None
+        )
+        if found:
+            lines.append(f"{nid} (stage {node.stage}): {found}")
+        if len(lines) >= MEASURED_NODES:
+            break
+    return lines
 
 
 def stage_inputs(run: Run, view: JournalView, node: Node, state: StageState | None) -> dict[str, Any]:
