@@ -30,6 +30,7 @@ from ai_scientist.treesearch.seeds import (
     dominance,
     noise_notes,
     noise_threshold,
+    ratio_parts,
     seed_noise,
 )
 
@@ -179,6 +180,23 @@ def test_the_noise_line_says_whether_nodes_and_reruns_ran_at_the_same_time(tmp_p
         beside = sorted({w for e in early if set(e["node_ids"]) & set(want) for w in e["waiting"]})
         assert conc["beside"] == beside
         seen_early |= bool(want)
+        # a ratio headline's parts: what the journal's re-runs of each pooled node give (none here:
+        # the scripted programs report no quotient of two metrics)
+        key = tuple(rr["metric"])
+        ratios = {}
+        for nid in rr["noise"]["groups"]:
+            reruns = [
+                [Metric.from_dict(m) for m in n["metrics"]]
+                for n in nodes.values()
+                if n["operation"] == "seed_eval"
+                and n["parent_id"] == nid
+                and n["status"] == "good"
+                and n["metric"]
+                and tuple([n["metric"]["name"], n["metric"]["direction"], n["metric"]["dataset"]]) == key
+            ]
+            if parts := ratio_parts(reruns, key):
+                ratios[nid] = parts
+        assert rr.get("ratios", {}) == ratios
         facts = next(
             r
             for r in prompt_records(run_dir)
@@ -200,3 +218,108 @@ def test_the_noise_line_says_whether_nodes_and_reruns_ran_at_the_same_time(tmp_p
         if isinstance(m.get("content"), str) and "- seed noise of " in m["content"]
     ]
     assert layered and all(f"(agent.num_workers {workers})" in t for t in layered)
+
+
+# relay run s6 mm2's two seed re-runs of n0001 (journal.jsonl: n0003 seed 1, n0004 seed 2), every
+# metric they reported: (name, value, dataset); all maximize
+_M = "square_n1024"
+RELAY_S6_MM2_N0001_RERUNS = {
+    "n0003": [
+        ("speedup_n1024", 42.384176, _M),
+        ("speedup_n1024_tile64", 47.219052, _M),
+        ("speedup_ikj_n1024", 14.903154, _M),
+        ("speedup_untiled_n1024", 12.178401, _M),
+        ("gflops_naive", 1.433083, "square_n256"),
+        ("gflops_ikj", 27.355621, "square_n256"),
+        ("gflops_blocked", 23.45988, "square_n256"),
+        ("gflops_naive", 0.473195, "square_n512"),
+        ("gflops_ikj", 8.569851, "square_n512"),
+        ("gflops_blocked", 12.551368, "square_n512"),
+        ("gflops_naive", 0.40395, _M),
+        ("gflops_ikj", 6.020129, _M),
+        ("gflops_blocked", 19.074136, _M),
+        ("gflops_blocked_best", 17.121088, _M),
+        ("gflops_blocked_tile16", 12.5543, _M),
+        ("gflops_blocked_tile32", 11.768061, _M),
+        ("gflops_blocked_tile64", 12.827323, _M),
+        ("gflops_blocked_tile128", 17.121088, _M),
+        ("gflops_blocked_tile256", 13.884586, _M),
+        ("gflops_blocked_tile512", 7.822241, _M),
+        ("gflops_blocked_tile1024", 4.919465, _M),
+        ("speedup_n1024_generic_O3", 15.796166, _M),
+        ("gflops_naive_generic_O3", 0.431092, _M),
+        ("gflops_blocked_best_generic_O3", 6.809601, _M),
+        ("speedup_n1024_native_O1", 7.823238, _M),
+        ("gflops_naive_native_O1", 0.34572, _M),
+        ("gflops_blocked_best_native_O1", 2.70465, _M),
+    ],
+    "n0004": [
+        ("speedup_n1024", 77.767506, _M),
+        ("speedup_n1024_tile64", 37.594812, _M),
+        ("speedup_ikj_n1024", 13.337882, _M),
+        ("speedup_untiled_n1024", 20.170502, _M),
+        ("gflops_naive", 1.799259, "square_n256"),
+        ("gflops_ikj", 27.129929, "square_n256"),
+        ("gflops_blocked", 24.174837, "square_n256"),
+        ("gflops_naive", 0.735171, "square_n512"),
+        ("gflops_ikj", 13.88689, "square_n512"),
+        ("gflops_blocked", 17.928061, "square_n512"),
+        ("gflops_naive", 0.288308, _M),
+        ("gflops_ikj", 3.845418, _M),
+        ("gflops_blocked", 10.838885, _M),
+        ("gflops_blocked_best", 22.420994, _M),
+        ("gflops_blocked_tile16", 8.616785, _M),
+        ("gflops_blocked_tile32", 13.554765, _M),
+        ("gflops_blocked_tile64", 17.780272, _M),
+        ("gflops_blocked_tile128", 19.835614, _M),
+        ("gflops_blocked_tile256", 22.420994, _M),
+        ("gflops_blocked_tile512", 9.731319, _M),
+        ("gflops_blocked_tile1024", 5.815317, _M),
+        ("speedup_n1024_generic_O3", 29.376927, _M),
+        ("gflops_naive_generic_O3", 0.31635, _M),
+        ("gflops_blocked_best_generic_O3", 9.293391, _M),
+        ("speedup_n1024_native_O1", 5.098253, _M),
+        ("gflops_naive_native_O1", 0.374402, _M),
+        ("gflops_blocked_best_native_O1", 1.908796, _M),
+    ],
+}
+
+
+def test_a_ratio_headline_shows_the_spread_of_its_numerator_and_denominator():
+    runs = [[Metric(n, v, "maximize", d) for n, v, d in ms] for ms in RELAY_S6_MM2_N0001_RERUNS.values()]
+    head = runs[0][0].key
+    # which pairs divide to the headline in both re-runs, found by brute force here
+    fits = [
+        (a.key, b.key)
+        for a in runs[0]
+        for b in runs[0]
+        if a.key != b.key
+        and head not in (a.key, b.key)
+        and all(
+            math.isclose(
+                {m.key: m.value for m in r}[a.key] / {m.key: m.value for m in r}[b.key],
+                {m.key: m.value for m in r}[head],
+                rel_tol=1e-4,
+            )
+            for r in runs
+        )
+    ]
+    assert fits  # the relay run's speed-up is a quotient of two rates it reports
+    parts = ratio_parts(runs, head)
+    assert parts is not None
+    assert (parts["numerator"]["name"], parts["numerator"]["dataset"]) == fits[0][0][::2]
+    assert (parts["denominator"]["name"], parts["denominator"]["dataset"]) == fits[0][1][::2]
+    record = {**_record({"n0001": RELAY_S6_MM2["n0001"]}, "n0001"), "ratios": {"n0001": parts}}
+    line = next(x for x in rerank_lines(record) if x.startswith("Ratio headline:"))
+    for key in fits[0]:
+        values = [{m.key: m.value for m in r}[key] for r in runs]
+        rel = statistics.stdev(values) / statistics.fmean(values)
+        assert f"{key[0]} {', '.join(f'{v:.4g}' for v in values)} (sd {rel:.0%}" in line, line
+    assert "Ratio headline" not in " ".join(rerank_lines(_record({"n0001": RELAY_S6_MM2["n0001"]}, "n0001")))
+    assert "gflops_naive" in _writer_line(record)
+    # no pair fits when one re-run's denominator is another's: nothing is said
+    swapped = [
+        runs[0],
+        [m if m.key != fits[0][1] else Metric(m.name, 0.5, m.direction, m.dataset) for m in runs[1]],
+    ]
+    assert ratio_parts(swapped, head) is None

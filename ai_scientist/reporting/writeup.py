@@ -36,7 +36,14 @@ from ..llm.call import CallContext
 from ..llm.client import backend_name
 from ..llm.prompting import Prompter, ask
 from ..treesearch.best import NodeCounts
-from ..treesearch.seeds import by_dataset, concurrency_text, dominance_text, rerun_text, too_wide_text
+from ..treesearch.seeds import (
+    by_dataset,
+    concurrency_text,
+    dominance_text,
+    ratio_text,
+    rerun_text,
+    too_wide_text,
+)
 from ..treesearch.tried import sentences
 from . import latex, prompts
 from .citations import check_bibtex, collect, to_bibtex, unknown_cite_keys
@@ -286,6 +293,9 @@ def _stage_noise(paths: RunPaths) -> dict[int, str]:
         conc = concurrency_text(e.get("concurrency"))
         if conc:
             text += f"; {conc}"
+        ratios: dict[str, Any] = e["ratios"] if isinstance(e.get("ratios"), dict) else {}
+        for nid, parts in ratios.items():
+            text += f"; {ratio_text(str(nid), parts)}"
         out[int(e["stage"])] = text
     return out
 

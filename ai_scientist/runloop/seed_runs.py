@@ -75,7 +75,7 @@ class SeedRuns:
         ranking). Bounded by ``agent.multi_seed_eval.rerank_candidates`` (0: off). The decision and
         its evidence go to the ``seed_rerank`` event and the choice's evidence (``stage_best``,
         ``state.json``, the stage summary). The ablation stage keeps its carried node."""
-        from ..treesearch.seeds import noise_threshold, rank_by_mean, seed_noise, within_noise
+        from ..treesearch.seeds import noise_threshold, rank_by_mean, ratio_parts, seed_noise, within_noise
         from .early_seeds import concurrency
 
         cfg = self.cfg.agent.multi_seed_eval
@@ -107,6 +107,15 @@ class SeedRuns:
             # and recorded early re-runs: a replay states the same)
             "concurrency": concurrency(self.run_.dir, self.cfg.agent.num_workers, pooled_runs),
         }
+        # a headline that is the ratio of two metrics each re-run reports: each part's values, so
+        # the noise line shows which one moves it (a speed-up over a re-measured baseline)
+        ratios = {
+            nid: parts
+            for nid in groups
+            if (parts := ratio_parts([list(r.metrics) for r in self._good_runs(nid, m.key)], m.key))
+        }
+        if ratios:
+            record["ratios"] = ratios
         if noise.sigma is None:
             record["decision"] = (
                 f"no noise estimate (no node has 2 good seed re-runs of {m.name}): {best.id} stays"
@@ -185,13 +194,17 @@ class SeedRuns:
 
         return distinct_seed_groups(self.run_.dir, self.journal.nodes, key)
 
+    def _good_runs(self, node_id: str, key: tuple[str, str, str | None]) -> list[Node]:
+        """The node's good seed re-runs reporting a valid metric ``key``, in creation order."""
+        return [
+            r
+            for r in self.journal.seed_runs(node_id)
+            if r.is_good and r.metric is not None and r.metric.key == key and r.metric.is_valid
+        ]
+
     def _aggregate(self, node_id: str, key: tuple[str, str, str | None]) -> SeedAggregate | None:
         """Mean ± s.e. of the node's good seed re-runs of metric ``key``; None without one."""
         from ..treesearch.seeds import aggregate_seeds
 
-        same = [
-            r.metric
-            for r in self.journal.seed_runs(node_id)
-            if r.is_good and r.metric is not None and r.metric.key == key and r.metric.is_valid
-        ]
+        same = [r.metric for r in self._good_runs(node_id, key) if r.metric is not None]
         return aggregate_seeds(same) if same else None

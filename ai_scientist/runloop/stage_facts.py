@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..treesearch.best import ABLATION_STAGE, comparable_metric, count_nodes, primary_metric_key
 from ..treesearch.parameters import settings_text
-from ..treesearch.seeds import concurrency_text, dominance_text, num, too_wide_text
+from ..treesearch.seeds import concurrency_text, dominance_text, num, ratio_text, too_wide_text
 from ..treesearch.seeds import stderr_text as _stderr
 from ..treesearch.stages import STAGES
 from ..treesearch.tried import failure_text, ranked
@@ -407,6 +407,9 @@ def rerank_lines(
     conc = concurrency_text(record.get("concurrency"))
     if conc:
         out.append(f"Measured: {conc}.")
+    ratios = record.get("ratios") or {}
+    if ratios:
+        out.append("Ratio headline: " + "; ".join(ratio_text(nid, p) for nid, p in ratios.items()) + ".")
     ups = record.get("runners_up") or []
     if ups:
         # whose runners-up: the search-run leader's (a relay run read "Runners-up: n0001" right
