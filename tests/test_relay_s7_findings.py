@@ -222,3 +222,41 @@ def test_the_ablation_proposal_lists_every_condition_measured_in_the_stage(tmp_p
         assert f"- {n['id']} (stage {n['stage']}): its metrics " + "; ".join(extra(n)) in block, block
     assert len(block.splitlines()) == min(4, len(others)), block
     assert "Do not propose these again" in text
+
+
+def test_a_stage_3_improve_node_without_an_idea_is_told_its_direction_and_what_was_taken(tmp_path):
+    """Stage 3 makes no idea-proposal call: each improve node of it that got no idea is told the
+    direction is its own to choose (what the idea asks that no node measured, or the last
+    summary's advice) and what every earlier draft or improve node of the stage set out to do —
+    their goals read from their plan.json (relay s6 mm2 020, 024; ln2 016)."""
+    from ai_scientist.runloop.stage_inputs import TAKEN_CHARS
+    from ai_scientist.treesearch.tried import sentences
+
+    code, run_dir, _ = start_run(tmp_path, "agent.stages.stage3_max_iters=3")
+    assert code == 0
+    nodes = journal_nodes(run_dir)
+    said = "No idea was proposed for this node (this stage makes no idea-proposal call)"
+    checked = listed = 0
+    for rec in prompt_records(run_dir):
+        node = nodes.get(rec["node_id"])
+        if node is None or rec.get("phase") != "phase2":
+            continue
+        brief = _section(record_text(rec), "This call")
+        if not (node["stage"] == 3 and node["operation"] == "improve" and not node.get("idea")):
+            assert said not in brief, rec["node_id"]
+            continue
+        assert said in brief, brief
+        earlier = [
+            n
+            for n in nodes.values()
+            if n["stage"] == 3
+            and n["operation"] in ("draft", "improve")
+            and int(n["id"].lstrip("n")) < int(node["id"].lstrip("n"))
+        ]
+        for n in earlier:
+            goal = json.loads((run_dir / "nodes" / n["id"] / "plan.json").read_text())["goal_summary"]
+            assert f"- {n['id']}: {sentences(goal, TAKEN_CHARS)}\n" in brief + "\n", brief
+            listed += 1
+        assert ("choose something else" in brief) == bool(earlier)
+        checked += 1
+    assert checked >= 3 and listed >= 3, (checked, listed)

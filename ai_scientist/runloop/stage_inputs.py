@@ -108,6 +108,10 @@ def compute_stage_inputs(run: Run, view: JournalView, node: Node, state: StageSt
         values["parent_baseline"] = baseline_text(view, parent)
     if node.operation == "improve":  # told to build on what scored well: the code that did
         values["sibling_code"] = best_sibling_code(run, view, node)
+    if node.operation == "improve" and node.stage == 3 and not node.idea:
+        # stage 3 makes no idea-proposal call (stages 2 and 4 do): its brief says whose the
+        # direction is and what the stage's other nodes set out to do (relay s6 mm2 020, 024)
+        values["direction"] = {"taken": _taken(run, view, node)}
     # the siblings layer, just before the node's brief (rows grow call by call)
     # a draft sees each earlier finished draft's design (its plan's goal and strategy): taking a
     # "clearly different approach" needs more than a metric and a finding
@@ -320,6 +324,29 @@ def _designs(run: Run, view: JournalView, node: Node) -> dict[str, str]:
         line = design_text(_plan_of(run, nid))
         if line:
             out[nid] = line
+    return out
+
+
+TAKEN_CHARS = 300  # a stage-3 sibling's goal, cut at a sentence end
+
+
+def _taken(run: Run, view: JournalView, node: Node) -> list[str]:
+    """What each other draft or improve node of ``node``'s stage set out to do: "n0013: <its plan's
+    goal>" for a finished one, "n0014: running, its plan not known yet" otherwise (a running node's
+    plan appears at a moment that depends on timing: a replay must see the same brief)."""
+    from ..treesearch.tried import sentences
+
+    out: list[str] = []
+    for nid in view.ids("search", node.stage):
+        other = view.get(nid)
+        if nid == node.id or other.operation not in ("draft", "improve"):
+            continue
+        if not other.is_finished:
+            out.append(f"{nid}: running, its plan not known yet")
+            continue
+        plan = _plan_of(run, nid) or {}
+        goal = sentences(str(plan.get("goal_summary") or ""), TAKEN_CHARS)
+        out.append(f"{nid}: {goal}" if goal else f"{nid}: (no plan recorded)")
     return out
 
 
