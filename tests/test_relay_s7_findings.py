@@ -149,6 +149,15 @@ def test_an_ablation_is_told_what_its_headline_measures_with_the_baseline_value(
             continue
         seen[rec["phase"]] = seen.get(rec["phase"], 0) + 1
     assert {"phase2", "review", "phase5_vlm"} <= set(seen), seen
+    # a method measured side by side: the stage summary judges it by its own metric in the same run,
+    # the review's headline names the configuration of the method the primary metric measures
+    # (relay s6 mm2 021, 028)
+    for rec in prompt_records(default):
+        text = record_text(rec)
+        if rec.get("phase") == "summary":
+            assert "judged by that metric against the protocol's method in the same run" in text
+        elif rec.get("phase") == "review":
+            assert "With several methods side by side, the configuration of the method the primary" in text
     # no other operation is told so
     for rec in prompt_records(default):
         node = nodes.get(rec["node_id"])
