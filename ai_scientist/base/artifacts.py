@@ -82,6 +82,43 @@ def _object(data: Any, where: str) -> Mapping[str, Any]:
     return data
 
 
+# cpu/wall below this (a one-core command waiting, sleeping, reading, or sharing a busy machine)
+# is said in the usage line
+LOW_CPU_SHARE = 0.5
+# a wall time under this: its ratio is noise (process start-up, the clock tick), not a finding
+MIN_WALL_S = 0.05
+
+
+def usage_line(
+    cpu_s: float | None, wall_s: float | None, load: dict[str, Any] | None, cpu_how: str = ""
+) -> str:
+    """One line: CPU vs wall time (cores used), the load at start and end on the core count, the
+    other commands of the run that ran meanwhile; a CPU time well below the wall time said."""
+    parts = []
+    if cpu_s is not None and wall_s:
+        share = cpu_s / wall_s
+        text = f"cpu {cpu_s:.2f} s / wall {wall_s:.2f} s ({share:.2f} cores)"
+        if wall_s >= MIN_WALL_S and share < LOW_CPU_SHARE:
+            text += " — CPU well below wall time: waiting, I/O or contention"
+        parts.append(text)
+    elif wall_s is not None:
+        why = f" ({cpu_how})" if cpu_how else ""
+        parts.append(f"cpu not measured{why} / wall {wall_s:.2f} s")
+    if load:
+        start, end, n = load.get("start"), load.get("end"), load.get("cores")
+        if start is not None and end is not None:
+            where = f" on {n} core{'s' if n != 1 else ''}" if n else ""
+            parts.append(f"load {start:.1f} -> {end:.1f}{where}")
+        others = load.get("others")
+        if others is not None:
+            parts.append(
+                f"{others} other command{'s' if others != 1 else ''} of this run running"
+                if others
+                else "no other command of this run running"
+            )
+    return "; ".join(parts)
+
+
 @dataclass(frozen=True)
 class CommandOutput:
     """One run command of phase 4 as recorded: its exit, why it stopped, the tails of its streams."""
@@ -93,11 +130,18 @@ class CommandOutput:
     stdout_tail: str
     stderr_tail: str
     duration_s: float | None
+    # CPU seconds (user + system) of the command's tree, measured outside the sandbox; None: not
+    # measured (``cpu_how`` says why) or a run recorded before they were (issue 28)
+    cpu_s: float | None = None
+    cpu_how: str = ""
+    # the 1-minute load at start and end, the core count, other commands of the run meanwhile
+    load: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, data: Any) -> CommandOutput:
         where = "run.json outputs"
         d = _object(data, where)
+        load = d.get("load")
         return cls(
             command=str(d.get("command") or ""),
             exit_code=_optional(d, "exit_code", int, where),
@@ -106,10 +150,13 @@ class CommandOutput:
             stdout_tail=str(d.get("stdout_tail") or ""),
             stderr_tail=str(d.get("stderr_tail") or ""),
             duration_s=_optional(d, "duration_s", (int, float), where),
+            cpu_s=_optional(d, "cpu_s", (int, float), where),
+            cpu_how=str(d.get("cpu_how") or ""),
+            load=dict(_object(load, f"{where} load")) if load is not None else None,
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "command": self.command,
             "exit_code": self.exit_code,
             "killed_by": self.killed_by,
@@ -118,6 +165,17 @@ class CommandOutput:
             "stderr_tail": self.stderr_tail,
             "duration_s": self.duration_s,
         }
+        if self.cpu_s is not None or self.cpu_how or self.load is not None:  # older runs: not written
+            out.update(cpu_s=self.cpu_s, cpu_how=self.cpu_how, load=self.load)
+        return out
+
+    @property
+    def usage(self) -> str:
+        """The one line reviewers read: CPU vs wall time, the load, the run's other commands
+        (empty for a run recorded before they were measured)."""
+        if self.cpu_s is None and not self.cpu_how and self.load is None:
+            return ""
+        return usage_line(self.cpu_s, self.duration_s, self.load, self.cpu_how)
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,13 @@ class ExecResult:
     reason: str
     backend: str
     extra: dict[str, Any] = field(default_factory=dict)
+    # user + system CPU seconds of the command and its reaped children, measured by the backend
+    # outside the sandbox (see .usage); None: not measured, ``cpu_how`` says why (else how)
+    cpu_s: float | None = None
+    cpu_how: str = ""
+    # the 1-minute load average at start and end, the core count, other commands of the run
+    # meanwhile ({"start", "end", "cores", "others"}; .usage.tracked)
+    load: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -122,6 +129,8 @@ class ExecResult:
             parts.append(f"killed_by={self.killed_by}")
         if self.peak_memory_mb is not None:
             parts.append(f"peak_mem={self.peak_memory_mb:.0f}MB")
+        if self.cpu_s is not None:
+            parts.append(f"cpu={self.cpu_s:.2f}s")
         if self.reason:
             parts.append(f"reason={self.reason}")
         return " ".join(parts)

@@ -86,27 +86,32 @@ def _daemon_reason(exc: BaseException) -> str:
     return first or type(exc).__name__
 
 
-class _Cgroup:
-    """Reads a container's memory peak and pid count from cgroup v1 or v2 files (None if hidden)."""
+CGROUP_ROOT = Path("/sys/fs/cgroup")
 
-    def __init__(self, cid: str | None):
-        v1 = Path("/sys/fs/cgroup")
-        self.candidates: dict[str, list[Path]] = {"mem": [], "pids": [], "oom": []}
+
+class _Cgroup:
+    """Reads a container's memory peak, pid count and CPU time from cgroup v1 or v2 files (None
+    if hidden). ``parent``: the container's cgroup parent (:func:`_cpu_parent`), else ``docker``."""
+
+    def __init__(self, cid: str | None, parent: str = "docker"):
+        v1 = CGROUP_ROOT
+        self.candidates: dict[str, list[Path]] = {"mem": [], "pids": [], "oom": [], "cpu": []}
         if not cid:  # the daemon gave no id: nothing to read, every reading is "hidden"
             return
         self.candidates = {
             "mem": [
-                v1 / "memory/docker" / cid / "memory.max_usage_in_bytes",
+                v1 / "memory" / parent / cid / "memory.max_usage_in_bytes",
                 v1 / f"system.slice/docker-{cid}.scope/memory.peak",
             ],
             "pids": [
-                v1 / "pids/docker" / cid / "pids.current",
+                v1 / "pids" / parent / cid / "pids.current",
                 v1 / f"system.slice/docker-{cid}.scope/pids.current",
             ],
             "oom": [
-                v1 / "memory/docker" / cid / "memory.oom_control",
+                v1 / "memory" / parent / cid / "memory.oom_control",
                 v1 / f"system.slice/docker-{cid}.scope/memory.events",
             ],
+            "cpu": [v1 / "cpuacct" / parent / cid / "cpuacct.usage"],  # nanoseconds
         }
 
     def oom_kills(self) -> int:
@@ -127,6 +132,34 @@ class _Cgroup:
             except (OSError, ValueError):
                 continue
         return None
+
+
+def _cpu_parent_usable(client: Any) -> bool:
+    """Whether a per-command cgroup parent can hold a fresh container's CPU time past its removal:
+    the daemon places cgroups itself (driver ``cgroupfs``, v1) and its cgroup tree is this host's."""
+    try:
+        info = client.info()
+    except Exception:
+        return False
+    return info.get("CgroupDriver") == "cgroupfs" and (CGROUP_ROOT / "cpuacct" / "docker").is_dir()
+
+
+def _cpu_of_parent(parent: str) -> float | None:
+    """CPU seconds charged to cgroup ``parent`` (its removed container's included: cpuacct
+    charges every ancestor as the time is used), read once the container is gone."""
+    try:
+        return int((CGROUP_ROOT / "cpuacct" / parent.strip("/") / "cpuacct.usage").read_text()) / 1e9
+    except (OSError, ValueError):
+        return None
+
+
+def _remove_parent(parent: str) -> None:
+    """The per-command cgroup parent, in every hierarchy the daemon made it in (empty by now)."""
+    for d in CGROUP_ROOT.glob(f"*/{parent.strip('/')}"):
+        try:
+            d.rmdir()
+        except OSError:
+            pass
 
 
 class DockerExecutor(SandboxBackend):
@@ -152,6 +185,7 @@ class DockerExecutor(SandboxBackend):
         self._reused: dict[tuple, Any] = {}
         self._owner = uuid.uuid4().hex
         self._lock = threading.Lock()
+        self._cpu_parent: bool | None = None  # a per-command cgroup parent works (asked once)
         import docker.errors
 
         try:
@@ -233,6 +267,13 @@ class DockerExecutor(SandboxBackend):
         import docker.errors
 
         start = time.monotonic()
+        if self._cpu_parent is None:
+            self._cpu_parent = _cpu_parent_usable(self.client)
+        # a cgroup parent of its own: the container's cgroup goes with it, the parent keeps its CPU time
+        parent = f"ai-scientist-{uuid.uuid4().hex[:16]}" if self._cpu_parent else None
+        host_config = self._host_config(ws, limits, install_dir)
+        if parent:
+            host_config["cgroup_parent"] = f"/{parent}"
         try:
             container = self.client.containers.create(
                 self.image,
@@ -241,14 +282,17 @@ class DockerExecutor(SandboxBackend):
                 user=self._user(ws, install_dir),
                 labels={LABEL: env["AI_SCIENTIST_SANDBOX_ID"]},
                 detach=True,
-                **self._host_config(ws, limits, install_dir),
+                **host_config,
             )
         except docker.errors.APIError as exc:
+            if parent:
+                _remove_parent(parent)
             raise SandboxError(f"docker could not create the container: {exc}") from None
+        cpu = None
         try:
             sock = container.attach(stdout=True, stderr=True, stream=True, demux=True, logs=True)
             container.start()
-            cg = _Cgroup(container.id)
+            cg = _Cgroup(container.id, parent or "docker")
             out, err, state = self._pump(sock, limits, kill=lambda: _quiet(container.kill))
             code, killed_by, reason, peak = self._watch(container, cg, limits, state, start)
             state["thread"].join(timeout=10)
@@ -257,7 +301,19 @@ class DockerExecutor(SandboxBackend):
                 killed_by, reason = "memory", f"OOM-killed at the {limits.memory_mb} MB memory limit"
         finally:
             _quiet(lambda: container.remove(force=True))
-        return _make_result(argv, code, out, err, peak, killed_by, reason, start, limits)
+            if parent:
+                cpu = _cpu_of_parent(parent)
+                _remove_parent(parent)
+        result = _make_result(argv, code, out, err, peak, killed_by, reason, start, limits)
+        if cpu is not None:
+            result.cpu_s, result.cpu_how = round(cpu, 4), "cgroup cpuacct"
+        else:
+            result.cpu_how = (
+                "the container's cgroup could not be read"
+                if parent
+                else "the daemon's cgroups are not this host's cgroupfs (v1) tree"
+            )
+        return result
 
     def _pump(
         self, stream: Iterable[tuple[bytes | None, bytes | None]], limits: Limits, kill: Callable[[], object]
@@ -366,8 +422,9 @@ class DockerExecutor(SandboxBackend):
 
             _quiet(go)
 
-        out, err, state = self._pump(stream, limits, kill=kill_all)
         cg = _Cgroup(container.id)
+        cpu_before = cg.read("cpu")  # the container's CPU time: this command's is the difference
+        out, err, state = self._pump(stream, limits, kill=kill_all)
         ooms_before = cg.oom_kills()
         peak, first_kill = 0, None
         while not state["done"].wait(POLL_S):
@@ -392,6 +449,7 @@ class DockerExecutor(SandboxBackend):
                     _quiet(container.kill)
         kill_all()  # background children of this command do not outlive it
         code = api.exec_inspect(exec_id).get("ExitCode")
+        cpu_after = cg.read("cpu")
         oom = cg.oom_kills() > ooms_before
         alive = True
         if code is None or code >= 128:  # only a kill can have taken the container down
@@ -404,9 +462,15 @@ class DockerExecutor(SandboxBackend):
         killed_by, reason = state["killed_by"], state["reason"]
         if killed_by is None and (oom or (code == 137 and peak >= limits.memory_mb * 2**20 * 0.9)):
             killed_by, reason = "memory", f"OOM-killed at the {limits.memory_mb} MB memory limit"
-        return _make_result(
+        result = _make_result(
             argv, code, out, err, peak / 2**20 if peak else None, killed_by, reason, start, limits
         )
+        if cpu_before is not None and cpu_after is not None:
+            # the kill -9 -1 that ends each command is charged too (a few ms)
+            result.cpu_s, result.cpu_how = round((cpu_after - cpu_before) / 1e9, 4), "cgroup cpuacct"
+        else:
+            result.cpu_how = "the reused container's cgroup could not be read"
+        return result
 
     def close(self) -> None:
         """Remove the reused container, if any."""

@@ -425,7 +425,9 @@ def serve(sock_fd: int, parent: int) -> None:
                 reply = _spawn(req, fds, me, children)
             elif req["op"] == "reap" and req["pid"] in children:
                 children.discard(req["pid"])
-                reply = {"status": os.waitpid(req["pid"], 0)[1]}
+                # wait4: the kernel's CPU time of the command and every process reaped in its tree
+                _, status, ru = os.wait4(req["pid"], 0)
+                reply = {"status": status, "cpu_s": ru.ru_utime + ru.ru_stime}
             elif req["op"] == "ping":
                 reply = {"pid": os.getpid()}
             else:
@@ -560,12 +562,14 @@ class ForkServer:
             raise OSError(answer["errno"], answer["message"])
         raise SetupFailed(f"{answer['error']} failed: {answer['message']}")
 
-    def reap(self, pid: int) -> int:
-        """The exit code (as ``Popen.returncode``) of ``pid``, which has exited; reaped now."""
+    def reap(self, pid: int) -> tuple[int, float | None]:
+        """The exit code (as ``Popen.returncode``) of ``pid``, which has exited, and the CPU
+        seconds (user + system) of it and its reaped descendants; reaped now."""
         status = self._ask({"op": "reap", "pid": pid})
         if "status" not in status:
             raise ServerGone(f"the fork server could not reap {pid}: {status.get('message')}")
-        return os.waitstatus_to_exitcode(status["status"])
+        cpu = status.get("cpu_s")
+        return os.waitstatus_to_exitcode(status["status"]), (float(cpu) if cpu is not None else None)
 
     def close(self) -> None:
         """Stop the server (its socket closes; it exits)."""

@@ -48,6 +48,7 @@ from .forkserver import (
     orchestrator_pidfd,
     prepare_child,
 )
+from .usage import cpu_seconds
 
 FIRST_SAMPLE_S = 0.05  # a contained command that ends sooner is never sampled
 SAMPLE_MAX_S = 1.0  # the interval between samples doubles from FIRST_SAMPLE_S up to this
@@ -97,14 +98,21 @@ class _Child:
     popen: subprocess.Popen | None = None  # ... or by this process (kept: it must not reap on its own)
     returncode: int | None = None
     lost: bool = False  # the fork server stopped while the command ran (it was killed with it)
+    cpu_s: float | None = None  # user + system seconds of the reaped tree (wait4), once reaped
 
     def reap(self) -> int:
         if self.popen is not None:
-            return self.popen.wait()
+            if self.popen.returncode is None:
+                # wait4, not Popen.wait: the kernel's CPU time of the child and its reaped tree
+                _, status, ru = os.wait4(self.pid, 0)
+                self.popen.returncode = os.waitstatus_to_exitcode(status)
+                self.cpu_s = cpu_seconds(ru)
+            return self.popen.returncode
         assert self.server is not None
         _exited(self.pidfd, None)  # the exit, first: the server reaps only when asked
         try:
-            return self.server.reap(self.pid)
+            code, self.cpu_s = self.server.reap(self.pid)
+            return code
         except ServerGone:
             self.lost = True
             return -signal.SIGKILL
@@ -380,6 +388,10 @@ def supervise(
         proc.close()
     result = _result(proc, state, out, err, limits, backend, display_command, time.monotonic() - start)
     result.extra["forked_by"] = "fork_server" if proc.server is not None else "orchestrator"
+    if proc.cpu_s is not None:
+        result.cpu_s, result.cpu_how = round(proc.cpu_s, 4), "wait4"
+    else:
+        result.cpu_how = "the fork server stopped before the command was reaped"
     return result
 
 

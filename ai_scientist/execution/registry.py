@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .base import Executor, Limits, SandboxError
+from .usage import tracked
 
 if TYPE_CHECKING:
     from ..base.config import Config
@@ -42,6 +43,8 @@ def make_executor(
     executor = _make(cfg, name, resources_dir, unsafe)
     if hasattr(executor, "fork_server"):  # the local backends (see .forkserver)
         executor.fork_server = bool(ex.fork_server)
+    # the load around each command and the run's other commands meanwhile (.usage)
+    executor.run = tracked(executor.run)  # type: ignore[method-assign]
     if mounts:
         executor.mounts = tuple(mounts)  # type: ignore[attr-defined]
     elif cfg.grader.dir:

@@ -154,6 +154,7 @@ def run_job(job_dir: Path) -> int:
     """Run the spec of ``job_dir``; returns the job's exit code (the command's shell exit code)."""
     from .base import Limits, SandboxError
     from .hpc_facts import job_module_environ
+    from .usage import tracked
 
     spec = json.loads((job_dir / SPEC_FILE).read_text(encoding="utf-8"))
     started = time.time()
@@ -175,7 +176,9 @@ def run_job(job_dir: Path) -> int:
             # one command per job from a small fresh process: a fork server would only add its start
             executor.fork_server = False
         try:
-            result = executor.run(
+            # the load on the compute node (the orchestrator's own count of other commands replaces
+            # this job's, which sees none)
+            result = tracked(executor.run)(
                 spec["command"],
                 workspace=workspace,
                 limits=Limits(**limits),

@@ -150,6 +150,7 @@ def _failed(
         reason=reason,
         backend=BACKEND,
         extra=extra,
+        cpu_how="the job's runner wrote no record (Slurm accounting, sacct, is not relied on)",
     )
 
 

@@ -271,6 +271,9 @@ def _run(ctx: NodeContext, answer: CodeAnswer) -> RunRecord:
                 stdout_tail=res.stdout[-2500:],
                 stderr_tail=res.stderr[-2500:],
                 duration_s=round(res.duration_s, 3),
+                cpu_s=res.cpu_s,
+                cpu_how=res.cpu_how,
+                load=res.load,
             )
         )
         if not res.ok:
