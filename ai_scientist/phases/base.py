@@ -120,6 +120,9 @@ class NodeContext:
     journal: Journal | None = None  # every change is recorded
     exec_env: dict[str, str] = field(default_factory=dict)  # extra env for experiment commands
     extra_values: dict[str, Any] = field(default_factory=dict)  # e.g. a forest tree's solved example
+    # the node's own plan, handed on by the pipeline once made (its reviewers are told what it set
+    # out to do); None before, and for a caller that runs single phases
+    plan: Plan | None = None
 
     @property
     def paths(self) -> NodePaths:

@@ -82,7 +82,7 @@ def own_plan(ctx: NodeContext) -> str:
 
     if ctx.node.operation == "seed_eval":
         return ""
-    plan = read_artifact(ctx.dir / PLAN_FILE, Plan)
+    plan = ctx.plan if ctx.plan is not None else read_artifact(ctx.dir / PLAN_FILE, Plan)
     line = design_text(plan.to_json() if plan is not None else None)
     return line.removeprefix("Design: ")
 

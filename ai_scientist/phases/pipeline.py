@@ -58,7 +58,7 @@ def run_node(ctx: NodeContext) -> None:
     """Run (or resume) every phase of ``ctx.node`` and record its final status in the journal."""
     ctx.update(status="running")
     try:
-        _, answer = _plan_and_code(ctx)
+        ctx.plan, answer = _plan_and_code(ctx)
         build = compile_code(ctx, answer)
         record = run_experiment(ctx, answer)
         if record.failure:
