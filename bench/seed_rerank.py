@@ -87,6 +87,7 @@ def measure(run_dir: Path) -> dict[str, Any]:
     for rec in _lines(run_dir / "journal.jsonl"):
         nodes[rec["node"]["id"]] = rec["node"]
     reranks = {e["stage"]: e for e in events if e["type"] == "seed_rerank"}
+    findings = {e["stage"]: e for e in events if e["type"] == "finding_seeds"}
     stages = []
     searched = {n["stage"] for n in nodes.values() if n["operation"] != "seed_eval"}
     for e in events:  # a stage that ran no node hands on its carried node unopposed: not counted
@@ -100,6 +101,19 @@ def measure(run_dir: Path) -> dict[str, Any]:
             for n in nodes.values()
             if n["operation"] == "seed_eval" and n["parent_id"] in candidates and n["stage"] == e["stage"]
         )
+        # the re-runs of nodes whose finding is in metrics their parent did not report
+        # (agent.multi_seed_eval.finding_reruns): beside the headline's, made in this stage
+        found = (findings.get(e["stage"]) or {}).get("node_ids") or []
+        finding_runs = sum(
+            1
+            for n in nodes.values()
+            if n["operation"] == "seed_eval" and n["parent_id"] in found and n["stage"] == e["stage"]
+        )
+        best_runs = sum(
+            1
+            for n in nodes.values()
+            if n["operation"] == "seed_eval" and n["parent_id"] == e["node_id"] and n["stage"] == e["stage"]
+        )
         stages.append(
             {
                 "stage": e["stage"],
@@ -111,6 +125,9 @@ def measure(run_dir: Path) -> dict[str, Any]:
                 "candidates": candidates,
                 "changed": bool(r.get("changed")),
                 "extra_seed_runs": extra,
+                "best_seed_runs": best_runs,
+                "finding_nodes": found,
+                "finding_seed_runs": finding_runs,
                 "decision": r.get("decision", "no re-ranking (off, or no valid metric)"),
             }
         )
@@ -135,6 +152,7 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "changed_share": round(len(changed) / len(stages), 3) if stages else None,
         "changed_share_of_contested": round(len(changed) / len(contested), 3) if contested else None,
         "extra_seed_runs": extra,
+        "finding_seed_runs": sum(s.get("finding_seed_runs", 0) for s in stages),
         "seed_runs": total,
         "sigma_median": sigmas[len(sigmas) // 2] if sigmas else None,
         "by_stage": {
@@ -142,6 +160,11 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 "stages": sum(s["stage"] == k for s in stages),
                 "contested": sum(s["stage"] == k and bool(s["candidates"]) for s in stages),
                 "changed": sum(s["stage"] == k and s["changed"] for s in stages),
+                # seed re-runs of the stage: the headline's (best + runners-up) and the findings'
+                "headline_seed_runs": sum(
+                    s.get("best_seed_runs", 0) + s["extra_seed_runs"] for s in stages if s["stage"] == k
+                ),
+                "finding_seed_runs": sum(s.get("finding_seed_runs", 0) for s in stages if s["stage"] == k),
             }
             for k in RANKED_STAGES
         },
@@ -157,10 +180,12 @@ def report(result: dict[str, Any]) -> str:
         f"  best changed by the mean over seeds: {s['changed']} of {s['stages']} ({s['changed_share']})"
         f"; {s['changed_share_of_contested']} of the contested ones",
         f"  cost: {s['extra_seed_runs']} extra seed re-runs of {s['seed_runs']} in all (no LLM call)",
+        f"  findings in new metrics re-run: {s['finding_seed_runs']} seed re-runs (finding_reruns)",
     ]
     for k, v in s["by_stage"].items():
         out.append(
             f"  stage {k}: {v['changed']} changed / {v['contested']} contested / {v['stages']} decisions"
+            f"; seed re-runs: {v['headline_seed_runs']} for the headline + {v['finding_seed_runs']} for findings"
         )
     return "\n".join(out)
 

@@ -58,6 +58,10 @@ class MultiSeedConfig(_Strict):
     rerank_candidates: int = Field(2, ge=0, le=20)
     # within noise: |difference| <= noise_z * sigma * sqrt(2), sigma estimated from seed re-runs
     noise_z: float = Field(2.0, gt=0.0, le=10.0)
+    # at a stage's end, up to this many good nodes whose finding is in metrics their parent did
+    # not report (a condition added beside an unchanged headline) are re-run over the same seeds
+    # too, best-ranked first (0: off); each costs num_seeds runs of existing code, no LLM call
+    finding_reruns: int = Field(1, ge=0, le=20)
 
 
 class PlotsConfig(_Strict):

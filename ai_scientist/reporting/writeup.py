@@ -194,7 +194,11 @@ def stage_summaries(run_dir: Path) -> list[dict[str, Any]]:
     def reruns(nid: str, same_as: tuple[str, str] | None = None) -> str | None:
         node = typed.get(nid)
         seeds = [typed[s["id"]] for s in view.seed_runs(nid) if s["id"] in typed]
-        return rerun_text(node, seeds, same_as=same_as) if node is not None else None
+        if node is None:
+            return None
+        # the metrics its parent did not report (its own finding) with their re-run values too
+        parent = typed.get(node.parent_id) if node.parent_id else None
+        return rerun_text(node, seeds, same_as=same_as, parent=parent)
 
     shown_reruns: dict[str, str] = {}  # the best nodes' re-run texts, by id
     noise = _stage_noise(paths)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ..base import failpoints
 from ..treesearch.best import ABLATION_STAGE, Choice, comparable_metric, rank_nodes
 
 if TYPE_CHECKING:
@@ -41,9 +42,54 @@ class SeedRuns:
             )
         self.run_nodes(pending)
 
-    def result(self, stage: int, best_id: str) -> dict[str, Any]:
-        """The aggregate of the stage's best's seed re-runs (``seed_eval`` event, ``state.json``)."""
-        from ..treesearch.seeds import aggregate_seeds
+    def findings(self, stage: int, best_id: str) -> dict[str, Any] | None:
+        """Re-run over the stage's seeds the good nodes whose finding is in metrics their parent
+        did not report, at most ``agent.multi_seed_eval.finding_reruns`` of them
+        (:func:`..treesearch.seeds.finding_nodes`: the rule). The choice is recorded first
+        (``finding_seeds`` event) and a resumed stage end reuses it, so the re-runs a crash left
+        do not shift the cap to another node. None in the ablation stage (its nodes are measured
+        against their parent's headline) or with the key at 0."""
+        from ..treesearch.seeds import finding_nodes, new_metrics, seed_plan
+
+        cap = self.cfg.agent.multi_seed_eval.finding_reruns
+        if stage == ABLATION_STAGE or cap == 0:
+            return None
+        recorded = [
+            e for e in self.run_.events() if e.get("type") == "finding_seeds" and e.get("stage") == stage
+        ]
+        if recorded:
+            record = {
+                k: recorded[-1].get(k) for k in ("cap", "node_ids", "left_out", "new_metrics", "parents")
+            }
+        else:
+            plan = seed_plan(self.cfg.agent.seed, self.cfg.agent.multi_seed_eval.num_seeds)
+            chosen, eligible = finding_nodes(self.journal, stage, plan, cap, exclude=[best_id])
+            new = {
+                nid: [m.name + (f" [{m.dataset}]" if m.dataset else "") for m in new_metrics(n, parent)]
+                for nid in eligible
+                if (n := self.journal.get(nid)) and (parent := self.journal.get(n.parent_id or ""))
+            }
+            record = {
+                "cap": cap,
+                "node_ids": chosen,
+                "left_out": [nid for nid in eligible if nid not in chosen],
+                "new_metrics": new,
+                "parents": {nid: self.journal.get(nid).parent_id for nid in eligible},
+            }
+            if eligible:  # nothing qualified: nothing to reuse on resume, no record
+                self.run_.event("finding_seeds", stage=stage, **record)
+        for nid in record["node_ids"] or []:
+            self.run_seeds(stage, nid)
+        # crash tests: the re-runs are journaled, the stage's best not recorded yet; without the
+        # recorded choice a resume would find the node re-run in full and re-run the next one
+        failpoints.hit(f"finding_seeds:{stage}")
+        return record
+
+    def result(self, stage: int, best_id: str, findings: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The aggregate of the stage's best's seed re-runs (``seed_eval`` event, ``state.json``);
+        with ``findings`` (:meth:`findings`), each re-run finding node's runs and the aggregate of
+        every new metric its good re-runs all report (``findings.aggregates``)."""
+        from ..treesearch.seeds import aggregate_seeds, new_metrics
 
         measured = [(r, r.metric) for r in self.journal.seed_runs(best_id) if r.is_good and r.metric]
         # only re-runs measuring what the node measured are averaged: a model that put the seed in
@@ -65,6 +111,24 @@ class SeedRuns:
                 f"{list(key) if key else None} (name, direction and dataset must agree; a dataset "
                 "label must not depend on SEED): not averaged"
             )
+        if findings is not None:
+            result["findings"] = {**findings, "runs": {}, "aggregates": {}}
+            for nid in findings["node_ids"]:
+                runs = self.journal.seed_runs(nid)
+                good = [r for r in runs if r.is_good]
+                result["findings"]["runs"][nid] = [r.id for r in runs]
+                node = self.journal.get(nid)
+                parent = (
+                    self.journal.get(node.parent_id)
+                    if node.parent_id and node.parent_id in self.journal
+                    else None
+                )
+                aggs = []
+                for m in new_metrics(node, parent):
+                    got = [next((x for x in r.metrics if x.key == m.key and x.is_valid), None) for r in good]
+                    if got and all(g is not None for g in got):
+                        aggs.append(aggregate_seeds([g for g in got if g is not None]).to_dict())
+                result["findings"]["aggregates"][nid] = aggs
         self.run_.event("seed_eval", stage=stage, **result)
         return result
 

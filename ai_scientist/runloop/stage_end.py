@@ -1,6 +1,7 @@
 """The end of a stage, once the stage loop has stopped creating nodes and none is in flight:
 the evaluation-protocol step on the nodes that ended last, the stage's best (policy choice, LLM
-tie-break if enabled), its seed re-runs and the re-ranking over seeds, the ``stage_best`` event,
+tie-break if enabled), its seed re-runs and the re-ranking over seeds, the seed re-runs of the
+nodes whose finding is in metrics their parent did not report, the ``stage_best`` event,
 the stage summary, and the next stage's state (saved to ``state.json`` with the stage's record).
 
 One entry point, :meth:`StageEnd.finish`; the stage loop calls it and carries on with the state it
@@ -56,10 +57,13 @@ class StageEnd:
         if first.node_id:  # its seed re-runs, then the runners-up within their noise (if any)
             self.seeds.run_seeds(state.stage, first.node_id)
             choice = self.seeds.rerank(state, first)
+        # the nodes whose finding is in metrics their parent did not report: re-run over the same
+        # seeds too (agent.multi_seed_eval.finding_reruns), since the headline re-runs miss them
+        findings = self.seeds.findings(state.stage, choice.node_id) if choice.node_id else None
         nxt = handover(state, choice.node_id)
         run.event("stage_best", stage=state.stage, **choice.to_dict())
         failpoints.hit(f"stage_end:{state.stage}")
-        seeds = self.seeds.result(state.stage, choice.node_id) if choice.node_id else None
+        seeds = self.seeds.result(state.stage, choice.node_id, findings) if choice.node_id else None
         self.progress(state.stage)  # the stage's final counts, its seed re-runs included
         from .stage_summary import write_stage_summary
 

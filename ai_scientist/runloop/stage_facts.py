@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..treesearch.best import ABLATION_STAGE, comparable_metric, count_nodes, primary_metric_key
 from ..treesearch.parameters import settings_text
-from ..treesearch.seeds import concurrency_text, dominance_text, num, ratio_text, too_wide_text
+from ..treesearch.seeds import concurrency_text, dominance_text, new_metrics, num, ratio_text, too_wide_text
 from ..treesearch.seeds import stderr_text as _stderr
 from ..treesearch.stages import STAGES
 from ..treesearch.tried import failure_text, ranked
@@ -464,7 +464,93 @@ def _decision_text(record: Mapping[str, Any]) -> str:
     return text
 
 
+FINDING_ITEMS = 6  # new metrics a finding line states with their re-run values; the rest counted
+
+
+def finding_lines(view: JournalView, findings: Mapping[str, Any] | None) -> list[str]:
+    """One line per node re-run over seeds for its finding in metrics its parent did not report
+    (``seeds.findings`` of the stage end, ``agent.multi_seed_eval.finding_reruns``): each new
+    metric's search value, its value on every good re-run, mean ± s.e. and standard deviation
+    (the spread), the first :data:`FINDING_ITEMS` of them; [] without such a node. A relay run's
+    no-noise control, measured only in extra metrics, reached no later prompt with a spread."""
+    out = []
+    cap = (findings or {}).get("cap")
+    for nid in (findings or {}).get("node_ids") or []:
+        if nid not in view:
+            continue
+        node = view.get(nid)
+        parent = view.get(node.parent_id) if node.parent_id and node.parent_id in view else None
+        good = [r for r in view.seed_runs(nid) if r.is_good]
+        who = ", ".join(f"{r.id} seed {r.seed}" if r.seed is not None else r.id for r in good)
+        head = (
+            f"Re-run over seeds for its finding in metrics {parent.id if parent else 'its parent'} did not "
+            f"report (agent.multi_seed_eval.finding_reruns: up to {cap} node{'' if cap == 1 else 's'} a stage, "
+            f"best-ranked first): {nid}"
+        )
+        if not good:
+            out.append(f"{head}: no seed re-run of it worked, so its finding has no spread.")
+            continue
+        items = []
+        new = new_metrics(node, parent)
+        for m in new:
+            got = [next((x for x in r.metrics if x.key == m.key and x.is_valid), None) for r in good]
+            values = [g.value for g in got if g is not None]
+            if len(values) < len(good):
+                continue  # not every re-run reported it: no statistic (its table shows the gaps)
+            mean = math.fsum(values) / len(values)
+            name = m.name + (f" [{m.dataset}]" if m.dataset else "")
+            text = f"{name}: search {num(m.value)}, re-runs {', '.join(num(v) for v in values)}"
+            if len(values) > 1:
+                sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1))
+                text += f", mean {num(mean)} ± {_stderr(sd / math.sqrt(len(values)))} s.e. (sd {_stderr(sd)})"
+            else:
+                text += " (one re-run: no spread)"
+            items.append(text)
+        shown = items[:FINDING_ITEMS]
+        more = f"; +{len(items) - len(shown)} more in its table below" if len(items) > len(shown) else ""
+        missing = len(new) - len(items)
+        gap = f"; {missing} not reported by every re-run (its table below)" if missing else ""
+        out.append(
+            f"{head}, over {len(good)} seed re-run{'' if len(good) == 1 else 's'} ({who}): {'; '.join(shown) or 'none of its new metrics'}{more}{gap}."
+        )
+    return out
+
+
+def _beyond_cap(view: JournalView, findings: Mapping[str, Any] | None, bare: Sequence[Node]) -> str:
+    """Why a node with a finding in new metrics got no re-run: the cap (``left_out``); "" if none."""
+    left = set((findings or {}).get("left_out") or [])
+    ids = [n.id for n in bare if n.id in left]
+    if not ids:
+        return ""
+    cap = (findings or {}).get("cap")
+    return (
+        f" {', '.join(ids)} also report{'s' if len(ids) == 1 else ''} metrics {'its' if len(ids) == 1 else 'their'} "
+        f"parent did not, but only {cap} such node{'' if cap == 1 else 's'} a stage {'is' if cap == 1 else 'are'} "
+        "re-run over seeds (agent.multi_seed_eval.finding_reruns): a difference in those is not confirmed over seeds."
+    )
+
+
 def no_rerun_text(
+    view: JournalView,
+    stage: int,
+    nodes: Sequence[Node],
+    rerank: Mapping[str, Any] | None,
+    findings: Mapping[str, Any] | None = None,
+) -> str:
+    """:func:`_no_rerun_text`, and the nodes left out by the cap of finding re-runs
+    (``findings``: the stage end's record) with that reason."""
+    text = _no_rerun_text(view, stage, nodes, rerank)
+    if not text:
+        return ""
+    if (findings or {}).get("node_ids"):  # the finding re-runs above are re-runs beside the best's
+        text = text.replace(
+            "only the stage's best", "only the stage's best (besides the finding re-runs above)", 1
+        )
+    bare = [n for n in nodes if n.is_good and not any(r.is_good for r in view.seed_runs(n.id))]
+    return text + _beyond_cap(view, findings, bare)
+
+
+def _no_rerun_text(
     view: JournalView, stage: int, nodes: Sequence[Node], rerank: Mapping[str, Any] | None
 ) -> str:
     """The stage's good search nodes that got no seed re-run, and why — only the stage's best and
@@ -595,10 +681,11 @@ def stage_facts(
     reason = (seeds or {}).get("incomparable_reason")
     if reason:
         head.append(f"Seed re-runs not averaged: {reason}.")
+    head += finding_lines(view, (seeds or {}).get("findings"))
     compared = list((rerank or {}).get("means") or {})
     metric = (rerank or {}).get("metric")
     head += rerank_lines(rerank, seed_pairs(view, compared, metric) if compared and metric else None)
-    bare = no_rerun_text(view, stage, nodes, rerank)
+    bare = no_rerun_text(view, stage, nodes, rerank, (seeds or {}).get("findings"))
     if bare:
         head.append(bare)
     if stage == ABLATION_STAGE and best is not None and nodes:

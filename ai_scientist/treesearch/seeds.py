@@ -91,6 +91,48 @@ def seed_metrics(view: JournalView, node_id: str) -> list[Metric]:
     return [c.metric for c in view.seed_runs(node_id) if c.is_good and c.metric is not None]
 
 
+def new_metrics(node: Node, parent: Node | None) -> list[Metric]:
+    """``node``'s valid metrics whose (name, direction, dataset) ``parent`` did not report, in the
+    node's order: the conditions it added. [] without a parent or one with no metric (nothing is
+    new against nothing), as the stage facts' seed tables order them."""
+    if parent is None:
+        return []
+    had = {m.key for m in parent.metrics}
+    if parent.metric is not None:
+        had.add(parent.metric.key)
+    if not had:
+        return []
+    primary = node.metric.key if node.metric is not None else None
+    return [m for m in node.metrics if m.key not in had and m.key != primary and m.is_valid]
+
+
+def finding_nodes(
+    view: JournalView, stage: int, plan: Sequence[int], limit: int, exclude: Iterable[str] = ()
+) -> tuple[list[str], list[str]]:
+    """The stage's nodes re-run over seeds for a finding in metrics their parent did not report
+    (``agent.multi_seed_eval.finding_reruns``), and every node that qualified: a good, comparable
+    search node of ``stage`` with a parent and at least one valid new metric (:func:`new_metrics`),
+    not in ``exclude`` (the stage's best, re-run for the headline) and lacking a seed of ``plan``
+    (a node re-run in full already has its spread); the first ``limit`` in the stage's ranking
+    (headline best first, ties in creation order). Re-runs follow the headline, which a node
+    adding a condition leaves unchanged: a relay run's no-noise control, measured only in extra
+    metrics, reached no prompt with a spread (relay s6 ln1: n0010, n0011). Returns (chosen,
+    eligible)."""
+    from .best import rank_nodes
+
+    skip = set(exclude)
+    eligible = [
+        n.id
+        for n in rank_nodes([n for n in view.good_nodes(stage) if not n.is_seed_eval])
+        if n.id not in skip
+        and n.parent_id
+        and n.parent_id in view
+        and new_metrics(n, view.get(n.parent_id))
+        and missing_seeds(view, n.id, plan)
+    ]
+    return eligible[: max(limit, 0)], eligible
+
+
 # ------------------------------------------------------ noise and re-ranking --
 
 
@@ -385,7 +427,11 @@ def by_dataset(items: Sequence[tuple[str, str, str | None]]) -> list[str]:
 
 
 def rerun_text(
-    node: Node, reruns: Sequence[Node], limit: int | None = None, same_as: tuple[str, str] | None = None
+    node: Node,
+    reruns: Sequence[Node],
+    limit: int | None = None,
+    same_as: tuple[str, str] | None = None,
+    parent: Node | None = None,
 ) -> str | None:
     """A node's seed re-runs, every metric the node reports that all its good re-runs report too,
     as the run's one seed statistic (:data:`ai_scientist.reporting.runread.SEED_STATISTIC`: mean ±
@@ -393,7 +439,8 @@ def rerun_text(
     seed 1, n0013 seed 2), mean ± s.e. (the first with its values): val_accuracy=0.9085 ± 0.003
     [synthetic] (0.9115, 0.9055); ...``. The primary metric first; with ``limit``, the metrics that do not fit are
     counted (``+3 more``), never cut; the values of each re-run are listed for the primary metric
-    only (the mean and its s.e. say the rest). ``same_as``: (another node's id, its re-run text):
+    and, with ``parent``, for the metrics it did not report (:func:`new_metrics`: the node's
+    own finding, listed next) — the rest by mean and s.e. ``same_as``: (another node's id, its re-run text):
     the metrics that text states alike are counted, not repeated (a child that re-ran its parent's
     grid with the same seeds). None when no re-run worked. A capable model saw only the best node's
     re-runs, so a stage-3 condition's gain was reported without whether it replicated."""
@@ -401,8 +448,10 @@ def rerun_text(
     if not good:
         return None
     order = list(node.metrics) or ([node.metric] if node.metric is not None else [])
+    new = {m.key for m in new_metrics(node, parent)}
     if node.metric is not None:
         order = [node.metric, *(m for m in order if m.key != node.metric.key)]
+    order = [*order[:1], *(m for m in order[1:] if m.key in new), *(m for m in order[1:] if m.key not in new)]
     per_run = [{m.key: m for m in (list(r.metrics) or ([r.metric] if r.metric else []))} for r in good]
     found: list[tuple[str, str, str | None]] = []
     theirs = set((same_as[1] if same_as else "").split("; "))
@@ -417,17 +466,23 @@ def rerun_text(
         if len(values) > 1:
             se = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5 / len(values) ** 0.5
             item += f" ± {stderr_text(se)}"
-        if found and (item in theirs or f"{item} [{m.dataset}]" in theirs):
+        if found and m.key not in new and (item in theirs or f"{item} [{m.dataset}]" in theirs):
             alike += 1
             continue
-        found.append((item, f" ({', '.join(num(v) for v in values)})" if not found else "", m.dataset))
+        shown_values = not found or m.key in new
+        found.append((item, f" ({', '.join(num(v) for v in values)})" if shown_values else "", m.dataset))
     items = by_dataset(found)
     if alike and same_as:
         items.append(f"{alike} more alike in {same_as[0]}'s re-runs")
     who = ", ".join(f"{r.id} seed {r.seed}" if r.seed is not None else r.id for r in good)
     n = len(good)
+    listed = "the first"
+    if new and parent is not None:
+        listed += f" and the {len(new)} metric{'' if len(new) == 1 else 's'} {parent.id} did not report"
     head = f"{n} seed re-run{'' if n == 1 else 's'} ({who}), " + (
-        "value (one re-run: no spread):" if n == 1 else "mean ± s.e. (the first with its values):"
+        "value (one re-run: no spread):"
+        if n == 1
+        else f"mean ± s.e. ({listed} with {'their' if new else 'its'} values):"
     )
     if not items:
         return f"{head} none of its metrics"
