@@ -241,3 +241,37 @@ def test_a_resumed_stage_end_re_runs_the_recorded_node_not_the_next_one(tmp_path
     assert all(view.seed_runs(n) == [] for n in before["left_out"])  # the cap did not move
     state = json.loads((run_dir / "state.json").read_text())
     assert list(state["stages"]["3"]["seeds"]["findings"]["runs"]) == [chosen]
+
+
+# 3 -------------------------------------------------------------------------------------------
+# the machine facts say where a working set leaves the last-level cache (relay s6 mm: a 24 MiB
+# matrix under a 260 MiB L3, and no prompt said the protocol never left the cache)
+
+
+def test_the_machine_facts_say_above_which_working_set_the_run_is_memory_bound(tmp_path):
+    from test_environment_hpc_facts import _host_env, _sandbox
+
+    from ai_scientist.execution.cpu_facts import last_level_cache
+    from ai_scientist.execution.environment import machine_text, render_environment
+    from ai_scientist.execution.sandbox_probe import parse_probe
+
+    env = _host_env(tmp_path)  # a fake /sys tree: L1d, L1i, L2, L3 with their sizes and sharing
+    caches = env["cpu"]["caches"]
+    llc = last_level_cache(caches)
+    # the highest level's data or unified cache, its size and sharing as /sys gave them
+    top = max(caches, key=lambda n: int(n[1:].rstrip("diu")))
+    assert llc == {"name": top, "bytes": caches[top]["bytes"], "shared_by": caches[top]["shared_by"]}
+    mib = f"{caches[top]['bytes'] / 1048576:.1f}".replace(".0", "")
+    want = f"- Working sets above {mib} MiB (the {top}) are memory-bound here"
+    lines = machine_text(env).splitlines()
+    assert any(ln.startswith(want) for ln in lines), lines
+    assert "measures the cache regime only" in next(ln for ln in lines if ln.startswith(want))
+    # the node prompts' environment block (the sandbox hides /sys: the host's caches) says it too
+    env["sandbox"] = _sandbox(**parse_probe("os\tDebian"))
+    assert want in render_environment(env)
+    # an instruction cache is never the last level; no cache known: no line
+    assert last_level_cache({"L1i": {"bytes": 32768}, "L1d": {"bytes": 49152}})["name"] == "L1d"
+    assert last_level_cache({}) is None
+    env["cpu"]["caches"] = {}
+    env.pop("sandbox")
+    assert "Working sets" not in machine_text(env)

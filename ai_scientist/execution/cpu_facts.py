@@ -93,6 +93,24 @@ def caches_from_sys(entries: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
     return dict(sorted(caches.items()))
 
 
+def last_level_cache(caches: dict[str, dict[str, Any]] | None) -> dict[str, Any] | None:
+    """The last-level cache of ``caches`` (:func:`caches_from_sys` form): the highest level's data
+    or unified cache, ``{"name", "bytes", "shared_by"}``; None without one. A working set above its
+    size is served from memory: a relay run's blocked matrix multiplication measured a 24 MiB
+    matrix under a 260 MiB L3 and no prompt said the protocol never left the cache (relay s6)."""
+    best: tuple[int, str] | None = None
+    for name, c in (caches or {}).items():
+        level = name[1:].rstrip("diu")
+        if name.endswith("i") or not level.isdigit() or not c.get("bytes"):
+            continue
+        if best is None or int(level) > best[0]:
+            best = (int(level), name)
+    if best is None:
+        return None
+    c = (caches or {})[best[1]]
+    return {"name": best[1], "bytes": int(c["bytes"]), "shared_by": c.get("shared_by")}
+
+
 def caches_from_getconf(text: str) -> dict[str, dict[str, Any]]:
     """The same from ``getconf -a`` output (no sharing information there)."""
     sizes: dict[str, int] = {}

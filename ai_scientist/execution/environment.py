@@ -30,7 +30,7 @@ import psutil
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import RunPaths
 from .base import SYSTEM_PATH
-from .cpu_facts import cpu_facts, read_sys_cpu
+from .cpu_facts import cpu_facts, last_level_cache, read_sys_cpu
 from .hpc_facts import MAX_MODULES, modules_view, mpi_summary, numa_layout, parse_modules
 from .sandbox_probe import NOTABLE_LIBS, TOOLS
 
@@ -361,6 +361,8 @@ def cpu_view(env: dict[str, Any]) -> dict[str, Any]:
                 view[key], view[f"{key}_from"] = facts[key], where
                 view.update({k: facts.get(k) for k in follows})
                 break
+    # a working set above it is memory-bound here (the machine facts say so: relay s6 mm)
+    view["last_level_cache"] = last_level_cache(view["caches"])
     if compute:
         node = sandbox.get("node") or {}
         gpus = sandbox.get("gpus") or []
