@@ -48,6 +48,14 @@ with open("metrics.json", "w") as _fh:
 BROKEN_PLOT = "raise SystemExit('plotting failed on purpose')\n"
 
 
+# stage-3 research ideas that change no setting of the template (the program stays the parent's)
+RE_MEASURE_IDEAS = [
+    "re-measure the tuned baseline: measures its run-to-run spread",
+    "log every epoch's losses: measures when the flipped labels are fitted",
+    "report the training accuracy beside the validation one: measures the generalisation gap",
+]
+
+
 class CapableViewResponder(ExampleResponder):
     def _phase2(self, text: str, ctx: Any) -> str:
         answer = json.loads(super()._phase2(text, ctx))
@@ -63,6 +71,11 @@ class CapableViewResponder(ExampleResponder):
                     content += TINY_GAP
                 f["content"] = content
         return json.dumps(answer)
+
+    def _ideas(self, text: str, ctx: Any) -> str:
+        if ctx.label == "research":  # no setting named: each improve node repeats its parent's draw
+            return json.dumps({"ideas": RE_MEASURE_IDEAS})
+        return super()._ideas(text, ctx)
 
     def _phase5_plot(self, text: str, ctx: Any) -> str:
         answer = json.loads(super()._phase5_plot(text, ctx))

@@ -200,7 +200,12 @@ def _naive(nodes: list[Node], refinished: int) -> dict:
 
     kids = {n.id: [c for c in nodes if c.parent_id == n.id] for n in nodes}
     search = [n for n in nodes if n.operation != "seed_eval"]
-    is_idea = lambda n: bool(n.idea) and n.operation in ("tune", "ablate")  # noqa: E731
+
+    def is_idea(n: Node) -> bool:  # a stage-3 improve node carries a research idea
+        return bool(n.idea) and (
+            n.operation in ("tune", "ablate") or (n.operation == "improve" and n.stage == 3)
+        )
+
     members = {
         "all": nodes,
         "search": search,

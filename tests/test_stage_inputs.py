@@ -13,7 +13,7 @@ import re
 
 import pytest
 from ai_scientist_testing.scripted import ABLATE_IDEAS, TUNE_IDEAS, ExampleResponder
-from pipeline_support import content_text, events, journal_nodes, prompt_records, start_run
+from pipeline_support import content_text, events, journal_nodes, prompt_records, record_text, start_run
 
 from ai_scientist.context.tokens import counter_for, messages_tokens
 from ai_scientist.treesearch.node import node_sort_key
@@ -157,13 +157,16 @@ def test_the_idea_proposer_sees_the_metrics_of_what_was_tried(long_run):
     evs = events(long_run)
     props = [r for r in prompt_records(long_run) if r["phase"] == "ideas"]  # in call order
     planned = [i for i, e in enumerate(evs) if e["type"] == "ideas_planned"]  # one per proposal
-    assert len(props) == len(planned) and {r["label"] for r in props} == {"tune", "ablate"}
+    assert len(props) == len(planned) and {r["label"] for r in props} == {"tune", "research", "ablate"}
     seen = 0
     for r, at in zip(props, planned, strict=True):
         stage = evs[at]["stage"]
         assert r["stage"] == f"stage{stage}"
         # the stage's tune/ablate nodes selected before this proposal, each with its result
         before = {e["node_id"] for e in evs[:at] if e["type"] == "node_selected" and e["stage"] == stage}
+        if r["label"] == "research":  # stage 3 has no tried table: each node is one line of the brief
+            assert all(f"- {nid} (" in record_text(r) for nid in before)
+            continue
         expected = [n for nid, n in nodes.items() if nid in before and n["idea"]]
         section = _section(r, "Hyper-parameters tried" if r["label"] == "tune" else "Ablations done")
         if not expected:

@@ -1,4 +1,4 @@
-"""The stage loop's own LLM calls (run-level, not a node's): the tune/ablate idea proposal and the
+"""The stage loop's own LLM calls (run-level, not a node's): the tune/research/ablate idea proposal and the
 tie-break between equally good nodes. Each asks through ``services.ask_run`` (one prompt log under
 the run's ``run_calls``) and returns the answer; the stage loop decides what to do with it."""
 
@@ -39,17 +39,18 @@ def propose_ideas(
     action: Action,
     notes: dict[str, Any],
 ) -> Proposal:
-    """Ask for untried tune/ablate ideas growing ``action.parent_id``, on ``journal`` (the view the
-    decision saw); ``notes``: the user's notes for the node to create. A failed call is an
-    ``ideas_failed`` event and no idea."""
+    """Ask for untried ideas growing ``action.parent_id``, on ``journal`` (the view the decision
+    saw): tunings (stage 2), research experiments (a stage-3 improve) or ablations (stage 4);
+    ``notes``: the user's notes for the node to create. A failed call is an ``ideas_failed`` event
+    and no idea."""
     from ..phases.schemas import ideas_schema
     from ..treesearch.stages import ideas_tried
     from .stage_inputs import proposal_inputs
 
     tried = ideas_tried(journal, state.stage, finished_only=False)
-    kind = action.operation
+    kind = proposal_kind(action.operation)
     # the node to grow (all its metrics, its code's parameters), what the stage tried, its budget
-    if action.parent_id is None:  # tune and ablate ideas apply to an existing node
+    if action.parent_id is None:  # tune, research and ablate ideas apply to an existing node
         raise ValueError(f"a {kind} proposal needs the node to grow; the action names none")
     values = proposal_inputs(run, journal, state, journal.get(action.parent_id), kind)
     values.update(notes)
@@ -68,9 +69,15 @@ def propose_ideas(
         offered = [str(i)[:300] for i in res.parsed.get("ideas", [])]
         fresh = dedupe_ideas(offered, [*tried, *state.ideas])
     except LLMError as exc:
-        run.event("ideas_failed", stage=state.stage, reason=str(exc)[:500])
+        run.event("ideas_failed", stage=state.stage, kind=kind, reason=str(exc)[:500])
         offered, fresh = [], []
     return Proposal(offered=offered, fresh=fresh, tried=len(tried))
+
+
+def proposal_kind(operation: str) -> str:
+    """What an idea proposal for a node doing ``operation`` asks for: tune, ablate, or research (a
+    stage-3 improve: an experiment the research idea asks for, or a hypothesis the results raise)."""
+    return "research" if operation == "improve" else operation
 
 
 def tie_break(services: Services, candidates: Sequence[Node]) -> tuple[str, str]:

@@ -109,8 +109,8 @@ def compute_stage_inputs(run: Run, view: JournalView, node: Node, state: StageSt
     if node.operation == "improve":  # told to build on what scored well: the code that did
         values["sibling_code"] = best_sibling_code(run, view, node)
     if node.operation == "improve" and node.stage == 3 and not node.idea:
-        # stage 3 makes no idea-proposal call (stages 2 and 4 do): its brief says whose the
-        # direction is and what the stage's other nodes set out to do (relay s6 mm2 020, 024)
+        # the research proposal failed or offered nothing new (run_calls.py): its brief says whose
+        # the direction is and what the stage's other nodes set out to do (relay s6 mm2 020, 024)
         values["direction"] = {"taken": _taken(run, view, node)}
     # the siblings layer, just before the node's brief (rows grow call by call)
     # a draft sees each earlier finished draft's design (its plan's goal and strategy): taking a
@@ -360,8 +360,8 @@ def iterations_left(run: Run, view: JournalView, stage: int, exclude: str | None
 def proposal_inputs(
     run: Run, view: JournalView, state: StageState, parent: Node, kind: str
 ) -> dict[str, Any]:
-    """The values of the ``propose_idea`` prompt asking for ``kind`` (tune / ablate) ideas to
-    apply to ``parent``, on ``view``: the node to grow with all its metrics and the parameters its
+    """The values of the ``propose_idea`` prompt asking for ``kind`` (tune / research / ablate)
+    ideas to apply to ``parent``, on ``view``: the node to grow with all its metrics and the parameters its
     code exposes (read from its files: options, environment variables, named constants), what the
     stage tried (any node of it) and the earlier stages' summaries, how many planned ideas are not
     yet run and how many nodes the stage may still create."""
@@ -413,6 +413,10 @@ def proposal_inputs(
         # the stage's nodes the tried table does not list (debug children, improve nodes)
         "siblings": "\n".join(sibling_table(view, state.stage, parent_id=parent.id)),
     }
+    if kind == "research":
+        # what was measured: a research idea is what no node of the run measured yet (relay s6 mm2
+        # 020, 024: two stage-3 nodes re-ran the same study)
+        values["research_measured"] = research_measured(run, view, state)
     if kind == "ablate":
         # what the idea asks to ablate, and what the best node's own metrics already measure: a
         # proposer that cannot see both re-proposes ablations already done
@@ -422,6 +426,33 @@ def proposal_inputs(
         )
         values["measured_by_others"] = measured_by_others(run, view, parent, state.stage)
     return values
+
+
+def research_measured(run: Run, view: JournalView, state: StageState) -> dict[str, Any]:
+    """What a research proposal must not propose again: the metric names the stage's best node
+    so far reports (``best``: its id, ``metrics``) and, one line each, what every search node of
+    the stage set out to do (``goals``: its idea, if it had one, and its plan's goal; a running
+    node's plan appears at a moment that depends on timing, so it shows its idea only)."""
+    from ..treesearch.tried import sentences
+
+    out: dict[str, Any] = {}
+    choice = view.best_choice(state.stage, state.carried_id if state.carried_id in view else None)
+    if choice.node_id is not None:
+        best = view.get(choice.node_id)
+        out["best"] = {"id": best.id, "metrics": list(dict.fromkeys(m.name for m in best.metrics))}
+    goals = []
+    for nid in view.ids("search", state.stage):
+        node = view.get(nid)
+        what = node.operation + (f" of {node.parent_id}" if node.parent_id else "")
+        if node.idea:
+            what += f"; idea: {node.idea}"
+        if not node.is_finished:
+            goals.append(f"{nid} ({what}): running")
+            continue
+        goal = sentences(str((_plan_of(run, nid) or {}).get("goal_summary") or ""), TAKEN_CHARS)
+        goals.append(f"{nid} ({what}): {goal or '(no plan recorded)'}")
+    out["goals"] = goals
+    return out
 
 
 def _seed_mean(view: JournalView, node: Node, why: bool = True) -> str:

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 
 from ..base import failpoints
 from ..base.errors import EXIT_NO_WORKING_EXPERIMENT
-from ..treesearch.policies import decision_rng, make_policy
+from ..treesearch.policies import decision_rng, make_policy, next_planned_idea
 from ..treesearch.stages import STAGES, StageOutcome, StageRules, StageState, stage_outcome
 from .early_seeds import EarlySeeds, create_early_seeds, recorded_early_seeds, void_cut_off
 from .recovery import leftover_nodes, saved_stage_state
-from .run_calls import propose_ideas
+from .run_calls import proposal_kind, propose_ideas
 from .scheduler import recorded_waiting
 from .seed_runs import SeedRuns
 from .stage_end import StageEnd
@@ -259,6 +259,12 @@ class StageLoop:
             state, idea = self._propose_idea(state, action, view)
             if idea is None:
                 return state, None
+        elif action.operation == "improve" and state.stage == 3 and idea is None:
+            # a research idea: the next planned one, else a proposal; nothing new (or a failed
+            # call) leaves the node's direction to it (its brief says so), the stage goes on
+            idea = next_planned_idea(view, state)
+            if idea is None:
+                state, idea = self._propose_idea(state, action, view)
         return state, self._create_node(state, action, idea, waiting)
 
     def _decide(self, view: JournalView, state: StageState, next_id: str) -> Action | None:
@@ -274,8 +280,8 @@ class StageLoop:
     def _propose_idea(
         self, state: StageState, action: Action, view: JournalView
     ) -> tuple[StageState, str | None]:
-        """Ask the LLM for untried tune/ablate ideas, on ``view``. Returns the stage state with
-        them planned (saved) and the idea for this node (None if none is new)."""
+        """Ask the LLM for untried tune/research/ablate ideas, on ``view``. Returns the stage state
+        with them planned (saved) and the idea for this node (None if none is new)."""
         proposal = propose_ideas(
             self.run_, self.services, view, state, action, self.contexts.notes(self.journal.next_node_id())
         )
@@ -285,13 +291,13 @@ class StageLoop:
         self.run_.event(
             "ideas_planned",
             stage=state.stage,
-            kind=action.operation,
+            kind=proposal_kind(action.operation),
             new=fresh,
             rejected=[
                 i for i in proposal.offered if i.strip() not in fresh
             ],  # repeats of tried / planned ideas
             tried_count=proposal.tried,
-            exhausted=not fresh,
+            exhausted=new_state.ideas_exhausted,
         )
         return new_state, (fresh[0] if fresh else None)
 

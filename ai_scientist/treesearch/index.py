@@ -67,7 +67,7 @@ CATEGORIES = (
     "buggy_leaf",  # buggy search nodes without a search child
     "finished",  # good or buggy search nodes
     "flight",  # pending or running, seed re-runs included (they occupy a worker)
-    "idea",  # tune / ablate search nodes that carry an idea, any status
+    "idea",  # tune / ablate / stage-3 improve search nodes that carry an idea, any status
     "idea_finished",  # the finished ones among ``idea``
 )
 
@@ -105,7 +105,10 @@ def categories_of(node: Node, leaf: bool) -> tuple[str, ...]:
         out += ["incomparable", "finished"]
     elif node.is_buggy:
         out += ["buggy", "finished"] + (["buggy_leaf"] if leaf else [])
-    if node.idea and node.operation in ("tune", "ablate"):
+    # a stage-3 improve node carries a research idea (runloop/run_calls.py), a stage-1 one never
+    if node.idea and (
+        node.operation in ("tune", "ablate") or (node.operation == "improve" and node.stage == 3)
+    ):
         out += ["idea", "idea_finished"] if node.is_finished else ["idea"]
     return tuple(out)
 

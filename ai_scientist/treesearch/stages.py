@@ -68,7 +68,7 @@ class StageState:
     """What a stage needs besides the journal; the orchestrator keeps it in ``state.json``.
 
     ``carried_id``: node the stage starts from (stages 2-4). ``ideas``: planned
-    hyper-parameter / ablation ideas, if the orchestrator asked for a list
+    hyper-parameter / research / ablation ideas, if the orchestrator asked for a list
     (policies then hand them out in order). ``ideas_exhausted``: the LLM offered
     no untried idea (ends stages 2 and 4). ``protocol``: the stage's evaluation protocol once its
     first working node fixed it (``runloop.protocol.EvalProtocol.to_dict()``; None before).
@@ -111,8 +111,11 @@ class StageState:
         return replace(self, protocol=protocol)
 
     def with_ideas(self, fresh: Sequence[str]) -> StageState:
-        """This state with ``fresh`` ideas planned after the others; none fresh means exhausted."""
-        return replace(self, ideas=(*self.ideas, *fresh), ideas_exhausted=not fresh)
+        """This state with ``fresh`` ideas planned after the others; none fresh means exhausted in
+        stages 2 and 4 (their end). Stage 3 ends on patience: a proposal with nothing new leaves
+        its node to choose its own direction, and the next node asks again."""
+        exhausted = not fresh if self.stage in (2, 4) else self.ideas_exhausted
+        return replace(self, ideas=(*self.ideas, *fresh), ideas_exhausted=exhausted)
 
 
 @dataclass(frozen=True)
@@ -241,7 +244,8 @@ def _criteria(
 
 
 def ideas_tried(view: JournalView, stage: int, finished_only: bool = True) -> list[str]:
-    """Ideas of the stage's tune / ablate nodes (finished ones unless told otherwise)."""
+    """Ideas of the stage's tune / ablate / stage-3 improve nodes (finished ones unless told
+    otherwise)."""
     get = view.get
     return [get(i).idea for i in view.ids("idea_finished" if finished_only else "idea", stage)]  # type: ignore[misc]
 

@@ -29,7 +29,12 @@ if TYPE_CHECKING:
 
 TUNE_IDEAS = ["lr=0.05 l2=0.1", "lr=0.2 l2=0.0", "lr=0.1 l2=0.1 epochs=12", "lr=0.02 l2=0.01 epochs=16"]
 ABLATE_IDEAS = ["ablation no_l2", "ablation no_bias", "ablation no_standardize"]
-RESEARCH_IDEAS = ["lr=0.1 l2=0.05 epochs=10"]
+# stage 3's research experiments (the research idea's label-noise study), each a template setting
+RESEARCH_IDEAS = [
+    "stronger L2 against label noise: l2=0.3 epochs=10, measures whether it limits memorising flipped labels",
+    "longer training: epochs=20 lr=0.05, measures whether noisy labels are memorised late",
+    "early stop: epochs=4 l2=0.05, measures the clean accuracy before the noise is fitted",
+]
 
 PLOT_SCRIPT = """
 import glob, json, os
