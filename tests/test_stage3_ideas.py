@@ -153,3 +153,34 @@ def test_a_failed_research_proposal_falls_back_to_the_brief(tmp_path):
         assert not n.get("idea")
         brief = _code_brief(run_dir, n["id"])
         assert FALLBACK in brief and "its direction is yours to choose" in brief, brief
+
+
+def test_a_tile_as_large_as_the_problem_is_measured_as_no_blocking(tmp_path):
+    """An ablation-like metric the proposer is shown: a tile equal to the problem size is the
+    unblocked kernel (relay s6 mm2 029: gflops_blocked_tile1024 at n=1024 went unlisted). The size
+    comes from the metric names (``speedup_n1024``) or from the code's size constant (``N``)."""
+    from ai_scientist.runloop.stage_inputs import measured_ablations, problem_sizes
+    from ai_scientist.treesearch.journal import Journal
+    from ai_scientist.treesearch.node import Metric
+
+    code = "#include <stdio.h>\n#define N 1024\n#define TILE 64\nint main(void) { return 0; }\n"
+    answer = {"files": [{"path": "mm.c", "content": code, "encoding": "utf-8"}]}
+    j = Journal(tmp_path / "journal.jsonl")
+    for names, given in (
+        (("gflops_blocked", "gflops_blocked_tile1024", "gflops_blocked_tile_128", "speedup_n1024"), None),
+        (("gflops_blocked", "gflops_blocked_tile1024", "gflops_blocked_tile_128"), answer),
+    ):
+        node = j.new_node(stage=3, operation="improve")
+        metrics = tuple(Metric(n, 1.0 + i) for i, n in enumerate(names))
+        node = j.update(node.id, status="good", metric=metrics[0], metrics=metrics)
+        sizes = problem_sizes(node, given)
+        assert sizes == {1024}, sizes
+        found = measured_ablations(node, None, given)
+        listed = {m.name for m in metrics[1:] if f"{m.name}={m.value:.6g}" in found}
+        untiled = {m.name for m in metrics[1:] if any(f"tile{s}" in m.name for s in sizes)}
+        assert listed == untiled == {"gflops_blocked_tile1024"}, found
+    # no size known: a tile is only a tile
+    bare = j.new_node(stage=3, operation="improve")
+    metrics = (Metric("gflops_blocked", 1.0), Metric("gflops_blocked_tile1024", 2.0))
+    bare = j.update(bare.id, status="good", metric=metrics[0], metrics=metrics)
+    assert measured_ablations(bare) == ""

@@ -531,11 +531,48 @@ MEASURED_LINES = 6  # output lines shown, each at most MEASURED_LINE_CHARS
 MEASURED_LINE_CHARS = 160
 
 
-def _ablation_name(name: str, level: str | None = None) -> bool:
+# a tile or block as large as the problem is no blocking at all ("gflops_blocked_tile1024" with
+# n=1024: relay s6 mm2 029); the problem's size is read from metric names ("speedup_n1024") and from
+# the code's size constants (N, SIZE, DIM, ...)
+_TILE_WORDS = frozenset("tile tiles block blocks blk bs tb".split())
+_SIZE_NAMES = frozenset("n size dim matrix_size matrix_n problem_size mat_size".split())
+
+
+def _tile(words: list[str], i: int) -> int | None:
+    """The tile size word ``i`` names ("tile1024", or "1024" after "tile"), else None."""
+    m = re.fullmatch(r"([a-z]+)(\d+)", words[i])
+    if m and m.group(1) in _TILE_WORDS:
+        return int(m.group(2))
+    if words[i].isdigit() and i > 0 and words[i - 1] in _TILE_WORDS:
+        return int(words[i])
+    return None
+
+
+def problem_sizes(node: Node, answer: Any = None) -> frozenset[int]:
+    """The problem sizes ``node`` measured: ``n<digits>`` words of its metric names and the
+    integer values of its code's size constants (``N``, ``SIZE``, ``DIM``; ``answer``: its code
+    answer)."""
+    sizes = {
+        int(w[1:])
+        for m in node.metrics
+        for w in re.split(r"[^a-z0-9]+", m.name.lower())
+        if re.fullmatch(r"n\d+", w)
+    }
+    files = text_files(answer) if isinstance(answer, dict) else {}
+    for p in parameters(files) if files else ():
+        if p.name.lower() in _SIZE_NAMES and p.value.strip().isdigit():
+            sizes.add(int(p.value.strip()))
+    return frozenset(s for s in sizes if s > 1)
+
+
+def _ablation_name(name: str, level: str | None = None, sizes: frozenset[int] = frozenset()) -> bool:
     """Whether a metric's name says it measures a removed part or a control; with ``level`` (the
     main build's optimisation flag, ``o3``) a name with another level (``..._O1_native``) is a
-    build variant measured beside the main one."""
+    build variant measured beside the main one; with ``sizes`` (:func:`problem_sizes`) a tile as
+    large as the problem is the unblocked variant."""
     words = [w for w in re.split(r"[^a-z0-9]+", name.lower()) if w]
+    if sizes and any(_tile(words, i) in sizes for i in range(len(words))):
+        return True
     return any(
         w in _ABLATION_WORDS
         or w in _PLAIN_WORDS
@@ -550,8 +587,8 @@ def _ablation_name(name: str, level: str | None = None) -> bool:
 
 def measured_ablations(node: Node, record: Any = None, answer: Any = None) -> str:
     """What ``node`` measured of an ablation or a control inside its own run: its metrics whose
-    names say so (``speedup_O3_nonative``, ``val_accuracy_no_l2``, ``acc_noise_free``; not its
-    primary metric), whole, ``name=value`` each, then the lines of its output (``record``, its
+    names say so (``speedup_O3_nonative``, ``val_accuracy_no_l2``, ``acc_noise_free``, a tile as
+    large as the problem such as ``gflops_blocked_tile1024`` at n=1024; not its primary metric), whole, ``name=value`` each, then the lines of its output (``record``, its
     run record) that report one (``no-noise control: val_accuracy=0.93``); "" when neither does.
     A relay run's ablation proposer saw "No ablation node has run" while the best node's own
     metrics held its -O1 and no -march=native builds, and its idea asked for both again."""
@@ -560,8 +597,11 @@ def measured_ablations(node: Node, record: Any = None, answer: Any = None) -> st
     # named for another level measured a build variant
     flags = [p.value for p in build_parameters(answer.get("build") if isinstance(answer, dict) else None)]
     level = next((m.group(1).lower() for f in flags if (m := re.search(r"-(O[0-3sgz]|Ofast)\b", f))), None)
+    sizes = problem_sizes(node, answer)
     found = [
-        f"{m.name}={m.value:.6g}" for m in node.metrics if m.name != primary and _ablation_name(m.name, level)
+        f"{m.name}={m.value:.6g}"
+        for m in node.metrics
+        if m.name != primary and _ablation_name(m.name, level, sizes)
     ]
     lines: list[str] = []
     for out in getattr(record, "outputs", None) or ():
