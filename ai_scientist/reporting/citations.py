@@ -46,6 +46,19 @@ def bib_key(paper: dict[str, Any], taken: set[str]) -> str:
     return key
 
 
+def first_author(paper: dict[str, Any]) -> str:
+    """ "Surname" or "Surname et al." of a record's authors ("" when it names none): the writer
+    may write "X et al." only from what it is shown (relay s7 ln1 040)."""
+    names = [str(a.get("name") or "").strip() for a in paper.get("authors") or [] if isinstance(a, dict)]
+    names = [n for n in names if n]
+    if not names:
+        return ""
+    first = names[0]
+    # BibTeX's "Surname, Given" or a service's "Given Surname"
+    surname = first.split(",")[0].strip() if "," in first else first.split()[-1]
+    return surname + (" et al." if len(names) > 1 else "")
+
+
 def to_bibtex(key: str, paper: dict[str, Any]) -> str:
     """One entry from a record: title, authors, year, venue, DOI, arXiv id, URL."""
     authors = " and ".join(_bib_field(a.get("name")) for a in paper.get("authors") or [] if a.get("name"))

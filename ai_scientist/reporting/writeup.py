@@ -46,7 +46,7 @@ from ..treesearch.seeds import (
 )
 from ..treesearch.tried import sentences
 from . import latex, prompts
-from .citations import check_bibtex, collect, to_bibtex, unknown_cite_keys
+from .citations import check_bibtex, collect, first_author, to_bibtex, unknown_cite_keys
 from .claims import SELF_REPORTED, WRITER_INPUTS, check_claims
 from .errors import StepFailed, StepSkipped
 from .images import duplicate_figures
@@ -805,7 +805,9 @@ def write_paper(
     if papers:
         atomic_write_text(paper_dir / "references.bib", "".join(to_bibtex(p["key"], p) for p in papers))
     values["papers"] = [
-        {k: p.get(k) for k in ("key", "title", "year", "venue")} | {"abstract": _gist(p)} for p in papers
+        {k: p.get(k) for k in ("key", "title", "year", "venue")}
+        | {"authors": first_author(p), "abstract": _gist(p)}
+        for p in papers
     ]
     # what the writer is given, kept: every number in it is a source the claims check accepts
     atomic_write_text(paper_dir / WRITER_INPUTS, prompts.render("writeup_user.j2", **values))

@@ -1,0 +1,76 @@
+"""Issue 28, relay run s7_ln1 (report side): what the writer, the figure reviewers and the paper
+reviewers are shown. Every expectation is read from what a scripted report really sent (its prompt
+logs) and the files it wrote (the paper's references.bib, ...)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from components import needs_latex
+from test_report_support import default_responder, report_cfg
+
+from ai_scientist.base.paths import RunPaths
+from ai_scientist.llm.factory import make_client
+from ai_scientist.llm.scripted_backend import ScriptedBackend
+from ai_scientist.reporting.writeup import ReportOptions, write_paper
+
+ROOT = Path(__file__).resolve().parents[1]
+LIBRARY = ROOT / "examples" / "label_noise" / "references.bib"
+
+
+def _text(msg: dict[str, Any]) -> str:
+    content = msg["content"]
+    if isinstance(content, list):
+        return "\n\n".join(p.get("text", "") for p in content if p.get("type") == "text")
+    return str(content)
+
+
+def _report_records(run: Path, before: set[Path]) -> list[dict[str, Any]]:
+    logs = sorted(set((run / "nodes").glob("*/prompt_logs/*.json")) - before)
+    return [json.loads(p.read_text()) for p in logs]
+
+
+def _write(run: Path, tmp_path: Path, respond: Any = None, **report: Any) -> list[dict[str, Any]]:
+    answer = default_responder()
+
+    def fallback(messages, schema, ctx):
+        if ctx.label.startswith("citation"):
+            return json.dumps({"queries": ["label noise regularisation"]})
+        return answer(messages, schema, ctx, "writeup")
+
+    cfg = report_cfg(tmp_path, references=[str(LIBRARY)], **report)
+    before = set((run / "nodes").glob("*/prompt_logs/*.json"))
+    llm = make_client(cfg, run, None, backend=ScriptedBackend(respond or fallback))
+    write_paper(run, cfg, llm, options=ReportOptions(environ={}))
+    return _report_records(run, before)
+
+
+def _bib_authors(bib: str) -> dict[str, list[str]]:
+    """key -> author names, as the run's own references.bib has them."""
+    out = {}
+    for m in re.finditer(r"@\w+\{([^,]+),(.*?)\n\}", bib, re.S):
+        author = re.search(r"author\s*=\s*\{(.*)\},?\s*$", m.group(2), re.M)
+        out[m.group(1)] = [a.strip() for a in re.split(r"\s+and\s+", author.group(1))] if author else []
+    return out
+
+
+@needs_latex(("pdflatex",))
+def test_the_writers_references_name_their_first_author_and_year(tmp_path: Path, run_copy):
+    # relay s7 ln1 040: "X et al." cannot be written from a key and a title alone
+    run = run_copy(tmp_path)
+    recs = _write(run, tmp_path, compile_fix_rounds=0)
+    writer = next(r for r in recs if r["label"] == "sections")
+    user = _text(writer["messages"][-1])
+    listed = user[user.index("# Citation keys you may use") :].split("\n\n# ", 1)[0]
+    entries = _bib_authors((RunPaths(run).paper / "references.bib").read_text(encoding="utf-8"))
+    assert len(entries) >= 3, entries
+    for key, names in entries.items():
+        line = next(x for x in listed.splitlines() if x.startswith(f"- {key}: "))
+        first = names[0]
+        surname = first.split(",")[0].strip() if "," in first else first.split()[-1]
+        year = re.search(r"(\d{4})", line)
+        shown = f"{surname} et al." if len(names) > 1 else surname
+        assert f"({shown}, {year.group(1) if year else ''}" in line, (key, line)
