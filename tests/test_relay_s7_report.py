@@ -74,3 +74,39 @@ def test_the_writers_references_name_their_first_author_and_year(tmp_path: Path,
         year = re.search(r"(\d{4})", line)
         shown = f"{surname} et al." if len(names) > 1 else surname
         assert f"({shown}, {year.group(1) if year else ''}" in line, (key, line)
+
+
+@needs_latex(("pdflatex", "chktex"))
+def test_a_chktex_warning_past_the_shown_line_quotes_the_text_at_its_column(tmp_path: Path, run_copy):
+    # relay s7 ln1 042: "column 820" of a line shown to its 160th character; the writer never
+    # sees paper.tex, so the warning quotes the text at the column
+    from test_report_support import SECTIONS
+
+    run = run_copy(tmp_path)
+    long = " ".join(["We measured the validation accuracy of every configuration on the same data."] * 4)
+    sections = dict(
+        SECTIONS, introduction=long + " It stabilises SGD. All runs agree. See Figure \\ref{fig:1}."
+    )
+    answer = default_responder(sections=(sections,))
+
+    def respond(messages, schema, ctx):
+        if ctx.label.startswith("citation"):
+            return json.dumps({"queries": ["label noise regularisation"]})
+        return answer(messages, schema, ctx, "writeup")
+
+    recs = _write(run, tmp_path, respond, writeup_reflections=1, compile_fix_rounds=0)
+    reflect = next(r for r in recs if r["label"] == "reflect_1")
+    user = _text(reflect["messages"][-1])
+    lines = (RunPaths(run).paper / "paper.tex").read_text(encoding="utf-8").splitlines()
+    quoted = re.findall(r'on the line "([^"]+?) \.\.\.": ([^\n]*)', user)
+    assert quoted, user[-3000:]
+    checked = 0
+    for start, warnings in quoted:
+        line = next(x for x in lines if x.strip().startswith(start))
+        for col, at in re.findall(r'column (\d+) \(at "([^"]+)"\)', warnings):
+            c = int(col)
+            lo, hi = max(c - 1 - 30, 0), min(c - 1 + 30, len(line))
+            assert at.removeprefix("...").removesuffix("...") == line[lo:hi].strip(), (col, at)
+            checked += 1
+        assert checked, warnings  # every warning of a cut line says where it is
+    assert any(c > 160 for start, w in quoted for c in map(int, re.findall(r"column (\d+)", w)))

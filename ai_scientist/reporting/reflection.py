@@ -22,6 +22,7 @@ SECTION_KEYS = ("abstract", "introduction", "related_work", "method", "experimen
 MAX_CHKTEX = 10
 MAX_MATH = 5  # math spans printed as plain text, named one by one
 LINE_CHARS = 160  # what a chktex warning shows of its line
+AROUND_CHARS = 30  # and of a longer line, the text each side of the warning's column
 _CHKTEX = re.compile(r"^[^:]*:(\d+):(\d+):(\d+):(.*)$")  # chktex -v0: file:line:col:number:message
 
 
@@ -164,12 +165,20 @@ def chktex_for_writer(warnings: list[str], tex: str, own_texts: list[str]) -> li
     """chktex warnings on lines the writer wrote, one entry per line with its text (the writer
     never sees paper.tex); warnings on other lines (the template's) are dropped."""
     own = writer_lines(tex, own_texts)
+    raw = tex.splitlines()
     by_line: dict[int, list[str]] = {}
     for w in warnings:
         m = _CHKTEX.match(w)
         if m and int(m.group(1)) in own:
             message = m.group(4).strip().rstrip(".")
-            by_line.setdefault(int(m.group(1)), []).append(f"column {m.group(2)}: {message}")
+            line, col = raw[int(m.group(1)) - 1], int(m.group(2))
+            # a line longer than is shown: the text at the column, quoted (relay s7 ln1 042 got
+            # "column 820" of a line cut at 160 characters and had to guess the spot)
+            at = ""
+            if len(own[int(m.group(1))]) > LINE_CHARS and 0 < col <= len(line):
+                lo, hi = max(col - 1 - AROUND_CHARS, 0), min(col - 1 + AROUND_CHARS, len(line))
+                at = f' (at "{"..." if lo else ""}{line[lo:hi].strip()}{"..." if hi < len(line) else ""}")'
+            by_line.setdefault(int(m.group(1)), []).append(f"column {m.group(2)}{at}: {message}")
     out = []
     for n, found in sorted(by_line.items()):
         text = own[n] if len(own[n]) <= LINE_CHARS else own[n][:LINE_CHARS] + " ..."
