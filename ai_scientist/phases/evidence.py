@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..base.artifacts import CodeAnswer, CommandOutput, RunRecord
+from ..base.artifacts import CodeAnswer, CommandOutput, Plan, RunRecord, read_artifact
 from ..base.templates import render
 
 # re-exported: the node calls' evidence and the kinds they are judged by come from one module
@@ -76,7 +76,6 @@ def own_plan(ctx: NodeContext) -> str:
     figures: what it set out to do and measure. A relay run's reviewer inferred from the code which
     kernel was the headline (mm2 006, 021, 025, 027). "" for a seed re-run (its parent's plan) or
     a node without one."""
-    from ..base.artifacts import Plan, read_artifact
     from ..base.paths import PLAN_FILE
     from ..treesearch.tried import design_text
 

@@ -39,6 +39,7 @@ from ..treesearch.tried import (
     ablation_plan,
     design_text,
     metrics_text,
+    sentences,
     sibling_table,
     tried_table,
     untried,
@@ -334,7 +335,6 @@ def _taken(run: Run, view: JournalView, node: Node) -> list[str]:
     """What each other draft or improve node of ``node``'s stage set out to do: "n0013: <its plan's
     goal>" for a finished one, "n0014: running, its plan not known yet" otherwise (a running node's
     plan appears at a moment that depends on timing: a replay must see the same brief)."""
-    from ..treesearch.tried import sentences
 
     out: list[str] = []
     for nid in view.ids("search", node.stage):
@@ -433,7 +433,6 @@ def research_measured(run: Run, view: JournalView, state: StageState) -> dict[st
     so far reports (``best``: its id, ``metrics``) and, one line each, what every search node of
     the stage set out to do (``goals``: its idea, if it had one, and its plan's goal; a running
     node's plan appears at a moment that depends on timing, so it shows its idea only)."""
-    from ..treesearch.tried import sentences
 
     out: dict[str, Any] = {}
     choice = view.best_choice(state.stage, state.carried_id if state.carried_id in view else None)
