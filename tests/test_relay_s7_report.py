@@ -110,3 +110,60 @@ def test_a_chktex_warning_past_the_shown_line_quotes_the_text_at_its_column(tmp_
             checked += 1
         assert checked, warnings  # every warning of a cut line says where it is
     assert any(c > 160 for start, w in quoted for c in map(int, re.findall(r"column (\d+)", w)))
+
+
+@needs_latex(("pdflatex",))
+def test_the_first_writer_call_gets_a_word_budget_that_fits(tmp_path: Path, run_copy):
+    # relay s7 ln1 040 -> 041: "fit in 4 pages" and six figures taking 1.9 of them; the draft ran a
+    # page over and a length round followed. The first call now names the words that fit: a writer
+    # that writes that many (other words than the measuring placeholder's) fits at once.
+    from test_report_support import SECTIONS
+
+    from ai_scientist.reporting import latex
+    from ai_scientist.reporting.reflection import SECTION_KEYS, word_count
+
+    def _sections_of(paper: Path) -> dict[str, str]:
+        # the sections the writer sent, as the paper's claims check kept them
+        return {k: v for k, v in json.loads((paper / "writeup.json").read_text()).get("sections", {}).items()}
+
+    from test_report_support import _plot_png
+
+    run = run_copy(tmp_path)
+    paths = RunPaths(run)
+    shown = [{"file": f"fig_{i}.png", "caption": f"Validation accuracy, condition {i}."} for i in range(1, 5)]
+    for i, fig in enumerate(shown):
+        _plot_png(paths.figures / fig["file"], seed=10 + 7 * i)
+    paths.figures_json.write_text(json.dumps({"figures": shown}))
+    prose = (
+        "Regularisation of the weights changed the clean accuracy little in our setting, while the "
+        "nuisance features made the penalty useful on every seed; we report each value as measured. "
+    ).split()
+    asked: list[int] = []
+
+    def respond(messages, schema, ctx):
+        if ctx.label.startswith("citation"):
+            return json.dumps({"queries": ["label noise regularisation"]})
+        user = _text(messages[-1])
+        found = re.search(r"write at most (\d+) words in all", user)
+        assert found, user[-1500:]
+        budget = int(found.group(1))
+        asked.append(budget)
+        body = [k for k in SECTION_KEYS if k != "abstract"]  # an abstract has its own length limit
+        each = (budget - 30) // len(body)
+        text = " ".join(prose[i % len(prose)] for i in range(each))
+        out = dict(SECTIONS, abstract=" ".join(prose[:30]), **{k: text for k in body})
+        out["introduction"] = text.replace("penalty", "penalty (Figure \\ref{fig:1})", 1)
+        return json.dumps(out)
+
+    recs = _write(run, tmp_path, respond, compile_fix_rounds=2)
+    writer = [r for r in recs if r["phase"] == "writeup" and not r["label"].startswith("citation")]
+    assert [r["label"] for r in writer] == ["sections"], [r["label"] for r in writer]  # no length round
+    user = _text(writer[0]["messages"][-1])
+    said = re.search(r"(\d+) figures? takes? about ([\d.]+) pages?.*?leaving ([\d.]+) for the text", user)
+    paper = RunPaths(run).paper
+    figs, n = latex.figure_pages((paper / "paper.log").read_text(encoding="utf-8", errors="replace"))
+    assert said and int(said.group(1)) == n and float(said.group(2)) == round(figs or 0.0, 1), user[-800:]
+    report = json.loads((paper / "writeup.json").read_text())
+    assert report["main_pages"] <= report["page_limit"], report
+    assert asked == [int(re.search(r"write at most (\d+) words in all", user).group(1))]
+    assert asked[0] * 0.9 <= word_count(_sections_of(paper)) <= asked[0], asked

@@ -50,7 +50,15 @@ from .citations import check_bibtex, collect, first_author, to_bibtex, unknown_c
 from .claims import SELF_REPORTED, WRITER_INPUTS, check_claims
 from .errors import StepFailed, StepSkipped
 from .images import duplicate_figures
-from .reflection import chktex_for_writer, overflow_message, paper_feedback, room_message, word_count
+from .reflection import (
+    HEADINGS_MARGIN,
+    WORDS_RULE,
+    chktex_for_writer,
+    overflow_message,
+    paper_feedback,
+    room_message,
+    word_count,
+)
 from .runread import SEED_STATISTIC, load_run, read_text, seed_statistics
 from .vlm import machine_facts
 
@@ -614,6 +622,61 @@ def _build(
     return tex, result, ""
 
 
+# ordinary prose of the words a results section uses: what a page of the template holds is measured
+# with it (a word budget from the length of these words, not from a guess of words per page)
+_PLACEHOLDER = (
+    "The method was measured on every configuration of the study, and each result is reported with "
+    "the seed statistics of its runs; the differences between the conditions are small compared "
+    "with the spread of the repeated measurements. "
+)
+PLACEHOLDER_WORDS = 1400  # more than a page of text: the words a page holds are measured, not assumed
+
+
+def first_word_budget(paper_dir: Path, figures: list, cfg: Config, opts: ReportOptions) -> str:
+    """The first writer call's word budget: the paper compiled once with the figures and
+    :data:`PLACEHOLDER_WORDS` words of placeholder prose measures the pages the figures take
+    (``latex.figure_pages``) and the words a page of text holds; the budget is the pages left to
+    the text in words, less 5 % for headings (as the overflow message counts). "" when LaTeX is
+    missing or the placeholder does not build. A relay run's writer, told only "fit in 4 pages",
+    wrote a page too much while six figures took 1.9 pages (s7 ln1 040 -> 041)."""
+    limit = _page_limit(cfg)
+    words = _PLACEHOLDER.split()
+    each = PLACEHOLDER_WORDS // len(SECTIONS)
+    text = " ".join(words[i % len(words)] for i in range(each))
+    placeholder = {"title": "Placeholder", "abstract": "", **{k: text for k in SECTIONS}}
+    counted = word_count(placeholder)
+    atomic_write_text(paper_dir / "paper.tex", assemble(placeholder, figures, [], limit, cfg.report.template))
+    try:
+        result = latex.compile_pdf(paper_dir, cfg.exec.timeout, opts.tool_path)
+    finally:
+        for made in ("paper.pdf", "paper.aux", "paper.log", "paper.fdb_latexmk", "paper.fls", "paper.tex"):
+            (paper_dir / made).unlink(missing_ok=True)  # the real build starts from nothing
+    if not result.ok or not result.main_pages:
+        return ""
+    fill = 1.0 if result.last_fill is None else max(0.05, min(1.0, result.last_fill))
+    content = result.main_pages - 1 + fill
+    figs = result.figure_pages or 0.0
+    if figs >= content or figs >= limit:
+        return (
+            f"The {result.figures} figures alone take about {figs:.1f} of the {limit} pages: leave "
+            "figures out (omit_figures) and keep the text to its essentials."
+        )
+    per_page = counted / (content - figs)
+    budget = int(per_page * (limit - figs) * HEADINGS_MARGIN)
+    shown = (
+        f"the {result.figures} figure{' takes' if result.figures == 1 else 's take'} about {figs:.1f} "
+        f"page{'' if round(figs, 1) == 1 else 's'} (a float never splits across pages), leaving "
+        f"{limit - figs:.1f} for the text"
+        if result.figures
+        else f"there is no figure, so all {limit} pages are the text's"
+    )
+    return (
+        f"Length: the paper has {limit} pages; {shown}. A page of this template holds about "
+        f"{round(per_page)} words of text, so write at most {budget} words in all (5 % kept for "
+        f"headings and paragraph breaks). {WORDS_RULE}"
+    )
+
+
 def _compile_with_fixes(
     client: LLMClient,
     paper_dir: Path,
@@ -812,6 +875,7 @@ def write_paper(
     # what the writer is given, kept: every number in it is a source the claims check accepts
     atomic_write_text(paper_dir / WRITER_INPUTS, prompts.render("writeup_user.j2", **values))
     values["prompter"] = Prompter(cfg, client)
+    values["word_budget"] = first_word_budget(paper_dir, values["figures"], cfg, opts)
     sections = _sections_call(client, "writeup_draft.j2", "sections", values)
     sections, result, attempts = _compile_with_fixes(client, paper_dir, sections, papers, values, cfg, opts)
     invented = _invented(sections, papers)
