@@ -192,6 +192,9 @@ def test_a_review_sees_the_head_and_tail_of_each_loss_list(run):
     for rec in reviews:
         data = json.loads((run / "nodes" / rec["node_id"] / "workspace" / "results.json").read_text())
         shown = _section(rec, "Run result")
+        # the file's record reporting the node's headline value is said to be what it measures
+        head = json.loads((run / "nodes" / rec["node_id"] / "run.json").read_text())["metrics"][0]
+        what = f"what {head['name']} measures; " if data.get(head["name"]) == head["value"] else ""
         for key in ("train_loss", "val_loss"):
             values = data[key]
             nulls = sum(v is None for v in values)
@@ -199,7 +202,7 @@ def test_a_review_sees_the_head_and_tail_of_each_loss_list(run):
             ends = [v for v in (values if len(values) <= 7 else values[:3] + values[-3:]) if v is not None]
             d = next(d for d in range(4, 18) if len({f"{v:.{d}g}" for v in ends}) == len(set(ends)))
             fmt = ["null" if v is None else f"{v:.{d}g}" for v in values]
-            line = f"- results.json {key} ({len(values)} values{f', {nulls} null' if nulls else ''}): "
+            line = f"- results.json {key} ({what}{len(values)} values{f', {nulls} null' if nulls else ''}): "
             assert line in shown, (rec["node_id"], key, shown)
             row = shown.split(line, 1)[1].splitlines()[0]
             assert row.startswith(", ".join(fmt[:3])) and row.endswith(", ".join(fmt[-3:])), row

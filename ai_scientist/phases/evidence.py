@@ -250,6 +250,19 @@ def _seed_values(ctx: NodeContext, parent: Any) -> dict[str, str]:
     return out
 
 
+def headline_metric(metrics: Any) -> tuple[str, float] | None:
+    """The node's primary metric (the first one) as name and value; None without a numeric one."""
+    first = next(iter(metrics or []), None)
+    if first is None:
+        return None
+    # the run record's metrics are dicts ({name, value, ...}); a node's are Metric objects
+    get = first.get if isinstance(first, dict) else lambda k: getattr(first, k, None)
+    name, value = get("name"), get("value")
+    if not name or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return str(name), float(value)
+
+
 def run_result_text(
     run_record: RunRecord | None,
     metrics: Any,
@@ -276,6 +289,7 @@ def run_result_text(
         from_review=from_review,
         series=shown,
         series_more=total - len(shown),
+        headline_name=(headline_metric(metrics) or ("the headline metric",))[0],
     ).strip()
 
 

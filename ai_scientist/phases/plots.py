@@ -26,6 +26,7 @@ Seed re-runs (``seed_eval``) re-measure a chosen node: they are not plotted.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -184,7 +185,10 @@ SERIES_FILE_BYTES = 5_000_000
 
 
 def loss_series(
-    workspace: Path, skip: frozenset[str] = frozenset(), parent: Path | None = None
+    workspace: Path,
+    skip: frozenset[str] = frozenset(),
+    parent: Path | None = None,
+    headline: tuple[str, float] | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """The numeric lists of the workspace's JSON data files whose key names a loss, an error or a
     residual (nulls allowed), each as ``{"path", "file", "n", "nulls", "head", "tail"}`` (``tail``
@@ -192,14 +196,52 @@ def loss_series(
     there are in all. With ``parent`` (the parent node's workspace), the lists whose file and key
     the parent's data do not have come first — a child's new conditions are what its review
     judges (a relay run's digest showed the first 8 lists, all the parent's) — then the rest in
-    file and key order."""
+    file and key order. With ``headline`` (the node's primary metric: name and value), the lists
+    of the record holding that value under that name come before all (``"headline": True``): the
+    condition the node's result measures (relay s7 ln1 012, 027 showed other conditions' losses
+    only). Each list says which condition it is (``"condition"``: its record's name-like field)."""
     found = _all_series(workspace, skip)
     if parent is not None:
         old = {(f["file"], f["path"]) for f in _all_series(parent, frozenset(), values=False)}
         found = [f for f in found if (f["file"], f["path"]) not in old] + [
             f for f in found if (f["file"], f["path"]) in old
         ]
+    if headline is not None:
+        found = [f for f in found if _holds(f["record"], headline)] + [
+            f for f in found if not _holds(f["record"], headline)
+        ]
+    for f in found:
+        f["headline"] = headline is not None and _holds(f["record"], headline)
+        f["condition"] = _condition(f.pop("record"))
     return found[:MAX_SERIES], len(found)
+
+
+# a record's field naming its condition (a run's "name": "asgd l2=0.01,lr0=0.1")
+CONDITION_KEYS = ("name", "label", "condition", "config", "method", "variant", "setting", "run", "id")
+
+
+def _holds(record: dict[str, Any], headline: tuple[str, float]) -> bool:
+    """The record reports the headline value under the metric's name (or a field the name
+    extends or that extends it: ``val_accuracy`` for ``val_accuracy_full``)."""
+    name, value = headline
+    for k, v in record.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        key = str(k)
+        if (key == name or name.startswith(f"{key}_") or key.startswith(f"{name}_")) and math.isclose(
+            float(v), value, rel_tol=1e-9, abs_tol=1e-12
+        ):
+            return True
+    return False
+
+
+def _condition(record: dict[str, Any]) -> str:
+    """The record's name-like string field, cut to 80 characters; "" when it has none."""
+    for k in CONDITION_KEYS:
+        v = record.get(k)
+        if isinstance(v, str) and v.strip():
+            return v.strip()[:80]
+    return ""
 
 
 def _all_series(workspace: Path, skip: frozenset[str], values: bool = True) -> list[dict[str, Any]]:
@@ -214,7 +256,9 @@ def _all_series(workspace: Path, skip: frozenset[str], values: bool = True) -> l
             for k, v in value.items():
                 key = f"{path}.{k}" if path else str(k)
                 if isinstance(v, list) and SERIES_NAME.search(str(k)) and _numbers(v):
-                    found.append({**(_series(key, v) if values else {"path": key}), "file": rel})
+                    found.append(
+                        {**(_series(key, v) if values else {"path": key}), "file": rel, "record": value}
+                    )
                 else:
                     walk(v, key, depth + 1, rel)
         elif isinstance(value, list):
@@ -341,13 +385,29 @@ def _merged_record(records: list[dict[str, Any]], depth: int) -> str | None:
         if len(scalars) == len(values):
             kinds = list(dict.fromkeys(_scalar(v) for v in values))
             shape = " or ".join(kinds)
-        else:  # a nested container: its first occurrence's shape
-            shape = _json_outline(next(v for v in values if isinstance(v, (dict, list))), depth + 1)
+        else:  # a nested container: every record's (a relay run's said 2 weights for 52, s7 ln1 018)
+            shape = _merged_shapes([v for v in values if isinstance(v, (dict, list))], depth + 1)
         where = f" (in {len(values)} of {len(records)})" if len(values) < len(records) else ""
         parts.append(f"{json.dumps(k, ensure_ascii=False)}: {shape}{where}")
     if len(keys) > OUTLINE_KEYS:
         parts.append(f"... {len(keys) - OUTLINE_KEYS} more keys")
     return "{" + ", ".join(parts) + "}"
+
+
+def _merged_shapes(values: list[Any], depth: int) -> str:
+    """One shape for a key's containers over every record: lists as their length range and what
+    any of them holds (``[2-52 x float]``; nulls said, not counted), else each distinct shape (at
+    most 3, then how many more)."""
+    shapes = list(dict.fromkeys(_json_outline(v, depth) for v in values))
+    if len(shapes) == 1:
+        return shapes[0]
+    if all(isinstance(v, list) for v in values):
+        lens = sorted({len(v) for v in values})
+        span = f"{lens[0]}-{lens[-1]}" if len(lens) > 1 else str(lens[0])
+        items = [x for v in values for x in v]
+        return f"[{span} x {_NULL_COUNT.sub('', _list_items(items, depth)) if items else 'nothing'}]"
+    more = f" or ... {len(shapes) - 3} more shapes" if len(shapes) > 3 else ""
+    return " or ".join(shapes[:3]) + more
 
 
 # a list's null count in an outline ("[60 x float or null (3 null)]")

@@ -28,6 +28,7 @@ from ..execution.environment import machine_text
 from ..llm.call import LLMError
 from .base import NodeContext, PhaseFailed, checkpoint_typed
 from .evidence import (
+    headline_metric,
     judged_stage,
     node_facts,
     node_kinds,
@@ -87,8 +88,14 @@ def _review(ctx: NodeContext, answer: CodeAnswer, build: BuildRecord, run_record
             metrics,
             builds=build.commands,
             from_review=parse,
-            # a child's new lists first (its new conditions), then the ones its parent had too
-            series=loss_series(ctx.workspace, unmeasured(ctx.dir), parent=_reference_workspace(ctx)),
+            # the headline condition's lists first (what the node's result measures), then a
+            # child's new lists (its new conditions), then the ones its parent had too
+            series=loss_series(
+                ctx.workspace,
+                unmeasured(ctx.dir),
+                parent=_reference_workspace(ctx),
+                headline=headline_metric(metrics),
+            ),
         ),
         "kinds": kinds,
         "parse_metrics": parse,

@@ -1,0 +1,118 @@
+"""Issue 28, relay run s7 ln1 (a capable model answering each request alone, the bundled
+label-noise idea): node-side findings. One scripted run whose experiment also writes ``runs.json``,
+a list of condition records (a name, a validation accuracy, a per-epoch loss list, a weight
+vector whose length differs between records), the record of the node's headline value last.
+Each test derives what the prompts must say from the run's files (metrics, data files, journal),
+never from constants of its own."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ai_scientist_testing.scripted import ExampleResponder
+from pipeline_support import journal_nodes, prompt_records, record_text, start_run
+
+# appended to the example's program: twelve other conditions, then the headline's record (the
+# value metrics.json reports first, under its name), so an index-ordered digest would cut it
+CONDITIONS = """
+import json as _json
+with open("metrics.json") as _fh:
+    _head = _json.load(_fh)["metrics"][0]
+_runs = []
+for _k in range(12):
+    _runs.append({"name": f"other condition {_k}", _head["name"]: round(0.01 + _k / 1000, 4),
+                  "train_loss": [1.0 / (_i + 2 + _k) for _i in range(20)],
+                  "w": [0.5] * (2 if _k % 2 else 52)})
+_runs.append({"name": "headline condition", _head["name"]: _head["value"],
+              "train_loss": [2.0 / (_i + 1) for _i in range(20)], "w": [0.25] * 7})
+with open("runs.json", "w") as _fh:
+    _json.dump({"runs": _runs}, _fh)
+"""
+
+
+class ConditionsResponder(ExampleResponder):
+    def _phase2(self, text: str, ctx: Any) -> str:
+        answer = json.loads(super()._phase2(text, ctx))
+        for f in answer["files"]:
+            if f["path"] == "experiment.py" and "metrics.json" in f["content"]:
+                f["content"] += CONDITIONS
+        return json.dumps(answer)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    code, run_dir, _ = start_run(tmp_path_factory.mktemp("s7_nodes"), responder=ConditionsResponder())
+    assert code == 0
+    return run_dir
+
+
+def _runs(run: Path, node_id: str) -> list[dict[str, Any]] | None:
+    path = run / "nodes" / node_id / "workspace" / "runs.json"
+    return json.loads(path.read_text())["runs"] if path.is_file() else None
+
+
+def _series_lines(text: str) -> list[str]:
+    m = re.search(r"^Per-step series in the data files[^\n]*\n((?:- [^\n]*\n)+)", text, re.M)
+    return m.group(1).splitlines() if m else []
+
+
+def test_a_review_shows_the_loss_list_of_the_condition_its_headline_measures(run):
+    """Every execution review of a node whose data holds many conditions lists first the loss of
+    the record reporting the node's headline value (its first metric, under that name), named
+    and said to be what the headline measures; the other lists name their condition too (relay
+    s7 ln1 012, 017, 027: the digest showed other conditions' losses only)."""
+    nodes = journal_nodes(run)
+    checked = 0
+    for rec in prompt_records(run):
+        if rec.get("phase") != "review" or rec["node_id"] not in nodes:
+            continue
+        records = _runs(run, rec["node_id"])
+        metrics = json.loads((run / "nodes" / rec["node_id"] / "run.json").read_text())["metrics"]
+        if not records or not metrics:
+            continue
+        head = metrics[0]
+        results = json.loads((run / "nodes" / rec["node_id"] / "workspace" / "results.json").read_text())
+        # the lists whose record reports the headline value under its name: those to come first
+        expected = [
+            f"- runs.json runs[{k}].train_loss"
+            for k, r in enumerate(records)
+            if r.get(head["name"]) == head["value"]
+        ]
+        if results.get(head["name"]) == head["value"]:
+            expected.insert(0, "- results.json train_loss")
+        assert expected and expected[-1].startswith("- runs.json"), expected
+        lines = _series_lines(record_text(rec))
+        marked = [line for line in lines if f"what {head['name']} measures; " in line]
+        assert [line.split(" (")[0] for line in lines[: len(expected)]] == expected, lines
+        assert marked == lines[: len(expected)], lines
+        for line in lines:
+            if line.startswith("- runs.json"):
+                k = int(re.search(r"runs\[(\d+)\]", line).group(1))
+                assert f'"{records[k]["name"]}"' in line, line
+        checked += 1
+    assert checked >= 5, checked
+
+
+def test_a_plotting_prompt_outlines_every_record_of_a_data_file(run):
+    """A node's plotting prompt outlines a list of records over every record: a key whose lists
+    differ in length between records shows their range as the file has it (relay s7 ln1 018: the
+    first run's 2 weights were said for runs holding 52)."""
+    checked = 0
+    for rec in prompt_records(run):
+        if rec.get("phase") != "phase5_plot":
+            continue
+        records = _runs(run, rec["node_id"])
+        if not records:
+            continue
+        lens = sorted({len(r["w"]) for r in records})
+        assert len(lens) > 1  # the workload's weights differ in length
+        text = record_text(rec)
+        assert f'"runs": [{len(records)} x {{' in text, rec["node_id"]
+        assert f'"w": [{lens[0]}-{lens[-1]} x float]' in text, rec["node_id"]
+        assert f'"w": [{len(records[0]["w"])} x float]' not in text
+        checked += 1
+    assert checked >= 5, checked
