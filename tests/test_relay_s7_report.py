@@ -167,3 +167,57 @@ def test_the_first_writer_call_gets_a_word_budget_that_fits(tmp_path: Path, run_
     assert report["main_pages"] <= report["page_limit"], report
     assert asked == [int(re.search(r"write at most (\d+) words in all", user).group(1))]
     assert asked[0] * 0.9 <= word_count(_sections_of(paper)) <= asked[0], asked
+
+
+def _images(rec: dict[str, Any]) -> list[str]:
+    """The image parts a call sent, as their data URLs, in order."""
+    return [
+        p["image_url"]["url"]
+        for m in rec["messages"]
+        if isinstance(m["content"], list)
+        for p in m["content"]
+        if p.get("type") == "image_url"
+    ]
+
+
+@needs_latex(("pdflatex",))
+def test_every_paper_review_and_its_reflections_get_the_figures_the_first_got(tmp_path: Path, run_copy):
+    # relay s7 ln1 044: the reflection round of the paper review lost the figure images (and their
+    # list), so weaknesses about figures could not be checked against what is visible
+    from test_report_support import _plot_png
+
+    from ai_scientist.reporting.review import review_paper
+    from ai_scientist.reporting.vlm import run_vlm
+
+    run = run_copy(tmp_path)
+    paths = RunPaths(run)
+    shown = [{"file": f"fig_{i}.png", "caption": f"Validation accuracy, condition {i}."} for i in range(1, 4)]
+    for i, fig in enumerate(shown):
+        _plot_png(paths.figures / fig["file"], seed=3 + 11 * i)
+    paths.figures_json.write_text(json.dumps({"figures": shown}))
+    answer = default_responder()
+
+    def respond(messages, schema, ctx):
+        if ctx.label.startswith("citation"):
+            return json.dumps({"queries": ["label noise regularisation"]})
+        role = ctx.phase if ctx.phase in ("review", "writeup") else "vlm_feedback"
+        return answer(messages, schema, ctx, role)
+
+    cfg = report_cfg(tmp_path, references=[str(LIBRARY)], num_reviews=2, num_reflections=1)
+    llm = make_client(cfg, run, None, backend=ScriptedBackend(respond))
+    before = set((run / "nodes").glob("*/prompt_logs/*.json"))
+    run_vlm(run, cfg, llm)  # the figure reviews: what says the review model sees images
+    write_paper(run, cfg, llm, options=ReportOptions(environ={}))
+    review_paper(run, cfg, llm)
+    reviews = [r for r in _report_records(run, before) if r["phase"] == "review"]
+    labels = [r["label"] for r in reviews]
+    assert {"review_1", "review_2", "review_1_reflect_1", "review_2_reflect_1"} <= set(labels), labels
+    first = _images(next(r for r in reviews if r["label"] == "review_1"))
+    figures = json.loads(paths.writeup_json.read_text())["figures"]
+    assert len(first) == len(figures) > 0, (len(first), figures)
+    for rec in reviews:
+        if rec["label"].startswith("review_") and rec["label"][7:8].isdigit():
+            assert _images(rec) == first, rec["label"]
+            text = _text(rec["messages"][-1])
+            for f in figures:  # the list the images follow, in every round
+                assert f"- {f['label']} = figures/{f['file']}: " in text, (rec["label"], f["label"])

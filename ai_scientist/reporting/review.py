@@ -117,11 +117,12 @@ def _ask(
     models: set | None = None,
     prompter: Prompter | None = None,
     images: list[dict[str, Any]] | None = None,
+    kept: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """One review call, through the run's one prompt path (llm.prompting.ask): the prompt
     ``review`` / ``review_reflect`` / ``review_meta`` of the layer table, under the budget.
     ``images`` (the figures) follow the text; a server that refuses them gets the call again
-    without them (the captions are in the text)."""
+    without them (the captions are in the text); ``kept`` is given the images that went."""
     prompter = prompter or _prompter(getattr(client, "cfg", None), client)
 
     def send(imgs: list[dict[str, Any]]) -> LLMResult:
@@ -145,6 +146,8 @@ def _ask(
             if not (images and is_vision_refusal(exc)):
                 raise
             images = []  # a server that refuses images: the same review without them
+    if kept is not None:
+        kept[:] = images
     if models is not None and result.model:
         models.add(result.model)
     review = result.parsed
@@ -311,8 +314,9 @@ def one_review(
     fs = fewshot or FewShot()
     seen = seen or PaperView()
     values: dict[str, Any] = {**seen.values, "paper": paper, "fewshot": fs.examples}
+    kept: list[dict[str, Any]] = []  # the figures the first review saw: each reflection sees them too
     review = _ask(
-        client, "review_user.j2", f"review_{index}", values, fs.ledger, models, prompter, seen.images
+        client, "review_user.j2", f"review_{index}", values, fs.ledger, models, prompter, seen.images, kept
     )
     changed: list[str] = []  # what the last round changed in the review (the paper never changes)
     for r in range(reflections):
@@ -324,6 +328,7 @@ def one_review(
             values,
             models=models,
             prompter=prompter,
+            images=kept,
         )
         changed = [k for k in REVIEW_SCHEMA["properties"] if revised.get(k) != review.get(k)]
         review = revised
