@@ -10,6 +10,7 @@ the step is then skipped with the reason recorded in ``figures/vlm.json``.
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ from ..llm.vision import is_vision_refusal, vision_skip_reason
 from . import prompts
 from .errors import StepSkipped
 from .images import image_part
+from .manifest import _compact_metrics
 from .runread import RunView, load_run, read_text
 
 if TYPE_CHECKING:
@@ -162,6 +164,54 @@ def figure_key(path: Path, caption: str) -> str:
     return f"{digest}|{caption}"
 
 
+NODE_ID = re.compile(r"\bn\d{4,}\b")  # how a caption names a node of the run
+MAX_FIGURE_METRICS = 60  # a node's metrics shown to a figure reviewer, headline first
+
+
+def _metric_text(view: RunView, node_id: str, names: list[str] | None = None) -> str:
+    """name=value of a node's metrics in the aggregation manifest's key form (``name [dataset]``
+    for a name measured on several datasets); ``names``: only those, in that order."""
+    values = _compact_metrics(view.metrics(node_id))["metrics"]
+    keys = [k for k in (names or list(values)) if k in values][:MAX_FIGURE_METRICS]
+    more = len(values) - len(keys) if names is None else 0
+    return ", ".join(f"{k}={values[k]}" for k in keys) + (f" (+{more} more)" if more > 0 else "")
+
+
+def figure_nodes(run_dir: Path, caption: str) -> list[str]:
+    """One line per node the caption names: what the node is (stage, operation, parent, idea) and
+    the values it measured, and those of its seed re-runs labelled by seed, so a figure reviewer
+    can check what is drawn against what was measured (relay s7 ln1 032-037: "n0007"/"n0001"
+    in captions, no value)."""
+    ids = list(dict.fromkeys(NODE_ID.findall(caption or "")))
+    if not ids:
+        return []
+    view = load_run(run_dir)
+    out = []
+    for nid in ids:
+        node = view.nodes.get(nid)
+        if node is None:
+            out.append(f"- {nid}: no node of this run has this id")
+            continue
+        what = f"stage {node.get('stage')} {node.get('operation')}"
+        if node.get("parent_id"):
+            what += f" of {node['parent_id']}"
+        if node.get("idea"):
+            what += f" (idea: {node['idea']})"
+        if node.get("seed") is not None:
+            what += f", seed {node['seed']}"
+        line = (
+            f"- {nid}: {what}; status {node.get('status')}; measured {_metric_text(view, nid) or 'nothing'}"
+        )
+        names = list(_compact_metrics(view.metrics(nid))["metrics"])[:MAX_FIGURE_METRICS]
+        reruns = [r for r in view.seed_runs(nid) if r.get("status") == "good"]
+        if reruns:
+            line += "; seed re-runs: " + "; ".join(
+                f"seed {r.get('seed')} ({r['id']}) {_metric_text(view, str(r['id']), names)}" for r in reruns
+            )
+        out.append(line)
+    return out
+
+
 def review_figures(
     run_dir: Path, cfg: Config, client: LLMClient, figures: list[dict[str, Any]], phase: str = "vlm"
 ) -> dict[str, Any]:
@@ -205,6 +255,7 @@ def review_figures(
             file=fig["file"],
             caption=caption,
             question=question,
+            nodes=figure_nodes(run_dir, caption),
             earlier=earlier,
             redrawn=bool(earlier) and str((earlier or {}).get("key", "")).split("|")[0] != key.split("|")[0],
         )
