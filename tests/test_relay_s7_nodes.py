@@ -116,3 +116,73 @@ def test_a_plotting_prompt_outlines_every_record_of_a_data_file(run):
         assert f'"w": [{len(records[0]["w"])} x float]' not in text
         checked += 1
     assert checked >= 5, checked
+
+
+# a measurement concern with an abbreviation's dot mid-sentence, and findings whose clauses run
+# past the sibling table's cut (relay s7 ln1 020, 021)
+CONCERN = (
+    "The difference to the parent (a few points, i.e. about 1% of the validation set, e.g. under "
+    "one flipped label in a hundred, measured on one draw of the data and one initialisation of "
+    "the weights) is from a single seed and within the seed noise of the stage's re-runs"
+)
+HEADLINE = (
+    "the averaged model at the protocol's learning rate and L2 penalty, with the bias term and "
+    "standardised features, trained for the protocol's epochs on the protocol's noisy labels"
+)
+CLAUSES = "; ".join(f"setting {k} gave {k / 100:.2f} held out" for k in range(18))
+
+
+class ConcernResponder(ConditionsResponder):
+    def _exec_review(self, text: str, ctx: Any) -> str:
+        review = json.loads(super()._exec_review(text, ctx))
+        review["measurement"] = CONCERN
+        review["headline"] = HEADLINE
+        review["findings"] = f"{review['findings']}. Per setting: {CLAUSES}."[:500]
+        return json.dumps(review)
+
+
+@pytest.fixture(scope="module")
+def concern(tmp_path_factory) -> Path:
+    code, run_dir, _ = start_run(
+        tmp_path_factory.mktemp("s7_concern"), "agent.stages.stage3_max_iters=3", responder=ConcernResponder()
+    )
+    assert code == 0
+    return run_dir
+
+
+def _table_rows(text: str, heading: str) -> list[list[str]]:
+    """The rows of the table under a prompt's ``## heading`` section, split into cells."""
+    start = text.find(f"## {heading}\n")
+    if start < 0:
+        return []
+    end = text.find("\n## ", start + 4)
+    body = text[start : end if end >= 0 else len(text)]
+    return [
+        [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        for line in body.splitlines()
+        if re.match(r"\| n\d{4} \|", line)
+    ]
+
+
+def test_other_nodes_findings_are_cut_at_a_sentence_end_with_the_caveat_whole(concern):
+    """Where a prompt shows another node's findings, a cut ends at a sentence end (never at a
+    clause's ";" or an abbreviation's dot), and a judge's table carries the node's measurement
+    caveat whole, as its review.json has it (relay s7 ln1 020: "...; [...]", 021: "i.e |")."""
+    nodes = journal_nodes(concern)
+    cut_cells = caveats = 0
+    for rec in prompt_records(concern):
+        text = record_text(rec)
+        for row in _table_rows(text, "Other nodes of this stage"):  # a judge's view: the caveat
+            review = concern / "nodes" / row[0] / "review.json"
+            if len(row) == 4 and review.is_file():
+                said = json.loads(review.read_text())["measurement"]
+                assert f"caveat: {said.rstrip('.')}" in row[3], row
+                caveats += 1
+        for heading in ("Other nodes of this stage", "Siblings", "Previous attempts"):
+            for row in _table_rows(text, heading):
+                if len(row) == 5 and row[4].endswith("[...]") and nodes.get(row[0]):
+                    kept = row[4].split(" — ")[0].removesuffix(" [...]")
+                    assert kept.endswith((".", "!", "?")), kept[-80:]
+                    assert nodes[row[0]]["summary"].replace("|", "\\|").startswith(kept)
+                    cut_cells += 1
+    assert caveats >= 1 and cut_cells >= 1, (caveats, cut_cells)

@@ -180,15 +180,18 @@ def _judged_row(row: str) -> str:
     """A sibling table line (``treesearch/tried.py`` ``sibling_table``) as a judge sees it: the
     header and each row without the "what it did" column, whose measurement caveat (when the
     findings open with one) joins the result; any other line (a "more nodes" note) as it is."""
+    from ..treesearch.tried import first_sentence
+
     cells = _CELL.split(row)
     if len(cells) != 7 or cells[0].strip() or cells[-1].strip():
         return row
     did = cells[5].strip()
     if did.startswith("Caveat"):
-        caveat, _, did = did.split(": ", 1)[-1].partition(". ")
+        # split at the caveat's sentence end, not at an abbreviation's dot (relay s7 ln1 021: "i.e |")
+        caveat, did = first_sentence(did.split(": ", 1)[-1])
         cells[4] = f"{cells[4].rstrip()}; caveat: {caveat.rstrip('.')} "
     if did.startswith("Headline: "):  # a grid's value: the configuration it is for (review.headline)
-        config = did.removeprefix("Headline: ").split(" is for ", 1)[-1].split(". ", 1)[0]
+        config = first_sentence(did.removeprefix("Headline: ").split(" is for ", 1)[-1])[0]
         primary, sep, rest = cells[4].strip().partition("; ")  # the primary metric comes first
         cells[4] = f" {primary} for {config.rstrip('.')}{sep}{rest} "
     return "|".join(cells[:5]) + "|"

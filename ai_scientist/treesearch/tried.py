@@ -45,19 +45,38 @@ def _cell(text: str, limit: int) -> str:
     return one if len(one) <= limit else one[: limit - 3] + "..."
 
 
-_SENTENCE_END = re.compile(r"[.!?;](?=\s)")
+# a sentence's end: not an abbreviation's dot ("i.e. 2 of 40": a relay run's row ended "i.e |")
+_ABBREVIATIONS = r"(?<!\bi\.e)(?<!\be\.g)(?<!\bvs)(?<!\bcf)(?<!\betc)(?<!\bapprox)(?<!\bNo)"
+_SENTENCE_END = re.compile(_ABBREVIATIONS + r"[.!?](?=\s)")
+_CLAUSE_END = re.compile(r";(?=\s)")  # a cut's fallback when no sentence ends late enough
+
+
+def first_sentence(text: str) -> tuple[str, str]:
+    """``text``'s first sentence (its end as :func:`sentences` finds it, the dot dropped) and the
+    rest; the whole text and "" when it is one sentence."""
+    m = _SENTENCE_END.search(text + " ")
+    if m is None or m.end() >= len(text):
+        return text.rstrip(" ."), ""
+    return text[: m.start()], text[m.end() :].lstrip()
 
 
 def sentences(text: str, limit: int) -> str:
     """``text`` on one line (``|`` escaped), cut at the last sentence end within ``limit``
-    characters, never mid-word: a cut ends with "[...]" so the reader knows more was said."""
+    characters (a clause's ";" when no sentence ends in the last two thirds), never mid-word: a
+    cut ends with "[...]" so the reader knows more was said. The first sentence — a node's main
+    result — is kept whole up to twice ``limit`` (relay s7 ln1 020: a finding cut mid-list)."""
     one = " ".join(str(text).split()).replace("|", "\\|")
     if len(one) <= limit:
         return one
     room = one[: limit - 6]
-    ends = [m.end() for m in _SENTENCE_END.finditer(room + " ")]
-    if ends and ends[-1] >= limit // 3:
-        return one[: ends[-1]] + " [...]"
+    first = _SENTENCE_END.search(one + " ")
+    whole = first.end() if first is not None else len(one)  # where the first sentence ends
+    if whole > len(room) and whole <= 2 * limit:
+        return one[:whole].rstrip() + (" [...]" if whole < len(one) else "")
+    for pattern in (_SENTENCE_END, _CLAUSE_END):
+        ends = [e for m in pattern.finditer(room + " ") if (e := m.end()) >= min(whole, len(room))]
+        if ends and ends[-1] >= limit // 3:
+            return one[: ends[-1]] + " [...]"
     word = room.rsplit(" ", 1)[0] if " " in room else room
     return word.rstrip(",;:") + " [...]"
 
