@@ -266,3 +266,31 @@ def test_a_figure_review_says_what_the_captions_nodes_are_and_what_they_measured
                 part = line.split(f"seed {r['seed']} ({r['id']}) ")[1].split(";")[0]
                 headline = r["metrics"][0]
                 assert f"{headline['name']}={_six(headline['value'])}" in part, part
+
+
+@needs_latex(("pdflatex",))
+def test_the_citer_sees_each_result_once_whole_and_one_query_limit(tmp_path: Path, run_copy):
+    # relay s7 ln1 038/039: one best node's findings four times (stages 2-4 kept stage 1's best),
+    # each cut mid-word at 800 characters; "at most 5 queries" in the system message, 10 in the schema
+    from pipeline_support import journal_nodes
+
+    run = run_copy(tmp_path)
+    recs = _write(run, tmp_path, compile_fix_rounds=0, citations={"rounds": 2})
+    cites = [r for r in recs if r["label"].startswith("citation")]
+    assert cites, [r["label"] for r in recs]
+    nodes = journal_nodes(run)
+    for rec in cites:
+        system, user = _text(rec["messages"][0]), _text(rec["messages"][-1])
+        said = re.search(r"at most (\d+) queries", system)
+        assert said and int(said.group(1)) == rec["params"]["schema"]["properties"]["queries"]["maxItems"]
+        findings = user[user.index("# Results per stage") :]
+        bullets = re.findall(r"^\s*- (?:Stage \d+ \([^)]*\), best node )?(n\d{4})", findings, re.M)
+        assert bullets and len(bullets) == len(set(bullets)), bullets  # every node once
+        for nid in bullets:
+            summary = " ".join((nodes[nid].get("summary") or "").split())
+            if summary and len(summary) <= 700:  # short enough to be shown whole everywhere
+                assert summary.replace("|", "\\|") in findings, nid
+        best = re.findall(r"best node (n\d{4}): (.*)", findings)
+        for nid, shown in best:
+            summary = " ".join((nodes[nid].get("summary") or "").split()).replace("|", "\\|")
+            assert shown.strip() == summary or (len(summary) > 2000 and shown.endswith("[...]")), nid

@@ -113,10 +113,14 @@ def writeup_schema(max_tokens: int | None = None, labels: list[str] | None = Non
 
 
 WRITEUP_SCHEMA: dict[str, Any] = writeup_schema()
+# the queries one citation round searches: the schema, the search and the citer's system message
+# (prompt/reporting/citation_system.j2) say the same number (relay s7 ln1 038: "at most 5" vs 10)
+MAX_QUERIES = 6
+BEST_SUMMARY_CHARS = 2000  # a stage best's findings, in the writer's and the citer's inputs
 QUERY_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "queries": {"type": "array", "items": {"type": "string", "maxLength": 200}, "maxItems": 10}
+        "queries": {"type": "array", "items": {"type": "string", "maxLength": 200}, "maxItems": MAX_QUERIES}
     },
     "required": ["queries"],
     "additionalProperties": False,
@@ -228,7 +232,9 @@ def stage_summaries(run_dir: Path) -> list[dict[str, Any]]:
             row.update(
                 best_node=b["id"],
                 best_from_stage=b.get("stage") if b.get("stage") != stage else None,
-                summary=(b.get("summary") or "")[:800],
+                # whole (a very long one ends at a sentence): cut at 800 characters it ended
+                # mid-word ("losses") in the writer's and the citer's findings (relay s7 ln1 038, 040)
+                summary=sentences(b.get("summary") or "", BEST_SUMMARY_CHARS),
                 metrics=metrics_text(view.metrics(b["id"])),
             )
             agg = seed_statistics(view, state_stages.get(str(stage)) or {}, b["id"])
@@ -393,9 +399,9 @@ def gather_citations(
         rounds = rnd
         if not queries:
             break  # the model has nothing new to look for
-        asked += queries[:6]
+        asked += queries[:MAX_QUERIES]
         try:
-            new = collect(cascade, queries[:6], ccfg.max_results, seen, keys)
+            new = collect(cascade, queries[:MAX_QUERIES], ccfg.max_results, seen, keys)
         except SourceOffline:
             break  # every source is skipped now: keep what earlier rounds found
         papers += new
