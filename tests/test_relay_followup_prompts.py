@@ -73,7 +73,9 @@ def test_code_instructions_are_true_for_every_call_and_the_same_bytes(run):
         assert ('The plan under "Plan" is your parent\'s' in _section(r, "This call")) == has_plan
         offers_edits = "edits" in ((r["params"].get("schema") or {}).get("properties") or {})
         assert "Give every file in full under `files`" in rules
-        assert "where the response format offers `edits`" in rules
+        # the edits are explained where the call's schema offers them, in its brief alone
+        assert ("offers `edits`" in _section(r, "This call")) == offers_edits
+        assert "`edits`" not in rules
         checked.add((node["operation"], offers_edits, has_plan))
     assert len(texts) == 1
     assert {op for op, _, _ in checked} >= {"draft", "tune", "ablate"}

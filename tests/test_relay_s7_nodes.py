@@ -186,3 +186,37 @@ def test_other_nodes_findings_are_cut_at_a_sentence_end_with_the_caveat_whole(co
                     assert nodes[row[0]]["summary"].replace("|", "\\|").startswith(kept)
                     cut_cells += 1
     assert caveats >= 1 and cut_cells >= 1, (caveats, cut_cells)
+
+
+def _section(text: str, heading: str) -> str:
+    start = text.find(f"## {heading}\n")
+    if start < 0:
+        return ""
+    end = text.find("\n## ", start + 4)
+    return text[start : end if end >= 0 else len(text)]
+
+
+def test_a_code_call_explains_only_what_its_schema_and_the_sandbox_allow(run):
+    """A code call explains `edits` only when its schema offers them (in its brief; the shared
+    instructions never name them), and says new dependencies get installed only when the schema
+    lets it list one (relay s7 ln1 001, 005, 011: a draft told about an `edits` field its schema
+    lacked, and that new dependencies get installed in a sandbox without network)."""
+    seen = set()
+    for rec in prompt_records(run):
+        if rec.get("phase") != "phase2":
+            continue
+        schema = rec["params"].get("schema") or {}
+        props = schema.get("properties") or {}
+        offers = "edits" in props
+        text = record_text(rec)
+        rules = _section(text, "Instructions")
+        assert "`edits`" not in rules
+        assert ("offers `edits`" in _section(text, "This call")) == offers, rec["node_id"]
+        new = ((props.get("dependencies") or {}).get("properties") or {}).get("new")
+        if new is not None:  # the plan is asked in this call: what its schema lets it install
+            installs = new.get("maxItems") != 0
+            assert ("only new ones get installed" in rules) == installs
+            assert ("nothing new can be installed" in rules) == (not installs)
+            seen.add(("deps", installs))
+        seen.add(("edits", offers))
+    assert {("edits", True), ("edits", False), ("deps", False)} <= seen, seen

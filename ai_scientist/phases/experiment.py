@@ -146,7 +146,14 @@ def _code(ctx: NodeContext, plan: Plan | None, merged: bool = False) -> CodeAnsw
         try:
             raw = ctx.ask(
                 "phase234_code",
-                {**_values(ctx, plan), "merged_plan": merged, **extra},
+                {
+                    **_values(ctx, plan),
+                    "merged_plan": merged,
+                    # what this call's schema and the sandbox allow, said only so (relay s7 ln1 001)
+                    "code_edits": bool(base),
+                    "can_install": bool(ctx.cfg.exec.network),
+                    **extra,
+                },
                 phase="phase2",
                 label="code+plan" if merged else "code",
                 schema=schema,
