@@ -294,3 +294,52 @@ def test_the_citer_sees_each_result_once_whole_and_one_query_limit(tmp_path: Pat
         for nid, shown in best:
             summary = " ".join((nodes[nid].get("summary") or "").split()).replace("|", "\\|")
             assert shown.strip() == summary or (len(summary) > 2000 and shown.endswith("[...]")), nid
+
+
+@needs_latex(("pdflatex",))
+def test_the_writer_gets_the_agents_notes_only_when_they_add_to_the_results(tmp_path: Path, run_copy):
+    # relay s7 ln1 040/042: "Notes the agents kept" sent with "Core facts: (none)" and the best
+    # node's creation, metric and success, all in the stage results already
+    from pipeline_support import journal_nodes
+
+    from ai_scientist.base.config import validate
+    from ai_scientist.memory.digest import digest_markdown
+    from ai_scientist.memory.store import MemoryStore
+
+    run = run_copy(tmp_path)
+    state = json.loads((run / "state.json").read_text())
+    best = [v["best"]["node_id"] for _, v in sorted(state["stages"].items()) if v.get("best")][-1]
+    failed = next(i for i, n in journal_nodes(run).items() if n["status"] == "buggy")
+    store = MemoryStore.open_run(run, validate({}))
+    try:
+        store_digest = {b: digest_markdown(store, b) for b in (best, failed)}
+        core = {b: store.core_entries(b) for b in (best, failed)}
+    finally:
+        store.close()
+    answer = default_responder()
+
+    def respond(messages, schema, ctx):
+        if ctx.label.startswith("citation"):
+            return json.dumps({"queries": ["label noise regularisation"]})
+        return answer(messages, schema, ctx, "writeup")
+
+    cfg = report_cfg(tmp_path, references=[str(LIBRARY)], compile_fix_rounds=0)
+    llm = make_client(cfg, run, None, backend=ScriptedBackend(respond))
+    sent = {}
+    for branch, digest in store_digest.items():
+        before = set((run / "nodes").glob("*/prompt_logs/*.json"))
+        write_paper(run, cfg, llm, memory_digest=digest, options=ReportOptions(environ={}))
+        writer = next(r for r in _report_records(run, before) if r["label"] == "sections")
+        sent[branch] = _text(writer["messages"][-1])
+    # the best node's notes: what each says is in the results (its events are the journal's)
+    best_text = sent[best]
+    if not core[best]:
+        assert "# Notes the agents kept" not in best_text
+        for line in store_digest[best].splitlines():
+            m = re.match(r"- \S+ \[(\w+)\] (.*)", line)
+            if m and m.group(1) == "phase":
+                assert m.group(2).partition(": ")[2] in " ".join(best_text.split()), line
+    # a branch whose notes hold what the results do not (its failure): they are sent
+    error = next(x for x in store_digest[failed].splitlines() if "[error]" in x)
+    assert "# Notes the agents kept" in sent[failed]
+    assert error.split("] ", 1)[1][:60] in sent[failed]

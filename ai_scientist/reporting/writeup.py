@@ -553,6 +553,9 @@ def method_code(run_dir: Path, limit: int = METHOD_CODE_CHARS) -> dict[str, str]
 SHOWN_PROBE_CHARS = 60  # a memory note whose first characters the findings already hold repeats them
 
 
+SHOWN_MARK = "(its text is in the stage results above)"
+
+
 def without_repeats(digest: str, shown: str) -> str:
     """The memory digest less what the findings already show: a note (``- r3 [phase] node
     succeeded: <text>``) whose text's first :data:`SHOWN_PROBE_CHARS` characters are in ``shown``
@@ -563,10 +566,35 @@ def without_repeats(digest: str, shown: str) -> str:
         head, sep, body = line.partition(": ")
         probe = " ".join(body.split())[:SHOWN_PROBE_CHARS]
         if sep and len(probe) == SHOWN_PROBE_CHARS and probe in " ".join(shown.split()):
-            out.append(f"{head}: (its text is in the stage results above)")
+            out.append(f"{head}: {SHOWN_MARK}")
         else:
             out.append(line)
     return "\n".join(out)
+
+
+# the memory events the journal holds too: a digest of only these, with no core fact, summary of
+# earlier events or lesson, tells the writer nothing the stage results do not (relay s7 ln1 040/042:
+# "Core facts: (none)" and the best node's creation, metric and success, sent in every writer call)
+JOURNAL_EVENTS = ("node_created", "metric")
+_EVENT_LINE = re.compile(r"^- \S+ \[(\w+)\] (.*)$")
+
+
+def notes_add_something(digest: str, shown: str) -> bool:
+    """Whether the memory digest (after :func:`without_repeats`) says anything the findings
+    ``shown`` do not: a core fact, a lesson, a summary of earlier events, or an event other than
+    the journal's own whose text the findings do not hold."""
+    held = " ".join(shown.split())
+    for line in digest.splitlines():
+        text = line.strip()
+        if not text or text.startswith("#") or text.startswith("Lineage:") or text == "- (none)":
+            continue
+        event = _EVENT_LINE.match(text)
+        body = " ".join(event.group(2).split()) if event else ""
+        said = body.partition(": ")[2]  # a phase event: "node succeeded: <the node's findings>"
+        if event and (event.group(1) in JOURNAL_EVENTS or SHOWN_MARK in body or (said and said in held)):
+            continue
+        return True
+    return False
 
 
 def _default_cfg() -> Config:
@@ -869,7 +897,8 @@ def write_paper(
         "template": cfg.report.template,
     }
     shown = prompts.render("writeup_user.j2", **values, papers=[])
-    values["memory_digest"] = without_repeats(memory_digest, shown)[:6000]
+    notes = without_repeats(memory_digest, shown)[:6000]
+    values["memory_digest"] = notes if notes_add_something(notes, shown) else ""
     papers, notice = gather_citations(run_dir, cfg, client, values, opts)
     if papers:
         atomic_write_text(paper_dir / "references.bib", "".join(to_bibtex(p["key"], p) for p in papers))
