@@ -110,6 +110,12 @@ def test_a_chktex_warning_past_the_shown_line_quotes_the_text_at_its_column(tmp_
             checked += 1
         assert checked, warnings  # every warning of a cut line says where it is
     assert any(c > 160 for start, w in quoted for c in map(int, re.findall(r"column (\d+)", w)))
+    # the reflection gets the findings again, and says why (relay s7 ln1 042 after 041's "not
+    # repeated here"): the same block the draft got
+    draft = _text(next(r for r in recs if r["label"] == "sections")["messages"][-1])
+    head = "# What each stage of the run found"
+    block = draft[draft.index(head) :].split("\n\n## ", 1)[0]
+    assert block in user and "gets the run's findings again (above)" in user
 
 
 @needs_latex(("pdflatex",))
