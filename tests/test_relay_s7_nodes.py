@@ -220,3 +220,29 @@ def test_a_code_call_explains_only_what_its_schema_and_the_sandbox_allow(run):
             seen.add(("deps", installs))
         seen.add(("edits", offers))
     assert {("edits", True), ("edits", False), ("deps", False)} <= seen, seen
+
+
+def test_a_nodes_recall_says_whose_events_it_holds(run):
+    """The memory's recall says it holds the node's ancestors' events only, and every event it
+    shows is of a node on the node's path to the root as the journal has it — so a node whose
+    recall holds only its parent's creation reads it as its lineage's, not as a stale memory
+    (relay s7 ln1 016, 020)."""
+    nodes = journal_nodes(run)
+    checked = 0
+    for rec in prompt_records(run):
+        node = nodes.get(rec["node_id"])
+        text = record_text(rec)
+        if node is None or "## Memory\n" not in text:
+            continue
+        chain, up = set(), node.get("parent_id")
+        while up:
+            chain.add(up)
+            up = nodes[up].get("parent_id")
+        recall = text[text.find("### Recall") :].split("\n## ", 1)[0]
+        assert recall.startswith(
+            "### Recall (the events of this node's ancestors only, not of other branches;"
+        )
+        named = set(re.findall(r"\b(n\d{4})\b", "\n".join(recall.splitlines()[1:])))
+        assert named <= chain | {node["id"]}, (rec["node_id"], named - chain)
+        checked += 1
+    assert checked >= 5, checked

@@ -195,8 +195,13 @@ def _recall_section(
             )
         )
     snap = {"recall_ids": [e.id for e in events], "summary_ids": [c.archival_id for c in folds]}
-    # no counts in the header: it stays the same bytes as the branch grows
-    header = "### Recall (oldest first; older ranges summarised, then the latest events)"
+    # no counts or ids in the header: it stays the same bytes as the branch grows (a child's recall
+    # extends its parent's). It says whose events these are: a relay run's stage-3 node read its
+    # recall (its parent's creation alone) as a memory gone stale (s7 ln1 016, 020)
+    header = (
+        "### Recall (the events of this node's ancestors only, not of other branches; oldest first; "
+        "older ranges summarised, then the latest events)"
+    )
     return Section("recall", header, items, chronological=True), snap
 
 
