@@ -349,3 +349,28 @@ def test_the_writer_gets_the_agents_notes_only_when_they_add_to_the_results(tmp_
     error = next(x for x in store_digest[failed].splitlines() if "[error]" in x)
     assert "# Notes the agents kept" in sent[failed]
     assert error.split("] ", 1)[1][:60] in sent[failed]
+
+
+def test_the_aggregation_manifest_keys_every_metric_one_way_and_labels_seed_values(tmp_path: Path, run_copy):
+    # relay s7 ln1 031: keys with and without "[dataset]" in one node; a seed re-run's values as a
+    # bare positional list
+    from pipeline_support import journal_nodes
+
+    from ai_scientist.reporting.manifest import build_manifest
+    from ai_scientist.reporting.runread import load_run
+
+    run = run_copy(tmp_path)
+    nodes = journal_nodes(run)
+    manifest = build_manifest(load_run(run), tmp_path / "figs")
+    assert any(e["role"] == "seed_run" for e in manifest["nodes"])
+    for e in manifest["nodes"]:
+        node = nodes[e["node_id"]]
+        written = node["metrics"]
+        several = len({m.get("dataset") for m in written}) > 1
+        suffixed = {k: k.endswith("]") and " [" in k for k in e["metrics"]}
+        assert set(suffixed.values()) <= {several}, e["metrics"]  # one key form in the entry
+        values = sorted(e["metrics"].values())
+        assert values == sorted(_six(m["value"]) for m in written), e["node_id"]
+        assert "metric_values" not in e
+        if e["role"] == "seed_run":
+            assert e["seed"] == node["seed"] and e["seed_of"] == node["parent_id"]

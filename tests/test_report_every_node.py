@@ -113,12 +113,9 @@ def test_every_good_node_and_its_seed_reruns_reach_the_aggregation_manifest(run)
     for e in manifest["nodes"]:
         written = nodes[e["node_id"]]["metrics"] or [nodes[e["node_id"]]["metric"]]
         expect = {_key(m, written): float(f"{m['value']:.6g}") for m in written}
-        if "metric_values" in e:  # a seed re-run: its values in the order of its node's metric names
-            assert e["role"] == "seed_run" and not {"metrics", "operation", "summary"} & set(e)
-            assert dict(zip(listed[e["seed_of"]]["metrics"], e["metric_values"], strict=True)) == expect
-        else:
-            assert e["metrics"] == expect
-    assert any("metric_values" in e for e in manifest["nodes"])
+        if e["role"] == "seed_run":  # a seed re-run: its values by name, labelled by its seed
+            assert not {"metric_values", "operation", "summary"} & set(e)
+        assert e["metrics"] == expect
     # the plotter's prompt shows them all, and the one seed statistic
     plot = _one(prompt_records(run_dir), "plots", "aggregate_r0")
     sent = record_text(plot)
@@ -128,8 +125,8 @@ def test_every_good_node_and_its_seed_reruns_reach_the_aggregation_manifest(run)
 
 
 def _key(m: dict, written: list[dict]) -> str:
-    """A metric's key in the manifest: its name, with its dataset when the name has several."""
-    several = len({w.get("dataset") for w in written if w["name"] == m["name"]}) > 1
+    """A metric's key in the manifest: its name, with its dataset when the node has several."""
+    several = len({w.get("dataset") for w in written}) > 1
     return f"{m['name']} [{m.get('dataset') or '-'}]" if several else m["name"]
 
 
@@ -143,7 +140,7 @@ def test_one_metric_name_on_several_datasets_keeps_every_value():
     shown = _compact_metrics(written)
     assert shown["metrics"] == {_key(m, written): m["value"] for m in written}
     assert shown["metrics"]["val_accuracy [noise_0.2]"] == 0.7405 and shown["lower_is_better"] == [
-        "train_loss"
+        "train_loss [noise_0.2]"
     ]
 
 
@@ -388,9 +385,9 @@ def test_the_writer_sees_each_nodes_findings_once(run):
     for n in _good_search(nodes):
         caveat = CAVEAT.format(nid=n["id"])
         assert writer.count(caveat) == 1, (n["id"], writer.count(caveat))
-    # the notes the agents kept are still there, less what the stage results show
-    assert "# Notes the agents kept during the run" in writer
-    assert "(its text is in the stage results above)" in writer
+    # the notes the agents kept hold only the journal's events, each in the stage results: not sent
+    # (issue 28, relay s7 ln1 040; tests/test_relay_s7_report.py sends notes that add something)
+    assert "# Notes the agents kept during the run" not in writer
 
 
 def test_a_list_of_records_is_outlined_over_every_record():

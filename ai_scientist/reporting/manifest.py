@@ -172,12 +172,13 @@ def _compact_metrics(metrics: list[dict[str, Any]]) -> dict[str, Any]:
     lower, datasets = [], []
     # a name measured on several datasets keeps one entry per dataset (``acc [noise_0.4]``): keyed by
     # the name alone the last dataset's value stood for all of them (a relay run's plotter drew it)
-    seen_on: dict[str, set[Any]] = {}
-    for m in metrics:
-        seen_on.setdefault(str(m.get("name", "metric")), set()).add(m.get("dataset"))
+    # one key form for every metric of the entry: ``name [dataset]`` for all of them when the node
+    # measured on several datasets, the bare name when on one (relay s7 ln1 031: some keys with
+    # "[synthetic]", some without, in one node)
+    several = len({m.get("dataset") for m in metrics}) > 1
     for m in metrics:
         name, value = str(m.get("name", "metric")), m.get("value")
-        if len(seen_on[name]) > 1:
+        if several:
             name = f"{name} [{m.get('dataset') or '-'}]"
         values[name] = float(f"{value:.6g}") if isinstance(value, float) else value
         if m.get("direction") == "minimize":
@@ -216,20 +217,15 @@ def _share_structures(entries: list[dict[str, Any]]) -> None:
 
 def _with_seeds(view: RunView, node: dict[str, Any], role: str, dest_root: Path) -> list[dict[str, Any]]:
     """The node's entry and one per good seed re-run of it (role ``seed_run``, ``seed_of`` the
-    node; no findings or operation, its metrics as values in the node's order when the names
-    match): a stage-3 condition's re-runs are what says whether its gain replicates."""
+    node and ``seed`` its seed; no findings or operation, its metrics by name): a stage-3 condition's re-runs are what says whether its gain replicates."""
     out = [_node_entry(view, node, role, dest_root)]
-    names = list(out[0]["metrics"])
     for seed_node in view.seed_runs(str(node["id"])):
         if seed_node.get("status") == "good":
             entry = _node_entry(view, seed_node, "seed_run", dest_root)
-            # the same program: its operation and its review's findings say nothing new (its
-            # metrics say what it measured), and its metrics, when they are the node's names in
-            # the node's order, are its values alone (a relay run's judge: "every seed re-run
-            # repeats full metric dicts and summaries")
+            # the same program: its operation and its review's findings say nothing new; its
+            # metrics stay keyed by name as the node's are (a bare positional list made a relay
+            # run's plotter align values by position: s7 ln1 031), its seed field labels them
             del entry["operation"], entry["summary"]
-            if list(entry["metrics"]) == names:
-                entry["metric_values"] = list(entry.pop("metrics").values())
             out.append({**entry, "seed_of": str(node["id"])})
     return out
 
