@@ -31,6 +31,12 @@ _runs.append({"name": "headline condition", _head["name"]: _head["value"],
               "train_loss": [2.0 / (_i + 1) for _i in range(20)], "w": [0.25] * 7})
 with open("runs.json", "w") as _fh:
     _json.dump({"runs": _runs}, _fh)
+# an ablation measured in-run, the same value in every node that keeps this code
+with open("metrics.json") as _fh:
+    _all = _json.load(_fh)
+_all["metrics"].append({"name": "val_accuracy_no_bias", "value": 0.5, "direction": "maximize"})
+with open("metrics.json", "w") as _fh:
+    _json.dump(_all, _fh)
 """
 
 
@@ -246,3 +252,32 @@ def test_a_nodes_recall_says_whose_events_it_holds(run):
         assert named <= chain | {node["id"]}, (rec["node_id"], named - chain)
         checked += 1
     assert checked >= 5, checked
+
+
+def test_the_ablation_proposal_shows_each_in_run_measurement_once(run):
+    """The ablation-ideas call lists each in-run measurement once: another node whose values the
+    best node's line (or a line above) already shows says so instead of repeating them (relay s7
+    ln1 025: the same 13 metrics for four nodes)."""
+    checked = 0
+    for rec in prompt_records(run):
+        if rec.get("phase") != "ideas" or rec.get("label") != "ablate":
+            continue
+        text = record_text(rec)
+        best = re.search(
+            r"^Already measured by the best node, inside its own run: its metrics (.*)\.$", text, re.M
+        )
+        assert best, text[-2000:]
+        shown = best.group(1).split("; ")
+        others = re.findall(r"^- (n\d{4}) \(stage \d\): (.*)$", text, re.M)
+        for nid, line in others:
+            metrics = json.loads((run / "nodes" / nid / "run.json").read_text())["metrics"]
+            mine = {f"{m['name']}={m['value']:.6g}" for m in metrics} & {"val_accuracy_no_bias=0.5"}
+            checked += 1
+            if mine <= set(shown):
+                assert line == "the same values as shown above", line
+                continue
+            items = line.split(" (and ")[0].removeprefix("its metrics ").split("; ")
+            assert not set(items) & set(shown), line
+            shown += items
+        assert len(shown) == len(set(shown))
+    assert checked >= 2, checked

@@ -630,6 +630,19 @@ def measured_by_others(run: Run, view: JournalView, parent: Node, stage: int) ->
     what a later node grown from it already measured (relay s6 mm2 029)."""
     ids = dict.fromkeys(i for st in range(parent.stage, stage + 1) for i in view.ids("search", st))
     lines: list[str] = []
+    # each measurement once: a node grown from the best repeats its in-run values (relay s7 ln1
+    # 025: the same 13 metrics for four nodes), so a line keeps only what no line above showed
+    best = RunPaths(run.dir).node(parent.id)
+    code = node_answer(run.dir, parent.id)
+    seen = set(
+        _measured_items(
+            measured_ablations(
+                parent,
+                read_artifact(best.file(RUN_FILE), RunRecord),
+                code.to_json() if code is not None else None,
+            )
+        )
+    )
     for nid in reversed(ids):
         node = view.get(nid)
         if nid == parent.id or node.operation == "ablate" or not (node.is_finished and node.is_good):
@@ -639,11 +652,28 @@ def measured_by_others(run: Run, view: JournalView, parent: Node, stage: int) ->
         found = measured_ablations(
             node, read_artifact(paths.file(RUN_FILE), RunRecord), code.to_json() if code is not None else None
         )
-        if found:
-            lines.append(f"{nid} (stage {node.stage}): {found}")
+        items = _measured_items(found)
+        fresh = [x for x in items if x not in seen]
+        seen.update(items)
+        if fresh:
+            same = len(items) - len(fresh)
+            said = f" (and {same} value(s) shown above, the same)" if same else ""
+            metrics = [x for x in fresh if not x.startswith("its output: ")]
+            parts = [f"its metrics {'; '.join(metrics)}"] if metrics else []
+            parts += [x for x in fresh if x.startswith("its output: ")]
+            lines.append(f"{nid} (stage {node.stage}): {'; '.join(parts)}{said}")
+        elif items:
+            lines.append(f"{nid} (stage {node.stage}): the same values as shown above")
         if len(lines) >= MEASURED_NODES:
             break
     return lines
+
+
+def _measured_items(found: str) -> list[str]:
+    """The ``name=value`` metrics and the output part of a :func:`measured_ablations` text."""
+    metrics, _, output = found.partition("its output: ")
+    names = [x.strip() for x in metrics.removeprefix("its metrics ").split("; ") if x.strip()]
+    return names + ([f"its output: {output}"] if output else [])
 
 
 def stage_inputs(run: Run, view: JournalView, node: Node, state: StageState | None) -> dict[str, Any]:
