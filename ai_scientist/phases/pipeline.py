@@ -86,7 +86,11 @@ def run_node(ctx: NodeContext) -> None:
                 ctx.run.event("review_advisory", node_id=ctx.node.id, summary=found[:500])
         metrics_list = list(record.metrics)
         if wants_plots(ctx):  # the node's figures and their critique (a plotting failure is no bug)
-            check_valid(ctx, critique_plots(ctx, make_plots(ctx, answer, metrics_list)))
+            # the review's caveat on the numbers (machine load, ...): without it the plotting call
+            # and the critique each rediscovered it from the figures (relay s7 mm1 013-018)
+            caveat = measurement(review) if review is not None else ""
+            plots = make_plots(ctx, answer, metrics_list, caveat=caveat)
+            check_valid(ctx, critique_plots(ctx, plots, caveat=caveat))
         metric, metrics = _metric_objects(metrics_list)
         # the node's summary is what its run found, after the review's measurement caveat (the
         # review's remarks about itself stay in review.json); a seed re-run's says whose re-run it is, with which seed, and what it measured

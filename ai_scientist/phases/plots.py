@@ -100,12 +100,15 @@ def wants_plots(ctx: NodeContext) -> bool:
 # ------------------------------------------------------------ plotting --
 
 
-def make_plots(ctx: NodeContext, answer: CodeAnswer, metrics: Any = None) -> PlotsRecord:
+def make_plots(ctx: NodeContext, answer: CodeAnswer, metrics: Any = None, caveat: str = "") -> PlotsRecord:
     """The ``phase5_plot`` step (checkpointed): ``plots.json``, a :class:`PlotsRecord`.
 
-    ``metrics``: the node's metrics as read after its run (shown to the plotting and critique calls).
+    ``metrics``: the node's metrics as read after its run (shown to the plotting and critique calls);
+    ``caveat``: the execution review's measurement caveat (``review.measurement``), or "".
     """
-    return checkpoint_typed(ctx, PLOT_PHASE, PlotsRecord, PLOTS_FILE, lambda: _plots(ctx, answer, metrics))
+    return checkpoint_typed(
+        ctx, PLOT_PHASE, PlotsRecord, PLOTS_FILE, lambda: _plots(ctx, answer, metrics, caveat)
+    )
 
 
 def data_files(workspace: Path, skip: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
@@ -445,7 +448,7 @@ def _list_items(items: list[Any], depth: int) -> str:
     return f"{' or '.join(kinds)} or null ({nulls} null)"
 
 
-def _plots(ctx: NodeContext, answer: CodeAnswer, metrics: Any) -> PlotsRecord:
+def _plots(ctx: NodeContext, answer: CodeAnswer, metrics: Any, caveat: str = "") -> PlotsRecord:
     pcfg = ctx.cfg.agent.plots
     skip = unmeasured(ctx.dir)  # what the answer wrote or was there before the run: no result
     files = data_files(ctx.workspace, skip)
@@ -466,6 +469,7 @@ def _plots(ctx: NodeContext, answer: CodeAnswer, metrics: Any) -> PlotsRecord:
         **program_values(ctx, answer),  # a small change: its diff to the parent's program
         "data_files": data_files_text(files, metrics, count_data_files(ctx.workspace, skip)),
         "run_result": run_result_text(None, metrics, commands=False),
+        "measurement_caveat": caveat,
         "plot_dir": PLOT_DIR,
         "max_figures": pcfg.max_figures,
         "plot_problems": "",
@@ -680,13 +684,13 @@ def _figure_problem(ws: Path, path: Path, name: str, seen: set[str]) -> str | No
 # ------------------------------------------------------------ critique --
 
 
-def critique_plots(ctx: NodeContext, plots: PlotsRecord) -> Critique:
+def critique_plots(ctx: NodeContext, plots: PlotsRecord, caveat: str = "") -> Critique:
     """The ``phase5_vlm`` step (checkpointed): ``vlm.json``, a :class:`Critique` (its verdict, or
-    why there is none)."""
-    return checkpoint_typed(ctx, VLM_PHASE, Critique, VLM_FILE, lambda: _critique(ctx, plots))
+    why there is none). ``caveat``: the execution review's measurement caveat, or ""."""
+    return checkpoint_typed(ctx, VLM_PHASE, Critique, VLM_FILE, lambda: _critique(ctx, plots, caveat))
 
 
-def _critique(ctx: NodeContext, plots: PlotsRecord) -> Critique:
+def _critique(ctx: NodeContext, plots: PlotsRecord, caveat: str = "") -> Critique:
     figures = list(plots.figures)
     verdict, error = None, None
     reason = vision_skip_reason(ctx.cfg, ctx.llm)
@@ -696,7 +700,7 @@ def _critique(ctx: NodeContext, plots: PlotsRecord) -> Critique:
         reason = "no figure to critique: " + (plots.error or "the plotting step kept none")[:500]
     if reason is None:
         try:
-            verdict = _ask_vlm(ctx, figures, plots)
+            verdict = _ask_vlm(ctx, figures, plots, caveat)
         except LLMError as exc:
             if is_vision_refusal(exc):
                 reason = f"the model refused image input: {exc}"
@@ -721,7 +725,7 @@ def _critique(ctx: NodeContext, plots: PlotsRecord) -> Critique:
     return critique
 
 
-def _ask_vlm(ctx: NodeContext, figures: list[Figure], plots: PlotsRecord) -> Verdict:
+def _ask_vlm(ctx: NodeContext, figures: list[Figure], plots: PlotsRecord, caveat: str = "") -> Verdict:
     metrics = list(plots.metrics or [])
     kinds = node_kinds(ctx, metrics)
     values = {
@@ -733,6 +737,7 @@ def _ask_vlm(ctx: NodeContext, figures: list[Figure], plots: PlotsRecord) -> Ver
         # a benchmark's figures are judged against the machine (cores, caches, peak rate): only then
         "environment": machine_text(ctx.environment) if shows_machine(kinds) else "",
         "run_result": run_result_text(None, metrics, commands=False),
+        "measurement_caveat": caveat,
         "kinds": kinds,
         # listed once, with their captions, in the call's brief
         "figures": [{"file": f.file, "caption": f.caption} for f in figures],
