@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ai_scientist_testing.scripted import ExampleResponder
-from pipeline_support import prompt_records, record_text, start_run
+from pipeline_support import journal_nodes, prompt_records, record_text, start_run
+from test_relay_s7_nodes import ConditionsResponder
 
 # the caveat a load-disturbed benchmark's review gave (relay s7 mm1 012), for every other node
 LOAD = (
@@ -28,8 +28,10 @@ LOAD = (
 )
 
 
-class LoadedResponder(ExampleResponder):
-    """Every other node's review gives a measurement caveat; the rest give none."""
+class LoadedResponder(ConditionsResponder):
+    """Every other node's review gives a measurement caveat; the rest give none. The program
+    (ConditionsResponder) also reports an in-run ablation whose value does not change with the
+    seed or a tuned parameter: a child measures it exactly as its parent did."""
 
     def _exec_review(self, text: str, ctx: Any) -> str:
         review = json.loads(super()._exec_review(text, ctx))
@@ -78,3 +80,88 @@ def test_plotting_and_critique_carry_the_reviews_measurement_caveat_once(loaded)
                 assert line not in text, (kind, node_id)
                 without += 1
     assert with_caveat >= 2 and without >= 2, (with_caveat, without)
+
+
+def _metrics(node: dict[str, Any]) -> dict[tuple[str, Any], float]:
+    return {(m["name"], m.get("dataset")): m["value"] for m in node.get("metrics") or []}
+
+
+def _same_on_every_seed(nodes: dict[str, dict], child: str) -> list[tuple[str, Any]]:
+    """The metrics (primary apart) ``child`` measured as its parent did, on its search run and on
+    each of its good seed re-runs against the parent's re-run of that SEED, read from the journal."""
+    node = nodes[child]
+    parent = nodes.get(node.get("parent_id") or "")
+    if parent is None:
+        return []
+
+    def reruns(nid: str) -> dict[Any, dict]:
+        return {
+            n["seed"]: n
+            for n in nodes.values()
+            if n["operation"] == "seed_eval" and n["parent_id"] == nid and n["status"] == "good"
+        }
+
+    mine, theirs = reruns(child), reruns(parent["id"])
+    if not mine or set(mine) - set(theirs):
+        return []
+    primary = (node["metric"]["name"], node["metric"].get("dataset"))
+    pairs = [(_metrics(mine[s]), _metrics(theirs[s])) for s in mine]
+    return [
+        k
+        for k, v in _metrics(node).items()
+        if k != primary
+        and _metrics(parent).get(k) == v
+        and all(k in a and b.get(k) == a[k] for a, b in pairs)
+    ]
+
+
+def _tables(text: str) -> dict[str, str]:
+    """Node id -> its seed table (the heading line to the blank line after it) in a prompt."""
+    out = {}
+    for block in text.split("\n\n"):
+        at = block.find("Seed re-runs of n")
+        if at >= 0:
+            out[block[at + len("Seed re-runs of ") :].split(" ")[0]] = block[at:]
+    return out
+
+
+def test_seed_tables_show_a_parents_unchanged_metrics_once(loaded):
+    """In a stage summary's seed tables, a metric two children measured exactly as their parent
+    (the journal's values: search run and every SEED) is a row in one table only; every other
+    child's table says in one line that it is the parent's on every seed, naming it; a metric
+    that differs stays a row in each table (relay s7 ln1 024: n0002's 14 unchanged metrics twice)."""
+    nodes = journal_nodes(loaded)
+    checked = 0
+    for rec in prompt_records(loaded):
+        if rec["node_id"] != "run" or rec.get("phase") != "summary":
+            continue
+        tables = _tables(record_text(rec))
+        by_parent: dict[str, list[str]] = {}
+        for nid in tables:
+            if nodes[nid].get("parent_id"):
+                by_parent.setdefault(nodes[nid]["parent_id"], []).append(nid)
+        for parent, children in by_parent.items():
+            alike = {c: set(_same_on_every_seed(nodes, c)) for c in children}
+            shared = set.intersection(*alike.values())
+            if len(children) < 2 or not shared:
+                continue
+            for name, dataset in shared:
+                rows = [
+                    c
+                    for c in children
+                    if f"| {name} |" in tables[c] or f"| {name} [{dataset}] |" in tables[c]
+                ]
+                assert len(rows) == (0 if parent in tables else 1), (name, rows)
+                for c in children:
+                    if c in rows:
+                        continue
+                    line = next(ln for ln in tables[c].splitlines() if ln.startswith("+"))
+                    assert f"as {parent} on every seed" in line and name in line, line
+                    assert f"in {rows[0] if rows else parent}'s seed table" in line, line
+                checked += 1
+            for c in children:  # what a child changed is still its own row
+                primary = nodes[c]["metric"]["name"]
+                assert f"| {primary} " in tables[c]
+                for name, _ in set(_metrics(nodes[c])) - alike[c]:
+                    assert f"| {name} " in tables[c], (c, name)
+    assert checked >= 1, checked

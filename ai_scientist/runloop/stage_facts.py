@@ -206,21 +206,73 @@ def _mean_cell(values: list[float], of: int) -> str:
     return out + (f" (n={len(values)})" if len(values) < of else "")
 
 
+def same_as_parent(
+    node: Node, reruns: Sequence[Node], parent: Node | None, parent_reruns: Sequence[Node]
+) -> list[Any]:
+    """The keys of ``node``'s metrics (its primary apart) that it measured exactly as ``parent``
+    did: the same value on its search run and on every one of its good seed re-runs, each against
+    the parent's re-run of the same SEED. Empty without a parent re-run of each of those SEEDs."""
+    good = [r for r in reruns if r.is_good]
+    if parent is None or not good:
+        return []
+    by_seed = {r.seed: r for r in parent_reruns if r.is_good and r.seed is not None}
+    matched = [(r, by_seed[r.seed]) for r in good if r.seed is not None and r.seed in by_seed]
+    if len(matched) < len(good):  # a SEED the parent was not re-run with: nothing to compare
+        return []
+
+    def values(n: Node) -> dict[Any, float]:
+        return {m.key: m.value for m in (list(n.metrics) or ([n.metric] if n.metric else [])) if m.is_valid}
+
+    mine, theirs = values(node), values(parent)
+    pairs = [(values(r), values(p)) for r, p in matched]
+    primary = node.metric.key if node.metric is not None else None
+    return [
+        k
+        for k, v in mine.items()
+        if k != primary and theirs.get(k) == v and all(k in a and b.get(k) == a[k] for a, b in pairs)
+    ]
+
+
 def seed_table(
-    node: Node, reruns: Sequence[Node], parent: Node | None = None, limit: int = SEED_TABLE_CHARS
+    node: Node,
+    reruns: Sequence[Node],
+    parent: Node | None = None,
+    limit: int = SEED_TABLE_CHARS,
+    same: Sequence[Any] = (),
+    same_shown_in: str | None = None,
 ) -> str | None:
     """``node``'s metrics by seed: one row per metric (each name once), a column for its search
     run, one per good seed re-run and the mean ± s.e. over the re-runs; rows in
     :func:`ordered_metrics` order (the primary, the metrics new relative to ``parent``, the rest),
     whole rows while they fit in ``limit`` characters, the rest counted. None without a good
     re-run. A capable model's stage summary saw the first 13 of a node's 59 re-run metrics, each
-    named twice (result and re-run cells), and never the re-runs of the conditions it added."""
+    named twice (result and re-run cells), and never the re-runs of the conditions it added.
+
+    ``same``: the metrics the node measured exactly as ``parent`` on every seed
+    (:func:`same_as_parent`): their rows come last and are said to be the parent's; when
+    ``same_shown_in`` names the node whose table already showed them, one line replaces them (a
+    relay run's stage summary read a parent's 14 unchanged metrics once per child: 024)."""
+    return _seed_table(node, reruns, parent, limit, same, same_shown_in)[0]
+
+
+def _seed_table(
+    node: Node,
+    reruns: Sequence[Node],
+    parent: Node | None,
+    limit: int,
+    same: Sequence[Any],
+    same_shown_in: str | None,
+) -> tuple[str | None, bool]:
+    """:func:`seed_table`, and whether it showed every row."""
     good = [r for r in reruns if r.is_good]
     if not good:
-        return None
+        return None, False
     order, new = ordered_metrics(node, parent)
     if not order:
-        return None
+        return None, False
+    alike = set(same) if parent is not None else set()
+    kept = [m for m in order if m.key not in alike]
+    tail = [m for m in order if m.key in alike]
     per_run = [{m.key: m for m in (list(r.metrics) or ([r.metric] if r.metric else []))} for r in good]
     dataset = order[0].dataset
     who = ", ".join(f"{r.id} seed {r.seed}" if r.seed is not None else r.id for r in good)
@@ -228,28 +280,45 @@ def seed_table(
     rows_said = "the primary metric"
     if parent is not None and new:
         rows_said += f", then the {new} metric{'' if new == 1 else 's'} {parent.id} did not report (what {node.id} added)"
-    rows_said += ", then the rest" if len(order) > 1 + new else ""
+    rows_said += ", then the rest" if len(kept) > 1 + new else ""
+    if parent is not None and tail and same_shown_in is None:
+        rows_said += f", then the {len(tail)} measured as {parent.id} on every seed"
     lines = [
         f"Seed re-runs of {node.id} ({who}): each metric on its search run, on each re-run, and the "
         f"mean ± s.e. over the re-runs only (the search run apart). Rows: {rows_said}.",
         f"| metric | search | {' | '.join(cols)} | mean ± s.e. |",
         "|---|---|" + "---|" * len(cols) + "---|",
     ]
-    used = sum(len(x) + 1 for x in lines)
-    for i, m in enumerate(order):
+    shown = kept if same_shown_in is not None else kept + tail
+    after = ""
+    if parent is not None and tail and same_shown_in is not None:
+        names = ", ".join(_one_line(_metric_name(m, dataset)) for m in tail)
+        after = (
+            f"+{len(tail)} metric{'' if len(tail) == 1 else 's'} as {parent.id} on every seed (search run "
+            f"and each re-run; their rows are in {same_shown_in}'s seed table): {names}"
+        )
+    used = sum(len(x) + 1 for x in lines) + len(after)
+    for i, m in enumerate(shown):
         got = [run.get(m.key) for run in per_run]
         values = [g.value for g in got if g is not None and g.is_valid]
         cells = [num(g.value) if g is not None and g.is_valid else "-" for g in got]
         name = m.name + (f" [{m.dataset}]" if m.dataset and (i == 0 or m.dataset != dataset) else "")
         row = f"| {_one_line(name)} | {num(m.value)} | {' | '.join(cells)} | {_mean_cell(values, len(got))} |"
         if i and used + len(row) > limit:
-            left = order[i:]
+            left = shown[i:]
             also = ", each one its parent also reported" if parent is not None and i >= 1 + new else ""
             lines.append(f"(+{len(left)} more metric{'' if len(left) == 1 else 's'} not shown{also})")
-            break
+            return "\n".join([*lines, after] if after else lines), False
         lines.append(row)
         used += len(row) + 1
-    return "\n".join(lines)
+    if after:
+        lines.append(after)
+    return "\n".join(lines), True
+
+
+def _metric_name(m: Metric, dataset: Any) -> str:
+    """A metric's name as a seed table's row names it (its dataset when not the primary's)."""
+    return m.name + (f" [{m.dataset}]" if m.dataset and m.dataset != dataset else "")
 
 
 def rerun_cell(node: Node, reruns: Sequence[Node]) -> str | None:
@@ -697,11 +766,24 @@ def stage_facts(
         "|---|---|---|---|---|---|",
     ]
     rows, tables = [], []
+    # a parent's metrics its children measured unchanged on every seed: shown in the parent's own
+    # table when it has one here, else in its first child's; every other child says so in a line
+    with_table = {n.id for n in nodes if n.is_good and any(r.is_good for r in view.seed_runs(n.id))}
+    shown_in: dict[str, str] = {}
     for n in ranked(nodes):
         other = " (other metric)" if n.is_good and comparable_metric(n, key) is None else ""
         summary = "(the best node: its findings are above)" if best is not None and n.id == best.id else None
         parent = view.get(n.parent_id) if n.parent_id and n.parent_id in view else None
-        table = seed_table(n, view.seed_runs(n.id), parent) if n.is_good else None
+        table = None
+        if n.is_good:
+            own = view.seed_runs(n.id)
+            same = same_as_parent(n, own, parent, view.seed_runs(parent.id)) if parent is not None else []
+            rows_in: str | None = None
+            if parent is not None and same:
+                rows_in = parent.id if parent.id in with_table else shown_in.get(parent.id)
+            table, whole = _seed_table(n, own, parent, SEED_TABLE_CHARS, same, rows_in)
+            if parent is not None and same and rows_in is None and whole:
+                shown_in[parent.id] = n.id
         result, reruns = result_cell(n, parent=parent), None
         if table is not None:  # a blank line first: the stage's table ends there
             tables.append("\n" + table)
