@@ -201,7 +201,19 @@ def test_protocol_change_names_each_difference():
 def test_protocol_parameters_are_the_data_split_size_noise_and_seed_knobs():
     assert all(
         is_protocol_parameter(n)
-        for n in ("N_TRAIN", "NOISE", "testSize", "SEED", "n", "VAL_FRACTION", "SEP", "REPS", "TOL", "SHIFT", "OFFSET")
+        for n in (
+            "N_TRAIN",
+            "NOISE",
+            "testSize",
+            "SEED",
+            "n",
+            "VAL_FRACTION",
+            "SEP",
+            "REPS",
+            "TOL",
+            "SHIFT",
+            "OFFSET",
+        )
     )
     assert not any(
         is_protocol_parameter(n) for n in ("N_EPOCHS", "BATCH_SIZE", "LR", "L2", "TRAIN_STEPS", "N_RESTARTS")
