@@ -281,3 +281,28 @@ def test_the_ablation_proposal_shows_each_in_run_measurement_once(run):
             shown += items
         assert len(shown) == len(set(shown))
     assert checked >= 2, checked
+
+
+def test_conditions_tied_on_the_headline_value_are_not_marked_as_what_it_measures(tmp_path):
+    # relay s7 ln2 006: five of thirteen runs tied on the headline's value were each marked "what
+    # val_accuracy measures"; tied conditions do not say which one the headline is
+    from ai_scientist.phases.plots import loss_series
+
+    def write(runs: list[dict[str, Any]]) -> Path:
+        ws = tmp_path / f"ws{len(list(tmp_path.iterdir()))}"
+        ws.mkdir()
+        (ws / "runs.json").write_text(json.dumps({"runs": runs}))
+        return ws
+
+    losses = [1.0, 0.5, 0.25]
+    tied = write([{"name": f"l2={k}", "val_accuracy": 0.9, "train_loss": losses} for k in (0, 0.01, 0.1)])
+    series, _ = loss_series(tied, headline=("val_accuracy", 0.9))
+    assert len(series) == 3 and not any(s["headline"] for s in series)
+    one = write(
+        [
+            {"name": "l2=0", "val_accuracy": 0.8, "train_loss": losses},
+            {"name": "l2=0.1", "val_accuracy": 0.9, "train_loss": losses},
+        ]
+    )
+    series, _ = loss_series(one, headline=("val_accuracy", 0.9))
+    assert [(s["condition"], s["headline"]) for s in series] == [("l2=0.1", True), ("l2=0", False)]

@@ -200,7 +200,8 @@ def loss_series(
     the parent's data do not have come first — a child's new conditions are what its review
     judges (a relay run's digest showed the first 8 lists, all the parent's) — then the rest in
     file and key order. With ``headline`` (the node's primary metric: name and value), the lists
-    of the record holding that value under that name come before all (``"headline": True``): the
+    of the record holding that value under that name come before all (``"headline": True``; only
+    when those records are one condition, as conditions tied on the value do not tell which): the
     condition the node's result measures (relay s7 ln1 012, 027 showed other conditions' losses
     only). Each list says which condition it is (``"condition"``: its record's name-like field)."""
     found = _all_series(workspace, skip)
@@ -209,12 +210,17 @@ def loss_series(
         found = [f for f in found if (f["file"], f["path"]) not in old] + [
             f for f in found if (f["file"], f["path"]) in old
         ]
-    if headline is not None:
-        found = [f for f in found if _holds(f["record"], headline)] + [
-            f for f in found if not _holds(f["record"], headline)
+    # the headline's records only when they are one condition (a top-level record without a name
+    # and the named run it repeats): conditions that tie on the value (a relay run marked 5 of 13
+    # runs "what val_accuracy measures") say nothing about which one it is
+    held = [f["record"] for f in found if headline is not None and _holds(f["record"], headline)]
+    holders = {id(r) for r in held} if len({_condition(r) for r in held} - {""}) <= 1 else set()
+    if holders:
+        found = [f for f in found if id(f["record"]) in holders] + [
+            f for f in found if id(f["record"]) not in holders
         ]
     for f in found:
-        f["headline"] = headline is not None and _holds(f["record"], headline)
+        f["headline"] = id(f["record"]) in holders
         f["condition"] = _condition(f.pop("record"))
     return found[:MAX_SERIES], len(found)
 
