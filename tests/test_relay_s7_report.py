@@ -300,6 +300,14 @@ def test_the_citer_sees_each_result_once_whole_and_one_query_limit(tmp_path: Pat
         for nid, shown in best:
             summary = " ".join((nodes[nid].get("summary") or "").split()).replace("|", "\\|")
             assert shown.strip() == summary or (len(summary) > 2000 and shown.endswith("[...]")), nid
+    # what earlier rounds searched and found is promised only where it is shown (relay s7 ln2 040:
+    # the first round said "what earlier rounds found follow" above nothing)
+    for k, rec in enumerate(cites):
+        text = "\n".join(_text(m) for m in rec["messages"])
+        assert ("Queries already searched:" in text) == (k > 0), k
+        assert "what earlier rounds found follow" not in text and (
+            "from the second round on" in text or "earlier round" not in text
+        ), k
 
 
 @needs_latex(("pdflatex",))
