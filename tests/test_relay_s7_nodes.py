@@ -306,3 +306,32 @@ def test_conditions_tied_on_the_headline_value_are_not_marked_as_what_it_measure
     )
     series, _ = loss_series(one, headline=("val_accuracy", 0.9))
     assert [(s["condition"], s["headline"]) for s in series] == [("l2=0.1", True), ("l2=0", False)]
+
+
+def test_an_ablations_plotting_call_gets_every_baseline_value(tmp_path):
+    # relay s7 ln2 030: "+12 more" — the baseline values the script was to hard-code were cut
+    # after 6 of 18, dropping those the ablation's comparison needed
+    from test_stage_summary_seed_tables import ManyMetrics
+
+    code, run, _ = start_run(
+        tmp_path,
+        "agent.stages.stage3_max_iters=0",
+        "agent.stages.stage4_max_iters=1",
+        responder=ManyMetrics(),
+    )
+    assert code == 0
+    nodes = journal_nodes(run)
+    checked = 0
+    for rec in prompt_records(run):
+        node = nodes.get(rec["node_id"])
+        if rec["phase"] != "phase5_plot" or not node or node["operation"] != "ablate":
+            continue
+        parent = nodes[node["parent_id"]]
+        metrics = parent.get("metrics") or []
+        assert len(metrics) > 6, len(metrics)  # more than the old cut
+        text = record_text(rec)
+        for m in metrics:
+            assert f"{m['name']}={m['value']:.6g}" in text, m["name"]
+        assert "more (its search run)" not in text
+        checked += 1
+    assert checked >= 1

@@ -123,7 +123,9 @@ def compute_stage_inputs(run: Run, view: JournalView, node: Node, state: StageSt
     return {k: v for k, v in values.items() if v}
 
 
-BASELINE_METRICS = 6  # the parent's metrics an ablation's plotting call is given: a few, not all
+# the parent's metrics an ablation's plotting call is given: all a figure may compare with (a relay
+# run's cut after 6 of 18 dropped the grid values the ablation's comparison needed: s7 ln2 030)
+BASELINE_METRICS = 40
 
 
 def baseline_text(view: JournalView, parent: Node, limit: int = BASELINE_METRICS) -> str:
