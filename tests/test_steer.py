@@ -114,7 +114,9 @@ def test_note_expand_and_block_from_the_cli_then_replay(tmp_path, capsys):
 
 def test_block_keeps_a_node_from_being_expanded_until_unblocked(tmp_path, capsys):
     # stage 3 improves its best node, n0002 (carried from stage 1): while its first node n0011
-    # runs, n0002 is blocked; while n0013 runs, unblocked (stage 4 ablates n0002 again)
+    # runs, n0002 is blocked; while n0013 runs, unblocked: the later decisions are free of the
+    # block (stage 4 ablates stage 3's best, n0002 or, since stage 3 has research ideas, a node
+    # that improved on it)
     responder = SteeringResponder([], {"n0011": [["block", "n0002"]], "n0013": [["unblock", "n0002"]]})
     code, run = _run(tmp_path, responder, "agent.stages.stage3_max_iters=3", "agent.search.debug_prob=0.0")
     assert code == 0, capsys.readouterr().err
@@ -126,7 +128,10 @@ def test_block_keeps_a_node_from_being_expanded_until_unblocked(tmp_path, capsys
     assert blocked, "decisions were taken while n0002 was blocked"
     for e in blocked:
         assert e["parent_id"] != "n0002" and "steered: n0002 is not to be expanded" in e["reason"], e
-    assert [e for e in sel if node_sort_key(e["node_id"]) >= hi and e["parent_id"] == "n0002"]
+    after = [e for e in sel if node_sort_key(e["node_id"]) > hi]
+    assert after and not [e for e in after if "n0002 is not to be expanded" in e["reason"]], after
+    best3 = json.loads((run / "state.json").read_text())["stages"]["3"]["best"]["node_id"]
+    assert [e for e in after if e["parent_id"] == best3 and e["operation"] == "ablate"], (best3, after)
     capsys.readouterr()
     assert main(["steer", str(run), "status", "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
