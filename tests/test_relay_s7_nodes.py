@@ -335,3 +335,21 @@ def test_an_ablations_plotting_call_gets_every_baseline_value(tmp_path):
         assert "more (its search run)" not in text
         checked += 1
     assert checked >= 1
+
+
+def test_every_code_call_says_the_first_metric_is_the_headline_and_it_is(run):
+    # relay s7 mm2 001, 005, 009: nothing said the first entry of metrics.json is the one nodes are
+    # ranked by; a node listing a rate first was judged to have changed the protocol
+    nodes = journal_nodes(run)
+    calls = [r for r in prompt_records(run) if r["phase"] == "phase2"]
+    assert calls
+    for rec in calls:
+        assert "The first entry is the node's headline result: nodes are ranked by it" in record_text(rec)
+    checked = 0
+    for nid, node in nodes.items():
+        path = run / "nodes" / nid / "workspace" / "metrics.json"
+        if node["status"] == "good" and node.get("metric") and path.is_file():
+            first = json.loads(path.read_text())["metrics"][0]
+            assert (node["metric"]["name"], node["metric"]["value"]) == (first["name"], first["value"]), nid
+            checked += 1
+    assert checked >= 3
