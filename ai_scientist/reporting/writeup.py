@@ -664,27 +664,59 @@ _PLACEHOLDER = (
     "with the spread of the repeated measurements. "
 )
 PLACEHOLDER_WORDS = 1400  # more than a page of text: the words a page holds are measured, not assumed
+# the shape of a capable writer's text (relay runs s6-s7, six papers: abstracts of 150-214 words,
+# paragraphs of 75-118 words): one paragraph a section packed 620 words a page where the writer's
+# 14 paragraphs and abstract held 576 (s7 ln2 042 -> 043: a budget met and still a page over)
+PLACEHOLDER_ABSTRACT = 170
+PLACEHOLDER_PARAGRAPH = 85
+FIT_BUILDS = 2  # builds of the placeholder at the budget: the budget is lowered until it fits
 
 
-def first_word_budget(paper_dir: Path, figures: list, cfg: Config, opts: ReportOptions) -> str:
-    """The first writer call's word budget: the paper compiled once with the figures and
-    :data:`PLACEHOLDER_WORDS` words of placeholder prose measures the pages the figures take
-    (``latex.figure_pages``) and the words a page of text holds; the budget is the pages left to
-    the text in words, less 5 % for headings (as the overflow message counts). "" when LaTeX is
-    missing or the placeholder does not build. A relay run's writer, told only "fit in 4 pages",
-    wrote a page too much while six figures took 1.9 pages (s7 ln1 040 -> 041)."""
+def _placeholder(words: int) -> dict[str, str]:
+    """Placeholder sections of ``words`` words (as :func:`word_count` counts them): an abstract of
+    :data:`PLACEHOLDER_ABSTRACT` words and the rest spread over the sections in paragraphs of
+    :data:`PLACEHOLDER_PARAGRAPH` words, the shape a writer's text has."""
+    vocab = _PLACEHOLDER.split()
+    abstract = min(PLACEHOLDER_ABSTRACT, words // 4)
+    each = max(words - abstract, len(SECTIONS)) // len(SECTIONS)
+
+    def prose(n: int) -> str:
+        ws = [vocab[i % len(vocab)] for i in range(n)]
+        paras = [" ".join(ws[i : i + PLACEHOLDER_PARAGRAPH]) for i in range(0, n, PLACEHOLDER_PARAGRAPH)]
+        return "\n\n".join(paras)
+
+    return {"title": "Placeholder", "abstract": prose(abstract), **{k: prose(each) for k in SECTIONS}}
+
+
+def _placeholder_build(
+    paper_dir: Path, words: int, figures: list, cfg: Config, opts: ReportOptions
+) -> tuple[int, latex.CompileResult]:
+    """The placeholder of ``words`` words compiled with the figures: (its counted words, the
+    build); the build's files are removed (the real build starts from nothing)."""
+    placeholder = _placeholder(words)
     limit = _page_limit(cfg)
-    words = _PLACEHOLDER.split()
-    each = PLACEHOLDER_WORDS // len(SECTIONS)
-    text = " ".join(words[i % len(words)] for i in range(each))
-    placeholder = {"title": "Placeholder", "abstract": "", **{k: text for k in SECTIONS}}
-    counted = word_count(placeholder)
     atomic_write_text(paper_dir / "paper.tex", assemble(placeholder, figures, [], limit, cfg.report.template))
     try:
         result = latex.compile_pdf(paper_dir, cfg.exec.timeout, opts.tool_path)
     finally:
         for made in ("paper.pdf", "paper.aux", "paper.log", "paper.fdb_latexmk", "paper.fls", "paper.tex"):
-            (paper_dir / made).unlink(missing_ok=True)  # the real build starts from nothing
+            (paper_dir / made).unlink(missing_ok=True)
+    return word_count(placeholder), result
+
+
+def first_word_budget(paper_dir: Path, figures: list, cfg: Config, opts: ReportOptions) -> str:
+    """The first writer call's word budget, measured on compiled placeholders shaped as a writer's
+    text (:func:`_placeholder`): one of :data:`PLACEHOLDER_WORDS` words measures the pages the
+    figures take (``latex.figure_pages``) and the words a page of text holds; the budget is the
+    pages left to the text in words, less 5 % for headings (as the overflow message counts); then
+    the placeholder of the budget's size is built (up to :data:`FIT_BUILDS` times) and, while it
+    runs past the limit, the budget is lowered by its measured overflow — where the floats land
+    decides too, which a rate per page does not see. "" when LaTeX is missing or the placeholder
+    does not build. A relay run's writer, told only "fit in 4 pages", wrote a page too much while
+    six figures took 1.9 pages (s7 ln1 040 -> 041); told 1251 words from one paragraph a section,
+    it wrote 1235 and ran over (s7 ln2 042 -> 043)."""
+    limit = _page_limit(cfg)
+    counted, result = _placeholder_build(paper_dir, PLACEHOLDER_WORDS, figures, cfg, opts)
     if not result.ok or not result.main_pages:
         return ""
     fill = 1.0 if result.last_fill is None else max(0.05, min(1.0, result.last_fill))
@@ -697,6 +729,16 @@ def first_word_budget(paper_dir: Path, figures: list, cfg: Config, opts: ReportO
         )
     per_page = counted / (content - figs)
     budget = int(per_page * (limit - figs) * HEADINGS_MARGIN)
+    for _ in range(FIT_BUILDS):
+        counted, fit = _placeholder_build(paper_dir, budget, figures, cfg, opts)
+        pages = fit.main_pages or fit.pages or 0
+        if not fit.ok or not pages or pages <= limit:
+            break
+        over = pages - 1 + (1.0 if fit.last_fill is None else max(0.05, min(1.0, fit.last_fill))) - limit
+        text_now = pages - 1 + (fit.last_fill or 1.0) - (fit.figure_pages or figs)
+        rate = counted / text_now if text_now > 0 else per_page
+        budget = max(int((counted - over * rate) * HEADINGS_MARGIN), 0)
+        per_page = min(per_page, rate)
     shown = (
         f"the {result.figures} figure{' takes' if result.figures == 1 else 's take'} about {figs:.1f} "
         f"page{'' if round(figs, 1) == 1 else 's'} (a float never splits across pages), leaving "
@@ -707,7 +749,8 @@ def first_word_budget(paper_dir: Path, figures: list, cfg: Config, opts: ReportO
     return (
         f"Length: the paper has {limit} pages; {shown}. A page of this template holds about "
         f"{round(per_page)} words of text, so write at most {budget} words in all (5 % kept for "
-        f"headings and paragraph breaks). {WORDS_RULE}"
+        f"headings and paragraph breaks; measured by building the paper with the figures and text of "
+        f"that length). {WORDS_RULE}"
     )
 
 
