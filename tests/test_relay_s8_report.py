@@ -173,3 +173,61 @@ def test_relay_s7_ln2s_draft_cut_to_the_first_budget_fits_its_figures(tmp_path: 
     assert labels == ["sections"], (labels, asked, report["problems"])  # no length round
     assert report["main_pages"] <= report["page_limit"], report
     assert word_count(report["sections"]) <= asked[0] < word_count(draft), (asked, word_count(draft))
+
+
+@needs_latex(("pdflatex",))
+def test_the_writer_is_told_which_rounded_and_derived_numbers_pass_as_the_check_decides(
+    tmp_path: Path, run_copy
+):
+    # relay s7 ln2 042/044: "every number is checked against the run's records" did not say whether
+    # "about 0.024" for 0.02417 or a difference computed from two means passes, so a careful writer
+    # avoided any arithmetic; the instructions now state the checker's rule, and the checker
+    # (claims.json, the reflection round) decides as they say
+    from pipeline_support import journal_nodes
+
+    from ai_scientist.reporting.claims import Claim, matches, run_measurements
+
+    run = run_copy(tmp_path)
+    nodes = journal_nodes(run)
+    state = json.loads((run / "state.json").read_text())
+    best = [v["best"]["node_id"] for _, v in sorted(state["stages"].items()) if v.get("best")][-1]
+    values = [m["value"] for m in nodes[best]["metrics"] if isinstance(m["value"], float)]
+    value = next(v for v in values if 0 < abs(v) < 1 and round(v, 2) != v)
+    measured = run_measurements(run)
+
+    def held(printed: str, decimals: int) -> bool:
+        claim = Claim(printed, float(printed), decimals, False, 0, "")
+        return any(matches(claim, m) for m in measured)
+
+    # a derived number: the metric's value and an offset no record of the run holds at 4 decimals
+    derived = next(
+        f"{d:.4f}"
+        for d in (value / k + 0.00013 * j for k in (3, 7, 11) for j in range(1, 40))
+        if not held(f"{d:.4f}", 4)
+    )
+    rounded, percent = f"{value:.2f}", f"{abs(value) * 100:.1f}"
+    text = (
+        f"The best configuration reached {rounded} ({percent}%), and the gain over the second "
+        f"configuration was {derived}."
+    )
+
+    def respond(messages, schema, ctx):
+        if ctx.label.startswith("citation"):
+            return json.dumps({"queries": ["label noise regularisation"]})
+        user = _text(messages[-1])
+        if ctx.label == "sections":
+            return json.dumps(dict(SECTIONS, results=text))
+        return json.dumps(_sections_sent(user))
+
+    recs = _write(run, tmp_path, respond, compile_fix_rounds=0, writeup_reflections=1)
+    writer = [r for r in recs if r["phase"] == "writeup" and not r["label"].startswith("citation")]
+    said = " ".join(_text(writer[0]["messages"][0]).split() + _text(writer[0]["messages"][-1]).split())
+    assert "a value rounded to fewer decimals passes" in said, said[:3000]
+    assert "fraction printed as a percentage" in said
+    assert "(a difference, a ratio, a speed-up, a relative change in %) passes only when the findings" in said
+    claims = json.loads((RunPaths(run).paper / "claims.json").read_text())["claims"]
+    verdict = {c["text"]: c["source"] for c in claims}
+    assert verdict[rounded] is not None and verdict[percent + "%"] is not None, verdict
+    assert verdict[derived] is None, verdict  # computed by the writer, held by no record
+    reflect = next(r for r in writer if r["label"] == "reflect_1")
+    assert f'"{derived}" in "' in _text(reflect["messages"][-1])
