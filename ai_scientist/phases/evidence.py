@@ -253,6 +253,133 @@ def _seed_values(ctx: NodeContext, parent: Any) -> dict[str, str]:
     return out
 
 
+# the other per-step lists of a node's data files a review sees compactly: a list not named like a
+# loss (an accuracy or a weight norm per epoch) whose length is a loss list's (one value a step of
+# the same loop) or whose name says it follows the training (relay s7 ln2 023: the per-epoch
+# memorisation series, the idea's point, never reached the reviewer: only "train_loss" lists did)
+STEP_NAME = re.compile(
+    r"acc|norm|grad|fit|score|epoch|step|iter|history|curve|trace|perplexity|learning_rate|(^|_)lr($|_)",
+    re.IGNORECASE,
+)
+MAX_OTHER_SERIES = 12
+MIN_STEPS = 3  # fewer values are a pair or a triple of conditions, not a course
+
+
+def step_series(
+    workspace: Any, skip: frozenset[str] = frozenset(), parent: Any = None
+) -> tuple[list[dict[str, Any]], int]:
+    """The numeric per-step lists of the workspace's JSON data files that are not named like a
+    loss (those are :func:`.plots.loss_series`'s), each as ``{"file", "path", "n", "nulls",
+    "first", "last", "min", "max"}`` (values at 4 significant digits, more where two would read
+    alike): a list of :data:`MIN_STEPS` or more numbers whose length is that of a loss-named list
+    of the same files, or whose key names a per-step quantity (:data:`STEP_NAME`). At most
+    :data:`MAX_OTHER_SERIES`, and how many there are in all; with ``parent`` (the parent's
+    workspace) the lists its data did not have come first — a child's new measurements."""
+    from .plots import SERIES_NAME
+
+    found = _numeric_lists(workspace, skip)
+    steps = {len(v) for _, path, v in found if SERIES_NAME.search(path.rsplit(".", 1)[-1])}
+    out = [
+        (rel, path, v)
+        for rel, path, v in found
+        if len(v) >= MIN_STEPS
+        and not SERIES_NAME.search(path.rsplit(".", 1)[-1])
+        and (len(v) in steps or STEP_NAME.search(re.sub(r"\[\d+\]", "", path.rsplit(".", 1)[-1])))
+    ]
+    if parent is not None:
+        old = {(rel, path) for rel, path, _ in _numeric_lists(parent, frozenset())}
+        out = [x for x in out if x[:2] not in old] + [x for x in out if x[:2] in old]
+    shown = [_compact(rel, path, v) for rel, path, v in out[:MAX_OTHER_SERIES]]
+    return shown, len(out)
+
+
+def _compact(rel: str, path: str, items: list[Any]) -> dict[str, Any]:
+    from ..treesearch.seeds import distinct_digits
+
+    nums = [float(v) for v in items if v is not None]
+    first = next((v for v in items if v is not None), None)
+    last = next((v for v in reversed(items) if v is not None), None)
+    ends = [x for x in (first, last, min(nums), max(nums)) if x is not None]
+    d = distinct_digits(ends)
+    return {
+        "file": rel,
+        "path": path,
+        "n": len(items),
+        "nulls": sum(v is None for v in items),
+        **{k: f"{x:.{d}g}" for k, x in zip(("first", "last", "min", "max"), ends, strict=True)},
+    }
+
+
+def _numeric_lists(workspace: Any, skip: frozenset[str]) -> list[tuple[str, str, list[Any]]]:
+    """Every list of numbers (nulls allowed) in the workspace's JSON data files, as (file, key
+    path, list), in file and key order, as deep as a data outline goes."""
+    import json
+    from pathlib import Path
+
+    from ..base.fileio import regular_file_inside
+    from .plots import OUTLINE_DEPTH, OUTLINE_KEYS, SERIES_FILE_BYTES, data_paths
+
+    root = Path(workspace)
+    found: list[tuple[str, str, list[Any]]] = []
+
+    def walk(value: Any, path: str, depth: int, rel: str) -> None:
+        if depth > OUTLINE_DEPTH:
+            return
+        if isinstance(value, dict):
+            for k, v in value.items():
+                key = f"{path}.{k}" if path else str(k)
+                if isinstance(v, list) and _all_numbers(v):
+                    found.append((rel, key, v))
+                else:
+                    walk(v, key, depth + 1, rel)
+        elif isinstance(value, list):
+            for i, v in enumerate(value[:OUTLINE_KEYS]):
+                if isinstance(v, (dict, list)):
+                    walk(v, f"{path}[{i}]", depth + 1, rel)
+
+    if not root.is_dir():
+        return found
+    for rel in data_paths(root):
+        path = root / rel
+        if rel in skip or path.suffix.lower() != ".json" or not regular_file_inside(root, path):
+            continue
+        try:
+            if path.stat().st_size > SERIES_FILE_BYTES:
+                continue
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, OSError):
+            continue  # an unreadable file is the plotting call's to report
+        walk(data, "", 0, rel)
+    return found
+
+
+def _all_numbers(items: list[Any]) -> bool:
+    nums = [v for v in items if v is not None]
+    return bool(nums) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in nums)
+
+
+def load_summary(outputs: Sequence[CommandOutput]) -> dict[str, Any] | None:
+    """The machine's load during a node's run commands (``execution/usage.py`` records each one's
+    1-minute load at start and end, the core count and the run's other commands meanwhile):
+    ``{"low", "high", "cores", "others", "commands"}`` — the lowest and highest load seen, the
+    most other commands of this run at once. None when no command recorded a load (an older run).
+    A timing is judged against it: a relay run's stage summary and reviews compared timings taken
+    under load 6 on 2 cores with ones taken idle (s7 mm2 004, 005, 008, 014, 018, 024)."""
+    loads = [o.load for o in outputs if isinstance(o.load, dict)]
+    seen = [float(v) for ld in loads for v in (ld.get("start"), ld.get("end")) if isinstance(v, (int, float))]
+    if not seen:
+        return None
+    cores = next((ld["cores"] for ld in loads if isinstance(ld.get("cores"), int)), None)
+    others = [ld["others"] for ld in loads if isinstance(ld.get("others"), int)]
+    return {
+        "low": f"{min(seen):.1f}",
+        "high": f"{max(seen):.1f}",
+        "cores": cores,
+        "others": max(others) if others else None,
+        "commands": len(loads),
+    }
+
+
 def headline_metric(metrics: Any) -> tuple[str, float] | None:
     """The node's primary metric (the first one) as name and value; None without a numeric one."""
     first = next(iter(metrics or []), None)
@@ -274,14 +401,18 @@ def run_result_text(
     builds: Sequence[Any] | None = None,
     from_review: bool = False,
     series: tuple[list[dict[str, Any]], int] | None = None,
+    steps: tuple[list[dict[str, Any]], int] | None = None,
 ) -> str:
     """The ``run_result`` layer: each build command (``builds``, from ``compile.json``: a
     benchmark's flags matter) and run command with its exit code (``commands``), then every
     metric with its value, direction and dataset, and where the metrics came from
     (``from_review``: none yet, the review reads them from the output); with a grader, each
     value the program claimed that the grader did not confirm; ``series`` (the review's: the
-    data files' loss-like lists, :func:`.plots.loss_series`): the first and last values of each."""
+    data files' loss-like lists, :func:`.plots.loss_series`): the first and last values of each;
+    ``steps`` (the review's: the other per-step lists, :func:`step_series`): each one's first,
+    last, lowest and highest value and length."""
     shown, total = series or ([], 0)
+    other, other_total = steps or ([], 0)
     return render(
         "context/_run_result.j2",
         builds=list(builds or []),
@@ -292,6 +423,8 @@ def run_result_text(
         from_review=from_review,
         series=shown,
         series_more=total - len(shown),
+        steps=other,
+        steps_more=other_total - len(other),
         headline_name=(headline_metric(metrics) or ("the headline metric",))[0],
     ).strip()
 

@@ -22,14 +22,15 @@ from typing import Any
 
 from ..base.artifacts import BuildRecord, CodeAnswer, Review, RunRecord
 from ..base.nodedata import unmeasured
-from ..base.paths import REVIEW_FILE, RunPaths
+from ..base.paths import REVIEW_FILE, RUN_FILE, RunPaths
 from ..base.templates import render
 from ..execution.environment import machine_text
 from ..llm.call import LLMError
-from .base import NodeContext, PhaseFailed, checkpoint_typed
+from .base import NodeContext, PhaseFailed, checkpoint_typed, parent_artifact
 from .evidence import (
     headline_metric,
     judged_stage,
+    load_summary,
     node_facts,
     node_kinds,
     own_plan,
@@ -37,6 +38,7 @@ from .evidence import (
     run_output_text,
     run_result_text,
     shows_machine,
+    step_series,
 )
 from .experiment import METRICS_FROM_REVIEW, normalise_metrics
 from .plots import loss_series
@@ -96,8 +98,14 @@ def _review(ctx: NodeContext, answer: CodeAnswer, build: BuildRecord, run_record
                 parent=_reference_workspace(ctx),
                 headline=headline_metric(metrics),
             ),
+            # the per-step lists not named like a loss (an accuracy, a weight norm per epoch), a
+            # child's new ones first: the course of what the node measured (relay s7 ln2 023)
+            steps=step_series(ctx.workspace, unmeasured(ctx.dir), parent=_reference_workspace(ctx)),
         ),
         "kinds": kinds,
+        # a timing is judged against the machine's load while it ran, and a child's against its
+        # parent's load too (relay s7 mm2: timings under load 6 on 2 cores read as an effect)
+        **(_loads(ctx, run_record) if "benchmark" in kinds else {}),
         "parse_metrics": parse,
         # the stage's other nodes with their results: the run is judged against them too
         **judged_stage(ctx),
@@ -118,6 +126,17 @@ def _review(ctx: NodeContext, answer: CodeAnswer, build: BuildRecord, run_record
         return Review.from_json(answer)
     except ValueError as exc:  # the client checked the schema: only a backend ignoring it gets here
         raise PhaseFailed("review", f"the review's answer is malformed: {exc}") from exc
+
+
+def _loads(ctx: NodeContext, run_record: RunRecord) -> dict[str, Any]:
+    """``own_load`` and ``parent_load`` (:func:`.evidence.load_summary`) of the node's and its
+    parent's run commands, for a review whose metrics time something; a seed re-run's parent ran
+    the same program, so its load is the comparison too."""
+    parent = parent_artifact(ctx, RUN_FILE, RunRecord)
+    return {
+        "own_load": load_summary(run_record.outputs),
+        "parent_load": load_summary(parent.outputs) if parent is not None else None,
+    }
 
 
 def findings(review: Review) -> str:

@@ -25,9 +25,10 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..base.artifacts import Critique, read_artifact
+from ..base.artifacts import Critique, RunRecord, read_artifact
 from ..base.fileio import atomic_write_json, read_json
-from ..base.paths import VLM_FILE, RunPaths
+from ..base.paths import RUN_FILE, VLM_FILE, RunPaths
+from ..base.templates import render
 from ..llm.call import LLMError
 from ..treesearch.best import count_nodes
 from ..treesearch.seeds import num, seed_plan
@@ -82,22 +83,28 @@ def write_stage_summary(
         run.event("stage_summary", stage=stage, path=str(path.relative_to(run.dir)), ok=True, skipped=True)
         return record
     earlier = summaries_text(run.dir, before=stage)
+    facts = stage_facts(
+        view,
+        stage,
+        best,
+        seeds,
+        rerank,
+        figures=_figures(run.dir, nodes),
+        seed_info=(
+            run.cfg.agent.seed,
+            seed_plan(run.cfg.agent.seed, run.cfg.agent.multi_seed_eval.num_seeds),
+            SEARCH_RUN_APART not in earlier,  # the reason once a prompt: the earlier stages gave it
+        ),
+    )
+    load = load_text(run.dir, view, stage, run.idea.to_markdown())
+    if load and facts:  # in the header, which the layer's policy keeps, before the node table's head
+        lines = facts[0].split("\n")
+        at = next((i for i, line in enumerate(lines) if line.startswith("|")), len(lines))
+        facts = ["\n".join([*lines[:at], load, *lines[at:]]), *facts[1:]]
     values = {
         "stage_number": stage,
         "stage_title": STAGES[stage].title,
-        "stage_facts": stage_facts(
-            view,
-            stage,
-            best,
-            seeds,
-            rerank,
-            figures=_figures(run.dir, nodes),
-            seed_info=(
-                run.cfg.agent.seed,
-                seed_plan(run.cfg.agent.seed, run.cfg.agent.multi_seed_eval.num_seeds),
-                SEARCH_RUN_APART not in earlier,  # the reason once a prompt: the earlier stages gave it
-            ),
-        ),
+        "stage_facts": facts,
         "stage_summary": earlier,
     }
     try:
@@ -194,6 +201,31 @@ def summaries_text(run_dir: Path, before: int) -> str:
         said = any(SEARCH_RUN_APART in text for text in out)  # the reason once, where a mean first is
         out.append(render_summary(s, why=not said))
     return "\n\n".join(out)
+
+
+def load_text(run_dir: Path, view: JournalView, stage: int, idea_text: str = "") -> str:
+    """The machine's load during each of the stage's nodes' run commands, seed re-runs included
+    (:func:`..phases.evidence.load_summary`), one line a node, for a stage whose metrics time
+    something (a benchmark kind): its timings compare only under like loads (relay s7 mm2 019's
+    summary ranked runs taken under load 6 on 2 cores with idle ones). "" otherwise, or when no
+    command recorded a load."""
+    from ..context.kinds import experiment_kinds
+    from ..phases.evidence import load_summary
+
+    nodes = [view.get(i) for i in view.ids("all", stage)]
+    names = [m.name for n in nodes for m in n.metrics]
+    if "benchmark" not in experiment_kinds(names, idea_text):
+        return ""
+    paths = RunPaths(run_dir)
+    rows = []
+    for n in nodes:
+        record = read_artifact(paths.node(n.id).file(RUN_FILE), RunRecord)
+        load = load_summary(record.outputs) if record is not None else None
+        if load is not None:
+            rows.append({"node_id": n.id, "seed_of": n.parent_id if n.is_seed_eval else None, **load})
+    if not rows:
+        return ""
+    return render("phases/stage_summary_load.j2", rows=rows).strip()
 
 
 def _figures(run_dir: Path, nodes: list[Node]) -> dict[str, str]:
