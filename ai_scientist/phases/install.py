@@ -21,6 +21,22 @@ from .execution import run_command
 from .schemas import INSTALL_STEP_SCHEMA
 
 
+def install_schema(schema: dict[str, Any], can_install: bool) -> dict[str, Any]:
+    """``schema`` (the plan's, or a code answer's with the plan fields) without the note for
+    phase 1 (``phase_guidance.phase1``, "installing the dependencies") when nothing can be
+    installed (``exec.network`` off: no download reaches the sandbox) — an offer the model cannot
+    use (a relay run's code call offered it beside "nothing new can be installed": s7 mm2 001,
+    005). Unchanged otherwise, or without the field."""
+    guidance = (schema.get("properties") or {}).get("phase_guidance")
+    if can_install or not isinstance(guidance, dict) or "phase1" not in (guidance.get("properties") or {}):
+        return schema
+    props = {k: v for k, v in guidance["properties"].items() if k != "phase1"}
+    return {
+        **schema,
+        "properties": {**schema["properties"], "phase_guidance": {**guidance, "properties": props}},
+    }
+
+
 def dependency_check_command(deps: Dependencies, python: str) -> str | None:
     """A shell command that exits 0 iff every pip and apt dependency is present (the ``new``
     packages of a constrained plan included)."""

@@ -20,6 +20,7 @@ from ..base.artifacts import CodeAnswer, Plan
 from ..base.paths import PLAN_FILE
 from ..llm.call import LLMError
 from .base import NodeContext, PhaseFailed, checkpoint_typed, code_text, short_json
+from .install import install_schema
 from .schemas import PLAN_FIELDS, PLAN_SCHEMA, constrain_dependencies, probed_packages, validate_plan
 
 MERGE_OPERATIONS = ("improve", "tune", "ablate", "debug")
@@ -91,7 +92,8 @@ def plan_from_answer(answer: CodeAnswer) -> Plan:
 
 def plan_schema(ctx: NodeContext, schema: dict) -> dict:
     """``schema`` with its dependencies chosen from what the sandbox probe found (new packages only
-    with network) when ``agent.constrain_answers`` is on (``schemas.constrain_dependencies``).
+    with network) when ``agent.constrain_answers`` is on (``schemas.constrain_dependencies``);
+    without the phase-1 note when nothing can be installed (:func:`.install.install_schema`).
 
     The installed Python packages are an enum only when the schema becomes a decoding grammar
     (the local model: a small model would otherwise invent names). Elsewhere the enum would repeat
@@ -99,6 +101,7 @@ def plan_schema(ctx: NodeContext, schema: dict) -> dict:
     request's json_schema for a capable API model (a relay run's critique) — so the names stay
     plain strings and :func:`check_installed` refuses one that is not installed, for the repair
     round."""
+    schema = install_schema(schema, bool(ctx.cfg.exec.network))
     if not ctx.cfg.agent.constrain_answers:
         return schema
     constrained = constrain_dependencies(schema, ctx.environment, ctx.cfg.exec.network)
