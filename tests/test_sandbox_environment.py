@@ -22,6 +22,7 @@ from pipeline_support import events, journal_nodes, phase_records, start_run, st
 from ai_scientist.base.config import load_config
 from ai_scientist.execution.base import SandboxError
 from ai_scientist.execution.environment import probe_environment, render_environment, short_version
+from ai_scientist.execution.sandbox_probe import GPU_TOOLS, gpu_visible
 from ai_scientist.phases.schemas import validate_code
 
 ONE_NODE = (
@@ -143,8 +144,12 @@ def test_absent_compiler_is_refused_and_the_problem_reaches_the_next_prompt(bwra
         validate_code(responder.sent, env)
     problem = str(refused.value)
     assert problem.startswith("build.compiler: 'ifx' is not installed in the bwrap sandbox")
-    for tool in sorted(env["sandbox"]["tools"]):
+    # every usable tool: a CUDA toolchain without a GPU is none (sandbox_probe.GPU_TOOLS)
+    usable = set(env["sandbox"]["tools"]) - (set() if gpu_visible(env) else GPU_TOOLS)
+    for tool in sorted(usable):
         assert tool in problem.split("there:")[1]
+    for tool in sorted(set(env["sandbox"]["tools"]) - usable):
+        assert tool not in problem.split("there:")[1]
     logs = phase_records(run_dir, "n0001", "phase2")
     first, later = logs[0], logs[1:]
     assert problem not in string_messages_text(first)

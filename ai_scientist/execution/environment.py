@@ -32,7 +32,7 @@ from ..base.paths import RunPaths
 from .base import SYSTEM_PATH
 from .cpu_facts import cpu_facts, last_level_cache, read_sys_cpu
 from .hpc_facts import MAX_MODULES, modules_view, mpi_summary, numa_layout, parse_modules
-from .sandbox_probe import NOTABLE_LIBS, TOOLS
+from .sandbox_probe import GPU_TOOLS, NOTABLE_LIBS, TOOLS, gpu_visible
 
 if TYPE_CHECKING:
     from ..base.config import Config
@@ -412,11 +412,12 @@ def render_environment(
     from ..base.templates import render
 
     name = "environment/sandbox.md.j2" if "sandbox" in env else "environment/environment.md.j2"
-    extra: dict[str, Any] = {}
+    # the toolchains that need a GPU where the code runs has none: present, not listed
+    extra: dict[str, Any] = {"unusable": [] if gpu_visible(env) else sorted(GPU_TOOLS)}
     if "sandbox" in env:
         tools = env["sandbox"].get("tools") or {}
         versions = {k: short_version(v) for k, v in tools.items() if v and v != "present"}
-        extra = {
+        extra |= {
             "key_packages": KEY_PACKAGES,
             "cpu": cpu_view(env),
             "versions": versions,

@@ -531,6 +531,24 @@ def ensure_sandbox_facts(env: dict[str, Any], executor: Executor, cfg: Config, r
     return True
 
 
+# the CUDA toolchains build for a GPU: where the code runs without one they are no option, neither
+# in the environment layer nor in a code answer's schema (a relay run's schema offered nvcc as a
+# compiler and an apt dependency on a CPU-only machine: s7 mm2 001, 005)
+GPU_TOOLS = frozenset({"nvcc", "nvfortran"})
+
+
+def gpu_visible(environment: dict[str, Any] | None) -> bool:
+    """Whether the code's sandbox has a GPU: devices the sandbox probe saw, GPUs configured for
+    it (``exec.gpus``), or — recorded without a sandbox probe — the host's."""
+    env = environment or {}
+    sandbox = env.get("sandbox")
+    if isinstance(sandbox, dict):
+        return bool(
+            sandbox.get("gpu_devices") or sandbox.get("gpus") or (sandbox.get("limits") or {}).get("gpus")
+        )
+    return bool((env.get("gpus") or {}).get("count"))
+
+
 def available_tools(environment: dict[str, Any] | None) -> tuple[set[str], str] | None:
     """(tool names present where the code runs, where that is) from an environment dict, or None.
 
@@ -548,14 +566,18 @@ def available_tools(environment: dict[str, Any] | None) -> tuple[set[str], str] 
             where = f"the compute node (partition {sandbox.get('partition') or 'default'})"
         if sandbox.get("image"):
             where += f" (image {sandbox['image']})"
-        return set(sandbox.get("tools") or {}), where
+        return _usable(set(sandbox.get("tools") or {}), environment), where
     host = environment.get("compilers")
     if isinstance(host, dict):
-        return set(host), "this machine"
+        return _usable(set(host), environment), "this machine"
     if isinstance(host, list):
         names = {c.get("name") if isinstance(c, dict) else c for c in host}
-        return {n for n in names if isinstance(n, str)}, "this machine"
+        return _usable({n for n in names if isinstance(n, str)}, environment), "this machine"
     return None
+
+
+def _usable(tools: set[str], environment: dict[str, Any]) -> set[str]:
+    return tools if gpu_visible(environment) else tools - GPU_TOOLS
 
 
 def installed_tools(node_dir: Path) -> set[str]:
