@@ -202,12 +202,20 @@ class SeedRuns:
             # noisy search run); it is never re-run again
             measured = [nid for nid, _ in ranked if self._aggregate(nid, m.key) is not None]
             unmeasured = [(nid, score) for nid, score in ranked if nid not in measured]
+            # a node re-run for a finding that only added measurements to its parent's program
+            # reports the parent's headline value on every seed: a copy, not a contender (relay s7
+            # ln2 026: "tied with n0010, n0011" — children of n0007 with its values by construction);
+            # the note goes to the record's decision
+            copies = self._copies(best.id, measured, m.key)
+            measured = [nid for nid in measured if nid not in copies]
             candidates = within_noise(reference, unmeasured, threshold, cfg.rerank_candidates)
             values = {n.id: n.metric.value for n in pool if n.metric is not None}
             record["threshold"] = threshold
             record["runners_up"] = [{"node_id": i, "value": values[i]} for i, _ in ranked[:5]]
             record["candidates"] = candidates
             record["measured"] = measured
+            if copies:
+                record["same_as_parent"] = copies
             if not candidates and not measured:
                 ref = record["reference"]
                 record["decision"] = (
@@ -216,6 +224,14 @@ class SeedRuns:
             else:
                 for nid in candidates:
                     self.run_seeds(state.stage, nid)
+                # a runner-up re-run here may prove a copy too (its re-runs repeat its parent's)
+                later = self._copies(best.id, [*measured, *candidates], m.key)
+                copies |= later
+                candidates = [nid for nid in candidates if nid not in later]
+                measured = [nid for nid in measured if nid not in later]
+                record["measured"] = measured
+                if copies:
+                    record["same_as_parent"] = copies
                 compared = [best.id, *candidates, *measured]
                 aggs = [(nid, self._aggregate(nid, m.key)) for nid in compared]
                 order = rank_by_mean(aggs)
@@ -234,6 +250,8 @@ class SeedRuns:
                     + (f", tied with {', '.join(tied)}: the earlier choice wins a tie" if tied else "")
                     + (f"; it replaces {best.id}" if chosen != best.id else f": {best.id} stays")
                 )
+        if record.get("same_as_parent"):
+            record["decision"] += "; " + _copies_text(record["same_as_parent"], m.name)
         record["changed"] = record.get("chosen", best.id) != best.id
         self.run_.event("seed_rerank", stage=state.stage, **record)
         evidence = {**first.evidence, "seed_rerank": record}
@@ -250,6 +268,35 @@ class SeedRuns:
             candidates=(best.id, *record["candidates"], *record.get("measured", [])),
             evidence=evidence,
         )
+
+    def _copies(self, best: str, measured: list[str], key: tuple[str, str, str | None]) -> dict[str, str]:
+        """The nodes of ``measured`` left out of the ranking, each with the node it repeats: a
+        node and its parent, both among ``best`` and ``measured``, whose headline ``key`` is the
+        same on the search run and on every seed both were re-run with are identical by
+        construction (the child adds measurements beside an unchanged headline), so ranking one
+        beside the other decides nothing: the child is left out, or — when the child is ``best``
+        — the parent, which the best then stands for."""
+        compared = [best, *measured]
+        out: dict[str, str] = {}
+        for nid in compared:
+            pid = self.journal.get(nid).parent_id
+            if not pid or pid not in compared or pid in out or nid in out or not self._same(nid, pid, key):
+                continue
+            if nid == best:
+                out[pid] = nid
+            else:
+                out[nid] = pid
+        return out
+
+    def _same(self, nid: str, pid: str, key: tuple[str, str, str | None]) -> bool:
+        """``nid`` measured ``key`` exactly as ``pid``: the search run and each shared seed's re-run."""
+        node, parent = self.journal.get(nid), self.journal.get(pid)
+        if node.metric is None or parent.metric is None or node.metric.value != parent.metric.value:
+            return False
+        mine = {r.seed: r.metric.value for r in self._good_runs(nid, key) if r.metric is not None}
+        theirs = {r.seed: r.metric.value for r in self._good_runs(pid, key) if r.metric is not None}
+        shared = mine.keys() & theirs.keys()
+        return bool(shared) and all(mine[s] == theirs[s] for s in shared)
 
     def _groups(self, key: tuple[str, str, str | None]) -> dict[str, list[float]]:
         """Node id -> the values of its good seed re-runs of metric ``key`` (every stage), a
@@ -272,3 +319,17 @@ class SeedRuns:
 
         same = [r.metric for r in self._good_runs(node_id, key) if r.metric is not None]
         return aggregate_seeds(same) if same else None
+
+
+def _copies_text(copies: dict[str, str], name: str) -> str:
+    """The decision's note on the nodes left out of the ranking (:meth:`SeedRuns._copies`),
+    grouped by the node each repeats."""
+    by: dict[str, list[str]] = {}
+    for nid, other in copies.items():
+        by.setdefault(other, []).append(nid)
+    return "; ".join(
+        f"{', '.join(left)} not ranked: {'its' if len(left) == 1 else 'their'} {name} is {other}'s on "
+        "the search run and on every seed re-run, identical by construction (a program that only "
+        "adds measurements to the other's)"
+        for other, left in by.items()
+    )
