@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from components import needs_latex
-from test_report_support import SECTIONS, _plot_png, report_cfg
+from test_report_support import SECTIONS, _plot_png, default_responder, report_cfg
 
 from ai_scientist.base.paths import RunPaths
 from ai_scientist.llm.factory import make_client
@@ -231,3 +231,60 @@ def test_the_writer_is_told_which_rounded_and_derived_numbers_pass_as_the_check_
     assert verdict[derived] is None, verdict  # computed by the writer, held by no record
     reflect = next(r for r in writer if r["label"] == "reflect_1")
     assert f'"{derived}" in "' in _text(reflect["messages"][-1])
+
+
+def _figure_prompt(run: Path, tmp_path: Path, caption: str) -> str:
+    from ai_scientist.reporting.vlm import review_figures
+
+    _plot_png(RunPaths(run).figures / "fig_x.png", seed=len(caption))
+    answer = default_responder()
+    cfg = report_cfg(tmp_path)
+    before = set((run / "nodes").glob("*/prompt_logs/*.json"))
+    llm = make_client(
+        cfg, run, None, backend=ScriptedBackend(lambda m, s, ctx: answer(m, s, ctx, "vlm_feedback"))
+    )
+    review_figures(run, cfg, llm, [{"file": "fig_x.png", "caption": caption}])
+    (rec,) = _report_records(run, before)
+    assert rec["label"].startswith("figure_"), rec["label"]
+    return _text(rec["messages"][-1])
+
+
+def test_a_paper_figure_review_gets_the_protocol_and_for_timings_the_machine_load(tmp_path: Path, run_copy):
+    # relay s7 ln2 008: a figure reviewer without the evaluation protocol could take a metric under
+    # its own dataset label for a protocol break; mm2 004-024: no machine load beside timings, so
+    # noise and contention could not be told apart. Both are read from the run's own records: the
+    # eval_protocol events and each command's run.json usage.
+    from pipeline_support import journal_nodes
+
+    from ai_scientist.base.artifacts import RunRecord, read_artifact
+    from ai_scientist.base.fileio import read_jsonl
+
+    run = run_copy(tmp_path)
+    nodes = journal_nodes(run)
+    fixed = {int(e["stage"]): e for e in read_jsonl(RunPaths(run).events) if e.get("type") == "eval_protocol"}
+    nid = next(
+        i
+        for i, n in nodes.items()
+        if n["status"] == "good" and n["operation"] != "seed_eval" and n["stage"] in fixed
+    )
+    protocol = fixed[nodes[nid]["stage"]]
+    accuracy = _figure_prompt(run, tmp_path, f"Validation accuracy of {nid} per configuration.")
+    block = accuracy[accuracy.index("The evaluation protocol") :]
+    line = next(
+        x for x in block.splitlines() if x.startswith("- stage") and f"(fixed by {protocol['node_id']})" in x
+    )
+    name, direction, dataset = protocol["metric"]
+    assert f"headline {name} ({direction}" in line and (not dataset or f'dataset "{dataset}"' in line), line
+    for pname, value in protocol["parameters"]:
+        assert f"{pname} = {value}" in line, (pname, line)
+    assert "another dataset label is an extra condition" in block
+    # an accuracy figure of a training run: its claim does not rest on timings
+    assert "machine load" not in accuracy
+    # a figure of run times: the load during each measured command, as the run recorded it
+    timed = _figure_prompt(run, tmp_path, f"Wall-clock time of {nid}'s training per configuration.")
+    node_line = next(x for x in timed.splitlines() if x.startswith(f"- {nid}: "))
+    assert "; machine load during its measured commands: " in node_line, node_line
+    record = read_artifact(RunPaths(run).node(nid).file("run.json"), RunRecord)
+    usages = [o.usage for o in record.outputs if o.usage]
+    assert usages and all(u in node_line for u in usages[:4]), (usages, node_line)
+    assert any("load " in u for u in usages), usages  # the fixture's commands recorded their load

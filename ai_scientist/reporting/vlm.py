@@ -14,9 +14,9 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..base.artifacts import Critique, read_artifact
-from ..base.fileio import atomic_write_json, read_json
-from ..base.paths import VLM_FILE, NodePaths, RunPaths
+from ..base.artifacts import Critique, RunRecord, read_artifact
+from ..base.fileio import atomic_write_json, read_json, read_jsonl
+from ..base.paths import RUN_FILE, VLM_FILE, NodePaths, RunPaths
 from ..context.kinds import experiment_kinds, shows_machine
 from ..execution.environment import machine_text
 from ..llm.call import CallContext, LLMError
@@ -177,7 +177,7 @@ def _metric_text(view: RunView, node_id: str, names: list[str] | None = None) ->
     return ", ".join(f"{k}={values[k]}" for k in keys) + (f" (+{more} more)" if more > 0 else "")
 
 
-def figure_nodes(run_dir: Path, caption: str) -> list[str]:
+def figure_nodes(run_dir: Path, caption: str, load: bool = False) -> list[str]:
     """One line per node the caption names: what the node is (stage, operation, parent, idea) and
     the values it measured, and those of its seed re-runs labelled by seed, so a figure reviewer
     can check what is drawn against what was measured (relay s7 ln1 032-037: "n0007"/"n0001"
@@ -208,8 +208,90 @@ def figure_nodes(run_dir: Path, caption: str) -> list[str]:
             line += "; seed re-runs: " + "; ".join(
                 f"seed {r.get('seed')} ({r['id']}) {_metric_text(view, str(r['id']), names)}" for r in reruns
             )
+        measured = node_load(view, nid) if load else ""
+        if measured:
+            line += f"; machine load during its measured commands: {measured}"
         out.append(line)
     return out
+
+
+MAX_LOAD_COMMANDS = 4  # a node's run commands whose machine load a figure reviewer is shown
+
+
+def figure_protocols(run_dir: Path, caption: str) -> list[dict[str, Any]]:
+    """The evaluation protocols the figure's results were measured under (the ``eval_protocol``
+    events: each stage's headline metric with its direction and dataset label, and the parameters
+    that define its inputs), for the stages of the nodes the caption names, else every stage;
+    stages that kept one protocol are merged. A figure reviewer without it read a metric under
+    its own dataset label (an extra condition) as a break of the protocol (relay s7 ln2 008)."""
+    path = RunPaths(run_dir).events
+    try:
+        events = read_jsonl(path) if path.exists() else []
+    except (OSError, ValueError):  # torn: the figure is reviewed without it
+        return []
+    fixed = {
+        int(e["stage"]): e for e in events if e.get("type") == "eval_protocol" and e.get("stage") is not None
+    }
+    ids = set(NODE_ID.findall(caption or ""))
+    stages = set()
+    if ids:
+        view = load_run(run_dir)
+        stages = {int(n["stage"]) for i, n in view.nodes.items() if i in ids and n.get("stage") is not None}
+    out: list[dict[str, Any]] = []
+    for stage, ev in sorted(fixed.items()):
+        if stages and stage not in stages:
+            continue
+        same = next(
+            (p for p in out if p["metric"] == ev.get("metric") and p["parameters"] == ev.get("parameters")),
+            None,
+        )
+        if same is not None:
+            same["stages"].append(stage)
+            continue
+        out.append(
+            {
+                "stages": [stage],
+                "node_id": ev.get("node_id"),
+                "metric": ev.get("metric"),
+                "parameters": ev.get("parameters") or [],
+            }
+        )
+    return out
+
+
+def timed_figure(run_dir: Path, caption: str, view: RunView | None = None) -> bool:
+    """Whether a figure's claim rests on timings, so the machine's load during the measured
+    commands bears on it: the run is a benchmark (its machine facts are shown, :func:`machine_facts`)
+    or the caption's words speak of timings (``context/kinds.py``)."""
+    return shows_machine(run_kinds(run_dir, view)) or "benchmark" in experiment_kinds([], caption or "")
+
+
+def node_load(view: RunView, node_id: str) -> str:
+    """The machine load during a node's run commands as each command's record has it
+    (``execution/usage.py``: CPU vs wall time, the load at start and end on the core count, the
+    other commands of the run running), and its seed re-runs'; "" when none was recorded (relay
+    s7 mm2 004-024: figure reviews could not tell noise from contention)."""
+
+    def usages(nid: str) -> list[str]:
+        try:
+            record = read_artifact(NodePaths(view.node_dir(nid)).file(RUN_FILE), RunRecord)
+        except ValueError:  # torn: nothing said of its load
+            return []
+        outputs = [o for o in (record.outputs if record is not None else ()) if o.usage]
+        named = len(outputs) > 1  # which command, when there are several
+        shown = [
+            (f"`{' '.join(o.command.split()[:3])}`: " if named else "") + o.usage
+            for o in outputs[:MAX_LOAD_COMMANDS]
+        ]
+        more = len(outputs) - len(shown)
+        return shown + ([f"{more} more command{'s' if more != 1 else ''}"] if more > 0 else [])
+
+    parts = usages(node_id)
+    for r in view.seed_runs(node_id):
+        theirs = usages(str(r["id"]))
+        if theirs:
+            parts.append(f"seed {r.get('seed')} ({r['id']}): " + " | ".join(theirs))
+    return "; ".join(parts)
 
 
 def review_figures(
@@ -234,7 +316,8 @@ def review_figures(
     # what the figures are evidence for: the idea's title and hypothesis, in each figure's brief
     idea = read_json(RunPaths(run_dir).idea_json, default={}) or {}
     question = " — ".join(str(idea[k]).strip() for k in ("title", "hypothesis") if idea.get(k))
-    machine = machine_facts(run_dir, load_run(run_dir))
+    view = load_run(run_dir)
+    machine = machine_facts(run_dir, view)
     out: dict[str, Any] = {}
     for fig in figures:
         path = fig_dir / fig["file"]
@@ -255,7 +338,8 @@ def review_figures(
             file=fig["file"],
             caption=caption,
             question=question,
-            nodes=figure_nodes(run_dir, caption),
+            nodes=figure_nodes(run_dir, caption, load=timed_figure(run_dir, caption, view)),
+            protocols=figure_protocols(run_dir, caption),
             earlier=earlier,
             redrawn=bool(earlier) and str((earlier or {}).get("key", "")).split("|")[0] != key.split("|")[0],
         )
