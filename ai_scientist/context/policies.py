@@ -302,8 +302,8 @@ class RankRows(LayerPolicy):
 
     @staticmethod
     def _ranked(ranking: str) -> dict[str, int]:
-        """The ranking line's keys -> their place (0 = best)."""
-        keys = ranking[len(RANK_LINE) :].rstrip(".").split(",")
+        """The ranking line's keys -> their place (0 = best); lines after it are a note."""
+        keys = ranking.split("\n", 1)[0][len(RANK_LINE) :].rstrip(".").split(",")
         return {k.strip(): i for i, k in enumerate(keys) if k.strip()}
 
     @classmethod
@@ -328,8 +328,10 @@ class RankRows(LayerPolicy):
         place = cls._ranked(ranking)
         named = sorted((cls._key(r) for r in kept if cls._key(r) in place), key=place.__getitem__)
         marker = f"[... {len(rows) - keep} lower-ranked rows cut ({len(rows)} total) ...]"
-        # a ranking of one row says nothing the row does not
-        return [header, *kept, marker, *([RANK_LINE + ", ".join(named) + "."] if len(named) > 1 else [])]
+        # a ranking of one row says nothing the row does not (nor its note on the order)
+        note = ranking.partition("\n")[2]
+        line = RANK_LINE + ", ".join(named) + "." + (f"\n{note}" if note else "")
+        return [header, *kept, marker, *([line] if len(named) > 1 else [])]
 
     def shrink(self, value: Any, fits: Fits, params: PolicyParams, handle: str | None) -> Result | None:
         if not (isinstance(value, list) and len(value) >= 2 and str(value[-1]).startswith(RANK_LINE)):

@@ -21,6 +21,7 @@ memory layer, so even then whole items are dropped, never characters.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -154,10 +155,16 @@ def _shown_in(text: str, shown: Mapping[str, str]) -> str | None:
     its ``node succeeded: `` head), None when none does or the text is too short to be worth a
     reference. A capable model's code prompt held the best node's findings in the recall notes
     and again, byte for byte, in the history below them (issue 28: say each fact once)."""
-    probe = " ".join(text.split())[:SHOWN_PROBE_CHARS]
-    if len(probe) < SHOWN_PROBE_CHARS:
+    one = " ".join(text.split())
+    if len(one) < SHOWN_PROBE_CHARS:
         return None
-    return next((title for title, body in shown.items() if body and probe in " ".join(body.split())), None)
+    # and without its opening headline sentence: a child's history refers that to the protocol's
+    # line (runloop/stage_inputs.py without_headline)
+    rest = re.sub(r"^Headline: \S+ is for .*?\.(?:\s+|$)", "", one, count=1)
+    probes = [p for p in (one[:SHOWN_PROBE_CHARS], rest[:SHOWN_PROBE_CHARS]) if p]
+    return next(
+        (t for t, body in shown.items() if body and any(p in " ".join(body.split()) for p in probes)), None
+    )
 
 
 def _event_text(e: Any, cap: int, shown: Mapping[str, str]) -> str:

@@ -32,9 +32,17 @@ from ..base.artifacts import Plan, RunRecord, read_artifact
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import PLAN_FILE, RUN_FILE, STAGE_INPUTS_FILE, RunPaths
 from ..context.kinds import experiment_kinds
-from ..phases.base import answer_commands
+from ..phases.base import answer_commands, parent_history
 from ..phases.edits import text_files
-from ..treesearch.parameters import Parameter, build_parameters, code_parameters, machine_sizes, parameters
+from ..treesearch.parameters import (
+    Parameter,
+    argv_values,
+    build_parameters,
+    code_parameters,
+    headline_fixes,
+    machine_sizes,
+    parameters,
+)
 from ..treesearch.tried import (
     ablation_plan,
     design_text,
@@ -58,6 +66,8 @@ IDEA_ABLATION_CHARS = 600
 SIBLING_DIFF_SHARE = 0.5
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..base.run import Run
     from ..treesearch.journal import JournalView
     from ..treesearch.node import Node
@@ -75,13 +85,27 @@ def compute_stage_inputs(run: Run, view: JournalView, node: Node, state: StageSt
     carried_id = state.carried_id if state is not None and state.stage == node.stage else None
     carried = view.get(carried_id) if carried_id and carried_id in view else None
     if node.stage == 2:
-        values["tried_hyperparams"] = tried_table(view, 2, column="setting", exclude=node.id, carried=carried)
+        values["tried_hyperparams"] = tried_table(
+            view,
+            2,
+            column="setting",
+            exclude=node.id,
+            carried=carried,
+            noise=(protocol or {}).get("seed_noise"),
+        )
     elif node.stage == 4:
         planned = state.ideas if state is not None and state.stage == 4 else ()
         # the nodes the stage may create after this one (the view may or may not hold it yet)
         left = max(0, iterations_left(run, view, 4, exclude=node.id) - 1)
         values["ablation_plan"] = ablation_plan(view, 4, planned, current=node.idea, iterations_left=left)
-        values["tried_ablations"] = tried_table(view, 4, column="ablation", exclude=node.id, carried=carried)
+        values["tried_ablations"] = tried_table(
+            view,
+            4,
+            column="ablation",
+            exclude=node.id,
+            carried=carried,
+            noise=(protocol or {}).get("seed_noise"),
+        )
     # a child's plotting call reuses the best working plotting script: its parent's, else the
     # stage's latest that worked (phases/plots.py), chosen now so a resume or replay shows the same
     from ..phases.plots import working_plot_source
@@ -104,6 +128,12 @@ def compute_stage_inputs(run: Run, view: JournalView, node: Node, state: StageSt
                 "metric": m.name,
                 "value": f"{m.name}={m.value:.6g}" + _seed_mean(view, parent, why=False),
             }
+    if node.operation in ("tune", "improve", "ablate") and parent is not None and protocol:
+        # the parent's history with the protocol node's headline sentence referred to the
+        # protocol's line, which says it (relay s7 ln2 011, 018, 028: said twice a prompt)
+        history = parent_history(run.dir, parent)
+        if (shorter := without_headline(history, protocol, str(protocol.get("node_id")))) != history:
+            values["history"] = shorter
     if node.operation == "ablate" and parent is not None:
         # its plotting call reads this node's files only: the baseline's values to draw beside it
         values["parent_baseline"] = baseline_text(view, parent)
@@ -368,18 +398,35 @@ def proposal_inputs(
     stage tried (any node of it) and the earlier stages' summaries, how many planned ideas are not
     yet run and how many nodes the stage may still create."""
     carried = view.get(state.carried_id) if state.carried_id and state.carried_id in view else None
+    protocol = with_noise(run, view, protocol_value(state, state.stage), state.stage)
     table = tried_table(
-        view, state.stage, column="setting" if kind == "tune" else "ablation", carried=carried
+        view,
+        state.stage,
+        column="setting" if kind == "tune" else "ablation",
+        carried=carried,
+        noise=(protocol or {}).get("seed_noise"),
     )
     code = node_answer(run.dir, parent.id)
     answer = code.to_json() if code is not None else None  # as saved: its build goes to build_parameters
-    protocol = with_noise(run, view, protocol_value(state, state.stage), state.stage)
     summaries = summaries_text(run.dir, before=state.stage)
     # why a seed mean leaves the search run out is said once, before the brief's best-node line:
     # by the earlier stages' headings or the protocol's seeds line, when the prompt has them
     said_why = SEARCH_RUN_APART in summaries or bool(
         protocol and protocol.get("seeds") and protocol.get("reads_seed") is not False
     )
+    fixes = _fixed_note(protocol, parent, answer_commands(answer), text_files(answer))
+
+    def knobs(fixed: bool) -> list[str]:
+        return code_parameters(
+            text_files(answer),
+            note=fixes,
+            fixed=fixed,
+            build=answer.get("build") if isinstance(answer, dict) else None,
+            # no knobs: the machine's cache sizes, the metric's dataset label (relay s6 mm 010)
+            machine=machine_sizes(read_json(RunPaths(run.dir).environment, default=None)),
+            labels={str(m.dataset) for m in parent.metrics if m.dataset},
+        )
+
     values: dict[str, Any] = {
         "kind": kind,
         # the stage's number and goal, one line (phases/stage_goal.j2 via the brief): the proposer
@@ -387,7 +434,11 @@ def proposal_inputs(
         "stage": state.stage,
         # training, benchmark or simulation (context/kinds.py): what "the protocol" is made of
         "kinds": experiment_kinds([m.name for m in parent.metrics], run.idea.to_markdown()),
-        "best_summary": f"{parent.id}: {parent.summary} ({metrics_text(parent, limit=BEST_METRICS_CHARS)})"
+        # each fact once (relay s7 ln2 010, 016, 027: the best node's metrics three times): its
+        # headline configuration is the protocol's line; its metrics are listed here, but for
+        # those an ablation brief's "Already measured" line gives (below)
+        "best_summary": f"{parent.id}: {without_headline(parent.summary, protocol, parent.id)}"
+        + f" ({metrics_text(parent, limit=BEST_METRICS_CHARS)})"
         + _seed_mean(view, parent, why=not said_why),
         # its plan's goal and strategy: the components an ablation can remove (relay run 2's
         # ablation proposer saw only the review's words for them)
@@ -395,14 +446,10 @@ def proposal_inputs(
         # the data / split / size / noise / seed knobs are marked: a tuning or an ablation that
         # changes one makes its node incomparable (a relay run's proposer could not tell them apart)
         # and the build's compile flags (a C benchmark's knobs are often there)
-        "code_parameters": code_parameters(
-            text_files(answer),
-            note=_protocol_note,
-            build=answer.get("build") if isinstance(answer, dict) else None,
-            # no knobs: the machine's cache sizes, the metric's dataset label (relay s6 mm 010)
-            machine=machine_sizes(read_json(RunPaths(run.dir).environment, default=None)),
-            labels={str(m.dataset) for m in parent.metrics if m.dataset},
-        ),
+        # what an idea may change; what the protocol or the headline fixes is listed apart, not
+        # offered (relay s7 mm2 010, 011: the size arguments and the swept tile grid as knobs)
+        "code_parameters": knobs(False),
+        "fixed_parameters": knobs(True),
         # its build and run commands: what a command-line argument (argv[1], $2) stands for
         "commands": answer_commands(answer),
         "iterations_left": iterations_left(run, view, state.stage),
@@ -419,6 +466,9 @@ def proposal_inputs(
         # what was measured: a research idea is what no node of the run measured yet (relay s6 mm2
         # 020, 024: two stage-3 nodes re-ran the same study)
         values["research_measured"] = research_measured(run, view, state)
+        best = values["research_measured"].get("best")
+        if best and best["id"] == parent.id:  # its metrics are on the best-node line: named once
+            best["metrics"], best["listed_below"] = [], True
     if kind == "ablate":
         # what the idea asks to ablate, and what the best node's own metrics already measure: a
         # proposer that cannot see both re-proposes ablations already done
@@ -427,7 +477,33 @@ def proposal_inputs(
             parent, read_artifact(RunPaths(run.dir).node(parent.id).file(RUN_FILE), RunRecord), answer
         )
         values["measured_by_others"] = measured_by_others(run, view, parent, state.stage)
+        listed = [
+            x.split("=", 1)[0]
+            for x in _measured_items(values["measured_ablations"])
+            if "=" in x and not x.startswith("its output: ")
+        ]
+        if listed:  # those metrics are said with their values on the "Already measured" line
+            others = metrics_text(parent, limit=BEST_METRICS_CHARS, skip=set(listed))
+            values["best_summary"] = (
+                f"{parent.id}: {without_headline(parent.summary, protocol, parent.id)} ({others}; its "
+                f"{len(listed)} ablation metric(s): above)" + _seed_mean(view, parent, why=not said_why)
+            )
     return values
+
+
+HEADLINE_SAID = '(its headline configuration: under "Evaluation protocol")'
+
+
+def without_headline(text: str, protocol: dict[str, Any] | None, node_id: str) -> str:
+    """``text`` (a node's summary, or a state holding it) with ``node_id``'s "Headline: <metric>
+    is for <config>." sentence (phases/review.py headline) referred to the protocol's headline
+    configuration line when ``protocol`` shows that node's: the same sentence twice in one prompt
+    (relay s7 ln2 011, 027)."""
+    head = (protocol or {}).get("headline") or {}
+    if not head.get("config") or (protocol or {}).get("node_id") != node_id:
+        return text
+    said = re.compile(r"Headline: \S+ is for " + re.escape(str(head["config"])) + r"\.(?:\s+|$)")
+    return said.sub(HEADLINE_SAID + " ", text, count=1).rstrip()
 
 
 def research_measured(run: Run, view: JournalView, state: StageState) -> dict[str, Any]:
@@ -486,6 +562,33 @@ def _protocol_note(p: Parameter) -> str:
     if p.kind != "argv" and is_protocol_parameter(p.name):
         return "evaluation protocol: keep (a change makes the node not comparable)"
     return ""
+
+
+def _fixed_note(
+    protocol: dict[str, Any] | None, node: Node, commands: list[str], files: dict[str, str]
+) -> Callable[[Parameter], str]:
+    """Why a parameter of ``node``'s code is fixed ("" when an idea may change it): the protocol's
+    own parameters, and what the headline fixes (:func:`headline_fixes`: its problem-size arguments,
+    the grid it takes its best over)."""
+    metric = (protocol or {}).get("metric") or (
+        [node.metric.name, node.metric.direction, node.metric.dataset] if node.metric is not None else []
+    )
+    headline = (str(metric[0]), str(metric[2] or "")) if metric else ("", "")
+    config = str(((protocol or {}).get("headline") or {}).get("config") or "")
+    numbers = {
+        float(w)
+        for p in parameters(files)
+        if p.kind != "argv" and is_protocol_parameter(p.name)
+        for w in re.findall(r"-?\d+(?:\.\d+)?", p.value)
+    }
+    argv = argv_values(commands)
+
+    def note(p: Parameter) -> str:
+        return _protocol_note(p) or headline_fixes(
+            p, argv=argv, headline=headline, config=config, protocol_numbers=numbers
+        )
+
+    return note
 
 
 def idea_ablations(idea: Any, limit: int = IDEA_ABLATION_CHARS) -> str:

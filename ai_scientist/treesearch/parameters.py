@@ -147,20 +147,84 @@ def code_parameters(
     build: Any = None,
     machine: set[float] | None = None,
     labels: set[str] | None = None,
+    fixed: bool | None = None,
 ) -> list[str]:
     """One line per parameter the ``files`` (path -> text) expose, in file order, each name once,
     then those of the code answer's ``build`` section (:func:`build_parameters`), leaving out those
     that are no knob (:func:`not_a_knob`: ``machine``, the environment's cache sizes; ``labels``,
     the metric's dataset labels); at most ``limit`` lines, the last saying how many more were
     found. ``note`` adds a remark to a parameter's line (e.g. that it belongs to the evaluation
-    protocol), "" for none."""
+    protocol), "" for none; with ``fixed`` True only those it remarks on (what the protocol or the
+    headline fixes), False only the others (what an idea may change)."""
     found = [p for p in parameters(files) if not not_a_knob(p, machine or set(), labels or set())]
     seen = {(p.name, p.kind) for p in found}
     found += [p for p in build_parameters(build) if (p.name, p.kind) not in seen]
+    if note is not None and fixed is not None:  # each list holds its own kind
+        found = [p for p in found if bool(note(p)) == fixed]
     lines = [p.line() + (f" — {n}" if note and (n := note(p)) else "") for p in found[:limit]]
     if len(found) > limit:
         lines.append(f"... {len(found) - limit} more parameters not listed")
     return lines
+
+
+def argv_values(commands: list[str]) -> dict[str, list[str]]:
+    """``argv[k]`` -> the values the run commands (``"run: ./mm O3 1024 256"``, as
+    ``CodeAnswer.commands`` gives them) pass at position k, each once; an interpreter's script
+    (``python3 x.py``) is argv[0]."""
+    out: dict[str, list[str]] = {}
+    for line in commands:
+        if not line.startswith("run: "):
+            continue
+        try:
+            words = shlex.split(line.removeprefix("run: "))
+        except ValueError:
+            continue
+        if words and re.search(r"(?:^|/)(?:python[\d.]*|bash|sh|perl|Rscript|julia|node)$", words[0]):
+            words = words[1:]
+        for k, word in enumerate(words[1:], start=1):
+            out.setdefault(f"argv[{k}]", [])
+            if word not in out[f"argv[{k}]"]:
+                out[f"argv[{k}]"].append(word)
+    return out
+
+
+def headline_fixes(
+    p: Parameter,
+    *,
+    argv: dict[str, list[str]],
+    headline: tuple[str, str],
+    config: str,
+    protocol_numbers: set[float],
+) -> str:
+    """Why the headline fixes ``p`` ("" when it does not): a command-line argument whose value
+    in the run commands (``argv``, :func:`argv_values`) is a problem size the headline is named
+    for (``headline``: its metric name and dataset label, "speedup_n1024") or one of the protocol's
+    values (``protocol_numbers``); a grid or array the headline takes its best over (``config``,
+    the review's "blocked at best swept tile 64" names it). A relay run's tuner was offered
+    the size arguments and the swept tile grid as knobs (s7 mm2 010, 011)."""
+    if p.kind == "argv":
+        named = " ".join(headline)
+        sizes = [
+            v
+            for v in argv.get(p.name, [])
+            if (x := _number(v)) is not None
+            and (x in protocol_numbers or re.search(rf"(?<![\d.]){re.escape(v)}(?![\d.])", named))
+        ]
+        if sizes:
+            return (
+                f"sets the problem size ({', '.join(sizes)}) the headline {headline[0]} is measured at: "
+                "evaluation protocol, keep"
+            )
+        return ""
+    listed = p.kind in ("grid", "array") or (p.kind == "constant" and p.value.lstrip()[:1] in ("[", "("))
+    if listed and re.search(r"\bbest\b", config, re.I):
+        stems = [w.rstrip("s") for w in re.split(r"[_\W\d]+", p.name.lower()) if len(w.rstrip("s")) >= 3]
+        if any(re.search(rf"\b{re.escape(w)}", config, re.I) for w in stems):
+            return (
+                "the headline is the best over it (its configuration: under the evaluation protocol): part "
+                "of its definition, keep; another value goes in as an extra metric beside it"
+            )
+    return ""
 
 
 def parameters(files: dict[str, str]) -> list[Parameter]:

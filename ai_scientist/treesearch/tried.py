@@ -10,8 +10,10 @@ worst. Pure: values in, values out.
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 from ..context.policies import RANK_LINE
 from .best import rank_nodes
@@ -92,11 +94,18 @@ def metric_text(node: Node | None, digits: Mapping[str, int] | None = None) -> s
     return f"{m.name}={m.value:.{d}g} ({m.direction}{dataset})"
 
 
-def metrics_text(node: Node, limit: int = METRICS_CHARS, digits: Mapping[str, int] | None = None) -> str:
+def metrics_text(
+    node: Node,
+    limit: int = METRICS_CHARS,
+    digits: Mapping[str, int] | None = None,
+    skip: Collection[str] = (),
+) -> str:
     """Every metric the node reported, the primary first, ``name=value (dataset)`` each, whole:
     as many as fit in ``limit`` characters (the primary always), then "(+N more metrics)" —
-    never a name or a value cut mid-word."""
+    never a name or a value cut mid-word. ``skip``: names the prompt lists elsewhere (never the
+    primary)."""
     metrics = ordered_metrics(node)
+    metrics = metrics[:1] + [m for m in metrics[1:] if m.name not in skip]
     if not metrics:
         return "-"
     parts = [
@@ -157,8 +166,44 @@ def ranked(nodes: Sequence[Node]) -> list[Node]:
     return [*good, *changed, *failed, *running]
 
 
+def order_note(ranked_nodes: Sequence[Node], noise: Mapping[str, Any] | None) -> str:
+    """How a ranking line of single-seed results is ordered and whether its gaps are within the
+    seed noise (``noise``: the protocol's ``seed_noise``, its ``band``): the rule "call no
+    single-seed difference within the band a gain" stood beside a bare "Ranked best first" (relay
+    s7 mm2 015, 016, 018). "" for fewer than two nodes."""
+    nodes = [n for n in ranked_nodes if n.metric is not None]
+    if len(nodes) < 2:
+        return ""
+    name = nodes[0].metric.name if nodes[0].metric is not None else "the metric"
+    head = f"(Ordered by {name} of each node's search run, one seed each"
+    band = (noise or {}).get("band")
+    if not isinstance(band, (int, float)):
+        return head + "; no seed noise is measured yet: a single-seed order, not settled.)"
+    if (noise or {}).get("too_wide"):
+        return (
+            head + f"; the seed noise band ({band:.3g}) is too large to rank them: an order, not a ranking.)"
+        )
+    apart = [
+        f"{a.id} over {b.id} by {abs(a.metric.value - b.metric.value):.3g}"
+        for a, b in itertools.pairwise(nodes)
+        if a.metric is not None and b.metric is not None and abs(a.metric.value - b.metric.value) >= band
+    ]
+    if not apart:
+        return (
+            head
+            + f"; every gap between neighbours is within the seed noise (band {band:.3g}): ties, not a ranking.)"
+        )
+    return head + f"; beyond the seed noise (band {band:.3g}): {', '.join(apart)}; the other gaps are ties.)"
+
+
 def tried_table(
-    view: JournalView, stage: int, *, column: str, exclude: str | None = None, carried: Node | None = None
+    view: JournalView,
+    stage: int,
+    *,
+    column: str,
+    exclude: str | None = None,
+    carried: Node | None = None,
+    noise: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """The stage's tune / ablate nodes (any status) as a table, in creation order, and their
     ranking (good nodes best first) on its last line; [] when none exists yet.
@@ -189,15 +234,16 @@ def tried_table(
     # the baseline is ranked with the rows (marked): "Ranked best first: n0005" under a baseline
     # n0002 that scored above it read as if n0005 led the stage (relay s6 mm: 015, 016)
     base = carried if carried is not None and carried.is_good else None
-    good = [
-        f"{n.id} (baseline)" if n is base else n.id
-        for n in ranked([*nodes, *([base] if base is not None else [])])
-        if n.is_good
-    ]
+    order = [n for n in ranked([*nodes, *([base] if base is not None else [])]) if n.is_good]
+    good = [f"{n.id} (baseline)" if n is base else n.id for n in order]
+    note = order_note(order, noise) if len(good) > (base is not None) else ""
     return [
         "\n".join(lines),
         *rows,
-        RANK_LINE + (", ".join(good) if len(good) > (base is not None) else "(none has a result yet)") + ".",
+        RANK_LINE
+        + (", ".join(good) if len(good) > (base is not None) else "(none has a result yet)")
+        + "."
+        + (f"\n{note}" if note else ""),
     ]
 
 
