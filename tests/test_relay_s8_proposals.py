@@ -204,3 +204,78 @@ def test_a_ranking_of_single_seed_results_says_its_order_and_the_noise(run):
                 )
             checked += 1
     assert checked >= 2, checked
+
+
+def test_a_tune_or_ablation_is_told_what_its_change_leaves_alone(run):
+    """A tune or ablate node's code call says that its change applies to the headline's
+    configuration and that the other conditions, the protocol's reference configuration included,
+    keep the settings they had in its base node (the parent, from the journal) — tied ones too,
+    a following one under a new name (relay s7 ln2 011, 028)."""
+    nodes = journal_nodes(run)
+    ops = set()
+    for rec in prompt_records(run):
+        node = nodes.get(rec["node_id"])
+        if not node or node["operation"] not in ("tune", "ablate") or rec.get("phase") != "phase2":
+            continue
+        brief = _this_call(rec)
+        assert "The change applies to the headline's configuration." in brief
+        assert (
+            f"keep the settings they had in {node['parent_id']}, also those tied to the changed setting"
+            in brief
+        )
+        assert "report it under a new metric name" in brief
+        ops.add(node["operation"])
+    assert ops == {"tune", "ablate"}, ops
+
+
+# the first draft lists a diagnostic first (its headline cannot lack a side), the others after it
+DIAGNOSTIC = """
+import json as _json
+with open("metrics.json") as _fh:
+    _all = _json.load(_fh)
+_all["metrics"].{where}({"name": "train_fit_flipped", "value": 0.25, "direction": "none"})
+with open("metrics.json", "w") as _fh:
+    _json.dump(_all, _fh)
+"""
+
+
+class DiagnosticResponder(ExampleResponder):
+    def _phase2(self, text: str, ctx: Any) -> str:
+        answer = json.loads(super()._phase2(text, ctx))
+        first = ctx.node_id == "n0001"
+        for f in answer["files"]:
+            if f["path"] == "experiment.py" and "metrics.json" in f["content"]:
+                f["content"] += DIAGNOSTIC.replace("{where}(", "insert(0, " if first else "append(")
+        return json.dumps(answer)
+
+
+def test_a_diagnostic_metric_has_no_side_and_is_never_the_headline(tmp_path):
+    """metrics.json may mark a diagnostic ``"direction": "none"`` (relay s7 ln2 018: a fit to
+    flipped labels had to be called maximize): every code call says so, a node listing one after
+    its headline works and its review shows it as a diagnostic; a node listing it first fails,
+    told that the first entry is the headline and needs a side."""
+    code, run_dir, _ = start_run(tmp_path, responder=DiagnosticResponder(buggy_nodes=()))
+    assert code == 0
+    nodes = journal_nodes(run_dir)
+    first = nodes["n0001"]
+    assert first["status"] == "buggy"
+    assert (
+        "the first metrics.json entry is the headline" in first["error"]
+        and "train_fit_flipped" in first["error"]
+    )
+    good = [n for n in nodes.values() if n["status"] == "good" and n["operation"] != "seed_eval"]
+    assert good
+    for n in good:
+        diag = [m for m in n["metrics"] if m["name"] == "train_fit_flipped"]
+        assert diag == [{**diag[0], "direction": "none"}] and n["metric"]["direction"] != "none"
+    reviews = codes = 0
+    for rec in prompt_records(run_dir):
+        text = record_text(rec)
+        if rec.get("phase") == "phase2":
+            assert '"direction": "none", never the first entry' in text
+            assert "No command is optional (a failing one ends the node)" in text
+            codes += 1
+        if rec.get("phase") == "review" and nodes.get(rec["node_id"], {}).get("status") == "good":
+            assert "- train_fit_flipped = 0.25 (a diagnostic, no better side" in text
+            reviews += 1
+    assert codes and reviews

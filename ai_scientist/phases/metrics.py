@@ -17,12 +17,19 @@ def normalise_metrics(data: Any) -> list[dict]:
     if not isinstance(data, list):
         raise ValueError("metrics must be a list of {name, value, direction}")
     out = []
-    for m in data:
+    for i, m in enumerate(data):
         if not isinstance(m, dict) or "name" not in m or "value" not in m:
             raise ValueError(f"metric entry {m!r} needs name and value")
         direction = m.get("direction", "maximize")
-        if direction not in ("maximize", "minimize"):
-            raise ValueError(f"metric {m['name']}: direction must be maximize or minimize")
+        # "none" marks a diagnostic (no better side: relay s7 ln2 018 had to call one maximize);
+        # the first entry is the headline nodes are ranked by, so it needs a side
+        if direction not in ("maximize", "minimize", "none"):
+            raise ValueError(f"metric {m['name']}: direction must be maximize, minimize or none (a diagnostic)")
+        if direction == "none" and i == 0:
+            raise ValueError(
+                f"metric {m['name']}: the first metrics.json entry is the headline nodes are ranked by; "
+                'its direction must be maximize or minimize, not "none" (list a diagnostic after it)'
+            )
         value = float(m["value"])
         if value != value:  # NaN
             raise ValueError(f"metric {m['name']}: value is NaN")

@@ -216,7 +216,7 @@ METRICS_PARSER_SCHEMA: dict[str, Any] = {
                 "properties": {
                     "name": _text(100),
                     "value": {"type": "number"},
-                    "direction": {"type": "string", "enum": ["maximize", "minimize"]},
+                    "direction": {"type": "string", "enum": ["maximize", "minimize", "none"]},
                     "dataset": _text(100),
                 },
                 "required": ["name", "value", "direction"],

@@ -22,7 +22,9 @@ OPERATIONS = ("draft", "debug", "improve", "tune", "ablate", "seed_eval")
 STATUSES = ("pending", "running", "good", "buggy")
 PHASES = ("phase0", "phase1", "phase2", "phase3", "phase4", "review", "phase5_plot", "phase5_vlm")
 STATE_OPS = ("append", "replace")
-DIRECTIONS = ("maximize", "minimize")
+# "none": a diagnostic measured beside the result (a fit to flipped labels), no better side; never
+# a node's first metric, its headline (phases/metrics.py)
+DIRECTIONS = ("maximize", "minimize", "none")
 
 _ID_NUM = re.compile(r"^n(\d+)$")
 
