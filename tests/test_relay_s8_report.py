@@ -288,3 +288,46 @@ def test_a_paper_figure_review_gets_the_protocol_and_for_timings_the_machine_loa
     usages = [o.usage for o in record.outputs if o.usage]
     assert usages and all(u in node_line for u in usages[:4]), (usages, node_line)
     assert any("load " in u for u in usages), usages  # the fixture's commands recorded their load
+
+
+def test_the_aggregation_call_shows_every_value_of_the_manifest_one_entry_a_line(tmp_path: Path, run_copy):
+    # relay s7 ln2 033: a 47 kB request, the manifest pretty-printed and each seed re-run repeating
+    # its node's layout; now one entry a line, a re-run's lower_is_better/datasets said once (its
+    # node's) — and every metric value the figures (and the paper) may draw on still shown
+    import sys
+
+    from ai_scientist.base.templates import as_text
+    from ai_scientist.execution.subprocess_backend import SubprocessExecutor
+    from ai_scientist.reporting.aggregate import aggregate_plots
+
+    run = run_copy(tmp_path)
+    answer = default_responder()
+    cfg = report_cfg(tmp_path, plot_reflection_rounds=0)
+    before = set((run / "nodes").glob("*/prompt_logs/*.json"))
+    llm = make_client(
+        cfg, run, None, backend=ScriptedBackend(lambda m, s, ctx: answer(m, s, ctx, "plotting"))
+    )
+    aggregate_plots(run, cfg, llm, SubprocessExecutor(python=sys.executable))
+    rec = next(r for r in _report_records(run, before) if r["label"].startswith("aggregate"))
+    user = _text(rec["messages"][-1])
+    block = user[user.index("## Data manifest") :].split("```\n", 1)[1].split("\n```", 1)[0]
+    shown = json.loads(block)
+    saved = json.loads((RunPaths(run).figures / "manifest.json").read_text())
+    assert [e["node_id"] for e in shown["nodes"]] == [e["node_id"] for e in saved["nodes"]]
+    assert any(e["role"] == "seed_run" for e in saved["nodes"])
+    lines = block.splitlines()
+    for e in saved["nodes"]:  # one line an entry, every value as written
+        line = next(x for x in lines if x.startswith(f'{{"node_id": "{e["node_id"]}"'))
+        mine = json.loads(line.rstrip(","))
+        assert mine["metrics"] == e["metrics"], e["node_id"]
+        assert mine["files"] == e["files"], e["node_id"]
+        parent = next((p for p in saved["nodes"] if p["node_id"] == e.get("seed_of")), None)
+        for key in ("lower_is_better", "datasets"):
+            if parent is not None and e.get(key) == parent.get(key):
+                assert key not in mine, (e["node_id"], key)
+            else:
+                assert mine.get(key) == e.get(key), (e["node_id"], key)
+    assert {k: v for k, v in shown.items() if k != "nodes"} == {
+        k: v for k, v in saved.items() if k != "nodes"
+    }
+    assert len(block) < 0.8 * len(as_text(saved)), (len(block), len(as_text(saved)))

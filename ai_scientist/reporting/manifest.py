@@ -270,3 +270,22 @@ def build_manifest(view: RunView, dest_root: Path) -> dict[str, Any]:
         "data_root": "data",
         "seed_statistic": SEED_STATISTIC,
     }
+
+
+def for_prompt(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest as the aggregation call is shown it (``figures/manifest.json`` keeps it whole):
+    a seed re-run's ``lower_is_better`` and ``datasets`` are its node's (the same program: said
+    once, in the node's entry, and the manifest's header says so) and an entry's empty ``seed`` is
+    left out. Every metric value stays: a seed re-run's values are what the figures' spreads are
+    drawn from (relay s7 ln2 033: 47 kB, most of it each re-run repeating its node's layout)."""
+    out = copy.deepcopy(manifest)
+    by_id = {e["node_id"]: e for e in out.get("nodes") or []}
+    for e in out.get("nodes") or []:
+        if e.get("seed") is None:
+            e.pop("seed", None)
+        parent = by_id.get(e.get("seed_of") or "")
+        if parent is not None:
+            for key in ("lower_is_better", "datasets"):
+                if key in e and e[key] == parent.get(key):
+                    del e[key]
+    return out
