@@ -331,3 +331,36 @@ def test_the_aggregation_call_shows_every_value_of_the_manifest_one_entry_a_line
         k: v for k, v in saved.items() if k != "nodes"
     }
     assert len(block) < 0.8 * len(as_text(saved)), (len(block), len(as_text(saved)))
+
+
+@needs_latex(("pdflatex",))
+def test_the_writer_gets_each_stages_account_but_only_the_last_stages_next_step(tmp_path: Path, run_copy):
+    # relay s7 ln2 042: each earlier stage's "next" (what the following stage should try) sat beside
+    # the following stage's own results, which answer it; the last stage's "next" is still open
+    run = run_copy(tmp_path)
+    accounts = {}
+    for path in sorted((run / "stage_summaries").glob("stage*.json")):
+        data = json.loads(path.read_text())
+        if isinstance(data.get("summary"), dict):
+            # the scripted summaries are one word each ("text"): each stage's own words, told apart
+            data["summary"] = {
+                k: f"stage {data['stage']} {k}: measured the {k} of the condition." for k in data["summary"]
+            }
+            path.write_text(json.dumps(data))
+            accounts[int(data["stage"])] = {
+                k: " ".join(str(v).split()) for k, v in data["summary"].items() if v
+            }
+    assert len(accounts) >= 2 and all("next" in a for a in accounts.values()), accounts
+
+    def respond(messages, schema, ctx):
+        if ctx.label.startswith("citation"):
+            return json.dumps({"queries": ["label noise regularisation"]})
+        return json.dumps(SECTIONS)
+
+    recs = _write(run, tmp_path, respond, compile_fix_rounds=0)
+    user = " ".join(_text(next(r for r in recs if r["label"] == "sections")["messages"][-1]).split())
+    last = max(accounts)
+    for stage, account in accounts.items():
+        for key, text in account.items():
+            shown = f"- {key}: {text[:200]}" in user
+            assert shown == (key != "next" or stage == last), (stage, key)
