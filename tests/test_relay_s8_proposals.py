@@ -157,7 +157,7 @@ def test_what_the_protocol_or_the_headline_fixes_is_listed_apart_not_offered(run
         )[0]
         fixed = brief.split("\nFixed, not to change", 1)[1].split("\nHow it is built and run", 1)[0]
         assert "argv[1]" not in offered and "tiles" not in offered, offered
-        assert f"- argv[1] (command-line argument) [experiment.py] — sets the problem size ({size})" in fixed
+        assert f"- argv[1] (command-line argument) [experiment.py] — the problem size ({size})" in fixed
         assert "- tiles = [16, 32, 64]" in fixed and "the headline is the best over it" in fixed
         config = _review(run, best)["headline"]
         assert any(w in config for w in ("tile",)) and "best" in config
@@ -218,12 +218,9 @@ def test_a_tune_or_ablation_is_told_what_its_change_leaves_alone(run):
         if not node or node["operation"] not in ("tune", "ablate") or rec.get("phase") != "phase2":
             continue
         brief = _this_call(rec)
-        assert "The change applies to the headline's configuration." in brief
-        assert (
-            f"keep the settings they had in {node['parent_id']}, also those tied to the changed setting"
-            in brief
-        )
-        assert "report it under a new metric name" in brief
+        assert "The change applies to the headline's configuration; " in brief
+        assert f"keep the settings they had in {node['parent_id']}, tied ones too" in brief
+        assert "one that must follow the change gets a new metric name" in brief
         ops.add(node["operation"])
     assert ops == {"tune", "ablate"}, ops
 
@@ -272,7 +269,7 @@ def test_a_diagnostic_metric_has_no_side_and_is_never_the_headline(tmp_path):
     for rec in prompt_records(run_dir):
         text = record_text(rec)
         if rec.get("phase") == "phase2":
-            assert '"direction": "none", never the first entry' in text
+            assert '"direction": "none", never the first entry' in " ".join(text.split())
             assert "No command is optional (a failing one ends the node)" in text
             codes += 1
         if rec.get("phase") == "review" and nodes.get(rec["node_id"], {}).get("status") == "good":

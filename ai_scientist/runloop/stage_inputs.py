@@ -560,7 +560,7 @@ def _seed_mean(view: JournalView, node: Node, why: bool = True) -> str:
 
 def _protocol_note(p: Parameter) -> str:
     if p.kind != "argv" and is_protocol_parameter(p.name):
-        return "evaluation protocol: keep (a change makes the node not comparable)"
+        return "evaluation protocol: keep"
     return ""
 
 

@@ -211,18 +211,15 @@ def headline_fixes(
             and (x in protocol_numbers or re.search(rf"(?<![\d.]){re.escape(v)}(?![\d.])", named))
         ]
         if sizes:
-            return (
-                f"sets the problem size ({', '.join(sizes)}) the headline {headline[0]} is measured at: "
-                "evaluation protocol, keep"
-            )
+            return f"the problem size ({', '.join(sizes)}) the headline {headline[0]} is measured at"
         return ""
     listed = p.kind in ("grid", "array") or (p.kind == "constant" and p.value.lstrip()[:1] in ("[", "("))
     if listed and re.search(r"\bbest\b", config, re.I):
         stems = [w.rstrip("s") for w in re.split(r"[_\W\d]+", p.name.lower()) if len(w.rstrip("s")) >= 3]
         if any(re.search(rf"\b{re.escape(w)}", config, re.I) for w in stems):
             return (
-                "the headline is the best over it (its configuration: under the evaluation protocol): part "
-                "of its definition, keep; another value goes in as an extra metric beside it"
+                "the headline is the best over it (its configuration: under the evaluation protocol); "
+                "another value goes in as an extra metric beside it"
             )
     return ""
 
