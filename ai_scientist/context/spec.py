@@ -321,18 +321,32 @@ PROMPTS: dict[str, list[str]] = {
     # a working node's plotting code (reads the data files its experiment saved) and its critique
     # by the vision model (the figures travel as image parts in the user message; the machine for a
     # benchmark, as in the review)
-    # (the parent's plotting script, the same for siblings, before the node's own code and data)
+    # (the parent's plotting script, the same for siblings, before the node's own code and data;
+    # the program itself only when no line of it names a data file: phases/plots.py). Both figure
+    # calls get the stage's protocol (which configuration is the headline, the seed noise) and,
+    # for a benchmark, the machine (the idea relates figures to its caches: relay s7 mm2)
     "node_plot": [
         "system",
+        "environment",
         "task",
         *_TAIL,
+        "evaluation_protocol",
         "parent_plot_script",
         "prior_code",
         "data_files",
         "run_result",
         "node_brief",
     ],
-    "node_vlm": ["system", "environment", "task", *_TAIL, "run_result", *_JUDGED, "node_brief"],
+    "node_vlm": [
+        "system",
+        "environment",
+        "task",
+        *_TAIL,
+        "evaluation_protocol",
+        "run_result",
+        *_JUDGED,
+        "node_brief",
+    ],
     # fallback: read the metrics from the run output when metrics.json is missing
     "metrics_parse": ["system", "task", *_TAIL, "execution_output", "node_brief"],
     # LLM tie-break between candidate nodes
@@ -392,6 +406,8 @@ NODE_FIRST: dict[str, list[str]] = {
         "data_files",
         "run_result",
         *_TAIL,
+        "environment",
+        "evaluation_protocol",
         "parent_plot_script",
         "node_brief",
     ],

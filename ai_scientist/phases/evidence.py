@@ -71,19 +71,28 @@ def node_facts(ctx: NodeContext) -> dict[str, Any]:
 
 
 def own_plan(ctx: NodeContext) -> str:
-    """The node's own plan in its short form (``plan.json``: its goal and strategy, each cut at a
-    sentence end; :func:`..treesearch.tried.design_text`), for the calls that judge its run and
-    figures: what it set out to do and measure. A relay run's reviewer inferred from the code which
-    kernel was the headline (mm2 006, 021, 025, 027). "" for a seed re-run (its parent's plan) or
-    a node without one."""
+    """The node's own plan (``plan.json``: its goal and its strategy, whole — cut only beyond the
+    plan schema's own limits, which an answer cannot pass), for the calls that judge its run and
+    draw or judge its figures: what it set out to do and measure. A relay run's reviewer inferred
+    from the code which kernel was the headline (mm2 006, 021, 025, 027); the tables' short form
+    (:func:`..treesearch.tried.design_text`, 500 characters a part) cut the strategy with "[...]"
+    (s7 mm2 002, 004, 006) where it said what a null means. "" for a seed re-run (its parent's
+    plan) or a node without one."""
     from ..base.paths import PLAN_FILE
-    from ..treesearch.tried import design_text
+    from ..treesearch.tried import sentences
+    from .schemas import PLAN_SCHEMA
 
     if ctx.node.operation == "seed_eval":
         return ""
     plan = ctx.plan if ctx.plan is not None else read_artifact(ctx.dir / PLAN_FILE, Plan)
-    line = design_text(plan.to_json() if plan is not None else None)
-    return line.removeprefix("Design: ")
+    data = plan.to_json() if plan is not None else {}
+    props = PLAN_SCHEMA["properties"]
+    parts = [
+        f"{label}: {text}"
+        for key, label in (("goal_summary", "goal"), ("implementation_strategy", "strategy"))
+        if (text := sentences(str(data.get(key) or ""), int(props[key]["maxLength"])))
+    ]
+    return " / ".join(parts)
 
 
 # a child's program is shown as its diff to the parent's when the diff is at most this share of the

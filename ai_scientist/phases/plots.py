@@ -40,6 +40,7 @@ from ..base.artifacts import (
     PlotAttempt,
     PlotsRecord,
     RejectedFigure,
+    RunRecord,
     Verdict,
     read_artifact,
 )
@@ -47,13 +48,14 @@ from ..base.fileio import atomic_write_text, regular_file_inside
 from ..base.images import SAFE_FIGURE_NAME as _SAFE_NAME
 from ..base.images import check_figure, image_part, plot_schema
 from ..base.nodedata import NOT_DATA_DIRS, is_node_data, unmeasured
-from ..base.paths import PLOTS_FILE, VLM_FILE, RunPaths
+from ..base.paths import PLOTS_FILE, RUN_FILE, VLM_FILE, RunPaths
 from ..base.templates import render
 from ..execution.environment import machine_text
 from ..llm.call import LLMError
 from ..llm.vision import is_vision_refusal, vision_skip_reason
 from ..treesearch.seeds import distinct_digits
 from .base import NodeContext, PhaseFailed, checkpoint_typed
+from .data_lines import DataLines, data_lines, names_any
 from .evidence import (
     judged_stage,
     node_facts,
@@ -319,11 +321,14 @@ def _series(path: str, items: list[Any]) -> dict[str, Any]:
     }
 
 
-def data_files_text(files: list[dict[str, Any]], metrics: Any, total: int | None = None) -> str:
+def data_files_text(
+    files: list[dict[str, Any]], metrics: Any, total: int | None = None, writers: DataLines | None = None
+) -> str:
     """The ``data_files`` layer: every file's relative path and size first (a head cut keeps the
     names), each structure once — inline when short and one file's own, else under a label that
     every file sharing it names. ``metrics.json`` holding only the metrics listed under "Run
-    result" says so instead of repeating them."""
+    result" says so instead of repeating them. ``writers``: the program's lines that define the
+    data (:func:`~.data_lines.data_lines`), after the structures."""
     rows: list[dict[str, Any]] = []
     texts: list[str] = []
     for f in files:
@@ -338,7 +343,15 @@ def data_files_text(files: list[dict[str, Any]], metrics: Any, total: int | None
                 shared[text] = {"ref": f"S{len(shared) + 1}", "text": text, "count": texts.count(text)}
             row["ref"] = shared[text]["ref"]
     more = max(0, (total or len(files)) - len(files))
-    return render("context/_data_files.j2", rows=rows, shared=list(shared.values()), more=more).strip()
+    return render(
+        "context/_data_files.j2",
+        rows=rows,
+        shared=list(shared.values()),
+        more=more,
+        writers=writers.text if writers is not None else "",
+        unnamed=list(writers.unnamed) if writers is not None and writers.text else [],
+        left_out=writers.left_out if writers is not None else 0,
+    ).strip()
 
 
 def _outline_text(f: dict[str, Any], metrics: Any) -> str:
@@ -470,19 +483,31 @@ def _plots(ctx: NodeContext, answer: CodeAnswer, metrics: Any, caveat: str = "")
                 error="the experiment saved no data files (.json, .csv, .npy, .npz) to plot",
             ),
         )
+    # what the data mean is defined by the lines of the program that write them: those, not the
+    # whole program (5-13 kB a call in relay s7 mm2 and ln2); the program only when no line names
+    # a data file (a name built another way)
+    names = [str(m.get("name", "")) for m in metrics or [] if isinstance(m, dict)]
+    writers = data_lines(answer.text_files(), ctx.workspace, shown, names)
+    script = parent_plot_script(ctx)
+    # the parent's script is a starting point only when it reads files this node wrote too (a
+    # relay run's child got one that plotted nothing of its new data: s7 ln2 024)
+    if script and not names_any(script, shown):
+        script = ""
+    kinds = node_kinds(ctx, metrics)
     values: dict[str, Any] = {
         **node_facts(ctx),
-        **program_values(ctx, answer),  # a small change: its diff to the parent's program
-        "data_files": data_files_text(files, metrics, count_data_files(ctx.workspace, skip)),
+        **(program_values(ctx, answer) if not writers.text else {"prior_code": ""}),
+        "data_files": data_files_text(files, metrics, count_data_files(ctx.workspace, skip), writers=writers),
         "run_result": run_result_text(None, metrics, commands=False),
         "measurement_caveat": caveat,
         "plot_dir": PLOT_DIR,
         "max_figures": pcfg.max_figures,
         "plot_problems": "",
         "previous_script": "",
-        "parent_plot_script": parent_plot_script(ctx),
+        "parent_plot_script": script,
         "plot_script_node": ctx.extra_values.get("plot_script_node", ctx.parent.id if ctx.parent else ""),
-        "parent_plot_problems": parent_plot_problems(ctx),
+        "parent_plot_problems": parent_plot_problems(ctx) if script else [],
+        **_figure_facts(ctx, kinds),
     }
     schema = plot_schema(pcfg.max_figures)
     problems: list[str] = []
@@ -736,12 +761,8 @@ def _ask_vlm(ctx: NodeContext, figures: list[Figure], plots: PlotsRecord, caveat
     kinds = node_kinds(ctx, metrics)
     values = {
         **node_facts(ctx),
-        # what the node set out to show: its figures are judged against it (relay s6 mm2 027)
-        "own_plan": own_plan(ctx),
         "task": ctx.run.idea.to_markdown(),
         "python": ctx.cfg.exec.python,
-        # a benchmark's figures are judged against the machine (cores, caches, peak rate): only then
-        "environment": machine_text(ctx.environment) if shows_machine(kinds) else "",
         "run_result": run_result_text(None, metrics, commands=False),
         "measurement_caveat": caveat,
         "kinds": kinds,
@@ -749,6 +770,8 @@ def _ask_vlm(ctx: NodeContext, figures: list[Figure], plots: PlotsRecord, caveat
         "figures": [{"file": f.file, "caption": f.caption} for f in figures],
         # the stage's other nodes with their results: a figure contradicting theirs is checked
         **judged_stage(ctx),
+        # the machine and its load for a benchmark, the stage's protocol, the node's plan
+        **_figure_facts(ctx, kinds),
         "response_schema": CRITIQUE_SCHEMA,
     }
     # the figures go in the last message, their tokens set aside before the text is packed
@@ -759,6 +782,40 @@ def _ask_vlm(ctx: NodeContext, figures: list[Figure], plots: PlotsRecord, caveat
     call = ctx.call_ctx(VLM_PHASE, "plot_critique", ledger)
     answer = ctx.llm.complete(messages, role="vlm_feedback", ctx=call, schema=CRITIQUE_SCHEMA).parsed
     return Verdict.from_json(answer)
+
+
+def _figure_facts(ctx: NodeContext, kinds: list[str]) -> dict[str, Any]:
+    """What both figure calls (plotting and critique) are told besides the data: for a benchmark
+    the machine (cores, caches, peak rate: figures relating tiles to the cache sizes need them,
+    relay s7 mm2 013-027) and its load while the node's commands ran (a timing under load is
+    slow, 004-024); the stage's evaluation protocol (which dataset and configuration is the
+    headline, the seed noise: s7 ln2 008), without a later draft's reference program, which is
+    for writing code; the node's own plan, whole (s7 mm2 002-006: it was cut with "[...]")."""
+    machine = shows_machine(kinds)
+    protocol = ctx.extra_values.get("evaluation_protocol")
+    return {
+        "environment": machine_text(ctx.environment) if machine else "",
+        "run_load": _run_load(ctx) if machine else [],
+        "evaluation_protocol": (
+            {k: v for k, v in protocol.items() if k != "reference_code"}
+            if isinstance(protocol, dict)
+            else None
+        ),
+        # what the node set out to show and how: its figures are drawn and judged against it
+        "own_plan": own_plan(ctx),
+    }
+
+
+def _run_load(ctx: NodeContext) -> list[dict[str, str]]:
+    """Each run command of the node with its usage line (CPU vs wall time, the load at its start
+    and end, the run's other commands meanwhile: ``execution/usage.py``); [] without a record."""
+    try:
+        record = read_artifact(ctx.dir / RUN_FILE, RunRecord)
+    except ValueError:
+        return []
+    if record is None:
+        return []
+    return [{"command": o.command, "usage": o.usage} for o in record.outputs if o.usage]
 
 
 def check_valid(ctx: NodeContext, critique: Critique) -> None:

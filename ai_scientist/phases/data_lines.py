@@ -1,0 +1,207 @@
+"""The lines of a node's program that define its data files, for the plotting call (issue 28).
+
+A plotting call needs to know what the data mean — ``"tile": 0`` for an unblocked kernel,
+``tile = n`` for no blocking, ``"best_s": null`` for a kernel whose result was wrong (relay s7 mm2
+003, 007, 013, 017, 023, 027) — and that is defined by the program that wrote them, not by the
+files' outlines. The whole program (5-13 kB in a relay run, most of it kernels and helpers) cost
+every plotting call its tokens for the few lines that matter. :func:`data_lines` finds those
+lines: the ones naming a data file (its name, or a format string that yields it), writing one of
+its fields (``"tile":`` / ``rec["tile"] =``), naming one of its string values (``"naive"``: the
+call that runs that condition, with its arguments), a CSV file's column, or a metric's name
+(``m("speedup_n1024" + sfx, ...)``: the metric's definition) — each with the lines around it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CONTEXT = 2  # lines shown either side of a matching line: a comment above, the arguments below
+MAX_CHARS = 6000  # the excerpt at most (a relay run's whole program was 13 kB)
+MAX_VALUES = 60  # distinct string values of the data looked for
+MAX_VALUE_CHARS = 40  # longer strings are prose (a "check" description), not a condition's name
+MAX_FILE_BYTES = 5_000_000
+MAX_KEYS = 200
+
+# a quoted string of the program ("..." or '...'), escapes allowed
+_LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"|\'((?:[^\'\\\n]|\\.)*)\'')
+# what a format string leaves to run time: printf conversions, Python's {} fields
+_FORMAT_FIELD = re.compile(r"%[-+ #0-9.*]*[a-zA-Z]|\{[^{}]*\}")
+
+
+@dataclass(frozen=True)
+class DataLines:
+    """The excerpt (one block per program file, each line with its number), which data files no
+    line names (their writer builds the name another way), and how many matching lines were left
+    out for room."""
+
+    text: str
+    unnamed: tuple[str, ...]
+    left_out: int
+
+
+def data_lines(
+    program: Mapping[str, str],
+    workspace: Path,
+    files: Iterable[str],
+    metric_names: Iterable[str],
+    max_chars: int = MAX_CHARS,
+) -> DataLines:
+    """The lines of ``program`` (path -> text) that define the data ``files`` (relative to
+    ``workspace``) and the metrics ``metric_names``, with :data:`CONTEXT` lines around each, in
+    program order, at most ``max_chars``: lines naming a file first, then the headline metric's
+    (the first), those writing a field, those naming a value or a column, and those naming
+    another metric (its value is in the prompt)."""
+    files = list(files)
+    names = {f: {f, Path(f).name} for f in files}
+    keys, values = _fields(workspace, files)
+    metrics = [m for m in dict.fromkeys(metric_names) if m]
+    key_writes = [
+        re.compile(rf"\\?[\"']{re.escape(k)}\\?[\"']\s*:(?!:)|\[\s*[\"']{re.escape(k)}[\"']\s*\]\s*=(?!=)")
+        for k in keys
+    ]
+    hits: dict[tuple[str, int], int] = {}  # (path, line index) -> rank (lower is kept first)
+    named: set[str] = set()
+    for path, text in program.items():
+        for i, line in enumerate(text.splitlines()):
+            literals = [a or b for a, b in _LITERAL.findall(line)]
+            rank = None
+            for f, forms in names.items():
+                if any(_names(lit, form) for lit in literals for form in forms):
+                    named.add(f)
+                    rank = 0
+            if rank is None and metrics and any(_names_metric(lit, metrics[0]) for lit in literals):
+                rank = 1  # the headline's definition
+            if rank is None and any(p.search(line) for p in key_writes):
+                rank = 2
+            if rank is None and any(lit in values for lit in literals):
+                rank = 3
+            if rank is None and any(_names_metric(lit, m) for lit in literals for m in metrics):
+                rank = 4
+            if rank is not None:
+                hits[(path, i)] = rank
+    shown, left_out = _within(program, hits, max_chars)
+    return DataLines(shown, tuple(f for f in files if f not in named), left_out)
+
+
+def _names(literal: str, name: str) -> bool:
+    """The literal is the name, or a format string yielding it ("results_%s.json"), or a piece of
+    it at least 4 characters long that starts or ends it ("results_" + label + ".json")."""
+    if len(literal) < 3:
+        return False
+    if literal == name:
+        return True
+    if _FORMAT_FIELD.search(literal):
+        parts = _FORMAT_FIELD.split(literal)
+        pattern = ".+".join(re.escape(p) for p in parts)
+        if re.fullmatch(pattern, name) and any(len(p) >= 3 for p in parts):
+            return True
+    return (
+        len(literal) >= 4
+        and "." in name
+        and (
+            (name.startswith(literal) and not literal.endswith("."))
+            or (name.endswith(literal) and literal.startswith((".", "_", "-")) and "." in literal)
+        )
+    )
+
+
+def _names_metric(literal: str, metric: str) -> bool:
+    """The literal is the metric's name, a format string yielding it ("gflops_t%d_n1024"), or its
+    stem followed by a suffix added at run time ("speedup_n1024" + sfx)."""
+    if len(literal) < 3:
+        return False
+    if literal == metric:
+        return True
+    if _FORMAT_FIELD.search(literal):
+        parts = _FORMAT_FIELD.split(literal)
+        if any(len(p) >= 3 for p in parts) and re.fullmatch(".+".join(re.escape(p) for p in parts), metric):
+            return True
+    return len(literal) >= 4 and metric.startswith(literal) and metric[len(literal)] in "_-."
+
+
+def _fields(workspace: Path, files: list[str]) -> tuple[set[str], set[str]]:
+    """The field names of the JSON data files and the columns of the CSV ones (``keys``), and
+    the short string values of the JSON files with the CSV columns (``values``: looked for as
+    quoted strings anywhere: a condition's name, a header row)."""
+    keys: set[str] = set()
+    values: set[str] = set()
+
+    def walk(v: Any, depth: int) -> None:
+        if depth > 8:
+            return
+        if isinstance(v, dict):
+            for k, x in list(v.items())[:MAX_KEYS]:
+                if len(keys) < MAX_KEYS:
+                    keys.add(str(k))
+                walk(x, depth + 1)
+        elif isinstance(v, list):
+            for x in v[:MAX_KEYS]:
+                walk(x, depth + 1)
+        elif isinstance(v, str) and 2 <= len(v) <= MAX_VALUE_CHARS and len(values) < MAX_VALUES:
+            values.add(v)
+
+    for rel in files:
+        path = workspace / rel
+        try:
+            if path.stat().st_size > MAX_FILE_BYTES:
+                continue
+            if path.suffix.lower() == ".json":
+                walk(json.loads(path.read_text(encoding="utf-8")), 0)
+            elif path.suffix.lower() in (".csv", ".tsv"):
+                with path.open(encoding="utf-8", errors="replace", newline="") as fh:
+                    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+                    header = next(csv.reader(fh, delimiter=delimiter), [])
+                values.update(c.strip() for c in header if 2 <= len(c.strip()) <= MAX_VALUE_CHARS)
+        except (OSError, ValueError):
+            continue  # unreadable: its outline says so
+    # a value that is also a field's name is found as the field's write
+    return keys, values - keys
+
+
+def _within(program: Mapping[str, str], hits: dict[tuple[str, int], int], max_chars: int) -> tuple[str, int]:
+    """The matching lines with their context, best-ranked first until ``max_chars``, rendered in
+    program order: one block per file, each line numbered; and how many matching lines did not fit."""
+    lines = {path: text.splitlines() for path, text in program.items()}
+    chosen: set[tuple[str, int]] = set()
+    size, left_out = 0, 0
+    for (path, i), _rank in sorted(
+        hits.items(), key=lambda kv: (kv[1], list(program).index(kv[0][0]), kv[0][1])
+    ):
+        span = [
+            (path, j)
+            for j in range(max(0, i - CONTEXT), min(len(lines[path]), i + CONTEXT + 1))
+            if (path, j) not in chosen
+        ]
+        cost = sum(len(lines[p][j]) + 8 for p, j in span)
+        if size + cost > max_chars:
+            left_out += 1
+            continue
+        chosen.update(span)
+        size += cost
+    blocks = []
+    for path in program:
+        idx = sorted(j for p, j in chosen if p == path)
+        if not idx:
+            continue
+        out, last = [], None
+        width = len(str(idx[-1] + 1))
+        for j in idx:
+            if last is not None and j > last + 1:
+                out.append("...")
+            out.append(f"{j + 1:>{width}}| {lines[path][j]}")
+            last = j
+        blocks.append(f"### {path}\n" + "\n".join(out))
+    return "\n\n".join(blocks), left_out
+
+
+def names_any(text: str, files: Iterable[str]) -> bool:
+    """Whether ``text`` (a plotting script) names one of ``files`` by a quoted string (the name,
+    its base name, a format string yielding it, or a piece starting or ending it)."""
+    literals = [a or b for a, b in _LITERAL.findall(text)]
+    return any(_names(lit, form) for f in files for form in {f, Path(f).name} for lit in literals)
