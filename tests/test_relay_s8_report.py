@@ -121,6 +121,20 @@ def test_the_word_budget_fits_a_writers_text_and_every_later_round_restates_it(t
         assert f"Your sections hold {word_count(sent)} words" in user, user[-2500:]
         said = re.search(r"at most (\d+) words in all", user)
         assert said and int(said.group(1)) >= word_count(sent), user[-2500:]
+    # the room it promises follows the build's log (the sections came back unchanged: the last
+    # build is the one the round was told of): where the text ends on the last allowed page
+    # unmeasured (a figure floated after it), no words are promised (ln2 044: "about 0 more fit")
+    from ai_scientist.reporting import latex
+
+    log = (paths.paper / "paper.log").read_text(encoding="utf-8", errors="replace")
+    end = latex.last_page_fill(log)
+    main = latex.main_body_pages(paths.paper / "paper.aux")
+    unmeasured = not (end and end[0] == main)
+    user = _text(later[-1]["messages"][-1])
+    if main == report["page_limit"] and unmeasured:
+        assert "no more words can be promised" in user, user[-2500:]
+    else:
+        assert re.search(r"words; about \d+ more fit", user), user[-2500:]
 
 
 def _cut_to(text: str, factor: float) -> str:

@@ -138,9 +138,17 @@ def room_message(
     where = f"page {main_pages} of {page_limit}" + (
         f", {fill:.0%} of it filled" if last_fill is not None else ""
     )
+    # the text's end on its last page unmeasured (a figure floated past it) on the last allowed
+    # page: no room can be promised (relay s7 ln2 044 read "about 0 more fit" as no budget at all)
+    room = (
+        "no more words can be promised (where the text ends on that page is not measured: a figure "
+        "follows it)"
+        if last_fill is None and main_pages == page_limit
+        else f"about {budget - words} more fit"
+    )
     return (
-        f"The paper fits now: its main text ends on {where}. Your sections hold {words} words; about "
-        f"{budget - words} more fit, so keep them to at most {budget} words in all ({WORDS_RULE[0].lower()}"
+        f"The paper fits now: its main text ends on {where}. Your sections hold {words} words; {room}, "
+        f"so keep them to at most {budget} words in all ({WORDS_RULE[0].lower()}"
         f"{WORDS_RULE[1:].rstrip('.')}). Where a problem above asks for more text, make room by "
         "cutting prose elsewhere; keep every caveat, limitation and reported number."
     )
