@@ -578,7 +578,7 @@ def _fixed_note(
     numbers = {
         float(w)
         for p in parameters(files)
-        if p.kind != "argv" and is_protocol_parameter(p.name)
+        if p.kind in ("constant", "array", "grid") and is_protocol_parameter(p.name)
         for w in re.findall(r"-?\d+(?:\.\d+)?", p.value)
     }
     argv = argv_values(commands)

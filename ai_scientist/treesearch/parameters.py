@@ -208,7 +208,11 @@ def headline_fixes(
             v
             for v in argv.get(p.name, [])
             if (x := _number(v)) is not None
-            and (x in protocol_numbers or re.search(rf"(?<![\d.]){re.escape(v)}(?![\d.])", named))
+            # 0 and 1 are too common (a flag, a thread count) to be a protocol's size by value alone
+            and (
+                (x in protocol_numbers and x not in (0, 1))
+                or re.search(rf"(?<![\d.]){re.escape(v)}(?![\d.])", named)
+            )
         ]
         if sizes:
             return f"the problem size ({', '.join(sizes)}) the headline {headline[0]} is measured at"
