@@ -394,3 +394,18 @@ def test_review_and_figure_calls_carry_the_nodes_plan_whole(run):
         assert " ".join(plan["goal_summary"].split()) in line
         checked += 1
     assert checked
+
+
+def test_plotting_prompts_list_each_string_fields_values(run):
+    """Each string field of a node's data records (the kernel: the conditions a figure separates)
+    is listed with its distinct values, as the node's own data file holds them — whatever line
+    wrote them (relay s7 ln2 013, 020 read method names written from a variable in the program)."""
+    for rec in _records(run, "phase5_plot"):
+        node_dir = run / "nodes" / rec["node_id"]
+        data_file = next(f for f in _data_files(node_dir) if f.endswith(".json"))
+        records = json.loads((node_dir / "workspace" / data_file).read_text())["runs"]
+        kernels = list(dict.fromkeys(r["kernel"] for r in records))
+        assert len(kernels) >= 3
+        line = next(ln for ln in _text(rec).splitlines() if ln.startswith("The values of the string fields"))
+        assert f"kernel: {', '.join(kernels)}" in line, (rec["node_id"], line)
+        assert "direction:" not in line  # metrics.json's fields are the metrics' own

@@ -27,6 +27,7 @@ MAX_VALUES = 60  # distinct string values of the data looked for
 MAX_VALUE_CHARS = 40  # longer strings are prose (a "check" description), not a condition's name
 MAX_FILE_BYTES = 5_000_000
 MAX_KEYS = 200
+MAX_CATEGORIES = 12  # a string field with more distinct values names runs, not conditions
 
 # a quoted string of the program ("..." or '...'), escapes allowed
 _LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"|\'((?:[^\'\\\n]|\\.)*)\'')
@@ -43,6 +44,10 @@ class DataLines:
     text: str
     unnamed: tuple[str, ...]
     left_out: int
+    # each string field of the JSON data with its distinct values (a few, short): the conditions
+    # a figure separates, also where the program writes them from a variable
+    # (``"method": trainer.__name__``: relay s7 ln2 013, 020 read the names from the whole program)
+    categories: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 def data_lines(
@@ -59,7 +64,7 @@ def data_lines(
     another metric (its value is in the prompt)."""
     files = list(files)
     names = {f: {f, Path(f).name} for f in files}
-    keys, values = _fields(workspace, files)
+    keys, values, categories = _fields(workspace, files)
     metrics = [m for m in dict.fromkeys(metric_names) if m]
     key_writes = [
         re.compile(rf"\\?[\"']{re.escape(k)}\\?[\"']\s*:(?!:)|\[\s*[\"']{re.escape(k)}[\"']\s*\]\s*=(?!=)")
@@ -86,7 +91,7 @@ def data_lines(
             if rank is not None:
                 hits[(path, i)] = rank
     shown, left_out = _within(program, hits, max_chars)
-    return DataLines(shown, tuple(f for f in files if f not in named), left_out)
+    return DataLines(shown, tuple(f for f in files if f not in named), left_out, categories)
 
 
 def _names(literal: str, name: str) -> bool:
@@ -125,12 +130,16 @@ def _names_metric(literal: str, metric: str) -> bool:
     return len(literal) >= 4 and metric.startswith(literal) and metric[len(literal)] in "_-."
 
 
-def _fields(workspace: Path, files: list[str]) -> tuple[set[str], set[str]]:
-    """The field names of the JSON data files and the columns of the CSV ones (``keys``), and
-    the short string values of the JSON files with the CSV columns (``values``: looked for as
-    quoted strings anywhere: a condition's name, a header row)."""
+def _fields(
+    workspace: Path, files: list[str]
+) -> tuple[set[str], set[str], tuple[tuple[str, tuple[str, ...]], ...]]:
+    """The field names of the JSON data files and the columns of the CSV ones (``keys``), the
+    short string values of the JSON files with the CSV columns (``values``: looked for as quoted
+    strings anywhere: a condition's name, a header row), and each field holding only short
+    strings, at most :data:`MAX_CATEGORIES` distinct ones, with them in order of appearance."""
     keys: set[str] = set()
     values: set[str] = set()
+    by_key: dict[str, list[Any]] = {}
 
     def walk(v: Any, depth: int) -> None:
         if depth > 8:
@@ -139,6 +148,10 @@ def _fields(workspace: Path, files: list[str]) -> tuple[set[str], set[str]]:
             for k, x in list(v.items())[:MAX_KEYS]:
                 if len(keys) < MAX_KEYS:
                     keys.add(str(k))
+                if track[0] and not isinstance(x, (dict, list)) and len(by_key) < MAX_KEYS:
+                    seen = by_key.setdefault(str(k), [])
+                    if x not in seen and len(seen) <= MAX_CATEGORIES:
+                        seen.append(x)
                 walk(x, depth + 1)
         elif isinstance(v, list):
             for x in v[:MAX_KEYS]:
@@ -146,8 +159,10 @@ def _fields(workspace: Path, files: list[str]) -> tuple[set[str], set[str]]:
         elif isinstance(v, str) and 2 <= len(v) <= MAX_VALUE_CHARS and len(values) < MAX_VALUES:
             values.add(v)
 
+    track = [True]  # metrics.json's fields (direction, dataset) are listed with the metrics
     for rel in files:
         path = workspace / rel
+        track[0] = Path(rel).name != "metrics.json"
         try:
             if path.stat().st_size > MAX_FILE_BYTES:
                 continue
@@ -160,8 +175,14 @@ def _fields(workspace: Path, files: list[str]) -> tuple[set[str], set[str]]:
                 values.update(c.strip() for c in header if 2 <= len(c.strip()) <= MAX_VALUE_CHARS)
         except (OSError, ValueError):
             continue  # unreadable: its outline says so
+    categories = tuple(
+        (k, tuple(seen))
+        for k, seen in by_key.items()
+        if 1 < len(seen) <= MAX_CATEGORIES
+        and all(isinstance(x, str) and 0 < len(x) <= MAX_VALUE_CHARS for x in seen)
+    )
     # a value that is also a field's name is found as the field's write
-    return keys, values - keys
+    return keys, values - keys, categories
 
 
 def _within(program: Mapping[str, str], hits: dict[tuple[str, int], int], max_chars: int) -> tuple[str, int]:

@@ -351,6 +351,7 @@ def data_files_text(
         writers=writers.text if writers is not None else "",
         unnamed=list(writers.unnamed) if writers is not None and writers.text else [],
         left_out=writers.left_out if writers is not None else 0,
+        categories=list(writers.categories) if writers is not None else [],
     ).strip()
 
 
