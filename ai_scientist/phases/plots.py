@@ -4,8 +4,11 @@ After the execution review found no bug (and before the node is marked good), tw
 steps run, as AI-Scientist-v2 does for every working node:
 
 ``phase5_plot``
-    The model (role ``plotting``, prompt ``node_plot``) sees the node's code and the data files its
-    experiment saved in the workspace (name, size, outline), and answers ``{script, figures}``.
+    The model (role ``plotting``, prompt ``node_plot``) sees the data files the node's experiment
+    saved in the workspace (name, size, outline, each string field's values) with the lines of its
+    program that write them (:mod:`.data_lines`; the whole program only when no line names a data
+    file), its plan, the stage's protocol, a benchmark's machine and load, and answers
+    ``{script, figures}``.
     The script runs in the node's sandbox (``exec/NNN_phase5_plot_plotK.json``) and saves PNGs under
     ``workspace/node_plots/``. Every declared figure is checked (a regular file inside the
     workspace, at most :data:`MAX_FIGURE_BYTES`, opens as an image, not tiny, not blank). Good
