@@ -167,7 +167,7 @@ def aggregate_plots(run_dir: Path, cfg: Config, client: LLMClient, executor: Exe
     prompter = Prompter(cfg, client)  # the run's one prompt path: budget, counter, ledger
     for rnd in range(rounds):
         values = {
-            "manifest": for_prompt(manifest),
+            "manifest": for_prompt(manifest, fig_dir),
             "max_figures": rcfg.max_figures,
             "instructions": prompts.render("plotting_user.j2", findings=stage_findings(run_dir)),
             # a retry's problems and script: last in the prompt (the rest is the first round's prefix)

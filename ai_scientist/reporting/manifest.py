@@ -272,14 +272,39 @@ def build_manifest(view: RunView, dest_root: Path) -> dict[str, Any]:
     }
 
 
-def for_prompt(manifest: dict[str, Any]) -> dict[str, Any]:
+METRICS_FILE = "metrics.json"  # the file a node's program writes its metrics to (phases/experiment.py)
+
+
+def _metric_values(path: Path) -> list[Any] | None:
+    """The values a metrics file lists (``{"metrics": [{name, value, ...}]}`` or the bare list), as
+    the manifest writes values (6 significant digits); None when it is no such file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    items = data.get("metrics") if isinstance(data, dict) else data
+    if not isinstance(items, list) or not all(isinstance(m, dict) and "value" in m for m in items):
+        return None
+    return [float(f"{m['value']:.6g}") if isinstance(m["value"], float) else m["value"] for m in items]
+
+
+def _same_values(a: list[Any], b: list[Any]) -> bool:
+    return sorted(map(repr, a)) == sorted(map(repr, b))
+
+
+def for_prompt(manifest: dict[str, Any], root: Path | None = None) -> dict[str, Any]:
     """The manifest as the aggregation call is shown it (``figures/manifest.json`` keeps it whole):
     a seed re-run's ``lower_is_better`` and ``datasets`` are its node's (the same program: said
     once, in the node's entry, and the manifest's header says so) and an entry's empty ``seed`` is
     left out. Every metric value stays: a seed re-run's values are what the figures' spreads are
-    drawn from (relay s7 ln2 033: 47 kB, most of it each re-run repeating its node's layout)."""
+    drawn from (relay s7 ln2 033: 47 kB, most of it each re-run repeating its node's layout).
+    ``root``: where the manifest's files were copied; a node's ``metrics.json`` that holds exactly
+    the entry's metrics says so (``holds``) instead of an outline — "same_structure_as" another
+    node's metrics file read as the same metrics to a relay run's plotter (s7 ln2 033: the names
+    differed); with a grader the entry's metrics are the grader's and the file keeps its outline."""
     out = copy.deepcopy(manifest)
     by_id = {e["node_id"]: e for e in out.get("nodes") or []}
+    held: set[str] = set()
     for e in out.get("nodes") or []:
         if e.get("seed") is None:
             e.pop("seed", None)
@@ -288,4 +313,23 @@ def for_prompt(manifest: dict[str, Any]) -> dict[str, Any]:
             for key in ("lower_is_better", "datasets"):
                 if key in e and e[key] == parent.get(key):
                     del e[key]
+        for f in e.get("files") or []:
+            if root is not None and Path(f["path"]).name == METRICS_FILE:
+                values = _metric_values(root / f["path"])
+                if values is not None and _same_values(values, list(e.get("metrics", {}).values())):
+                    held.add(f["path"])
+    # a file still outlined elsewhere by reference keeps the outline it is referred to for
+    referred = {
+        f.get("same_structure_as")
+        for e in out.get("nodes") or []
+        for f in e.get("files") or []
+        if f["path"] not in held
+    }
+    for e in out.get("nodes") or []:
+        for f in e.get("files") or []:
+            if f["path"] in held:
+                if f["path"] not in referred:
+                    for k in (*_SHAPE_KEYS, "same_structure_as"):
+                        f.pop(k, None)
+                f["holds"] = "this entry's metrics (listed above)"
     return out
