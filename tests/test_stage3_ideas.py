@@ -92,7 +92,10 @@ def test_the_research_proposal_is_sent_with_what_was_measured(research_run):
         names = list(dict.fromkeys(m["name"] for m in nodes[best]["metrics"]))
         grown = re.search(r"^Best node so far: (n\d{4}):", brief, re.M).group(1)
         if grown == best:  # its metrics, with their values, are on that line: named once (issue 28, s8)
-            assert f"{best}, reports the metrics listed with its values under \"Best node so far\" below.\n" in brief
+            assert (
+                f'{best}, reports the metrics listed with its values under "Best node so far" below.\n'
+                in brief
+            )
             line = next(x for x in brief.splitlines() if x.startswith("Best node so far: "))
             assert all(f"{n}=" in line for n in names), line
         else:

@@ -24,7 +24,9 @@ def normalise_metrics(data: Any) -> list[dict]:
         # "none" marks a diagnostic (no better side: relay s7 ln2 018 had to call one maximize);
         # the first entry is the headline nodes are ranked by, so it needs a side
         if direction not in ("maximize", "minimize", "none"):
-            raise ValueError(f"metric {m['name']}: direction must be maximize, minimize or none (a diagnostic)")
+            raise ValueError(
+                f"metric {m['name']}: direction must be maximize, minimize or none (a diagnostic)"
+            )
         if direction == "none" and i == 0:
             raise ValueError(
                 f"metric {m['name']}: the first metrics.json entry is the headline nodes are ranked by; "
