@@ -403,3 +403,42 @@ def test_the_writer_gets_each_stages_account_but_only_the_last_stages_next_step(
         for key, text in account.items():
             shown = f"- {key}: {text[:200]}" in user
             assert shown == (key != "next" or stage == last), (stage, key)
+
+
+def test_a_report_time_plot_critique_gets_its_stages_protocol(tmp_path: Path, run_copy):
+    # the report critiques a stage's best node whose own critique is missing: like the paper's
+    # figure reviews (relay s7 ln2 008) it is told the protocol its results were compared under,
+    # read from the run's eval_protocol events; a training run's: no machine load
+    from ai_scientist.base.fileio import read_jsonl
+    from ai_scientist.base.paths import NodePaths
+    from ai_scientist.reporting.runread import load_run
+    from ai_scientist.reporting.vlm import critique_node_plots
+
+    run = run_copy(tmp_path)
+    fixed = {int(e["stage"]): e for e in read_jsonl(RunPaths(run).events) if e.get("type") == "eval_protocol"}
+    view = load_run(run)
+    stage, best = next((s, n) for s, n in view.best_per_stage().items() if s in fixed)
+    nid = str(best["id"])
+    paths = NodePaths(view.node_dir(nid))
+    paths.file("vlm.json").unlink(missing_ok=True)
+    if not list(paths.plots.glob("*.png")):
+        _plot_png(paths.plots / "val.png", seed=7)
+    answer = default_responder()
+    cfg = report_cfg(tmp_path)
+    before = set((run / "nodes").glob("*/prompt_logs/*.json"))
+    llm = make_client(
+        cfg, run, None, backend=ScriptedBackend(lambda m, s, ctx: answer(m, s, ctx, "vlm_feedback"))
+    )
+    critique_node_plots(run, cfg, llm)
+    rec = next(
+        r for r in _report_records(run, before) if r["label"] == "plot_critique" and r["node_id"] == nid
+    )
+    text = _text(rec["messages"][-1])
+    protocol = fixed[stage]
+    line = next(
+        x for x in text.splitlines() if x.startswith("Evaluation protocol of stage") and f"{stage}" in x
+    )
+    assert f"(fixed by {protocol['node_id']})" in line and f"headline {protocol['metric'][0]}" in line, line
+    for pname, value in protocol["parameters"]:
+        assert f"{pname} = {value}" in line, (pname, line)
+    assert "Machine load" not in text

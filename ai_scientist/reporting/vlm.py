@@ -135,6 +135,9 @@ def critique_node_plots(run_dir: Path, cfg: Config, client: LLMClient) -> dict[s
             stage=stage,
             files=[p.name for p in plots],
             metrics=view.metrics(nid),
+            # what its results were compared under and, for a benchmark, the load it ran under
+            protocols=figure_protocols(run_dir, nid),
+            load=node_load(view, nid) if timed_figure(run_dir, "", view) else "",
         )
         ctx = CallContext(node_id=nid, stage=str(stage), phase="vlm", label="plot_critique")
         try:
