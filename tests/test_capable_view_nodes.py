@@ -183,7 +183,31 @@ def test_where_seeds_are_explained_a_seed_is_said_to_draw_new_data(run):
     for rec in noisy:
         text = _section(rec, "Evaluation protocol")
         assert "each seed is a new dataset: compare conditions within one run" in text
-        assert "not only the method's.\nKeep this protocol" in text  # its own line
+        # its own line: the code calls are told to keep the protocol, the judges what a change means
+        judge = rec["phase"] in ("review", "phase5_plot", "phase5_vlm")
+        closing = "A node that changed any of it" if judge else "Keep this protocol"
+        assert f"not only the method's.\n{closing}" in text, rec["call_id"]
+
+
+def test_judges_are_told_what_a_protocol_change_means_and_code_calls_to_keep_it(run):
+    """A review, plotting call or figure critique writes no experiment: its protocol section says
+    what a change of the protocol means for the judged node; only a code call is told to keep it
+    (session 8: "Keep this protocol ..." reached the figure calls)."""
+    judged = {"review", "phase5_plot", "phase5_vlm"}
+    seen: dict[str, int] = {}
+    for rec in prompt_records(run):
+        text = _section(rec, "Evaluation protocol")
+        if not text:
+            continue
+        seen[rec["phase"]] = seen.get(rec["phase"], 0) + 1
+        if rec["phase"] in judged:
+            assert "Keep this protocol" not in text, rec["call_id"]
+            assert "is not comparable and is never ranked against the others" in text, rec["call_id"]
+        elif rec["phase"] == "phase2":
+            assert "Keep this protocol" in text and "A node that changed any of it" not in text, rec[
+                "call_id"
+            ]
+    assert judged <= set(seen) and seen.get("phase2"), seen
 
 
 class FixedSeedResponder(ExampleResponder):

@@ -177,9 +177,17 @@ def judged_stage(ctx: NodeContext) -> dict[str, Any]:
     # got 9 kB of another node's program and "You write a new program ..."); the judge keeps what
     # must be measured alike
     protocol = ctx.extra_values.get("evaluation_protocol")
-    if isinstance(protocol, dict) and "reference_code" in protocol:
-        out["evaluation_protocol"] = {k: v for k, v in protocol.items() if k != "reference_code"}
+    if isinstance(protocol, dict):
+        out["evaluation_protocol"] = judged_protocol(protocol)
     return out
+
+
+def judged_protocol(protocol: dict[str, Any]) -> dict[str, Any]:
+    """The protocol as a judge (review, plotting, figure critique) is shown it: without a later
+    draft's reference program, and ``judging`` set, so its closing lines say what a change of the
+    protocol means for the judged node instead of telling the judge to keep it (s8 F8: "Keep this
+    protocol ..." reached the figure calls, which write no experiment)."""
+    return {**{k: v for k, v in protocol.items() if k != "reference_code"}, "judging": True}
 
 
 _CELL = re.compile(r"(?<!\\)\|")  # a table cell's border: a "|" the cell's text did not escape

@@ -60,6 +60,7 @@ from ..treesearch.seeds import distinct_digits
 from .base import NodeContext, PhaseFailed, checkpoint_typed
 from .data_lines import DataLines, data_lines, names_any
 from .evidence import (
+    judged_protocol,
     judged_stage,
     node_facts,
     node_kinds,
@@ -800,11 +801,7 @@ def _figure_facts(ctx: NodeContext, kinds: list[str]) -> dict[str, Any]:
     return {
         "environment": machine_text(ctx.environment) if machine else "",
         "run_load": _run_load(ctx) if machine else [],
-        "evaluation_protocol": (
-            {k: v for k, v in protocol.items() if k != "reference_code"}
-            if isinstance(protocol, dict)
-            else None
-        ),
+        "evaluation_protocol": judged_protocol(protocol) if isinstance(protocol, dict) else None,
         # what the node set out to show and how: its figures are drawn and judged against it
         "own_plan": own_plan(ctx),
     }
