@@ -168,7 +168,8 @@ def metrics_text(metrics: list[dict[str, Any]], same_as: dict[str, Any] | None =
             same += 1
             continue
         shown = f"{value:.6g}" if isinstance(value, (int, float)) else str(value)
-        arrow = "↓" if m.get("direction") == "minimize" else ""
+        # a diagnostic (direction "none") has no better side: the writer must not call it a gain
+        arrow = {"minimize": "↓", "none": " (no better side)"}.get(str(m.get("direction")), "")
         items.append((f"{m.get('name', 'metric')}={shown}{arrow}", "", m.get("dataset") or None))
     text = "; ".join(by_dataset(items))
     if same:
