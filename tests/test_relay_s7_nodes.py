@@ -294,14 +294,16 @@ def test_conditions_tied_on_the_headline_value_are_not_marked_as_what_it_measure
         (ws / "runs.json").write_text(json.dumps({"runs": runs}))
         return ws
 
-    losses = [1.0, 0.5, 0.25]
-    tied = write([{"name": f"l2={k}", "val_accuracy": 0.9, "train_loss": losses} for k in (0, 0.01, 0.1)])
+    def losses(k: float) -> list[float]:  # each condition's own curve (a list written twice is shown once)
+        return [1.0 + k, 0.5 + k, 0.25 + k]
+
+    tied = write([{"name": f"l2={k}", "val_accuracy": 0.9, "train_loss": losses(k)} for k in (0, 0.01, 0.1)])
     series, _ = loss_series(tied, headline=("val_accuracy", 0.9))
     assert len(series) == 3 and not any(s["headline"] for s in series)
     one = write(
         [
-            {"name": "l2=0", "val_accuracy": 0.8, "train_loss": losses},
-            {"name": "l2=0.1", "val_accuracy": 0.9, "train_loss": losses},
+            {"name": "l2=0", "val_accuracy": 0.8, "train_loss": losses(0)},
+            {"name": "l2=0.1", "val_accuracy": 0.9, "train_loss": losses(0.1)},
         ]
     )
     series, _ = loss_series(one, headline=("val_accuracy", 0.9))

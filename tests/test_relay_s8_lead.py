@@ -5,10 +5,13 @@ sent (their prompt logs) and the nodes the journal holds."""
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import Any
 
+from ai_scientist_testing.scripted import ExampleResponder
 from components import needs_latex
-from pipeline_support import journal_nodes, start_run
+from pipeline_support import journal_nodes, prompt_records, record_text, start_run
 from test_relay_s8_proposals import DiagnosticResponder
 from test_report_support import default_responder, report_cfg
 
@@ -82,3 +85,81 @@ def test_the_writer_sees_a_diagnostic_metric_marked_as_having_no_better_side(tmp
         break
     else:
         raise AssertionError("no writer prompt showed the diagnostic metric")
+
+
+# appended to the example's experiment: a grid of conditions keyed by name (no name field in the
+# records), two cells tied on the headline value, "main" an alias of one of them, 14 cells in all
+GRID = """
+import json as _json
+with open("metrics.json") as _fh:
+    _head = _json.load(_fh)["metrics"][0]["value"]
+_runs = {}
+for _i in range(14):
+    _acc = _head if _i in (3, 7) else round(0.5 + _i / 100, 4)
+    _runs[f"grid_l2={_i / 100:.2f}_lr=0.01"] = {
+        "val_accuracy": _acc,
+        "train_loss": [round(1.0 / (1 + _i + _e), 5) for _e in range(6)],
+    }
+_runs["main"] = dict(_runs["grid_l2=0.03_lr=0.01"])
+with open("grid.json", "w") as _fh:
+    _json.dump({"runs": _runs}, _fh)
+"""
+
+
+class GridResponder(ExampleResponder):
+    def _phase2(self, text: str, ctx: Any) -> str:
+        answer = json.loads(super()._phase2(text, ctx))
+        for f in answer["files"]:
+            if f["path"] == "experiment.py" and "metrics.json" in f["content"]:
+                f["content"] += GRID
+        return json.dumps(answer)
+
+
+def test_a_reviews_loss_lists_mark_no_tied_cell_show_an_alias_once_and_brief_the_rest(tmp_path):
+    """Relay s8 ln 002, 006: grid cells named by their keys and tied on the headline value were
+    each marked "what val_accuracy measures"; a "main" alias of a cell was shown twice; past 8
+    lists "(28 more such lists not shown)" hid the ablations' curves. Read from each good node's
+    grid.json and its review prompt."""
+    code, run, _ = start_run(
+        tmp_path, "agent.stages.stage2_max_iters=0", responder=GridResponder(buggy_nodes=())
+    )
+    assert code == 0
+    nodes = journal_nodes(run)
+    checked = 0
+    for rec in (r for r in prompt_records(run) if r.get("phase") == "review"):
+        node = nodes.get(rec["node_id"])
+        grid = run / "nodes" / rec["node_id"] / "workspace" / "grid.json"
+        if not node or node["status"] != "good" or not grid.exists():
+            continue
+        runs = json.loads(grid.read_text())["runs"]
+        text = record_text(rec)
+        lines = [ln for ln in text.splitlines() if ln.startswith("- grid.json runs.")]
+        assert lines, text[-2000:]
+        # the cells tie on the headline's value: none is said to be what it measures
+        assert not any("what val_accuracy measures" in ln for ln in lines), lines
+        # "main" holds the same list as the cell it copies: one line, naming both
+        alias = [ln for ln in lines if "runs.main.train_loss" in ln]
+        assert len(alias) == 1 and "runs.grid_l2=0.03_lr=0.01.train_loss" in alias[0], alias
+        assert "the same values under runs.main.train_loss" in alias[0]
+        # every cell's list is shown (8 with their values, the rest first/last/min/max), none hidden
+        for name, cell in runs.items():
+            if name == "main":
+                continue
+            mine = [ln for ln in lines if ln.startswith(f"- grid.json runs.{name}.train_loss (")]
+            assert len(mine) == 1, (name, lines)
+            losses = cell["train_loss"]
+            shown = [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?(?:e-?\d+)?", mine[0].split("): ", 1)[1])]
+            if ": first " in mine[0]:  # one line: first, last, lowest, highest
+                want = [losses[0], losses[-1], min(losses), max(losses)]
+            else:  # short enough to show whole
+                want = losses
+            assert len(shown) == len(want) and all(
+                math.isclose(a, b, rel_tol=1e-3) for a, b in zip(shown, want, strict=True)
+            ), (
+                mine[0],
+                want,
+            )
+        assert "more such lists not shown" not in text
+        assert any(": first " in ln for ln in lines)
+        checked += 1
+    assert checked, "no review of a node that wrote grid.json"

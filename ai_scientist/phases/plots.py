@@ -189,6 +189,7 @@ def _outline(path: Path) -> dict[str, Any]:
 # never decreases" can only be judged from per-epoch values, which the output rarely prints
 SERIES_NAME = re.compile(r"loss|error|residual", re.IGNORECASE)
 MAX_SERIES = 8
+MAX_BRIEF_SERIES = 24  # further lists, one line each (length, first, last, lowest, highest)
 SERIES_ENDS = 3  # values shown from each end
 SERIES_FILE_BYTES = 5_000_000
 
@@ -219,8 +220,11 @@ def loss_series(
     # the headline's records only when they are one condition (a top-level record without a name
     # and the named run it repeats): conditions that tie on the value (a relay run marked 5 of 13
     # runs "what val_accuracy measures") say nothing about which one it is
-    held = [f["record"] for f in found if headline is not None and _holds(f["record"], headline)]
-    holders = {id(r) for r in held} if len({_condition(r) for r in held} - {""}) <= 1 else set()
+    # a record without a name-like field is named by where it sits ("runs.grid_l2=0.0_lr=0.01"):
+    # a relay run's grid cells tied on the headline value were all marked as the headline's (s8 ln 002)
+    held = [f for f in found if headline is not None and _holds(f["record"], headline)]
+    where = {_condition(f["record"]) or _record_path(f["path"]) for f in held}
+    holders = {id(f["record"]) for f in held} if len(where - {""}) <= 1 else set()
     if holders:
         found = [f for f in found if id(f["record"]) in holders] + [
             f for f in found if id(f["record"]) not in holders
@@ -228,7 +232,37 @@ def loss_series(
     for f in found:
         f["headline"] = id(f["record"]) in holders
         f["condition"] = _condition(f.pop("record"))
-    return found[:MAX_SERIES], len(found)
+    found = _same_values_once(found)
+    # past the lists shown with their values, the next ones one line each (first, last, lowest,
+    # highest): a review is asked to judge every condition's curve, and "28 more such lists not
+    # shown" hid the ablations' (s8 ln 002, 006)
+    for i, f in enumerate(found):
+        f["brief"] = i >= MAX_SERIES
+    return found[: MAX_SERIES + MAX_BRIEF_SERIES], len(found)
+
+
+def _record_path(path: str) -> str:
+    """The key path of the record holding the list at ``path`` ("runs.a.train_loss" -> "runs.a",
+    "runs[2].train_loss" -> "runs[2]", a top-level list -> "")."""
+    return path.rpartition(".")[0]
+
+
+def _same_values_once(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per distinct list of a file: a list a program wrote twice (a grid cell and the
+    ``main`` alias of it) is shown once, naming the other keys (``"same"``)."""
+    first: dict[tuple[str, tuple[Any, ...]], dict[str, Any]] = {}
+    out = []
+    for f in found:
+        key = (f["file"], tuple(f.get("values") or ()))
+        if f.get("values") and key in first:
+            first[key].setdefault("same", []).append(f["path"])
+            continue
+        first[key] = f
+        out.append(f)
+    for f in out:
+        f.pop("values", None)
+        f.setdefault("same", [])
+    return out
 
 
 # a record's field naming its condition (a run's "name": "asgd l2=0.01,lr0=0.1")
@@ -316,12 +350,18 @@ def _series(path: str, items: list[Any]) -> dict[str, Any]:
     def fmt(v: Any) -> str:
         return "null" if v is None else f"{v:.{digits}g}"
 
+    nums = [v for v in items if v is not None]
     return {
         "path": path,
         "n": len(items),
         "nulls": sum(v is None for v in items),
         "head": [fmt(v) for v in (items if whole else items[:SERIES_ENDS])],
         "tail": [] if whole else [fmt(v) for v in items[-SERIES_ENDS:]],
+        "first": fmt(items[0]),
+        "last": fmt(items[-1]),
+        "min": fmt(min(nums)) if nums else "null",
+        "max": fmt(max(nums)) if nums else "null",
+        "values": list(items),  # for finding a list written twice; dropped before rendering
     }
 
 
