@@ -213,10 +213,23 @@ def test_protocol_parameters_are_the_data_split_size_noise_and_seed_knobs():
             "TOL",
             "SHIFT",
             "OFFSET",
+            "SCALE",  # alone, a quantity word is how the data are drawn (relay s8 ln 005)
+            "STD",
         )
     )
     assert not any(
-        is_protocol_parameter(n) for n in ("N_EPOCHS", "BATCH_SIZE", "LR", "L2", "TRAIN_STEPS", "N_RESTARTS")
+        is_protocol_parameter(n)
+        for n in (
+            "N_EPOCHS",
+            "BATCH_SIZE",
+            "LR",
+            "L2",
+            "TRAIN_STEPS",
+            "N_RESTARTS",
+            "INIT_SCALE",
+            "LR_SCALE",
+            "RATE",
+        )
     )
     answer = {
         "files": [

@@ -62,6 +62,10 @@ QUANTITY_WORDS = frozenset(
     "rate rates ratio ratios frac fraction fractions share prob probability level levels amount "
     "pct percent scale std sigma strength count num".split()
 )
+# a quantity word standing alone names how the data are drawn (a feature SCALE, a noise STD or
+# SIGMA): a relay run's protocol listed OFFSET but not SCALE = (1.0, 10.0), which equally defines
+# the data (s8 ln 005); INIT_SCALE or LR_SCALE keep the other token's meaning
+DATA_QUANTITIES = frozenset("scale scales std sigma".split())
 _TOKEN = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _FLAG = re.compile(r"(?:^|\s)--?([A-Za-z][\w-]*)(?:=|\s+)([^\s-][^\s]*)")
 VALUE_CHARS = 60
@@ -72,7 +76,10 @@ def is_protocol_parameter(name: str) -> bool:
     (by its name's tokens: ``N_TRAIN``, ``noise``, ``NOISE_RATE``, ``testSize``, ``SEED`` yes;
     ``N_EPOCHS``, ``BATCH_SIZE``, ``LR``, ``LEARNING_RATE`` no). A quantity word (rate, fraction,
     level, ...) takes the meaning of the other tokens: it neither makes nor vetoes one."""
-    tokens = {t.lower() for t in _TOKEN.findall(name)} - QUANTITY_WORDS
+    words = {t.lower() for t in _TOKEN.findall(name)}
+    if words and words <= DATA_QUANTITIES:
+        return True
+    tokens = words - QUANTITY_WORDS
     return bool(tokens & PROTOCOL_WORDS) and not tokens & METHOD_WORDS
 
 
