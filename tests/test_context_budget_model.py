@@ -86,7 +86,10 @@ def test_each_role_gets_the_budget_of_its_own_model():
     )
     prompter = Prompter(cfg, None)
     # the answer shares the window: the role's max_tokens is kept free
-    answer = {r: cfg.role(r).max_tokens for r in ("code", "feedback", "vlm_feedback")}
+    # (the code role's is raised for a large window: context.long_answer_tokens, answer_tokens)
+    answer = {r: prompter.answer_tokens(r) for r in ("code", "feedback", "vlm_feedback")}
+    assert answer["code"] == min(cfg.context.long_answer_tokens, 128_000 // 8) > cfg.role("code").max_tokens
+    assert answer["feedback"] == cfg.role("feedback").max_tokens
     assert min(answer.values()) > cfg.context.reserved_output_tokens
     assert prompter.budget_for("code").max_tokens == 128_000 - answer["code"]
     assert prompter.budget_for("feedback").max_tokens == 8192 - answer["feedback"]

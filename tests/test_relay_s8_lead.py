@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 from typing import Any
 
 from ai_scientist_testing.scripted import ExampleResponder
@@ -163,3 +164,38 @@ def test_a_reviews_loss_lists_mark_no_tied_cell_show_an_alias_once_and_brief_the
         assert any(": first " in ln for ln in lines)
         checked += 1
     assert checked, "no review of a node that wrote grid.json"
+
+
+def _answer_limits(run: Path) -> dict[str, set[int]]:
+    by_role: dict[str, set[int]] = {}
+    for rec in prompt_records(run):
+        by_role.setdefault(rec["role"], set()).add(int(rec["params"]["max_tokens"]))
+    return by_role
+
+
+def test_a_large_window_model_gets_room_for_a_whole_program(tmp_path):
+    """Relay s8 mm 005: a capable model was told "cut off after 4,096 tokens" for a 17 kB C program
+    and its analysis. The code role's answer limit follows the model's window (an eighth of it, at
+    most context.long_answer_tokens), the prompt says the limit the request was sent with, and a
+    judge's role keeps its own; context.long_answer_tokens=0 keeps the configured limit."""
+    from ai_scientist.base.config import Config
+    from ai_scientist.context.budget import known_window
+
+    code, run, _ = start_run(tmp_path / "auto", "agent.stages.stage2_max_iters=0")
+    assert code == 0
+    cfg = Config()
+    model = json.loads(next((run / "nodes").glob("*/prompt_logs/*.json")).read_text())["model"]
+    window = known_window(model)
+    assert window and window // 8 > cfg.agent.code.max_tokens, (model, window)
+    limits = _answer_limits(run)
+    assert limits["code"] == {min(cfg.context.long_answer_tokens, window // 8)}, limits
+    assert limits["feedback"] == {cfg.agent.feedback.max_tokens}, limits
+    for rec in prompt_records(run):
+        if rec["role"] == "code" and (rec["params"] or {}).get("schema"):
+            assert f"cut off after {rec['params']['max_tokens']:,} tokens" in record_text(rec), rec["call_id"]
+
+    code, fixed, _ = start_run(
+        tmp_path / "fixed", "agent.stages.stage2_max_iters=0", "context.long_answer_tokens=0"
+    )
+    assert code == 0
+    assert _answer_limits(fixed)["code"] == {cfg.agent.code.max_tokens}

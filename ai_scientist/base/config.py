@@ -324,6 +324,10 @@ class ContextConfig(_Strict):
     budget_policy: Literal["economy", "balanced", "full"] = "balanced"
     reserved_output_tokens: int = Field(1024, ge=16)
     model_context_window: int | None = Field(None, ge=512)
+    # the answer limit of the roles that write whole programs or papers (code, plotting, writeup)
+    # when their model's window is large: max(role max_tokens, min(this, window / 8)) for a role
+    # whose max_tokens is at least 4096; 0 keeps every role at its max_tokens (docs/context.md)
+    long_answer_tokens: int = Field(16384, ge=0, le=200_000)
     # the environment block: "auto" — full for compiled / parallel / benchmark ideas, compact for a
     # pure-Python one (context/kinds.py needs_machine_details); "full" / "compact" force it
     environment_detail: Literal["auto", "full", "compact"] = "auto"

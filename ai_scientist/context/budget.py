@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .tokens import TokenCounter
 
@@ -143,3 +143,26 @@ def model_window(
     if table is not None:
         return table, f"{model} window {table}"
     return None, ""
+
+
+# the roles whose answer is a whole program, plotting script or paper: a capable model with a
+# large window was told "cut off after 4,096 tokens" for a 17 kB C program and its analysis (relay
+# s8 mm 005), so these get more room when the window allows it
+LONG_ANSWER_ROLES = ("code", "plotting", "writeup")
+LONG_ANSWER_FLOOR = 4096  # a role configured below this keeps its own limit
+LONG_ANSWER_SHARE = 8  # at most an eighth of the window
+
+
+def answer_tokens(cfg: Any, role: str, backend_window: int | None) -> int:
+    """The ``max_tokens`` a call by ``role`` is sent with: the role's ``max_tokens``, raised for
+    :data:`LONG_ANSWER_ROLES` configured at :data:`LONG_ANSWER_FLOOR` or more to
+    ``min(context.long_answer_tokens, window / 8)`` when the model's window is known and that is
+    more (gpt-4o-mini's 128,000: 16,000; a local 8,192-token model keeps its 4,096)."""
+    base = int(cfg.role(role).max_tokens)
+    cap = int(cfg.context.long_answer_tokens)
+    if role not in LONG_ANSWER_ROLES or not cap or base < LONG_ANSWER_FLOOR:
+        return base
+    window, _ = model_window(cfg.context, backend_window, cfg.model_for(role))
+    if not window:
+        return base
+    return max(base, min(cap, window // LONG_ANSWER_SHARE))

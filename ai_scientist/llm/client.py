@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.errors import RunStop
 from ..base.reasoning import join_reasoning, strip_reasoning
 from ..base.redact import Redactor
+from ..context.budget import DEFAULT_CONTEXT_WINDOW, answer_tokens, model_window
 from ..promptlog.record import request_key
 from .backend import (
     Backend,
@@ -162,7 +163,6 @@ class LLMClient:
         """Twice the answer's ``max_tokens`` for a request whose answer was cut, bounded by what the
         model's window leaves beside the prompt and by a quarter of the window; None when that is no
         more than it had."""
-        from ..context.budget import DEFAULT_CONTEXT_WINDOW, model_window
         from ..context.tokens import counter_for, messages_tokens
 
         had = int(ans.params["max_tokens"])
@@ -262,7 +262,8 @@ class LLMClient:
         return {
             "model": call.model,
             "temperature": rc.temperature,
-            "max_tokens": call.max_tokens or rc.max_tokens,
+            "max_tokens": call.max_tokens
+            or answer_tokens(self.cfg, call.role, getattr(self.backend, "context_window", None)),
             "schema": schema,
             "structured": mode,
             "timeout_s": self.cfg.llm.timeout_s,

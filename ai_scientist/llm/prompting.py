@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.templates import render
 from ..context.assemble import Prompt, assemble
 from ..context.assemble import with_images as _with_images
-from ..context.budget import Budget
+from ..context.budget import Budget, answer_tokens
 from ..context.schema_limits import field_limits
 from ..context.spec import layout
 from ..context.tokens import TokenCounter, counter_for
@@ -49,12 +49,16 @@ class Prompter:
     def budget_for(self, role: str) -> Budget:
         """The budget of a call by ``role``: it follows that role's model (its window, less the
         role's ``max_tokens`` for the answer)."""
-        key = (self.cfg.model_for(role), self.cfg.role(role).max_tokens)
+        key = (self.cfg.model_for(role), self.answer_tokens(role))
         if key not in self._budgets:
             self._budgets[key] = Budget.from_config(
                 self.cfg.context, self._window, model=key[0], output_tokens=key[1]
             )
         return self._budgets[key]
+
+    def answer_tokens(self, role: str) -> int:
+        """The ``max_tokens`` a call by ``role`` is sent with (:func:`~..context.budget.answer_tokens`)."""
+        return answer_tokens(self.cfg, role, self._window)
 
     @property
     def budget(self) -> Budget:
@@ -82,7 +86,7 @@ class Prompter:
         prompt-only modes."""
         # the answer's own limit: the role's max_tokens (a whole program with its analysis can
         # run past it, and a JSON answer cut short is lost)
-        answer_tokens = self.cfg.role(role).max_tokens
+        limit = self.answer_tokens(role)
         if layout() != "legacy" and self.schema_in_request(role):
             # most servers do not enforce a schema's maxLength: the text says them (issue 28)
             said = field_limits(schema if limits_of is None else limits_of)
@@ -91,13 +95,13 @@ class Prompter:
                 schema_json="",
                 in_request=True,
                 limits=said,
-                answer_tokens=answer_tokens,
+                answer_tokens=limit,
             )
         return render(
             "phases/response_format.j2",
             schema_json=json.dumps(schema, separators=(",", ":")),
             in_request=False,
-            answer_tokens=answer_tokens,
+            answer_tokens=limit,
         )
 
     def assemble(
