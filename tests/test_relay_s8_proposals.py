@@ -209,8 +209,9 @@ def test_a_ranking_of_single_seed_results_says_its_order_and_the_noise(run):
 def test_a_tune_or_ablation_is_told_what_its_change_leaves_alone(run):
     """A tune or ablate node's code call says that its change applies to the headline's
     configuration and that the other conditions, the protocol's reference configuration included,
-    keep the settings they had in its base node (the parent, from the journal) — tied ones too,
-    a following one under a new name (relay s7 ln2 011, 028)."""
+    keep the settings they had in its base node (the parent, from the journal) — a constant shared
+    with the headline too, the headline getting its own value (relay s8 ln 011) — and a metric the
+    change alters gets a new name (relay s7 ln2 011, 028)."""
     nodes = journal_nodes(run)
     ops = set()
     for rec in prompt_records(run):
@@ -218,9 +219,11 @@ def test_a_tune_or_ablation_is_told_what_its_change_leaves_alone(run):
         if not node or node["operation"] not in ("tune", "ablate") or rec.get("phase") != "phase2":
             continue
         brief = _this_call(rec)
-        assert "The change applies to the headline's configuration; " in brief
-        assert f"keep the settings they had in {node['parent_id']}, tied ones too" in brief
-        assert "one that must follow the change gets a new metric name" in brief
+        assert "the change is for the headline's configuration." in brief
+        assert f"keep the settings they had in {node['parent_id']}: where they share one constant" in brief
+        # one global constant (relay s8 ln 011): the headline gets its own value, the others keep theirs
+        assert "give the headline its own value and leave theirs" in brief
+        assert "a metric whose meaning the change alters (the headline's gain over another condition)" in brief
         ops.add(node["operation"])
     assert ops == {"tune", "ablate"}, ops
 
