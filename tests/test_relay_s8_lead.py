@@ -199,3 +199,15 @@ def test_a_large_window_model_gets_room_for_a_whole_program(tmp_path):
     )
     assert code == 0
     assert _answer_limits(fixed)["code"] == {cfg.agent.code.max_tokens}
+
+
+def test_a_configuration_written_as_a_dict_call_is_a_parameter():
+    """Relay s8 ln 010: ``MAIN = dict(l2=0.01, lr=0.01, ...)``, the headline's configuration, was
+    missing from the parameters a tuning proposal was offered; a call with anything but literal
+    keywords is not a constant."""
+    from ai_scientist.treesearch.parameters import code_parameters
+
+    src = "MAIN = dict(l2=0.01, lr=0.01, bias=True)\nOTHER = dict(**BASE)\nRUN = dict(lr=pick(1))\n"
+    assert code_parameters({"experiment.py": src}) == [
+        "MAIN = dict(l2=0.01, lr=0.01, bias=True) [experiment.py]"
+    ]

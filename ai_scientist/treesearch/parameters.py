@@ -329,6 +329,10 @@ def _constants(path: str, target: ast.expr, value: ast.expr | None) -> list[Para
 
 
 def _is_literal(value: ast.expr) -> bool:
+    # dict(l2=0.01, lr=0.01): a configuration written as a call is a literal too (relay s8 ln 010:
+    # the headline's MAIN = dict(...) was missing from the parameters a tuning proposal saw)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict":
+        return not value.args and all(k.arg and _is_literal(k.value) for k in value.keywords)
     try:
         ast.literal_eval(value)
         return True
