@@ -211,3 +211,34 @@ def test_a_configuration_written_as_a_dict_call_is_a_parameter():
     assert code_parameters({"experiment.py": src}) == [
         "MAIN = dict(l2=0.01, lr=0.01, bias=True) [experiment.py]"
     ]
+
+
+def test_a_later_draft_is_told_which_freedoms_it_has(tmp_path):
+    """Relay s8 ln 005, mm 005: "take a clearly different approach" when the idea fixes the method
+    left the model to guess which choices count. A later draft of the stage (one whose prompt shows
+    an earlier draft) is told to keep what the idea prescribes, differ in a choice it leaves open
+    and name it; the first draft is told nothing of the kind."""
+    code, run, _ = start_run(tmp_path, "agent.stages.stage2_max_iters=0")
+    assert code == 0
+    nodes = journal_nodes(run)
+    drafts = sorted(
+        (
+            rec
+            for rec in prompt_records(run)
+            if rec.get("phase") == "phase2" and nodes[rec["node_id"]]["operation"] == "draft"
+        ),
+        key=lambda r: r["node_id"],
+    )
+    later = [r for r in drafts if "This is not the stage's first draft" in record_text(r)]
+    assert drafts and later and drafts[0] not in later
+    for rec in later:
+        text = " ".join(record_text(rec).split())
+        assert "keep what the research idea prescribes and differ in a choice it leaves open" in text
+        assert "name that choice in your plan's goal_summary" in text
+        # the earlier drafts it must differ from are in its own prompt
+        earlier = [
+            n
+            for n in nodes
+            if n < rec["node_id"] and nodes[n]["operation"] == "draft" and nodes[n]["stage"] == 1
+        ]
+        assert earlier and all(f"| {n} |" in text for n in earlier), (rec["node_id"], earlier)
