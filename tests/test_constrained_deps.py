@@ -245,7 +245,11 @@ def test_an_openai_compatible_server_gets_the_enums_in_its_json_schema(tmp_path,
     assert code == 0
     env = json.loads((run.dir / "environment.json").read_text())
     packages = sorted(env["sandbox"]["python"]["packages"])
-    tools = sorted(t for t in env["sandbox"]["tools"] if t in TOOLS)
+    # a CUDA toolchain is no option without a GPU where the code runs (relay s7 mm2 offered nvcc)
+    from ai_scientist.execution.sandbox_probe import GPU_TOOLS, gpu_visible
+
+    usable = set(env["sandbox"]["tools"]) - (set() if gpu_visible(env) else GPU_TOOLS)
+    tools = sorted(t for t in usable if t in TOOLS)
     bodies = [
         json.loads(b)
         for b in server.bodies

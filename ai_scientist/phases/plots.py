@@ -265,6 +265,102 @@ def _same_values_once(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+# the other per-step lists of a node's data files a review sees compactly: a list not named like a
+# loss (an accuracy or a weight norm per epoch) whose length is a loss list's (one value a step of
+# the same loop) or whose name says it follows the training (relay s7 ln2 023: the per-epoch
+# memorisation series, the idea's point, never reached the reviewer: only "train_loss" lists did)
+STEP_NAME = re.compile(
+    r"acc|norm|grad|fit|score|epoch|step|iter|history|curve|trace|perplexity|learning_rate|(^|_)lr($|_)",
+    re.IGNORECASE,
+)
+MAX_OTHER_SERIES = 12
+MIN_STEPS = 3  # fewer values are a pair or a triple of conditions, not a course
+
+
+def step_series(
+    workspace: Any, skip: frozenset[str] = frozenset(), parent: Any = None
+) -> tuple[list[dict[str, Any]], int]:
+    """The numeric per-step lists of the workspace's JSON data files that are not named like a
+    loss (those are :func:`loss_series`'s), each as ``{"file", "path", "n", "nulls",
+    "first", "last", "min", "max"}`` (values at 4 significant digits, more where two would read
+    alike): a list of :data:`MIN_STEPS` or more numbers whose length is that of a loss-named list
+    of the same files, or whose key names a per-step quantity (:data:`STEP_NAME`). At most
+    :data:`MAX_OTHER_SERIES`, and how many there are in all; with ``parent`` (the parent's
+    workspace) the lists its data did not have come first — a child's new measurements."""
+    found = _numeric_lists(workspace, skip)
+    steps = {len(v) for _, path, v in found if SERIES_NAME.search(path.rsplit(".", 1)[-1])}
+    out = [
+        (rel, path, v)
+        for rel, path, v in found
+        if len(v) >= MIN_STEPS
+        and not SERIES_NAME.search(path.rsplit(".", 1)[-1])
+        and (len(v) in steps or STEP_NAME.search(re.sub(r"\[\d+\]", "", path.rsplit(".", 1)[-1])))
+    ]
+    if parent is not None:
+        old = {(rel, path) for rel, path, _ in _numeric_lists(parent, frozenset())}
+        out = [x for x in out if x[:2] not in old] + [x for x in out if x[:2] in old]
+    shown = [_compact(rel, path, v) for rel, path, v in out[:MAX_OTHER_SERIES]]
+    return shown, len(out)
+
+
+def _compact(rel: str, path: str, items: list[Any]) -> dict[str, Any]:
+    nums = [float(v) for v in items if v is not None]
+    first = next((v for v in items if v is not None), None)
+    last = next((v for v in reversed(items) if v is not None), None)
+    ends = [x for x in (first, last, min(nums), max(nums)) if x is not None]
+    d = distinct_digits(ends)
+    return {
+        "file": rel,
+        "path": path,
+        "n": len(items),
+        "nulls": sum(v is None for v in items),
+        **{k: f"{x:.{d}g}" for k, x in zip(("first", "last", "min", "max"), ends, strict=True)},
+    }
+
+
+def _numeric_lists(workspace: Any, skip: frozenset[str]) -> list[tuple[str, str, list[Any]]]:
+    """Every list of numbers (nulls allowed) in the workspace's JSON data files, as (file, key
+    path, list), in file and key order, as deep as a data outline goes."""
+
+    root = Path(workspace)
+    found: list[tuple[str, str, list[Any]]] = []
+
+    def walk(value: Any, path: str, depth: int, rel: str) -> None:
+        if depth > OUTLINE_DEPTH:
+            return
+        if isinstance(value, dict):
+            for k, v in value.items():
+                key = f"{path}.{k}" if path else str(k)
+                if isinstance(v, list) and _all_numbers(v):
+                    found.append((rel, key, v))
+                else:
+                    walk(v, key, depth + 1, rel)
+        elif isinstance(value, list):
+            for i, v in enumerate(value[:OUTLINE_KEYS]):
+                if isinstance(v, (dict, list)):
+                    walk(v, f"{path}[{i}]", depth + 1, rel)
+
+    if not root.is_dir():
+        return found
+    for rel in data_paths(root):
+        path = root / rel
+        if rel in skip or path.suffix.lower() != ".json" or not regular_file_inside(root, path):
+            continue
+        try:
+            if path.stat().st_size > SERIES_FILE_BYTES:
+                continue
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, OSError):
+            continue  # an unreadable file is the plotting call's to report
+        walk(data, "", 0, rel)
+    return found
+
+
+def _all_numbers(items: list[Any]) -> bool:
+    nums = [v for v in items if v is not None]
+    return bool(nums) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in nums)
+
+
 # a record's field naming its condition (a run's "name": "asgd l2=0.01,lr0=0.1")
 CONDITION_KEYS = ("name", "label", "condition", "config", "method", "variant", "setting", "run", "id")
 

@@ -38,10 +38,9 @@ from .evidence import (
     run_output_text,
     run_result_text,
     shows_machine,
-    step_series,
 )
 from .experiment import METRICS_FROM_REVIEW, normalise_metrics
-from .plots import loss_series
+from .plots import loss_series, step_series
 from .schemas import REVIEW_METRICS_SCHEMA, REVIEW_SCHEMA
 
 
