@@ -138,7 +138,7 @@ def test_a_list_holding_nulls_is_outlined_with_its_null_count(run):
         nulls = sum(v is None for v in losses)
         assert nulls  # the experiment really wrote nulls
         text = record_text(rec)
-        assert f'"val_loss": [{len(losses)} x float or null ({nulls} null)]' in text, rec["node_id"]
+        assert f'"val_loss": [{len(losses)} x float|null ({nulls} null)]' in text, rec["node_id"]
         assert f'"train_loss": [{len(data["train_loss"])} x float]' in text  # no null, none said
 
 

@@ -264,7 +264,8 @@ def test_node_data_rule():
 def test_data_files_names_first_each_structure_once():
     per_run = {f"run{i}": {"train_loss": [0.5, 0.4], "acc": 0.9} for i in range(12)}
     outline = _json_outline(per_run)
-    assert outline == '{<each of 12 keys: run0, run1, ..., run11>: {"train_loss": [2 x float], "acc": float}}'
+    keys = ", ".join(per_run)  # every key named: a script indexes them
+    assert outline == f'{{<each of 12 keys: {keys}>: {{"train_loss": [2 x float], "acc": float}}}}'
     nested = {"sizes": [{"n": 256, "blocked": [{"tile": 16, "ok": True}]}]}  # deep keys stay visible
     assert _json_outline(nested) == '{"sizes": [1 x {"n": int, "blocked": [1 x {"tile": int, "ok": bool}]}]}'
     files = [

@@ -82,8 +82,10 @@ MAX_DATA_FILES = 30
 DATA_DEPTH = 3  # the top level and two folders down (data/<run>/results.json)
 INLINE_OUTLINE_CHARS = 300  # a longer outline, or one several files share, is shown once by label
 OUTLINE_DEPTH = 6  # levels of a JSON file's outline (a list of runs of lists of records is 4)
-OUTLINE_KEYS = 30  # keys shown per object
-OUTLINE_CHARS = 1500  # one file's outline at most
+OUTLINE_KEYS = 30  # keys outlined per object (further ones by name)
+OUTLINE_NAMES = 40  # keys an "<each of N keys: ...>" entry names, all of them up to this many
+OUTLINE_NAME_CHARS = 800  # ... while their names fit in this many characters
+OUTLINE_CHARS = 2500  # one file's outline at most (json_outline: fewer levels, never a cut token)
 METRICS_JSON = "metrics.json"  # the experiment's metrics file (phases/experiment.py reads it)
 
 CRITIQUE_SCHEMA: dict[str, Any] = {
@@ -117,11 +119,14 @@ def make_plots(ctx: NodeContext, answer: CodeAnswer, metrics: Any = None, caveat
     )
 
 
-def data_files(workspace: Path, skip: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+def data_files(
+    workspace: Path, skip: frozenset[str] = frozenset(), nullable: frozenset[str] = frozenset()
+) -> list[dict[str, Any]]:
     """The data files the experiment saved (:func:`~ai_scientist.base.nodedata.is_node_data`: no
     cache, hidden or pipeline folder; up to :data:`DATA_DEPTH` levels deep), each with an outline,
     in path order; the first :data:`MAX_DATA_FILES` (:func:`count_data_files` counts them all).
-    ``skip``: files the run did not produce (phase 4's ``unmeasured_files``)."""
+    ``skip``: files the run did not produce (phase 4's ``unmeasured_files``); ``nullable``: see
+    :func:`json_outline`."""
     out: list[dict[str, Any]] = []
     for rel in data_paths(workspace):
         if rel in skip:
@@ -129,7 +134,7 @@ def data_files(workspace: Path, skip: frozenset[str] = frozenset()) -> list[dict
         path = workspace / rel
         if not regular_file_inside(workspace, path):
             continue  # a planted symlink / FIFO: never read
-        out.append({"file": rel, "bytes": path.stat().st_size, **_outline(path)})
+        out.append({"file": rel, "bytes": path.stat().st_size, **_outline(path, nullable)})
         if len(out) >= MAX_DATA_FILES:
             break
     return out
@@ -162,13 +167,13 @@ def data_paths(workspace: Path) -> list[str]:
     return sorted(found)
 
 
-def _outline(path: Path) -> dict[str, Any]:
+def _outline(path: Path, nullable: frozenset[str] = frozenset()) -> dict[str, Any]:
     suffix = path.suffix.lower()
     try:
         if suffix == ".json" and path.stat().st_size <= 5_000_000:
             data = json.loads(path.read_text(encoding="utf-8"))
             top = list(data) if isinstance(data, dict) else []
-            return {"structure": _json_outline(data)[:OUTLINE_CHARS], "top_keys": top}
+            return {"structure": json_outline(data, nullable), "top_keys": top}
         if suffix in (".npy", ".npz"):
             import numpy as np
 
@@ -502,79 +507,178 @@ def _outline_text(f: dict[str, Any], metrics: Any) -> str:
 
 
 def _json_outline(value: Any, depth: int = 0) -> str:
-    """A JSON value's shape as one line: key names and types, lists as ``[N x item]`` (their first
-    item's shape), to :data:`OUTLINE_DEPTH` levels. A dict whose values (3 or more) share one
-    structure — one entry per run, per seed — shows it once under a key naming the range."""
-    if isinstance(value, dict):
+    """A JSON value's shape as one line, uncut (:func:`json_outline` fits it to a budget)."""
+    return _Outliner().outline(value, depth)
+
+
+def json_outline(value: Any, nullable: frozenset[str] = frozenset()) -> str:
+    """A JSON value's shape as one line of at most :data:`OUTLINE_CHARS`, never cut mid-token
+    (relay s8 ln2 007, 013 ended a structure at ``"standardise": b`` with no marker and lost every
+    key after it): fewer levels first, deeper objects shown as their key count and names, with a
+    marker saying so; then, when even the top level is too long, its first entries and the names
+    of the ones left out. ``nullable``: field names the program writes as null
+    (:func:`written_null`), typed ``|null`` although this file holds no null."""
+    for depth in range(OUTLINE_DEPTH, 0, -1):
+        text = _Outliner(depth, nullable).outline(value)
+        if len(text) <= OUTLINE_CHARS:
+            if depth == OUTLINE_DEPTH:
+                return text
+            return f"{text} [... cut: objects below level {depth} shown by key count and names ...]"
+    return _Outliner(1, nullable).top_entries(value)
+
+
+class _Outliner:
+    """Key names and types, lists as ``[N x item]``, to ``max_depth`` levels. Values of one kind
+    are outlined once: a list's records, and an object's values (3 or more: one entry per run,
+    per seed) under ``<each of N keys: ...>`` naming every key (up to :data:`OUTLINE_NAMES`) — a
+    plotting script indexes them. Merging unites what differs: a field's types (``float|null``),
+    list lengths (``[50 or 200 x float]``), fields only some records have (``(in 3 of 5)``)."""
+
+    def __init__(self, max_depth: int = OUTLINE_DEPTH, nullable: frozenset[str] = frozenset()):
+        self.max_depth = max_depth
+        self.nullable = nullable
+
+    def outline(self, value: Any, depth: int = 0) -> str:
+        if isinstance(value, dict):
+            return self._object(value, depth)
+        if isinstance(value, list):
+            return f"[{len(value)} x {self._items(value, depth)}]" if value else "[]"
+        return _scalar(value)
+
+    def _object(self, value: dict[str, Any], depth: int) -> str:
         if not value:
             return "{}"
-        if depth >= OUTLINE_DEPTH:
-            return f"{{... {len(value)} keys}}"
-        items = list(value.items())
-        inner = {str(k): _json_outline(v, depth + 1) for k, v in items[:OUTLINE_KEYS]}
-        # runs whose lists differ only in how many nulls they hold share one structure
-        shapes = {_NULL_COUNT.sub("", v) for v in inner.values()}
-        first = _NULL_COUNT.sub("", next(iter(inner.values())))
-        if len(inner) >= 3 and len(shapes) == 1 and first[:1] in ("{", "["):
-            keys = [str(k) for k, _ in items]
-            named = ", ".join(keys) if len(keys) <= 4 else f"{keys[0]}, {keys[1]}, ..., {keys[-1]}"
-            return f"{{<each of {len(keys)} keys: {named}>: {first}}}"
-        parts = [f"{json.dumps(k, ensure_ascii=False)}: {v}" for k, v in inner.items()]
-        if len(items) > OUTLINE_KEYS:
-            parts.append(f"... {len(items) - OUTLINE_KEYS} more keys")
+        if depth >= self.max_depth:
+            return _collapsed([str(k) for k in value])
+        keys = [str(k) for k in value]
+        values = list(value.values())
+        if len(values) >= 3 and any(isinstance(v, (dict, list)) for v in values):
+            merged = self._merge(values, depth + 1, strict=True)
+            if merged is not None:
+                return f"{{<{_each_key(keys)}>: {merged}}}"
+        parts = [
+            f"{json.dumps(k, ensure_ascii=False)}: {self._field(k, self.outline(v, depth + 1))}"
+            for k, v in list(zip(keys, values, strict=True))[:OUTLINE_KEYS]
+        ]
+        if len(keys) > OUTLINE_KEYS:
+            parts.append(f"... {len(keys) - OUTLINE_KEYS} more keys: {_names(keys[OUTLINE_KEYS:])}")
         return "{" + ", ".join(parts) + "}"
-    if isinstance(value, list):
-        return f"[{len(value)} x {_list_items(value, depth)}]" if value else "[]"
-    return _scalar(value)
+
+    def top_entries(self, value: Any) -> str:
+        """The top level's entries while they fit, then how many were left out and their names
+        (the last resort of :func:`json_outline`)."""
+        if not isinstance(value, dict):
+            return self.outline(value)[: OUTLINE_CHARS - 60].rsplit(" ", 1)[0] + " [... cut ...]"
+        kept: list[str] = []
+        keys = [str(k) for k in value]
+        for k, v in value.items():
+            part = f"{json.dumps(str(k), ensure_ascii=False)}: {self._field(str(k), self.outline(v, 1))}"
+            if sum(len(p) + 2 for p in kept) + len(part) > OUTLINE_CHARS * 3 // 4:
+                break
+            kept.append(part)
+        rest = keys[len(kept) :]
+        return "{" + ", ".join(kept) + f", [... cut: {len(rest)} more keys: {_names(rest)} ...]}}"
+
+    def _field(self, key: str, shape: str) -> str:
+        """``shape`` typed nullable when the program writes ``key`` as null and no null shows."""
+        if key not in self.nullable or "null" in shape.split("|"):
+            return shape
+        if re.fullmatch(r"[a-z]+(\|[a-z]+)*", shape):
+            return f"{shape}|null"
+        m = re.fullmatch(r"\[([^\[\]]+ x )([a-z]+(?:\|[a-z]+)*)\]", shape)
+        return f"[{m[1]}{m[2]}|null]" if m and "null" not in m[2].split("|") else shape
+
+    def _items(self, items: list[Any], depth: int, count_nulls: bool = True) -> str:
+        """What a list holds: every scalar type, in order of appearance, null last and counted
+        (a loss list whose non-finite values were written as null is ``float|null (3 null)``: a
+        script that assumes floats fails on them); its records, or its lists, merged into one."""
+        kinds = _kinds(items)
+        records = [x for x in items if isinstance(x, dict)]
+        lists = [x for x in items if isinstance(x, list)]
+        shapes = []
+        if records:
+            shapes.append(
+                self._records(records, depth + 1, strict=False) or self.outline(records[0], depth + 1)
+            )
+        if lists:
+            shapes.append(self._lists(lists, depth + 1) or self.outline(lists[0], depth + 1))
+        nulls = sum(x is None for x in items)
+        scalars = [k for k in kinds if k != "null"]
+        shown = "|".join(shapes + scalars + (["null"] if nulls else []))
+        return f"{shown} ({nulls} null)" if nulls and count_nulls and len(shown) > 4 else shown
+
+    def _merge(self, values: list[Any], depth: int, strict: bool) -> str | None:
+        """One outline for several values of one kind, or None when they are not one kind (an
+        object and a list; records sharing less than half their keys, when ``strict``)."""
+        present = [v for v in values if v is not None]
+        null = "|null" if len(present) < len(values) else ""
+        if not present:
+            return "null"
+        if all(not isinstance(v, (dict, list)) for v in present):
+            return "|".join(_kinds(values))
+        if all(isinstance(v, dict) for v in present):
+            shape = self._records(present, depth, strict)
+        elif all(isinstance(v, list) for v in present):
+            shape = self._lists(present, depth)
+        else:
+            return None
+        return None if shape is None else shape + null
+
+    def _records(self, records: list[dict[str, Any]], depth: int, strict: bool) -> str | None:
+        keys: dict[str, list[Any]] = {}
+        for rec in records:
+            for k, v in rec.items():
+                keys.setdefault(str(k), []).append(v)
+        shared = sum(len(vs) == len(records) for vs in keys.values())
+        if strict and 2 * shared < len(keys):
+            return None
+        if depth >= self.max_depth:
+            return _collapsed(list(keys))
+        shapes: dict[str, str] = {}
+        for k, vs in keys.items():
+            shape = self._merge(vs, depth + 1, strict=False)
+            if shape is None:  # an object here, a list there: each distinct shape (at most 3)
+                distinct = list(dict.fromkeys(self.outline(v, depth + 1) for v in vs))
+                shape = " or ".join(distinct[:3]) + (
+                    f" or ... {len(distinct) - 3} more shapes" if len(distinct) > 3 else ""
+                )
+            shapes[k] = self._field(k, shape)
+        first = next(iter(shapes.values()))
+        if len(shapes) >= 3 and first[:1] in ("{", "[") and all(s == first for s in shapes.values()):
+            return f"{{<{_each_key(list(shapes))}>: {first}}}"
+        parts = []
+        for k, shape in list(shapes.items())[:OUTLINE_KEYS]:
+            n = len(keys[k])
+            where = f" (in {n} of {len(records)})" if n < len(records) else ""
+            parts.append(f"{json.dumps(k, ensure_ascii=False)}: {shape}{where}")
+        if len(keys) > OUTLINE_KEYS:
+            parts.append(f"... {len(keys) - OUTLINE_KEYS} more keys: {_names(list(keys)[OUTLINE_KEYS:])}")
+        return "{" + ", ".join(parts) + "}"
+
+    def _lists(self, lists: list[list[Any]], depth: int) -> str | None:
+        """Lists holding one kind of item as one: their lengths (``50 or 200``, a range past 3
+        lengths) and what any of them holds (nulls said, not counted: the counts differ)."""
+        held = {_held(x) for x in lists if x}
+        if len(held) > 1:
+            return None
+        lens = sorted({len(x) for x in lists})
+        span = " or ".join(map(str, lens)) if len(lens) <= 3 else f"{lens[0]}-{lens[-1]}"
+        items = [x for lst in lists for x in lst]
+        return f"[{span} x {self._items(items, depth, count_nulls=False)}]" if items else "[]"
 
 
-def _merged_record(records: list[dict[str, Any]], depth: int) -> str | None:
-    """The shape of a list of records whose scalar fields vary in type from record to record
-    ("tile": null in the naive runs, an int in the blocked ones): every key once, with every type
-    it takes and, when some records lack it, in how many it is. A relay run's plotting call saw
-    only the first record's shape ("tile": null for 21 runs) and could not know the field held
-    the tile. None when the records have the same shape (the first record's outline says it)."""
-    if len(records) < 2 or depth >= OUTLINE_DEPTH:
-        return None
-    keys: dict[str, list[Any]] = {}
-    for rec in records:
-        for k, v in rec.items():
-            keys.setdefault(str(k), []).append(v)
-    if all(_json_outline(r, depth) == _json_outline(records[0], depth) for r in records[1:]):
-        return None
-    parts = []
-    for k, values in list(keys.items())[:OUTLINE_KEYS]:
-        scalars = [v for v in values if not isinstance(v, (dict, list))]
-        if len(scalars) == len(values):
-            kinds = list(dict.fromkeys(_scalar(v) for v in values))
-            shape = " or ".join(kinds)
-        else:  # a nested container: every record's (a relay run's said 2 weights for 52, s7 ln1 018)
-            shape = _merged_shapes([v for v in values if isinstance(v, (dict, list))], depth + 1)
-        where = f" (in {len(values)} of {len(records)})" if len(values) < len(records) else ""
-        parts.append(f"{json.dumps(k, ensure_ascii=False)}: {shape}{where}")
-    if len(keys) > OUTLINE_KEYS:
-        parts.append(f"... {len(keys) - OUTLINE_KEYS} more keys")
-    return "{" + ", ".join(parts) + "}"
+def _held(items: list[Any]) -> str:
+    """What kind of thing a list holds (records, lists, the scalar types), nulls aside."""
+    kinds = {
+        "record" if isinstance(x, dict) else "list" if isinstance(x, list) else _scalar(x) for x in items
+    }
+    return "|".join(sorted(kinds - {"null"}))
 
 
-def _merged_shapes(values: list[Any], depth: int) -> str:
-    """One shape for a key's containers over every record: lists as their length range and what
-    any of them holds (``[2-52 x float]``; nulls said, not counted), else each distinct shape (at
-    most 3, then how many more)."""
-    shapes = list(dict.fromkeys(_json_outline(v, depth) for v in values))
-    if len(shapes) == 1:
-        return shapes[0]
-    if all(isinstance(v, list) for v in values):
-        lens = sorted({len(v) for v in values})
-        span = f"{lens[0]}-{lens[-1]}" if len(lens) > 1 else str(lens[0])
-        items = [x for v in values for x in v]
-        return f"[{span} x {_NULL_COUNT.sub('', _list_items(items, depth)) if items else 'nothing'}]"
-    more = f" or ... {len(shapes) - 3} more shapes" if len(shapes) > 3 else ""
-    return " or ".join(shapes[:3]) + more
-
-
-# a list's null count in an outline ("[60 x float or null (3 null)]")
-_NULL_COUNT = re.compile(r" \(\d+ null\)")
+def _kinds(values: list[Any]) -> list[str]:
+    """The scalar types among ``values`` in order of appearance, null last."""
+    kinds = list(dict.fromkeys(_scalar(v) for v in values if not isinstance(v, (dict, list))))
+    return [k for k in kinds if k != "null"] + (["null"] if "null" in kinds else [])
 
 
 def _scalar(value: Any) -> str:
@@ -583,29 +687,53 @@ def _scalar(value: Any) -> str:
     return {bool: "bool", int: "int", float: "float", str: "str"}.get(type(value), type(value).__name__)
 
 
-def _list_items(items: list[Any], depth: int) -> str:
-    """What a list holds: its first container's shape, or every scalar type it holds in order of
-    appearance; nulls named and counted (a loss list whose non-finite values were written as null
-    is "float or null (3 null)": a script that assumes floats fails on them)."""
-    kinds: list[str] = []
-    nulls = 0
-    container = False
-    records = [item for item in items if isinstance(item, dict)]
-    for item in items:
-        if item is None:
-            nulls += 1
-        elif isinstance(item, (dict, list)):
-            if not container:  # a list of records: one shape for all (their keys' types merged)
-                container = True
-                merged = _merged_record(records, depth + 1) if isinstance(item, dict) else None
-                kinds.append(merged or _json_outline(item, depth + 1))
-        elif (kind := _scalar(item)) not in kinds:
-            kinds.append(kind)
-    if not nulls:
-        return " or ".join(kinds)
-    if not kinds:
-        return "null"
-    return f"{' or '.join(kinds)} or null ({nulls} null)"
+def _each_key(keys: list[str]) -> str:
+    """``each of N keys: a, b, ...``: every key while they are few (a script indexes them: relay
+    s8 ln2 007 hid "main" in "grid_l2=0.0_lr=0.01, ..., ablate_no_std_lr0.001"), else the first
+    and last ones and how many are left out."""
+    listed = ", ".join(keys)
+    if len(keys) <= OUTLINE_NAMES and len(listed) <= OUTLINE_NAME_CHARS:
+        return f"each of {len(keys)} keys: {listed}"
+    return f"each of {len(keys)} keys: {_names(keys, OUTLINE_NAME_CHARS)}"
+
+
+def _names(keys: list[str], chars: int = 300) -> str:
+    """Key names within about ``chars``: the first ones, then how many more and the last one."""
+    shown: list[str] = []
+    for k in keys[:-1]:
+        if sum(len(s) + 2 for s in shown) + len(k) > chars:
+            break
+        shown.append(k)
+    if len(shown) >= len(keys) - 1:
+        return ", ".join(keys)
+    return f"{', '.join(shown)}, ... ({len(keys) - len(shown) - 1} more), {keys[-1]}"
+
+
+def _collapsed(keys: list[str]) -> str:
+    """An object past the outline's depth: its key count and names."""
+    return f"{{... {len(keys)} keys: {_names(keys, 120)}}}"
+
+
+# where a program writes a field: "name": / \"name\": (C's fprintf) / ["name"] =
+_WRITTEN_KEY = re.compile(r"""\\?["']([A-Za-z_][\w.\-]*)\\?["']\s*(?::|\]\s*=(?!=))""")
+# a null written, not one tested for ("diverged": any(v is None for v in L))
+_NULL_WORD = re.compile(r"(?<!is )(?<!not )(?<!==)(?<!== )(?<!!=)(?<!!= )\b(None|null|NULL|nullptr|nil)\b")
+
+
+def written_null(text: str) -> frozenset[str]:
+    """The field names a program's lines write as null (``"gflops": null`` for a failed kernel,
+    ``[v if finite else None ...]``): their outline says ``|null`` even when this run wrote none
+    (relay s8 mm2 003 and ln2 003 typed them ``float``). A field's value is what follows its name
+    on its line up to the next field's name."""
+    found: set[str] = set()
+    for line in text.splitlines():
+        code = re.sub(r"^\s*\d+\|", "", line)
+        hits = list(_WRITTEN_KEY.finditer(code))
+        for i, m in enumerate(hits):
+            end = hits[i + 1].start() if i + 1 < len(hits) else len(code)
+            if _NULL_WORD.search(code[m.end() : end]):
+                found.add(m[1])
+    return frozenset(found)
 
 
 def _plots(ctx: NodeContext, answer: CodeAnswer, metrics: Any, caveat: str = "") -> PlotsRecord:
@@ -629,6 +757,9 @@ def _plots(ctx: NodeContext, answer: CodeAnswer, metrics: Any, caveat: str = "")
     # a data file (a name built another way)
     names = [str(m.get("name", "")) for m in metrics or [] if isinstance(m, dict)]
     writers = data_lines(answer.text_files(), ctx.workspace, shown, names)
+    nullable = written_null(writers.text)  # fields these lines write as null: outlined |null
+    if nullable:
+        files = data_files(ctx.workspace, skip, nullable)
     script = parent_plot_script(ctx)
     # the parent's script is a starting point only when it reads files this node wrote too (a
     # relay run's child got one that plotted nothing of its new data: s7 ln2 024)
