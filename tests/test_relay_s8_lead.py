@@ -242,3 +242,25 @@ def test_a_later_draft_is_told_which_freedoms_it_has(tmp_path):
             if n < rec["node_id"] and nodes[n]["operation"] == "draft" and nodes[n]["stage"] == 1
         ]
         assert earlier and all(f"| {n} |" in text for n in earlier), (rec["node_id"], earlier)
+
+
+def test_buffers_variable_lists_and_file_arguments_are_no_knobs():
+    """Relay s8 mm 010: a tuning proposal was offered ``acc = {c0, c1, c2, c3}`` (variables),
+    ``t = {0, 0, 0}`` (a zeroed buffer) and an analysis script's input and output file arguments
+    beside the tile sizes. The run commands decide what an argument is: file names there are no
+    setting; a size is."""
+    from ai_scientist.treesearch.parameters import code_parameters
+
+    files = {
+        "mm.c": "int main(int argc, char **argv) {\n    int n = atoi(argv[1]);\n    double t[3] = {0, 0, 0};\n"
+        "    double acc[4] = {c0, c1, c2, c3};\n    int tiles[4] = {16, 32, 64, n};\n    return 0;\n}\n",
+        "analyze.py": "import sys\nsrc = sys.argv[1]\nout = sys.argv[2]\n",
+    }
+    commands = ["run: ./mm 1024", "run: python3 analyze.py results.json out/summary.json"]
+    lines = code_parameters(files, commands=commands)
+    assert lines == [
+        "tiles = {16, 32, 64, n} (an array of values in the code) [mm.c]",
+        "argv[1] (command-line argument) [mm.c]",
+    ]
+    # without the commands nothing says the analysis arguments are files: they stay listed
+    assert "argv[2] (command-line argument) [analyze.py]" in code_parameters(files)

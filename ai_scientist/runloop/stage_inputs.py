@@ -425,6 +425,7 @@ def proposal_inputs(
             # no knobs: the machine's cache sizes, the metric's dataset label (relay s6 mm 010)
             machine=machine_sizes(read_json(RunPaths(run.dir).environment, default=None)),
             labels={str(m.dataset) for m in parent.metrics if m.dataset},
+            commands=answer_commands(answer),
         )
 
     values: dict[str, Any] = {

@@ -148,6 +148,7 @@ def code_parameters(
     machine: set[float] | None = None,
     labels: set[str] | None = None,
     fixed: bool | None = None,
+    commands: list[str] | None = None,
 ) -> list[str]:
     """One line per parameter the ``files`` (path -> text) expose, in file order, each name once,
     then those of the code answer's ``build`` section (:func:`build_parameters`), leaving out those
@@ -156,7 +157,11 @@ def code_parameters(
     found. ``note`` adds a remark to a parameter's line (e.g. that it belongs to the evaluation
     protocol), "" for none; with ``fixed`` True only those it remarks on (what the protocol or the
     headline fixes), False only the others (what an idea may change)."""
-    found = [p for p in parameters(files) if not not_a_knob(p, machine or set(), labels or set())]
+    found = [
+        p
+        for p in parameters(files)
+        if not not_a_knob(p, machine or set(), labels or set()) and not _names_files(p, commands or [])
+    ]
     seen = {(p.name, p.kind) for p in found}
     found += [p for p in build_parameters(build) if (p.name, p.kind) not in seen]
     if note is not None and fixed is not None:  # each list holds its own kind
@@ -167,20 +172,46 @@ def code_parameters(
     return lines
 
 
+_FILE_ARG = re.compile(r"/|\.[A-Za-z][A-Za-z0-9]{0,4}$")
+
+
+def _names_files(p: Parameter, commands: list[str]) -> bool:
+    """A command-line argument whose every value in the run commands that run ``p``'s file (by
+    name: ``python3 analyze.py``, ``./mm`` for ``mm.c``) is a file name (``results.json``,
+    ``out/x.csv``): where the program reads or writes, not a setting (relay s8 mm 010 offered an
+    analysis script's input and output files as knobs)."""
+    if p.kind != "argv" or not commands:
+        return False
+    stem = p.path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    mine = [
+        line
+        for line in commands
+        if (words := _run_words(line)) and words[0].rsplit("/", 1)[-1].rsplit(".", 1)[0] == stem
+    ]
+    values = argv_values(mine).get(p.name, [])
+    return bool(values) and all(_number(v) is None and _FILE_ARG.search(v) for v in values)
+
+
+def _run_words(line: str) -> list[str]:
+    """A ``run: ...`` line's words from the program on (an interpreter dropped); [] otherwise."""
+    if not line.startswith("run: "):
+        return []
+    try:
+        words = shlex.split(line.removeprefix("run: "))
+    except ValueError:
+        return []
+    if words and re.search(r"(?:^|/)(?:python[\d.]*|bash|sh|perl|Rscript|julia|node)$", words[0]):
+        words = words[1:]
+    return words
+
+
 def argv_values(commands: list[str]) -> dict[str, list[str]]:
     """``argv[k]`` -> the values the run commands (``"run: ./mm O3 1024 256"``, as
     ``CodeAnswer.commands`` gives them) pass at position k, each once; an interpreter's script
     (``python3 x.py``) is argv[0]."""
     out: dict[str, list[str]] = {}
     for line in commands:
-        if not line.startswith("run: "):
-            continue
-        try:
-            words = shlex.split(line.removeprefix("run: "))
-        except ValueError:
-            continue
-        if words and re.search(r"(?:^|/)(?:python[\d.]*|bash|sh|perl|Rscript|julia|node)$", words[0]):
-            words = words[1:]
+        words = _run_words(line)
         for k, word in enumerate(words[1:], start=1):
             out.setdefault(f"argv[{k}]", [])
             if word not in out[f"argv[{k}]"]:
@@ -368,7 +399,10 @@ def _generic(path: str, text: str) -> list[Parameter]:
     out += [Parameter(m.group(1), "constant", m.group(2).strip(), path) for m in _CONST.finditer(text)]
     for m in [*_C_ARRAY.finditer(text), *_CPP_ARRAY.finditer(text)]:
         values = [v.strip() for v in m.group(2).split(",") if v.strip()]
-        if len(values) >= 2 or values not in ([], ["0"]):  # ``= {0}`` zero-fills a buffer
+        numbers = [x for v in values if (x := _number(v)) is not None]
+        # ``= {0}`` or ``{0, 0, 0}`` zero-fills a buffer; ``{c0, c1, c2, c3}`` lists variables: no
+        # knob (relay s8 mm 010 was offered ``acc`` and ``t`` beside the tile sizes)
+        if numbers and any(numbers):
             out.append(Parameter(m.group(1), "array", "{" + ", ".join(values) + "}", path))
     for m in _ENUM.finditer(text):
         for item in m.group(1).split(","):
