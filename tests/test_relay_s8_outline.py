@@ -239,3 +239,23 @@ def test_a_deep_structure_is_cut_by_level_keeping_the_key_names():
     assert re.search(r"\[\.\.\. cut: objects below level \d+ shown by key count and names \.\.\.\]$", text)
     for e in data:
         assert e in text
+
+
+def test_the_report_manifest_outlines_the_grid_once_too(run):
+    """The aggregation call's data manifest (``reporting/manifest.py``) merges the same records."""
+    from ai_scientist.reporting.manifest import describe_file
+
+    nullable = 0
+    for _, ws in _plot_calls(run):
+        data = json.loads((ws / DATA).read_text())
+        structure = describe_file(ws / DATA)["structure"]
+        for path, records in _record_dicts(data):
+            ((key, record),) = structure[path.split(".")[-1]].items()
+            assert key == f"<each of {len(records)} keys: {', '.join(records)}>"
+            lens = sorted({len(r["train_loss"]) for r in records.values()})
+            assert record["train_loss"]["list_len"] == (f"{lens[0]}-{lens[-1]}" if len(lens) > 1 else lens[0])
+            rates = [r["flipped_fit_rate"] for r in records.values()]
+            if None in rates and any(v is not None for v in rates):
+                assert record["flipped_fit_rate"] == "float|null"
+                nullable += 1
+    assert nullable  # the noise runs' rate is null at noise 0

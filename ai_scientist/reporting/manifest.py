@@ -73,10 +73,13 @@ def _json_outline(value: Any, depth: int = 0) -> Any:
         items = list(value.items())
         inner = [_json_outline(v, depth + 1) for _, v in items]
         shared = json.dumps(inner[0], sort_keys=True) if inner else ""
-        if len(items) >= 3 and all(json.dumps(x, sort_keys=True) == shared for x in inner):
+        same = len(items) >= 3 and all(json.dumps(x, sort_keys=True) == shared for x in inner)
+        if same or (len(items) >= 3 and _one_kind(inner)):
+            # records of one kind merged too: lists of 50 or 200 values, a field null in some
+            # (relay s8 ln2 013 spelled out a grid's run record once per key)
             names = [str(k) for k, _ in items]
             listed = names if len(names) <= 40 else [*names[:20], "...", *names[-5:]]
-            return {f"<each of {len(names)} keys: {', '.join(listed)}>": inner[0]}
+            return {f"<each of {len(names)} keys: {', '.join(listed)}>": inner[0] if same else _merged(inner)}
         return {str(k): x for (k, _), x in list(zip(items, inner, strict=True))[:30]}
     if isinstance(value, list):
         head = _json_outline(value[0], depth + 1) if value else None
@@ -92,6 +95,14 @@ def _json_outline(value: Any, depth: int = 0) -> Any:
 
 
 MERGED_ITEMS = 200  # the records of a list whose outlines are merged
+
+
+def _one_kind(outlines: list[Any]) -> bool:
+    """Record outlines sharing at least half of all their keys: one kind of record."""
+    if not all(isinstance(o, dict) and o for o in outlines):
+        return False
+    union = set().union(*outlines)
+    return 2 * len(set.intersection(*(set(o) for o in outlines))) >= len(union)
 
 
 def _merged(outlines: list[Any]) -> Any:
@@ -115,6 +126,11 @@ def _merged(outlines: list[Any]) -> Any:
         ):
             lens = [v["list_len"] for v in distinct]
             merged = {"list_len": f"{min(lens)}-{max(lens)}", "item": distinct[0]["item"]}
+        elif all(isinstance(v, str) for v in distinct):  # scalar types: "float|null"
+            names = sorted(
+                {"null" if v == "NoneType" else v for v in distinct}, key=lambda t: (t == "null", t)
+            )
+            merged = "|".join(names)
         else:
             merged = {"one of": distinct[:3]}
         out[k] = (
