@@ -259,3 +259,12 @@ def test_the_report_manifest_outlines_the_grid_once_too(run):
                 assert record["flipped_fit_rate"] == "float|null"
                 nullable += 1
     assert nullable  # the noise runs' rate is null at noise 0
+
+
+def test_plain_lists_of_their_own_lengths_keep_their_names():
+    """Merging is for records: loss and accuracy lists of different lengths are each named with
+    their own length (which list has which matters, and each is short)."""
+    data = {"train_loss": [0.5] * 50, "val_loss": [0.6] * 50, "test_acc": [0.9] * 10}
+    text = plots.json_outline(data)
+    for key, values in data.items():
+        assert f'"{key}": [{len(values)} x float]' in text

@@ -552,7 +552,7 @@ class _Outliner:
             return _collapsed([str(k) for k in value])
         keys = [str(k) for k in value]
         values = list(value.values())
-        if len(values) >= 3 and any(isinstance(v, (dict, list)) for v in values):
+        if len(values) >= 3 and any(isinstance(v, (dict, list)) for v in values) and not _own_lengths(values):
             merged = self._merge(values, depth + 1, strict=True)
             if merged is not None:
                 return f"{{<{_each_key(keys)}>: {merged}}}"
@@ -665,6 +665,17 @@ class _Outliner:
         span = " or ".join(map(str, lens)) if len(lens) <= 3 else f"{lens[0]}-{lens[-1]}"
         items = [x for lst in lists for x in lst]
         return f"[{span} x {self._items(items, depth, count_nulls=False)}]" if items else "[]"
+
+
+def _own_lengths(values: list[Any]) -> bool:
+    """Lists of plain values whose lengths differ ({"train_loss": [50 x float], "test_acc": [10 x
+    float]}): each is named with its own length — short, and which has which matters."""
+    lists = [v for v in values if isinstance(v, list)]
+    return (
+        len(lists) == len(values)
+        and len({len(v) for v in lists}) > 1
+        and not any(isinstance(x, (dict, list)) for v in lists for x in v)
+    )
 
 
 def _held(items: list[Any]) -> str:
