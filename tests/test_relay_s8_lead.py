@@ -264,3 +264,26 @@ def test_buffers_variable_lists_and_file_arguments_are_no_knobs():
     ]
     # without the commands nothing says the analysis arguments are files: they stay listed
     assert "argv[2] (command-line argument) [analyze.py]" in code_parameters(files)
+
+
+def test_an_improve_node_is_told_its_program_starts_from_its_own_code(tmp_path):
+    """Relay s8 ln 022: "build on what scored well" beside code that was another node's left the
+    model unsure which program to extend. An improve node's sibling table says its program starts
+    from the code it is shown and when another node's change may be carried in; a draft's and a
+    judge's tables say their own thing."""
+    code, run, _ = start_run(tmp_path, "agent.stages.stage3_max_iters=2")
+    assert code == 0
+    nodes = journal_nodes(run)
+    said = 'Your program starts from the code under "Current code"; carry another node\'s change into it only'
+    seen = set()
+    for rec in prompt_records(run):
+        text = record_text(rec)
+        if "## Other nodes of this stage" not in text:
+            continue
+        op = nodes[rec["node_id"]]["operation"] if rec["node_id"] in nodes else ""
+        if rec.get("phase") == "phase2" and op == "improve":
+            assert said in text and "## Current code" in text, rec["call_id"]
+            seen.add(op)
+        elif rec.get("phase") in ("review", "phase5_vlm") or op == "draft":
+            assert said not in text, rec["call_id"]
+    assert seen == {"improve"}
