@@ -287,3 +287,19 @@ def test_an_improve_node_is_told_its_program_starts_from_its_own_code(tmp_path):
         elif rec.get("phase") in ("review", "phase5_vlm") or op == "draft":
             assert said not in text, rec["call_id"]
     assert seen == {"improve"}
+
+
+def test_every_code_call_says_which_configuration_of_a_grid_is_the_headline(tmp_path):
+    """Relay s8 ln 001: the idea compared an L2 x learning-rate grid and nothing said which cell
+    the first metrics.json entry is; a best-of-grid headline is biased by the choice. Every code
+    call of a scripted run says it, in the instructions shared by all of them."""
+    code, run, _ = start_run(tmp_path, "agent.stages.stage2_max_iters=0")
+    assert code == 0
+    codes = [r for r in prompt_records(run) if r.get("phase") == "phase2"]
+    assert codes
+    for rec in codes:
+        text = " ".join(record_text(rec).split())
+        assert (
+            "Measuring several configurations, the headline is the one the research idea's evaluation names; "
+            "where it names none, one fixed in advance rather than the best of a grid" in text
+        ), rec["call_id"]
