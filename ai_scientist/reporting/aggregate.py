@@ -26,6 +26,7 @@ from ..llm.prompting import Prompter, ask
 from ..treesearch.tried import sentences
 from . import prompts
 from .errors import StepFailed, StepSkipped
+from .facts import idea_parts
 from .images import check_figure
 from .manifest import build_manifest, for_prompt
 from .runread import load_run
@@ -169,7 +170,9 @@ def aggregate_plots(run_dir: Path, cfg: Config, client: LLMClient, executor: Exe
         values = {
             "manifest": for_prompt(manifest, fig_dir),
             "max_figures": rcfg.max_figures,
-            "instructions": prompts.render("plotting_user.j2", findings=stage_findings(run_dir)),
+            "instructions": prompts.render(
+                "plotting_user.j2", findings=stage_findings(run_dir), idea=idea_parts(run_dir)
+            ),
             # a retry's problems and script: last in the prompt (the rest is the first round's prefix)
             "node_brief": prompts.render("plotting_retry.j2", feedback=feedback, previous_script=script)
             if feedback
