@@ -116,10 +116,17 @@ def test_a_childs_review_plot_and_critique_show_its_parents_metrics(run):
             if phase == "phase5_plot":
                 assert "Its parent node" not in brief and "measured:" not in brief
                 continue
-            # the parent's metrics as a table after its lead, one a line (relay s6 mm)
-            line = brief[brief.index(f"Its parent node {parent['id']} measured") :]
-            assert "Compare this node's results with its parent's" in brief
-            for m in parent["metrics"]:  # every metric, whole (a few here: no "+N more")
+            # the parent's metrics as a table after its lead, one a line (relay s6 mm); a figure
+            # critique gets the parent's headline only (relay s8 ln2 014: test_relay_s8_nodes2)
+            vlm = phase == "phase5_vlm"
+            lead = (
+                f"Its parent node {parent['id']}'s headline"
+                if vlm
+                else f"Its parent node {parent['id']} measured"
+            )
+            line = brief[brief.index(lead) :]
+            assert vlm or "Compare this node's results with its parent's" in brief
+            for m in parent["metrics"][:1] if vlm else parent["metrics"]:  # whole (a few: no "+N more")
                 assert f"\n- {m['name']} = {m['value']:.6g}" in line, (line, m)
             # a parent re-run over seeds (at its stage's end) is shown with its mean beside its search run
             reruns = [

@@ -1042,8 +1042,15 @@ def _critique(ctx: NodeContext, plots: PlotsRecord, caveat: str = "") -> Critiqu
 def _ask_vlm(ctx: NodeContext, figures: list[Figure], plots: PlotsRecord, caveat: str = "") -> Verdict:
     metrics = list(plots.metrics or [])
     kinds = node_kinds(ctx, metrics)
+    facts = node_facts(ctx)
+    if facts.get("parent_metrics"):
+        # a figure critic checks plausibility against the parent's headline (and its seed spread),
+        # not every metric: a relay run's critique got the parent's 13 metrics with seed spreads
+        # (~2k characters) beside the node's own (relay s8 ln2 014, 021)
+        facts["parent_metrics"] = facts["parent_metrics"][:1]
+        facts["parent_metrics_more"] = 0
     values = {
-        **node_facts(ctx),
+        **facts,
         "task": ctx.run.idea.to_markdown(),
         "python": ctx.cfg.exec.python,
         "run_result": run_result_text(None, metrics, commands=False),
