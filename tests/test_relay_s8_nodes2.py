@@ -21,6 +21,8 @@ import pytest
 from ai_scientist_testing.scripted import EditingResponder
 from pipeline_support import journal_nodes, prompt_records, record_text, start_run
 
+from ai_scientist.phases.edits import EDITS_DESCRIPTION
+
 # appended to every program: a metric only this node reports (seed re-runs keep their parent's)
 PROBE = """
 import json as _pj
@@ -118,3 +120,48 @@ def test_a_figure_critique_gets_the_parents_headline_with_its_seed_values_only(r
         else:  # a review still gets them all
             assert all(m["name"] in brief for m in rest), rec["node_id"]
     assert checked >= 2
+
+
+def test_edits_say_how_newlines_work_and_apply_as_said(run):
+    """The edits schema sent says a trailing newline of anchor or text is ignored (whole lines);
+    edits written both ways (anchor with a newline and text without; anchor without and text
+    with) each put their text as one whole line right after the anchor's line in the files the
+    node ran (relay s8 ln2 011, 018)."""
+    nodes = journal_nodes(run)
+    checked = 0
+    for rec in prompt_records(run):
+        schema = (rec.get("params") or {}).get("schema") or {}
+        edits_schema = (schema.get("properties") or {}).get("edits")
+        if rec.get("phase") != "phase2" or not edits_schema or rec.get("error"):
+            continue
+        description = edits_schema["description"]
+        assert description == EDITS_DESCRIPTION
+        assert (
+            'one newline at the end of anchor or text is ignored, so "x" and "x\\n" are the same one line'
+            in description
+        )
+        nid = rec["node_id"]
+        sent = json.loads(rec["response"]["raw"])["edits"]
+        ways = [(e["anchor"].endswith("\n"), e["text"].endswith("\n")) for e in sent[-2:]]
+        assert ways == [(True, False), (False, True)], sent[-2:]
+        if nodes[nid]["status"] != "good":
+            continue
+        # what the node meant (its parent's files with the diff edits) plus the two lines, each
+        # inserted here as one line right after its anchor's line
+        intended = _intended(run, nid)
+        lines = intended.split("\n")
+        for edit in sent[-2:]:
+            at = lines.index(edit["anchor"].rstrip("\n"))
+            lines.insert(at + 1, edit["text"].rstrip("\n"))
+        ran = (run / "nodes" / nid / "workspace" / "experiment.py").read_text()
+        assert ran == "\n".join(lines), nid
+        checked += 1
+    assert checked >= 2
+
+
+def _intended(run: Path, nid: str) -> str:
+    """The program a child meant to write before the two newline edits: its recorded files with
+    those two lines taken out again (they are the only lines equal to NEW_A / NEW_B)."""
+    rec = json.loads((run / "nodes" / nid / "code_answer.json").read_text())
+    text = next(f["content"] for f in rec["files"] if f["path"] == "experiment.py")
+    return "\n".join(x for x in text.split("\n") if x not in (NEW_A, NEW_B))

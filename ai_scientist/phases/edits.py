@@ -334,6 +334,8 @@ EDITS_DESCRIPTION = (
     "Instead of giving every file whole in 'files': edits against the parent's files, applied in order. "
     "anchor: one or more whole consecutive lines of that file, exact, occurring once; action replace "
     "(text replaces the anchor's lines; empty text deletes them) or insert_after (text goes after them). "
+    'Both work on whole lines: one newline at the end of anchor or text is ignored, so "x" and "x\\n" '
+    'are the same one line (text needs no newline of its own) and "\\n" is one empty line. '
     "'files' then holds only new files (or a file given whole)."
 )
 
