@@ -165,3 +165,17 @@ def _intended(run: Path, nid: str) -> str:
     rec = json.loads((run / "nodes" / nid / "code_answer.json").read_text())
     text = next(f["content"] for f in rec["files"] if f["path"] == "experiment.py")
     return "\n".join(x for x in text.split("\n") if x not in (NEW_A, NEW_B))
+
+
+def test_the_stage_summary_is_told_to_name_ties_with_the_noise_its_facts_give(run):
+    """Where a stage summary's facts give the seed noise (sigma, the band), its instructions say
+    what to do with them — name the ties with their nodes and values — instead of forbidding to
+    restate what the facts state (relay s8 ln2 009, 015, 026)."""
+    recs = [r for r in prompt_records(run) if r.get("phase") == "summary"]
+    with_sigma = [r for r in recs if re.search(r"seed noise sigma \d", record_text(r))]
+    assert with_sigma, [r["label"] for r in recs]
+    for rec in with_sigma:
+        text = record_text(rec)
+        assert "do not restate sigma" not in text
+        assert "The facts give the seed\nnoise (sigma, and the band a difference must exceed)" in text
+        assert "say which\ndifferences are ties (name the nodes and their values" in text
