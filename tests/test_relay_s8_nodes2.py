@@ -179,3 +179,46 @@ def test_the_stage_summary_is_told_to_name_ties_with_the_noise_its_facts_give(ru
         assert "do not restate sigma" not in text
         assert "The facts give the seed\nnoise (sigma, and the band a difference must exceed)" in text
         assert "say which\ndifferences are ties (name the nodes and their values" in text
+
+
+def test_a_research_proposal_lists_what_other_nodes_of_the_run_measured(run):
+    """A research proposal lists, per good search node of the run but the best, the metrics the
+    best does not report, by dataset label (relay s8 ln2 016: a sibling's extra conditions only in
+    a stage summary's prose); the best's own are not repeated there."""
+    nodes = journal_nodes(run)
+    checked = 0
+    for rec in prompt_records(run):
+        if rec.get("phase") != "ideas" or "Propose research experiments" not in record_text(rec):
+            continue
+        brief = _brief(rec)
+        best = re.search(r"the stage's best node so far, (n\d{4})", brief)
+        assert best, brief
+        best_keys = {(m["name"], m.get("dataset") or "") for m in nodes[best.group(1)]["metrics"]}
+        stage = int(rec["stage"].removeprefix("stage"))
+        m = re.search(r"^Measured by other nodes of this run[^\n]*\n((?:- .*\n)+)", brief, re.M)
+        assert m, brief
+        listed = m.group(1)
+        # the nodes finished when the call was made: every earlier stage's, and this stage's its
+        # brief lists as done (not "running")
+        done = set(re.findall(r"^- (n\d{4}) \([^\n]*\): (?!running$)", brief, re.M))
+        others = [
+            n
+            for n in nodes.values()
+            if n["status"] == "good"
+            and n["operation"] != "seed_eval"
+            and n["id"] != best.group(1)
+            and (int(n["stage"]) < stage or (int(n["stage"]) == stage and n["id"] in done))
+        ]
+        assert others
+        for n in others:
+            new = [x for x in n["metrics"] if (x["name"], x.get("dataset") or "") not in best_keys]
+            if not new:
+                continue
+            line = re.search(rf"^- {n['id']} \(stage \d\): (.*)$", listed, re.M)
+            assert line, (n["id"], listed)
+            for x in new:
+                assert f"[{x['dataset']}] {x['name']}" in line.group(1), (n["id"], x)
+            checked += 1
+        for name, label in best_keys:  # the best's own metrics are said elsewhere, not here
+            assert f"[{label}] {name}" not in listed
+    assert checked >= 1

@@ -515,9 +515,12 @@ def research_measured(run: Run, view: JournalView, state: StageState) -> dict[st
 
     out: dict[str, Any] = {}
     choice = view.best_choice(state.stage, state.carried_id if state.carried_id in view else None)
+    shown: set[tuple[str, str]] = set()
     if choice.node_id is not None:
         best = view.get(choice.node_id)
         out["best"] = {"id": best.id, "metrics": list(dict.fromkeys(m.name for m in best.metrics))}
+        shown = {(m.name, m.dataset or "") for m in best.metrics}
+    out["elsewhere"] = measured_elsewhere(view, state.stage, shown, skip=choice.node_id)
     goals = []
     for nid in view.ids("search", state.stage):
         node = view.get(nid)
@@ -530,6 +533,50 @@ def research_measured(run: Run, view: JournalView, state: StageState) -> dict[st
         goal = sentences(str((_plan_of(run, nid) or {}).get("goal_summary") or ""), TAKEN_CHARS)
         goals.append(f"{nid} ({what}): {goal or '(no plan recorded)'}")
     out["goals"] = goals
+    return out
+
+
+# characters of one node's line in "measured elsewhere" (a grid's 40 cells stay readable)
+ELSEWHERE_CHARS = 600
+
+
+def measured_elsewhere(
+    view: JournalView, stage: int, shown: set[tuple[str, str]], skip: str | None = None
+) -> list[str]:
+    """One line per good search node of stages 1..``stage`` (but ``skip``, the best) with the
+    metrics it measured that ``shown`` (the best's (name, dataset label) pairs) does not hold, by
+    dataset label: ``n0002 (stage 1): [synthetic_noise0.4] val_accuracy_l2_0.0, ...``. A relay
+    run's stage-3 proposer had a sibling's extra noise conditions only in a stage-1 summary's
+    prose (relay s8 ln2 016, 022) and proposed them again."""
+    out: list[str] = []
+    for s in range(1, stage + 1):
+        for nid in view.ids("search", s):
+            node = view.get(nid)
+            if nid == skip or not node.is_good:
+                continue
+            by_label: dict[str, list[str]] = {}
+            for m in node.metrics:
+                if (m.name, m.dataset or "") not in shown:
+                    names = by_label.setdefault(m.dataset or "", [])
+                    if m.name not in names:
+                        names.append(m.name)
+            if not by_label:
+                continue
+            parts, left = [], ELSEWHERE_CHARS
+            total = sum(len(v) for v in by_label.values())
+            said = 0
+            for label, names in by_label.items():
+                taken = []
+                for name in names:
+                    if len(name) + 2 > left:
+                        break
+                    taken.append(name)
+                    left -= len(name) + 2
+                if taken:
+                    parts.append((f"[{label}] " if label else "") + ", ".join(taken))
+                    said += len(taken)
+            more = f" (+{total - said} more)" if total > said else ""
+            out.append(f"{nid} (stage {s}): " + "; ".join(parts) + more)
     return out
 
 
