@@ -47,7 +47,7 @@ def test_a_second_figure_review_says_what_changed_and_what_the_first_found(tmp_p
     assert "Reviewed before" not in _brief(first)
     earlier = json.loads(first["response"]["raw"])  # what the first review answered
     brief = _brief(second)
-    assert f'only the caption changed (it was: "{first_caption}")' in brief
+    assert f'only its caption was revised (it was: "{first_caption}")' in brief
     assert f"scored it {earlier['score']}" in brief
     for issue in earlier["issues"]:
         assert issue in brief

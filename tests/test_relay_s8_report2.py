@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from test_report_support import default_responder, report_cfg
+from test_report_support import _plot_png, default_responder, report_cfg
 
 from ai_scientist.base.paths import RunPaths
 from ai_scientist.llm.factory import make_client
@@ -79,3 +79,55 @@ def test_the_aggregation_call_names_the_idea_and_the_metrics_files_layout(tmp_pa
     # the stage summaries one a line (ln2 033: "...(0.909, 0.9105).- Stage 2: worked:")
     stages = [x for x in user.splitlines() if x.startswith("- Stage ")]
     assert stages and all(x.count("- Stage ") == 1 for x in stages), stages
+
+
+def _review(run: Path, tmp_path: Path, file: str, caption: str, respond: Any = None) -> dict[str, Any]:
+    """One paper figure review of ``figures/<file>`` with ``caption``; its prompt-log record."""
+    from ai_scientist.reporting.vlm import review_figures
+
+    answer = respond or default_responder()
+    cfg = report_cfg(tmp_path)
+    before = _logs(run)
+    llm = make_client(
+        cfg, run, None, backend=ScriptedBackend(lambda m, s, ctx: answer(m, s, ctx, "vlm_feedback"))
+    )
+    review_figures(run, cfg, llm, [{"file": file, "caption": caption}], phase="review")
+    (rec,) = _records(run, before)
+    assert rec["label"].startswith("figure_"), rec["label"]
+    return rec
+
+
+def test_a_second_figure_review_after_a_caption_revision_says_only_the_caption_can_change(
+    tmp_path: Path, run_copy
+):
+    # relay s8 ln2 046: the re-check of a figure whose caption the writer revised did not say the
+    # image was unchanged and final, so the reviewer's suggestions about the plot's title went
+    # nowhere; it says so now, and what can still change (the caption)
+    from ai_scientist.reporting.vlm import REVIEWS_CACHE
+
+    run = run_copy(tmp_path)
+    fig_dir = RunPaths(run).figures
+    _plot_png(fig_dir / "fig_a.png", seed=5)
+    first = _review(run, tmp_path, "fig_a.png", "Validation accuracy per configuration.")
+    assert "Reviewed before" not in _text(first["messages"][-1])
+    cache = json.loads((fig_dir / REVIEWS_CACHE).read_text())
+    earlier = cache["last|fig_a.png"]
+    second = _review(run, tmp_path, "fig_a.png", "Clean validation accuracy per configuration (seed 0).")
+    user = _text(second["messages"][-1])
+    cache = json.loads((fig_dir / REVIEWS_CACHE).read_text())
+    now = cache["last|fig_a.png"]
+    assert now["key"].split("|")[0] == earlier["key"].split("|")[0]  # the same image bytes
+    assert now["caption"] != earlier["caption"]
+    line = next(x for x in user.splitlines() if x.startswith("Reviewed before: "))  # a line of its own
+    assert "the image is the same file, unchanged; only its caption was revised" in line, line
+    assert f'(it was: "{earlier["caption"]}")' in line
+    assert f"That review scored it {earlier['review']['score']}" in line
+    for issue in earlier["review"]["issues"]:
+        assert issue in line, issue
+    assert "The image is not redrawn at this point" in line and "only the caption can still change" in line
+    # a redrawn image (new bytes): its review says so and does not call the image final
+    _plot_png(fig_dir / "fig_a.png", seed=11)
+    third = _review(run, tmp_path, "fig_a.png", "Clean validation accuracy per configuration (seed 0).")
+    line = next(x for x in _text(third["messages"][-1]).splitlines() if x.startswith("Reviewed before: "))
+    assert line.startswith("Reviewed before: the image was redrawn since"), line
+    assert "only the caption can still change" not in line
