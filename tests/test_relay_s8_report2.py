@@ -6,6 +6,7 @@ metrics.json, the aggregation script, the figure reviews' cache)."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -131,3 +132,105 @@ def test_a_second_figure_review_after_a_caption_revision_says_only_the_caption_c
     line = next(x for x in _text(third["messages"][-1]).splitlines() if x.startswith("Reviewed before: "))
     assert line.startswith("Reviewed before: the image was redrawn since"), line
     assert "only the caption can still change" not in line
+
+
+def test_a_final_figure_review_shows_the_metrics_the_figure_uses_and_counts_the_rest(
+    tmp_path: Path, run_copy
+):
+    # relay s8 ln2 034-039: each final figure review carried every metric of every node its caption
+    # named and of all their re-runs (5-9k characters) for a figure of a handful; now the headline,
+    # the metrics the caption names or states a value of, and those the figure's part of the
+    # aggregation script reads, the rest counted. The script is the pipeline's: written by the
+    # aggregation step from the plotter's answer, reading the nodes' metrics.json files.
+    from ai_scientist.execution.subprocess_backend import SubprocessExecutor
+    from ai_scientist.reporting.aggregate import aggregate_plots
+    from ai_scientist.reporting.runread import load_run
+
+    run = run_copy(tmp_path)
+    fig_dir = RunPaths(run).figures
+    view = load_run(run)
+    nid = next(i for i, n in view.nodes.items() if n.get("status") == "good" and view.seed_runs(i))
+    runs = [nid] + [str(r["id"]) for r in view.seed_runs(nid)]
+    # a relay-like node: a grid, a diagnostic and a gain beside the headline, different in each run
+    extra = [f"val_accuracy_l2_{l2}" for l2 in ("0.0", "0.01", "0.1")]
+    extra += ["train_accuracy", "flipped_fit_rate", "l2_gain_over_no_l2"]
+    for k, rid in enumerate(runs):
+        # the program's file (the manifest copies it) and the node's (what the run's view reads)
+        written = RunPaths(run).node(rid).root / "workspace" / "metrics.json"
+        data = json.loads(written.read_text())
+        for j, name in enumerate(extra):
+            value = round(0.61 + 0.0317 * j + 0.0041 * k, 4)
+            data["metrics"].append(
+                {"name": name, "value": value, "direction": "maximize", "dataset": "synthetic"}
+            )
+        for path in (written, RunPaths(run).node(rid).metrics):
+            path.write_text(json.dumps(data))
+
+    def plotter(messages, schema, ctx, role):
+        if role != "plotting":
+            return default_responder()(messages, schema, ctx, role)
+        manifest = json.loads((fig_dir / "manifest.json").read_text())  # written before the call
+        entry = next(e for e in manifest["nodes"] if e["node_id"] == nid)
+        path = next(f["path"] for f in entry["files"] if f["path"].endswith("/metrics.json"))
+        script = (
+            "import json\nimport matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+            "SHOWN = 'flipped_fit_rate'  # a constant the figure's block uses\n"
+            "def load():\n"
+            f"    return {{m['name']: m['value'] for m in json.load(open('{path}'))['metrics']}}\n"
+            "try:\n"
+            "    M = load()\n"
+            "    fig, ax = plt.subplots()\n"
+            "    ax.bar([0, 1, 2], [M[f'val_accuracy_l2_{l2}'] for l2 in (0.0, 0.01, 0.1)])\n"
+            "    ax.plot([1], [M[SHOWN]], 'o')\n"
+            "    fig.savefig('fig_a.png', dpi=100)\n"
+            "    plt.close(fig)\n"
+            "except Exception as e:\n"
+            "    print(e)\n"
+            "try:\n"
+            "    M = load()\n"
+            "    fig, ax = plt.subplots()\n"
+            "    ax.bar([0], [M['train_accuracy']])\n"
+            "    fig.savefig('fig_b.png', dpi=100)\n"
+            "    plt.close(fig)\n"
+            "except Exception as e:\n"
+            "    print(e)\n"
+        )
+        figures = [{"file": f, "caption": "A figure."} for f in ("fig_a.png", "fig_b.png")]
+        return json.dumps({"script": script, "figures": figures})
+
+    cfg = report_cfg(tmp_path, plot_reflection_rounds=0)
+    llm = make_client(
+        cfg, run, None, backend=ScriptedBackend(lambda m, s, ctx: plotter(m, s, ctx, "plotting"))
+    )
+    result = aggregate_plots(run, cfg, llm, SubprocessExecutor(python=sys.executable))
+    assert [f["file"] for f in result["figures"]] == ["fig_a.png", "fig_b.png"], result
+    values = {
+        rid: {
+            m["name"]: m["value"] for m in json.loads(RunPaths(run).node(rid).metrics.read_text())["metrics"]
+        }
+        for rid in runs
+    }
+    names = list(values[nid])
+    # the caption names the node and states one value of the gain (the seed-1 re-run's): checkable
+    number = f"{values[runs[-1]]['l2_gain_over_no_l2']:.6g}"
+    caption = f"Validation accuracy of {nid} per L2 strength; the largest gain is {number}."
+    rec = _review(run, tmp_path, "fig_a.png", caption)
+    user = _text(rec["messages"][-1])
+    line = next(x for x in user.splitlines() if x.startswith(f"- {nid}: "))
+    measured, _, reruns = line.split("; measured ", 1)[1].partition("; seed re-runs: ")
+    shown = [n for n in names if f"{n}=" in measured]
+    # the headline, what fig_a's block reads (an f-string's names, a constant it uses), the stated one
+    used = [names[0], *extra[:3], "flipped_fit_rate", "l2_gain_over_no_l2"]
+    assert shown == [n for n in names if n in used], (shown, line)
+    assert "train_accuracy=" not in line  # only fig_b reads it
+    more = len(names) - len(shown)
+    assert more > 0 and re.search(rf"\(\+{more} more metrics? not plotted", measured), (more, line)
+    for rid in runs:  # every shown value of the node and of each re-run, as measured
+        part = measured if rid == nid else reruns.split(f"({rid}) ", 1)[1].split(";", 1)[0]
+        for n in shown:
+            assert f"{n}={values[rid][n]}" in part, (rid, n, part)
+    # a figure whose caption names the node and nothing else: the headline and fig_b's one metric
+    rec = _review(run, tmp_path, "fig_b.png", f"Training accuracy of {nid}.")
+    line = next(x for x in _text(rec["messages"][-1]).splitlines() if x.startswith(f"- {nid}: "))
+    measured = line.split("; measured ", 1)[1].split("; seed re-runs: ", 1)[0]
+    assert [n for n in names if f"{n}=" in measured] == [names[0], "train_accuracy"], line

@@ -9,6 +9,7 @@ the step is then skipped with the reason recorded in ``figures/vlm.json``.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import re
 from pathlib import Path
@@ -180,15 +181,146 @@ def _metric_text(view: RunView, node_id: str, names: list[str] | None = None) ->
     return ", ".join(f"{k}={values[k]}" for k in keys) + (f" (+{more} more)" if more > 0 else "")
 
 
-def figure_nodes(run_dir: Path, caption: str, load: bool = False) -> list[str]:
+CAPTION_NUMBER = re.compile(r"(?<![\w.])-?\d+\.(\d+)(?!\w|\.\d)")  # a decimal a caption states
+PLACEHOLDER = re.compile(r"%[-#0 +]*\d*(?:\.\d+)?[sdifgeEr]|\{[^{}]*\}")  # %s, {} of a name template
+MIN_PREFIX = 6  # a script's string literal ending in a separator (``"val_acc_l2_"``) names by prefix
+
+
+class FigureUse:
+    """Which metrics a figure uses, so its reviewer is shown those and not every metric of every
+    node the caption names with all its re-runs (relay s8 ln2 034-039: 5-9k characters of metrics
+    beside a figure of a handful): a metric the caption names, one the figure's part of the
+    aggregation script names (a string literal, an f-string's pattern, a name prefix it builds on),
+    and one whose value a number of the caption states (so that number stays checkable)."""
+
+    def __init__(self, caption: str, script: str | None, file: str, others: list[str]) -> None:
+        self.caption = caption or ""
+        # a result, not a setting: "0.9085", "0.91", not "lr 0.01" (one significant digit)
+        self.numbers = [
+            (float(m.group(0)), len(m.group(1)))
+            for m in CAPTION_NUMBER.finditer(self.caption)
+            if self._significant(m.group(0)) >= 2
+        ]
+        self.literals: list[str] = []
+        self.patterns: list[re.Pattern[str]] = []
+        self.text = ""  # the script's text when it does not parse: names are found in it as words
+        if script:
+            self._read(script, file, others)
+
+    def _read(self, script: str, file: str, others: list[str]) -> None:
+        try:
+            tree = ast.parse(script)
+        except SyntaxError:
+            self.text = script
+            return
+        others = [o for o in others if o and o != file]
+
+        def names_file(node: ast.AST, name: str) -> bool:
+            return any(
+                isinstance(c, ast.Constant) and isinstance(c.value, str) and name in c.value
+                for c in ast.walk(node)
+            )
+
+        # the figure's part: the outermost statements that name its file and no other figure's
+        parts: list[ast.AST] = []
+
+        def visit(node: ast.AST) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.stmt) and names_file(child, file):
+                    if not any(names_file(child, o) for o in others):
+                        parts.append(child)
+                        continue
+                visit(child)
+
+        visit(tree)
+        if not parts:  # the file is named nowhere of its own (built from a list): the whole script
+            parts = [tree]
+        # one level of what those statements use: the helpers and constants they call by name
+        used = {n.id for p in parts for n in ast.walk(p) if isinstance(n, ast.Name)}
+        for node in ast.walk(tree):
+            defined = (
+                {node.name}
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                else {t.id for t in node.targets if isinstance(t, ast.Name)}
+                if isinstance(node, ast.Assign)
+                else set()
+            )
+            if defined & used and not any(names_file(node, o) for o in others) and node not in parts:
+                parts.append(node)
+        for part in parts:
+            for node in ast.walk(part):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    self.literals.append(node.value)
+                    self._pattern([*PLACEHOLDER.split(node.value)], placeholder=True)
+                elif isinstance(node, ast.JoinedStr):
+                    self._pattern(
+                        [str(v.value) if isinstance(v, ast.Constant) else None for v in node.values]
+                    )
+
+    def _pattern(self, pieces: list[str | None], placeholder: bool = False) -> None:
+        """A name pattern from a string's fixed pieces and its holes (None: an f-string's value;
+        ``placeholder``: the holes are between the pieces, a ``%s``/``{}`` of ``%``/``format``)."""
+        if placeholder:
+            if len(pieces) < 2:
+                return
+            pieces = [x for p in pieces for x in (p, None)][:-1]
+        fixed = "".join(p for p in pieces if p is not None)
+        # a pattern of a name (``f"val_acc_l2_{l2}"``), not ``f"{a}_{b}"`` (it would match all)
+        if sum(c.isalpha() for c in fixed) >= 2:
+            self.patterns.append(re.compile("".join(".+?" if p is None else re.escape(p) for p in pieces)))
+
+    def uses(self, key: str) -> bool:
+        """Whether the figure uses the metric ``key`` (``name`` or ``name [dataset]``) by name."""
+        name = key.split(" [", 1)[0]
+        word = re.compile(rf"(?<![\w.]){re.escape(name)}(?![\w])")
+        if word.search(self.caption) or (self.text and word.search(self.text)):
+            return True
+        for lit in self.literals:
+            if lit == name or lit == key:
+                return True
+            if len(lit) >= MIN_PREFIX and not lit[-1].isalnum() and name.startswith(lit):
+                return True
+        return any(p.fullmatch(name) or p.fullmatch(key) for p in self.patterns)
+
+    def stated(self, value: Any) -> bool:
+        """Whether a number of the caption states ``value`` (at the caption's precision)."""
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return False
+        return any(abs(round(float(value), d) - n) < 10 ** -(d + 3) for n, d in self.numbers)
+
+    @staticmethod
+    def _significant(text: str) -> int:
+        return len(text.lstrip("-").replace(".", "").lstrip("0"))
+
+
+def figure_script(run_dir: Path) -> tuple[str | None, list[str]]:
+    """The aggregation script the report's figures were drawn by (``figures/figures.json``'s
+    ``script``) and every figure file it declared; (None, []) when there is none."""
+    fig_dir = RunPaths(run_dir).figures
+    data = read_json(RunPaths(run_dir).figures_json, default={}) or {}
+    data = data if isinstance(data, dict) else {}
+    files = [
+        str(f.get("file")) for k in ("figures", "rejected") for f in data.get(k) or [] if isinstance(f, dict)
+    ]
+    name = str(data.get("script") or "")
+    path = fig_dir / name if name else None
+    if path is None or not path.is_file():
+        return None, files
+    return read_text(path, 200_000), files
+
+
+def figure_nodes(run_dir: Path, caption: str, load: bool = False, file: str = "") -> list[str]:
     """One line per node the caption names: what the node is (stage, operation, parent, idea) and
-    the values it measured, and those of its seed re-runs labelled by seed, so a figure reviewer
-    can check what is drawn against what was measured (relay s7 ln1 032-037: "n0007"/"n0001"
-    in captions, no value)."""
+    the values it measured that the figure uses (:class:`FigureUse`; the headline always), and
+    those of its seed re-runs labelled by seed, the rest counted, so a figure reviewer can check
+    what is drawn against what was measured (relay s7 ln1 032-037: "n0007"/"n0001" in captions,
+    no value)."""
     ids = list(dict.fromkeys(NODE_ID.findall(caption or "")))
     if not ids:
         return []
     view = load_run(run_dir)
+    script, others = figure_script(run_dir) if file else (None, [])
+    use = FigureUse(caption, script, file, others)
     out = []
     for nid in ids:
         node = view.nodes.get(nid)
@@ -202,11 +334,26 @@ def figure_nodes(run_dir: Path, caption: str, load: bool = False) -> list[str]:
             what += f" (idea: {node['idea']})"
         if node.get("seed") is not None:
             what += f", seed {node['seed']}"
-        line = (
-            f"- {nid}: {what}; status {node.get('status')}; measured {_metric_text(view, nid) or 'nothing'}"
-        )
-        names = list(_compact_metrics(view.metrics(nid))["metrics"])[:MAX_FIGURE_METRICS]
         reruns = [r for r in view.seed_runs(nid) if r.get("status") == "good"]
+        runs = [nid] + [str(r["id"]) for r in reruns]
+        values = {i: _compact_metrics(view.metrics(i))["metrics"] for i in runs}
+        every = list(values[nid])
+        names = [
+            k
+            for i, k in enumerate(every)
+            if i == 0 or use.uses(k) or any(use.stated(values[r].get(k)) for r in runs)
+        ][:MAX_FIGURE_METRICS]
+        more = len(every) - len(names)
+        line = (
+            f"- {nid}: {what}; status {node.get('status')}; measured "
+            f"{_metric_text(view, nid, names) or 'nothing'}"
+            + (
+                f" (+{more} more metric{'s' if more != 1 else ''} not plotted: named by neither the caption "
+                "nor the figure's script)"
+                if more > 0
+                else ""
+            )
+        )
         if reruns:
             line += "; seed re-runs: " + "; ".join(
                 f"seed {r.get('seed')} ({r['id']}) {_metric_text(view, str(r['id']), names)}" for r in reruns
@@ -341,7 +488,7 @@ def review_figures(
             file=fig["file"],
             caption=caption,
             question=question,
-            nodes=figure_nodes(run_dir, caption, load=timed_figure(run_dir, caption, view)),
+            nodes=figure_nodes(run_dir, caption, load=timed_figure(run_dir, caption, view), file=fig["file"]),
             protocols=figure_protocols(run_dir, caption),
             earlier=earlier,
             redrawn=bool(earlier) and str((earlier or {}).get("key", "")).split("|")[0] != key.split("|")[0],
