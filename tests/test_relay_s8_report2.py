@@ -11,11 +11,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from test_report_support import _plot_png, default_responder, report_cfg
+from components import needs_latex
+from test_report_support import _plot_png, default_responder, report_cfg, role_of
 
 from ai_scientist.base.paths import RunPaths
 from ai_scientist.llm.factory import make_client
 from ai_scientist.llm.scripted_backend import ScriptedBackend
+
+LIBRARY = Path(__file__).resolve().parents[1] / "examples" / "label_noise" / "references.bib"
 
 
 def _text(msg: dict[str, Any]) -> str:
@@ -234,3 +237,54 @@ def test_a_final_figure_review_shows_the_metrics_the_figure_uses_and_counts_the_
     line = next(x for x in _text(rec["messages"][-1]).splitlines() if x.startswith(f"- {nid}: "))
     measured = line.split("; measured ", 1)[1].split("; seed re-runs: ", 1)[0]
     assert [n for n in names if f"{n}=" in measured] == [names[0], "train_accuracy"], line
+
+
+@needs_latex(("pdflatex",))
+def test_a_reflection_round_says_where_it_shows_the_figure_remarks_that_their_numbers_are_no_record(
+    tmp_path: Path, run_copy
+):
+    # relay s8 ln2 043: the rule "a number only a figure reviewer's remark states is no record" was
+    # said in the first writer call only, not in the reflection round that quotes the remarks (with
+    # the reviewer's own differences: "+0.02 and +0.001", "differs by 0.0015"); it is said there now
+    from ai_scientist.reporting.vlm import run_vlm
+    from ai_scientist.reporting.writeup import ReportOptions, write_paper
+
+    run = run_copy(tmp_path)
+    paths = RunPaths(run)
+    shown = [{"file": f"fig_{i}.png", "caption": f"Validation accuracy, condition {i}."} for i in (1, 2)]
+    for i, fig in enumerate(shown):
+        _plot_png(paths.figures / fig["file"], seed=21 + 5 * i)
+    paths.figures_json.write_text(json.dumps({"figures": shown}))
+    remark = "the two bars differ by 0.0137, within the seed noise"  # a number the reviewer worked out
+    base = default_responder()
+
+    def respond(messages, schema, ctx, role):
+        if role == "vlm_feedback" and "caption_matches" in (schema or {}).get("properties", {}):
+            review = {"description": "bars", "caption_matches": True, "issues": [remark]}
+            return json.dumps({**review, "suggested_caption": "Bars.", "score": 6})
+        if role == "writeup" and ctx.label != "sections" and not ctx.label.startswith("citation"):
+            user = _text(messages[-1])
+            line = user.split("Your current sections (JSON):\n", 1)[1].split("\n", 1)[0]
+            return json.dumps(json.loads(line))  # later rounds: the sections unchanged
+        return base(messages, schema, ctx, role)
+
+    cfg = report_cfg(tmp_path, references=[str(LIBRARY)], writeup_reflections=1, compile_fix_rounds=0)
+    before = _logs(run)
+    llm = make_client(
+        cfg, run, None, backend=ScriptedBackend(lambda m, s, ctx: respond(m, s, ctx, role_of(ctx)))
+    )
+    run_vlm(run, cfg, llm)
+    reviews = json.loads(paths.vlm_json.read_text())["figures"]
+    assert any(remark in (r.get("issues") or []) for r in reviews.values()), reviews
+    write_paper(run, cfg, llm, options=ReportOptions(environ={}))
+    recs = [r for r in _records(run, before) if r["phase"] == "writeup"]
+    first = _text(next(r for r in recs if r["label"] == "sections")["messages"][-1])
+    rule = "A number only a figure reviewer's remark states is no record of the run"
+    assert rule in first  # the first writer call's rule, word for word
+    reflect = _text(next(r for r in recs if r["label"] == "reflect_1")["messages"][-1])
+    lines = reflect.splitlines()
+    quoted = [i for i, x in enumerate(lines) if "as the vision model saw it" in x and remark in x]
+    assert quoted, reflect[:3000]
+    # said right after the remarks it is about, in the round's problem list
+    said = [i for i, x in enumerate(lines) if rule in x]
+    assert max(quoted) + 1 in said, (said, quoted)

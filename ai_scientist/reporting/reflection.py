@@ -230,13 +230,17 @@ def paper_feedback(
             )
     if remarks:
         # the writer writes the text only; said once, not per figure ("fixed now", once per figure,
-        # read to a relay run's writer as "repaired" while the images were unchanged)
+        # read to a relay run's writer as "repaired" while the images were unchanged); the remarks'
+        # numbers are no record, said here where they are shown (relay s8 ln2 043: only the first
+        # writer call said it, and the remarks carried derived numbers)
         out.append(
             f"You cannot redraw {'these figures' if remarks > 1 else 'this figure'} or change "
             f"{'their captions' if remarks > 1 else 'its caption'}: they stay as they are. Where a "
             "remark above matters, say in the text what the figure shows and what it does not; never "
             "claim what it does not show. A remark on styling alone (legend, colours, sizes) needs "
-            "nothing in the text."
+            "nothing in the text. A number only a figure reviewer's remark states is no record of "
+            "the run (a difference, mean or range the reviewer worked out fails the number check): "
+            "where it matters, give the values the findings state instead."
         )
     out += [f"Figure check: {d}." for d in duplicates]
     # inline math the document prints as plain text: which span and why (the writer saw only its
