@@ -169,12 +169,15 @@ def test_a_final_figure_review_shows_the_metrics_the_figure_uses_and_counts_the_
         for path in (written, RunPaths(run).node(rid).metrics):
             path.write_text(json.dumps(data))
 
+    chosen_path: list[str] = []
+
     def plotter(messages, schema, ctx, role):
         if role != "plotting":
             return default_responder()(messages, schema, ctx, role)
         manifest = json.loads((fig_dir / "manifest.json").read_text())  # written before the call
         entry = next(e for e in manifest["nodes"] if e["node_id"] == nid)
         path = next(f["path"] for f in entry["files"] if f["path"].endswith("/metrics.json"))
+        chosen_path[:] = [path]
         script = (
             "import json\nimport matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
             "SHOWN = 'flipped_fit_rate'  # a constant the figure's block uses\n"
@@ -237,6 +240,22 @@ def test_a_final_figure_review_shows_the_metrics_the_figure_uses_and_counts_the_
     line = next(x for x in _text(rec["messages"][-1]).splitlines() if x.startswith(f"- {nid}: "))
     measured = line.split("; measured ", 1)[1].split("; seed re-runs: ", 1)[0]
     assert [n for n in names if f"{n}=" in measured] == [names[0], "train_accuracy"], line
+    # a script that plots every record of the file names no metric: what the figure shows cannot
+    # be traced, so every metric of the node is shown (none counted as not plotted)
+    generic = (
+        "import json\nimport matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+        "fig, ax = plt.subplots()\n"
+        f"rows = json.load(open({chosen_path[0]!r}))['metrics']\n"
+        "ax.bar(range(len(rows)), [r['value'] for r in rows])\n"
+        "fig.savefig('fig_c.png', dpi=100)\n"
+    )
+    answer = json.dumps({"script": generic, "figures": [{"file": "fig_c.png", "caption": "All."}]})
+    llm = make_client(cfg, run, None, backend=ScriptedBackend(lambda m, s, ctx: answer))
+    assert aggregate_plots(run, cfg, llm, SubprocessExecutor(python=sys.executable))["figures"]
+    rec = _review(run, tmp_path, "fig_c.png", f"Every measurement of {nid}.")
+    line = next(x for x in _text(rec["messages"][-1]).splitlines() if x.startswith(f"- {nid}: "))
+    measured = line.split("; measured ", 1)[1].split("; seed re-runs: ", 1)[0]
+    assert [n for n in names if f"{n}=" in measured] == names and "not plotted" not in line, line
 
 
 @needs_latex(("pdflatex",))

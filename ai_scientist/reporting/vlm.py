@@ -338,18 +338,21 @@ def figure_nodes(run_dir: Path, caption: str, load: bool = False, file: str = ""
         runs = [nid] + [str(r["id"]) for r in reruns]
         values = {i: _compact_metrics(view.metrics(i))["metrics"] for i in runs}
         every = list(values[nid])
+        named = [k for k in every if use.uses(k)]
+        # no metric of the node traced to the caption or the script (a script plotting every
+        # record of a file, or none): what the figure shows is unknown, so every metric is shown
         names = [
             k
             for i, k in enumerate(every)
-            if i == 0 or use.uses(k) or any(use.stated(values[r].get(k)) for r in runs)
+            if not named or i == 0 or k in named or any(use.stated(values[r].get(k)) for r in runs)
         ][:MAX_FIGURE_METRICS]
         more = len(every) - len(names)
         line = (
             f"- {nid}: {what}; status {node.get('status')}; measured "
             f"{_metric_text(view, nid, names) or 'nothing'}"
             + (
-                f" (+{more} more metric{'s' if more != 1 else ''} not plotted: named by neither the caption "
-                "nor the figure's script)"
+                f" (+{more} more metric{'s' if more != 1 else ''}"
+                + (" not plotted: named by neither the caption nor the figure's script)" if named else ")")
                 if more > 0
                 else ""
             )
