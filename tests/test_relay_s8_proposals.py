@@ -223,7 +223,9 @@ def test_a_tune_or_ablation_is_told_what_its_change_leaves_alone(run):
         assert f"keep the settings they had in {node['parent_id']}: where they share one constant" in brief
         # one global constant (relay s8 ln 011): the headline gets its own value, the others keep theirs
         assert "give the headline its own value and leave theirs" in brief
-        assert "a metric whose meaning the change alters (the headline's gain over another condition)" in brief
+        assert (
+            "a metric whose meaning the change alters (the headline's gain over another condition)" in brief
+        )
         ops.add(node["operation"])
     assert ops == {"tune", "ablate"}, ops
 
