@@ -215,6 +215,8 @@ def test_protocol_parameters_are_the_data_split_size_noise_and_seed_knobs():
             "OFFSET",
             "SCALE",  # alone, a quantity word is how the data are drawn (relay s8 ln 005)
             "STD",
+            "MEAN0",  # the class means set the separation (relay s8 ln3 010)
+            "CLASS_CENTERS",
         )
     )
     assert not any(
@@ -229,6 +231,10 @@ def test_protocol_parameters_are_the_data_split_size_noise_and_seed_knobs():
             "INIT_SCALE",
             "LR_SCALE",
             "RATE",
+            # the headline's configuration is what a tune changes (relay s8 ln3 010: HEADLINE =
+            # dict(l2=..., lr=...) was called protocol in the stage that tunes l2 and lr)
+            "HEADLINE",
+            "RUNNING_MEAN_DECAY",
         )
     )
     answer = {

@@ -43,9 +43,10 @@ PROTOCOL_WORDS = frozenset(
     "separation sep difficulty metric subset "
     # how a result is measured or checked (a benchmark's best-of-N, a correctness tolerance) and how
     # hard the data are (a class shift): relay runs were offered REPS, TOL and SHIFT as knobs to tune
-    "reps rep repetitions repeat tol tolerance shift margin headline "
-    # where the raw data sit (a feature offset): a relay run's tuning call offered OFFSET as a knob
-    "offset offsets".split()
+    "reps rep repetitions repeat tol tolerance shift margin "
+    # where the raw data sit (a feature offset, the class means or centres): a relay run's tuning
+    # call offered OFFSET, and later MEAN0 / MEAN1 (the class separation), as knobs (s8 ln3 010)
+    "offset offsets mean means center centers centre centres".split()
 )
 # ... unless another token says it is the method's own knob (N_EPOCHS, TRAIN_STEPS, BATCH_SIZE)
 METHOD_WORDS = frozenset(
