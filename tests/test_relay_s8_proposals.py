@@ -226,6 +226,8 @@ def test_a_tune_or_ablation_is_told_what_its_change_leaves_alone(run):
         assert (
             "a metric whose meaning the change alters (the headline's gain over another condition)" in brief
         )
+        # an idea naming only a grid's values (relay s8 ln3 011): those change, the headline stays
+        assert "An idea that names only other conditions (a grid's values) changes those" in brief
         ops.add(node["operation"])
     assert ops == {"tune", "ablate"}, ops
 
