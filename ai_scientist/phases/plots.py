@@ -33,6 +33,7 @@ import math
 import os
 import re
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -326,30 +327,21 @@ def _compact(rel: str, path: str, items: list[Any]) -> dict[str, Any]:
 def _numeric_lists(workspace: Any, skip: frozenset[str]) -> list[tuple[str, str, list[Any]]]:
     """Every list of numbers (nulls allowed) in the workspace's JSON data files, as (file, key
     path, list), in file and key order, as deep as a data outline goes."""
+    return [
+        (rel, key, v)
+        for rel, data in _json_data(Path(workspace), skip)
+        for key, v, _ in _walk_lists(data, lambda _k, v: _all_numbers(v))
+    ]
 
-    root = Path(workspace)
-    found: list[tuple[str, str, list[Any]]] = []
 
-    def walk(value: Any, path: str, depth: int, rel: str) -> None:
-        if depth > OUTLINE_DEPTH:
-            return
-        if isinstance(value, dict):
-            for k, v in value.items():
-                key = f"{path}.{k}" if path else str(k)
-                if isinstance(v, list) and _all_numbers(v):
-                    found.append((rel, key, v))
-                else:
-                    walk(v, key, depth + 1, rel)
-        elif isinstance(value, list):
-            for i, v in enumerate(value[:OUTLINE_KEYS]):
-                if isinstance(v, (dict, list)):
-                    walk(v, f"{path}[{i}]", depth + 1, rel)
-
-    if not root.is_dir():
-        return found
-    for rel in data_paths(root):
-        path = root / rel
-        if rel in skip or path.suffix.lower() != ".json" or not regular_file_inside(root, path):
+def _json_data(workspace: Path, skip: frozenset[str]) -> Iterator[tuple[str, Any]]:
+    """Each readable JSON data file of the workspace (``data_paths``, ``skip`` left out, none
+    above :data:`SERIES_FILE_BYTES`) as (relative path, parsed value), in file order."""
+    if not workspace.is_dir():
+        return
+    for rel in data_paths(workspace):
+        path = workspace / rel
+        if rel in skip or path.suffix.lower() != ".json" or not regular_file_inside(workspace, path):
             continue
         try:
             if path.stat().st_size > SERIES_FILE_BYTES:
@@ -357,8 +349,32 @@ def _numeric_lists(workspace: Any, skip: frozenset[str]) -> list[tuple[str, str,
             data = json.loads(path.read_text(encoding="utf-8"))
         except (ValueError, OSError):
             continue  # an unreadable file is the plotting call's to report
-        walk(data, "", 0, rel)
-    return found
+        yield rel, data
+
+
+def _walk_lists(
+    value: Any, take: Callable[[str, list[Any]], bool]
+) -> Iterator[tuple[str, list[Any], dict[str, Any]]]:
+    """The lists under ``value`` that ``take`` (key, list) accepts, as (key path, list, the
+    record holding it), in key order, as deep as a data outline goes; a list it refuses is walked
+    into (a list of records)."""
+
+    def walk(node: Any, path: str, depth: int) -> Iterator[tuple[str, list[Any], dict[str, Any]]]:
+        if depth > OUTLINE_DEPTH:
+            return
+        if isinstance(node, dict):
+            for k, v in node.items():
+                key = f"{path}.{k}" if path else str(k)
+                if isinstance(v, list) and take(str(k), v):
+                    yield key, v, node
+                else:
+                    yield from walk(v, key, depth + 1)
+        elif isinstance(node, list):
+            for i, v in enumerate(node[:OUTLINE_KEYS]):
+                if isinstance(v, (dict, list)):
+                    yield from walk(v, f"{path}[{i}]", depth + 1)
+
+    yield from walk(value, "", 0)
 
 
 def _all_numbers(items: list[Any]) -> bool:
@@ -397,39 +413,11 @@ def _condition(record: dict[str, Any]) -> str:
 def _all_series(workspace: Path, skip: frozenset[str], values: bool = True) -> list[dict[str, Any]]:
     """Every loss-like list of the workspace's JSON data files, in file and key order (``values``
     False: their file and key only)."""
-    found: list[dict[str, Any]] = []
-
-    def walk(value: Any, path: str, depth: int, rel: str) -> None:
-        if depth > OUTLINE_DEPTH:
-            return
-        if isinstance(value, dict):
-            for k, v in value.items():
-                key = f"{path}.{k}" if path else str(k)
-                if isinstance(v, list) and SERIES_NAME.search(str(k)) and _numbers(v):
-                    found.append(
-                        {**(_series(key, v) if values else {"path": key}), "file": rel, "record": value}
-                    )
-                else:
-                    walk(v, key, depth + 1, rel)
-        elif isinstance(value, list):
-            for i, v in enumerate(value[:OUTLINE_KEYS]):
-                if isinstance(v, (dict, list)):
-                    walk(v, f"{path}[{i}]", depth + 1, rel)
-
-    if not workspace.is_dir():
-        return found
-    for rel in data_paths(workspace):
-        path = workspace / rel
-        if rel in skip or path.suffix.lower() != ".json" or not regular_file_inside(workspace, path):
-            continue
-        try:
-            if path.stat().st_size > SERIES_FILE_BYTES:
-                continue
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, OSError):
-            continue  # an unreadable file is the plotting call's to report
-        walk(data, "", 0, rel)
-    return found
+    return [
+        {**(_series(key, v) if values else {"path": key}), "file": rel, "record": record}
+        for rel, data in _json_data(workspace, skip)
+        for key, v, record in _walk_lists(data, lambda k, v: bool(SERIES_NAME.search(k)) and _numbers(v))
+    ]
 
 
 def _numbers(items: list[Any]) -> bool:
