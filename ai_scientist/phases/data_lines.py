@@ -94,18 +94,26 @@ def data_lines(
     return DataLines(shown, tuple(f for f in files if f not in named), left_out, categories)
 
 
+def _exact_or_format(literal: str, name: str) -> bool:
+    """The literal is ``name``, or a format string yielding it ("results_%s.json") with a fixed
+    part of 3 characters or more."""
+    if literal == name:
+        return True
+    if not _FORMAT_FIELD.search(literal):
+        return False
+    parts = _FORMAT_FIELD.split(literal)
+    return any(len(p) >= 3 for p in parts) and bool(
+        re.fullmatch(".+".join(re.escape(p) for p in parts), name)
+    )
+
+
 def _names(literal: str, name: str) -> bool:
     """The literal is the name, or a format string yielding it ("results_%s.json"), or a piece of
     it at least 4 characters long that starts or ends it ("results_" + label + ".json")."""
     if len(literal) < 3:
         return False
-    if literal == name:
+    if _exact_or_format(literal, name):
         return True
-    if _FORMAT_FIELD.search(literal):
-        parts = _FORMAT_FIELD.split(literal)
-        pattern = ".+".join(re.escape(p) for p in parts)
-        if re.fullmatch(pattern, name) and any(len(p) >= 3 for p in parts):
-            return True
     return (
         len(literal) >= 4
         and "." in name
@@ -121,12 +129,8 @@ def _names_metric(literal: str, metric: str) -> bool:
     stem followed by a suffix added at run time ("speedup_n1024" + sfx)."""
     if len(literal) < 3:
         return False
-    if literal == metric:
+    if _exact_or_format(literal, metric):
         return True
-    if _FORMAT_FIELD.search(literal):
-        parts = _FORMAT_FIELD.split(literal)
-        if any(len(p) >= 3 for p in parts) and re.fullmatch(".+".join(re.escape(p) for p in parts), metric):
-            return True
     return len(literal) >= 4 and metric.startswith(literal) and metric[len(literal)] in "_-."
 
 
