@@ -12,7 +12,7 @@ from typing import Any
 
 from ai_scientist_testing.scripted import ExampleResponder
 from components import needs_latex
-from pipeline_support import journal_nodes, prompt_records, record_text, start_run
+from pipeline_support import events, journal_nodes, prompt_records, record_text, start_run
 from test_relay_s8_proposals import DiagnosticResponder
 from test_report_support import default_responder, report_cfg
 
@@ -303,3 +303,31 @@ def test_every_code_call_says_which_configuration_of_a_grid_is_the_headline(tmp_
             "Measuring several configurations, the headline is the one the research idea's evaluation names; "
             "where it names none, one fixed in advance rather than the best of a grid" in text
         ), rec["call_id"]
+
+
+def test_a_protocol_cut_to_fit_is_sent_cut_not_a_crash(tmp_path):
+    """The embedded model's 8k window (scripts/demo.sh, session 8's main job) made the packer cut
+    the evaluation protocol layer; its policy cuts the value's text and the template, which read
+    the value as a protocol, failed every later node with an internal error. A protocol capped
+    at 120 tokens is sent cut, with the cut said, and the nodes work."""
+    code, run, _ = start_run(
+        tmp_path,
+        "agent.stages.stage2_max_iters=1",
+        "agent.stages.stage3_max_iters=0",
+        "agent.stages.stage4_max_iters=0",
+        "context.layers.evaluation_protocol.max_tokens=120",
+    )
+    assert code == 0
+    assert not [e for e in events(run) if e["type"] == "internal_error"]
+    cut = 0
+    for rec in prompt_records(run):
+        entry = next((e for e in rec["ledger"] if e["layer"] == "evaluation_protocol"), None)
+        if entry is None or entry["action"] == "dropped":
+            continue
+        assert entry["tokens_after"] <= 120, entry
+        if entry["chars_after"] < entry["chars_before"]:
+            assert "more characters cut" in record_text(rec), rec["call_id"]
+            cut += 1
+    assert cut, "no protocol was cut"
+    nodes = journal_nodes(run)
+    assert all(n["status"] == "good" for n in nodes.values() if n["stage"] == 2), nodes
