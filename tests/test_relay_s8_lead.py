@@ -331,3 +331,33 @@ def test_a_protocol_cut_to_fit_is_sent_cut_not_a_crash(tmp_path):
     assert cut, "no protocol was cut"
     nodes = journal_nodes(run)
     assert all(n["status"] == "good" for n in nodes.values() if n["stage"] == 2), nodes
+
+
+def test_an_unusable_plotting_answer_falls_back_to_the_standard_figures(tmp_path, run_copy):
+    """Session 8's main job: the embedded model's aggregation answer was cut at max_tokens twice
+    (the answer and its repair), the StructuredOutputError ended the figures step and the paper
+    had none. An unusable answer is a failed round; after the last one the pipeline's standard
+    figures are drawn. The expectation is read from the calls really made and figures.json."""
+    import sys
+
+    from ai_scientist.execution.subprocess_backend import SubprocessExecutor
+    from ai_scientist.reporting.aggregate import aggregate_plots
+
+    run = run_copy(tmp_path)
+    cfg = report_cfg(tmp_path, plot_reflection_rounds=1)
+    calls: list[str] = []
+
+    def respond(messages: list[dict[str, Any]], schema: dict[str, Any], ctx: Any) -> str:
+        calls.append(ctx.label)
+        return '{"script": "import json\\nfor'  # cut mid-answer, as at max_tokens
+
+    client = make_client(cfg, run, None, backend=ScriptedBackend(respond))
+    result = aggregate_plots(run, cfg, client, SubprocessExecutor(python=sys.executable))
+    assert result["source"] == "standard" and result["figures"], result
+    assert "the plotting answer was unusable" in result["llm_problems"]
+    saved = json.loads((run / "figures" / "figures.json").read_text())
+    assert [f["file"] for f in saved["figures"]] == [f["file"] for f in result["figures"]]
+    assert all((run / "figures" / f["file"]).is_file() for f in saved["figures"])
+    # both rounds were asked (each with its repair attempt), none of them usable
+    rounds = {label for label in calls}
+    assert rounds == {"aggregate_r0", "aggregate_r1"}, calls

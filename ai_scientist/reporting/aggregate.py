@@ -21,7 +21,7 @@ from ..base.images import SAFE_FIGURE_NAME as _SAFE_NAME
 from ..base.images import plot_schema
 from ..base.paths import RunPaths, claim_numbered
 from ..execution.base import Executor, Limits, SandboxError
-from ..llm.call import CallContext
+from ..llm.call import CallContext, StructuredOutputError
 from ..llm.prompting import Prompter, ask
 from ..treesearch.tried import sentences
 from . import prompts
@@ -179,15 +179,22 @@ def aggregate_plots(run_dir: Path, cfg: Config, client: LLMClient, executor: Exe
             else "",
         }
         ctx = CallContext(node_id="run", phase="plots", label=f"aggregate_r{rnd}")
-        plan = ask(
-            client,
-            prompter,
-            "plot_aggregate",
-            values,
-            role="plotting",
-            ctx=ctx,
-            schema=plot_schema(rcfg.max_figures),
-        ).parsed
+        try:
+            plan = ask(
+                client,
+                prompter,
+                "plot_aggregate",
+                values,
+                role="plotting",
+                ctx=ctx,
+                schema=plot_schema(rcfg.max_figures),
+            ).parsed
+        except StructuredOutputError as e:
+            # an answer still unusable after its repair round (the embedded model's cut at
+            # max_tokens, session 8's main job) is a failed round, not a failed report: the next
+            # round, then the pipeline's standard figures (the main job's paper had none)
+            good, rejected, feedback = [], [], f"- the plotting answer was unusable: {e}"
+            continue
         script = str(plan.get("script", ""))
         ok, run_error = run_script(executor, cfg.exec.python, fig_dir, script, Limits.from_config(cfg.exec))
         good, rejected = check_declared(fig_dir, list(plan.get("figures") or []))
