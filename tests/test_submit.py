@@ -170,13 +170,31 @@ def _job_active(job_id: str) -> bool:
 
 
 def _release(job_id: str) -> bool:
-    """Start a requeued job now instead of after Slurm's hold; True once it is no longer held
-    (pending for another reason, running, or done)."""
-    out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T %r"], capture_output=True, text=True).stdout
-    if "BeginTime" not in out:
-        return bool(out.strip()) and "PENDING" not in out or not out.strip()
-    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], capture_output=True)
-    return False
+    """Start a requeued job now instead of after Slurm's hold; True once its second run started
+    (or the job is gone). Until then the job is COMPLETING its first run and gets its hold only
+    afterwards (returning True then left it held ~2 min, and in a CI run of stop 44 not started
+    in 10 min); a job held for another reason (a requeue-hold after a failed launch) is released
+    too."""
+    res = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True)
+    if res.returncode != 0:
+        return "Invalid job id" in res.stderr
+    fields = dict(f.split("=", 1) for f in res.stdout.split() if "=" in f)
+    state, reason = fields.get("JobState", ""), fields.get("Reason", "")
+    if state == "PENDING" and reason == "BeginTime":
+        subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], capture_output=True)
+    elif state == "PENDING" and "Held" in reason:
+        subprocess.run(["scontrol", "release", job_id], capture_output=True)
+    # Restarts counts the requeue itself (already 1 while COMPLETING the first run): only a
+    # RUNNING state after it, or an end, is the second run
+    done = state not in ("RUNNING", "PENDING", "COMPLETING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD")
+    return fields.get("Restarts", "0") != "0" and (state == "RUNNING" or done)
+
+
+def _cluster_state(job_id: str) -> str:
+    """What Slurm says about the job and the node, for a failure message."""
+    cmds = (["scontrol", "show", "job", job_id], ["sinfo", "-h", "-N", "-o", "%N %T %E"])
+    outs = (subprocess.run(c, capture_output=True, text=True) for c in cmds)
+    return "\n".join((o.stdout + o.stderr).strip() for o in outs)
 
 
 def _wait_done(run_dir: Path, first_job: str, timeout: float) -> dict:
@@ -200,7 +218,10 @@ def _wait_done(run_dir: Path, first_job: str, timeout: float) -> dict:
     try:
         wait_until(settled, "the submitted run's jobs are over", timeout, every=1.0)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}: status {_state(run_dir).get('status')}\n{_outputs(run_dir)}") from None
+        status = _state(run_dir).get("status")
+        raise AssertionError(
+            f"{exc}: status {status}\n{_outputs(run_dir)}\n{_cluster_state(first_job)}"
+        ) from None
     state = _state(run_dir)
     assert state.get("status") == "completed", f"{state.get('status')}\n{_outputs(run_dir)}"
     return state
