@@ -34,6 +34,7 @@ from ..base.paths import PLAN_FILE, RUN_FILE, STAGE_INPUTS_FILE, RunPaths
 from ..context.kinds import experiment_kinds
 from ..phases.base import answer_commands, parent_history
 from ..phases.edits import text_files
+from ..treesearch.components import components
 from ..treesearch.parameters import (
     Parameter,
     argv_values,
@@ -47,6 +48,7 @@ from ..treesearch.tried import (
     ablation_plan,
     design_text,
     metrics_text,
+    ordered_metrics,
     sentences,
     sibling_table,
     tried_table,
@@ -489,6 +491,8 @@ def proposal_inputs(
                 f"{parent.id}: {without_headline(parent.summary, protocol, parent.id)} ({others}; its "
                 f"{len(listed)} ablation metric(s): above)" + _seed_mean(view, parent, why=not said_why)
             )
+        shown = f"{values['best_summary']}\n{values['measured_ablations']}"
+        values["components"] = ablation_inventory(parent, answer, shown)
     return values
 
 
@@ -827,6 +831,19 @@ def _measured_items(found: str) -> list[str]:
     metrics, _, output = found.partition("its output: ")
     names = [x.strip() for x in metrics.removeprefix("its metrics ").split("; ") if x.strip()]
     return names + ([f"its output: {output}"] if output else [])
+
+
+def ablation_inventory(parent: Node, answer: Any, shown: str) -> list[str]:
+    """What an ablation of ``parent`` can remove or disable besides the parameters its brief lists:
+    the functions, switches and variants its program (``answer``, its code answer as saved) is
+    made of (:func:`..treesearch.components.components`), and the names of the metrics it reports
+    that ``shown`` (the best-node and "Already measured" lines) leaves out. Relay s8 ln2 027,
+    mm1 030: an ablation proposal had no inventory of the best experiment's components."""
+    lines = components(text_files(answer))
+    unshown = [m.name for m in ordered_metrics(parent) if f"{m.name}=" not in shown]
+    if unshown:
+        lines.append(f"metrics it also reports (values not shown): {', '.join(dict.fromkeys(unshown))}")
+    return lines
 
 
 def stage_inputs(run: Run, view: JournalView, node: Node, state: StageState | None) -> dict[str, Any]:

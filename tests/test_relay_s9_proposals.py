@@ -1,0 +1,120 @@
+"""Issue 28, relay runs s8 ln2, mm1, mm2, ln3 (a capable model answering each request alone): what
+the ablation proposal, the code calls' memory protocol and the ablation stage's summary left out
+or repeated.
+
+A scripted run of the realistic workload (tests/realistic_workload.py: a ~20 kB program with
+dozens of unused helpers) whose program also runs named variants in-run through a function with a
+flag argument. Each test derives what the
+prompts must say from the run's files (the best node's code answer, the journal, the call's
+schema), never from constants of its own."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pipeline_support import journal_nodes, prompt_records, record_text, start_run
+from realistic_workload import RealisticResponder
+
+# appended to every working program: named variants measured in-run, a flag argument, a mode
+VARIANTS = """
+
+def variant_accuracy(variant, use_bias=True):
+    scale = 1.0 if use_bias else 0.9
+    if variant == "shuffled_labels":
+        scale *= 0.5
+    return round(_acc * scale, 6)
+
+
+for _variant in ("full", "shuffled_labels"):
+    print(f"variant {_variant}: {variant_accuracy(_variant)}")
+"""
+
+PARTS = "Its program's parts (read from its files: ablate one of these or a parameter above):\n"
+
+
+class VariantsResponder(RealisticResponder):
+    def _phase2(self, text: str, ctx: Any) -> str:
+        answer = json.loads(super()._phase2(text, ctx))
+        for f in answer.get("files") or []:
+            if f.get("path") == "experiment.py" and "compute_accuracy()" not in f.get("content", ""):
+                f["content"] += VARIANTS
+        return json.dumps(answer)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    code, run_dir, _ = start_run(tmp_path_factory.mktemp("s9_proposals"), responder=VariantsResponder())
+    assert code == 0
+    return run_dir
+
+
+def _this_call(rec: dict) -> str:
+    text = record_text(rec)
+    return text[text.index("## This call\n") :]
+
+
+def _section(text: str, title: str) -> str | None:
+    m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    return m.group(1) if m else None
+
+
+def test_an_ablation_proposal_lists_the_parts_the_best_program_has(run):
+    """The ablation proposal lists what the best node's program is made of, read from its saved
+    code: every function of it that the program calls (with its arguments), not the helpers it
+    never calls (counted), the `if` tests on its boolean constants and on a flag argument, the
+    string mode it compares and the named variants it loops over; the tune and research proposals
+    do not get the list (relay s8 ln2 027, mm1 030: no inventory of the best experiment's
+    components)."""
+    checked = 0
+    for rec in prompt_records(run):
+        if rec.get("phase") != "ideas":
+            continue
+        brief = _this_call(rec)
+        if rec["label"] != "ablate":
+            assert PARTS not in brief, rec["label"]
+            continue
+        best = re.search(r"^Best node so far: (n\d{4}):", brief, re.M).group(1)
+        answer = json.loads((run / "nodes" / best / "code_answer.json").read_text())
+        program = next(f["content"] for f in answer["files"] if f["path"] == "experiment.py")
+        assert PARTS in brief, brief
+        parts = brief.split(PARTS, 1)[1].split("\nThe stage may create", 1)[0]
+        tree = ast.parse(program)
+        defs = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
+        called = {
+            n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+        }
+        for name in sorted(defs):
+            args = ", ".join(a.arg for a in defs[name].args.args)
+            if name in called:
+                assert f"{name}({args})" in parts, (name, parts)
+            else:
+                assert f"{name}(" not in parts, name
+        never = len([n for n in defs if n not in called and n != "main"])
+        assert never and f"{never} more defined but never called" in parts
+        # the boolean constants the program tests (its parameter list gives their values)
+        flags = re.findall(r"^- ([A-Z_]+) = (?:True|False) \[experiment\.py\]$", brief, re.M)
+        tested = [f for f in flags if re.search(rf"^\s+if {f}:$", program, re.M)]
+        assert tested, flags
+        for flag in tested:
+            assert f"if {flag} (in main)" in parts, (flag, parts)
+        # the flag argument, the compared mode and the loop's variants, as the program writes them
+        flag_arg = next(a.arg for a in defs["variant_accuracy"].args.args[1:])
+        assert f"if {flag_arg} (in variant_accuracy)" in parts
+        mode = re.search(r"^\s+if (variant == \"\w+\"):$", program, re.M).group(1)
+        assert f"if {mode} (in variant_accuracy)" in parts
+        loop = re.search(r"^for (_variant in \([^)]*\)):$", program, re.M).group(1)
+        assert f"variants [experiment.py]: for {loop}" in parts
+        # its metrics besides the headline: each named once, with its value where the best-node
+        # line has room, else in the list of parts
+        node = journal_nodes(run)[best]
+        others = [m["name"] for m in node["metrics"] if m["name"] != node["metric"]["name"]]
+        assert others
+        for name in others:
+            assert len(re.findall(rf"\b{name}=", brief)) + parts.count(name) == 1, name
+        checked += 1
+    assert checked == 1
