@@ -118,3 +118,27 @@ def test_an_ablation_proposal_lists_the_parts_the_best_program_has(run):
             assert len(re.findall(rf"\b{name}=", brief)) + parts.count(name) == 1, name
         checked += 1
     assert checked == 1
+
+
+def test_the_memory_protocol_says_each_rule_once_and_leaves_the_fields_to_the_schema(run):
+    """Every code call's memory protocol (a schema call) leaves each operation's fields to the
+    schema sent with the call (no list of two or more of its fields), says the per-branch rule
+    once, and is the same bytes in every code call (relay s8 ln2, ln3: the paragraph in every
+    code call while memory held one note)."""
+    blocks = set()
+    for rec in prompt_records(run):
+        if rec.get("phase") != "phase2":
+            continue
+        block = _section(record_text(rec), "Memory protocol")
+        assert block is not None, rec["node_id"]
+        item = rec["params"]["schema"]["properties"]["memory_update"]["items"]["properties"]
+        fields = set(item) - {"op"}
+        for op in item["op"]["enum"]:  # what the text says of an operation, up to its clause's end
+            said = re.search(rf"\b{op}\b[^;\n]*", block)
+            assert said, op
+            for group in re.findall(r"\(([^()]*)", said.group(0)):
+                named = [w for w in re.findall(r"[a-z_]+", group) if w in fields]
+                assert len(named) < 2, (op, group, named)
+        assert block.count("branch") == 1, block
+        blocks.add(block)
+    assert len(blocks) == 1
