@@ -142,3 +142,30 @@ def test_the_memory_protocol_says_each_rule_once_and_leaves_the_fields_to_the_sc
         assert block.count("branch") == 1, block
         blocks.add(block)
     assert len(blocks) == 1
+
+
+def _stage4_heading(run_dir: Path) -> tuple[list[dict], str, str, list[str]]:
+    """The stage-4 search nodes (journal), the stage-4 summary call's best node, the line before
+    its node table and the table's rows."""
+    nodes = journal_nodes(run_dir)
+    stage4 = [n for n in nodes.values() if n["stage"] == 4 and n["operation"] != "seed_eval"]
+    rec = next(
+        r for r in prompt_records(run_dir) if r.get("phase") == "summary" and r.get("label") == "stage4"
+    )
+    facts = _section(record_text(rec), "This stage")
+    lines = facts.splitlines()
+    table = lines.index("| node | operation | idea | result | seed re-runs | summary |")
+    best = re.search(r"^Best node of the run: (n\d{4})", facts, re.M).group(1)
+    return stage4, best, lines[table - 1], lines[table + 2 :]
+
+
+def test_the_ablation_heading_stands_over_its_table(run):
+    """In the stage-4 summary the heading "Ablations, each measured against <best>" is the line
+    right over the node table, whose rows hold the stage's ablations with their results: the
+    machine-load block (a timed metric) goes before the heading, not between it and its table
+    (relay s8 mm2 036: an "Ablations" heading with nothing under it)."""
+    stage4, best, heading, rows = _stage4_heading(run)
+    assert stage4 and all(n["operation"] == "ablate" for n in stage4)
+    assert heading.startswith(f"Ablations, each measured against {best} "), heading
+    good = [n["id"] for n in stage4 if n["status"] == "good"]
+    assert good and all(any(row.startswith(f"| {i} | ablate |") for row in rows) for i in good)

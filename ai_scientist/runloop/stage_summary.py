@@ -100,6 +100,11 @@ def write_stage_summary(
     if load and facts:  # in the header, which the layer's policy keeps, before the node table's head
         lines = facts[0].split("\n")
         at = next((i for i, line in enumerate(lines) if line.startswith("|")), len(lines))
+        # and before the line that heads the table ("Ablations, each measured against ...:"): the
+        # load block between them left a stage-4 summary's heading with nothing under it (relay
+        # s8 mm2 036)
+        if at and at < len(lines) and lines[at - 1].endswith(":"):
+            at -= 1
         facts = ["\n".join([*lines[:at], load, *lines[at:]]), *facts[1:]]
     values = {
         "stage_number": stage,
