@@ -2,9 +2,9 @@
 the ablation proposal, the code calls' memory protocol and the ablation stage's summary left out
 or repeated.
 
-A scripted run of the realistic workload (tests/realistic_workload.py: a ~20 kB program with
-dozens of unused helpers) whose program also runs named variants in-run through a function with a
-flag argument. Each test derives what the
+Two scripted runs of the realistic workload (tests/realistic_workload.py: a ~20 kB program with
+dozens of unused helpers): in the first, the program also runs named variants in-run through a
+function with a flag argument; in the second, every ablation fails. Each test derives what the
 prompts must say from the run's files (the best node's code answer, the journal, the call's
 schema), never from constants of its own."""
 
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ai_scientist_testing.experiment_template import BUGGY_PROGRAM
 from pipeline_support import journal_nodes, prompt_records, record_text, start_run
 from realistic_workload import RealisticResponder
 
@@ -46,9 +47,32 @@ class VariantsResponder(RealisticResponder):
         return json.dumps(answer)
 
 
+class FailingAblations(RealisticResponder):
+    """Every ablation's program fails (the others work)."""
+
+    def _phase2(self, text: str, ctx: Any) -> str:
+        answer = json.loads(super()._phase2(text, ctx))
+        idea = re.search(r"This node's idea:\s*(.+)", text)
+        if idea and idea.group(1).startswith("ablation"):
+            for f in answer.get("files") or []:
+                f["content"] = BUGGY_PROGRAM
+        return json.dumps(answer)
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
     code, run_dir, _ = start_run(tmp_path_factory.mktemp("s9_proposals"), responder=VariantsResponder())
+    assert code == 0
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def failed_run(tmp_path_factory) -> Path:
+    code, run_dir, _ = start_run(
+        tmp_path_factory.mktemp("s9_failed_ablations"),
+        "agent.stages.stage4_max_iters=1",
+        responder=FailingAblations(),
+    )
     assert code == 0
     return run_dir
 
@@ -169,3 +193,16 @@ def test_the_ablation_heading_stands_over_its_table(run):
     assert heading.startswith(f"Ablations, each measured against {best} "), heading
     good = [n["id"] for n in stage4 if n["status"] == "good"]
     assert good and all(any(row.startswith(f"| {i} | ablate |") for row in rows) for i in good)
+
+
+def test_the_ablation_stage_summary_says_why_no_ablation_is_measured(failed_run):
+    """When no ablation of the stage gave a result, the heading over the stage-4 table says so and
+    why, with the journal's count of the stage's failed nodes, instead of announcing ablations
+    measured against the best node (relay s8 mm2 036)."""
+    stage4, best, heading, rows = _stage4_heading(failed_run)
+    buggy = [n for n in stage4 if n["status"] == "buggy"]
+    assert stage4 and len(buggy) == len(stage4)
+    assert not heading.startswith("Ablations"), heading
+    assert heading.startswith(f"No ablation of {best} "), heading
+    assert f"({len(buggy)} failed)" in heading, heading
+    assert all(any(row.startswith(f"| {n['id']} | ablate |") for row in rows) for n in buggy)

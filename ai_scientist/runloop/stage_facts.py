@@ -758,8 +758,7 @@ def stage_facts(
     if bare:
         head.append(bare)
     if stage == ABLATION_STAGE and best is not None and nodes:
-        m = f" ({best.metric.name} {num(best.metric.value)})" if best.metric is not None else ""
-        head.append(f"Ablations, each measured against {best.id}{m}:")
+        head.append(ablations_heading(best, nodes))
     key = primary_metric_key([n for n in nodes if n.is_good])
     head += [
         "| node | operation | idea | result | seed re-runs | summary |",
@@ -801,6 +800,26 @@ def stage_facts(
     # each node's metric x seed table after the stage's table, in its rank order (the layer's
     # head_rows policy cuts from the end: the lowest-ranked node's table first)
     return ["\n".join(head), *rows, *tables]
+
+
+def ablations_heading(best: Node, nodes: Sequence[Node]) -> str:
+    """The ablation stage's heading over its table: what each row is measured against, and when
+    no node of the stage gave a result to compare with ``best``, why (a relay run's stage-4
+    summary had an "Ablations" heading with nothing measured under it: s8 mm2 036)."""
+    m = f" ({best.metric.name} {num(best.metric.value)})" if best.metric is not None else ""
+    if any(n.is_good for n in nodes if n.id != best.id):
+        return f"Ablations, each measured against {best.id}{m}:"
+    c = count_nodes(n for n in nodes if n.id != best.id)
+    why = [
+        f"{k} {what}"
+        for k, what in (
+            (c.buggy, "failed"),
+            (c.incomparable, "changed the evaluation protocol"),
+            (c.running, "unfinished"),
+        )
+        if k
+    ]
+    return f"No ablation of {best.id}{m} gave a result to compare with it ({', '.join(why) or 'none ran'}); the stage's nodes:"
 
 
 FIGURE_CHARS = 400  # a node's figure-review cell: the verdict and its first whole problems
