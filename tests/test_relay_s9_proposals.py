@@ -206,3 +206,26 @@ def test_the_ablation_stage_summary_says_why_no_ablation_is_measured(failed_run)
     assert heading.startswith(f"No ablation of {best} "), heading
     assert f"({len(buggy)} failed)" in heading, heading
     assert all(any(row.startswith(f"| {n['id']} | ablate |") for row in rows) for n in buggy)
+
+
+def test_a_c_programs_parts_are_its_functions_and_real_switches():
+    """The same list for a C benchmark of the relay's kind (blocked matmul, read as the ablation
+    proposal reads a code answer's files): its kernels with their arguments, an ``#ifdef`` and a
+    mode the program compares as switches; a default (``#ifndef N`` followed by ``#define N``), an
+    include guard and a test on a swept array's value are none."""
+    from ai_scientist.treesearch.components import components
+
+    program = (
+        "#ifndef MM_H\n#define MM_H\n#endif\n#ifndef N_DEFAULT\n#define N_DEFAULT 1024\n#endif\n"
+        "static void\nmatmul_blocked(const double *restrict A, const double *restrict B,\n"
+        "               double *restrict C, int n, int tile)\n{\n#ifdef USE_UNROLL\n  unroll(A);\n#endif\n}\n"
+        "int main(int argc, char **argv) {\n  int tiles[] = {16, 32, 64};\n"
+        '  const char *mode = argc > 2 ? argv[2] : "all";\n'
+        '  if (strcmp(mode, "naive") == 0) { }\n  for (int t = 0; t < 3; t++) { if (tiles[t] > 8) continue; }\n'
+        "  return 0;\n}\n"
+    )
+    lines = components({"mm.c": program})
+    assert lines[0] == "functions [mm.c]: matmul_blocked(A, B, C, n, tile)", lines
+    switches = lines[1]
+    assert "#ifdef USE_UNROLL" in switches and 'if (strcmp(mode, "naive") == 0)' in switches, switches
+    assert "N_DEFAULT" not in switches and "MM_H" not in switches and "tiles" not in switches, switches

@@ -47,7 +47,8 @@ def components(files: dict[str, str], limit: int = LIMIT) -> list[str]:
     text) hold, in file order: ``"<kind> [<path>]: item; item"``, each item whole (cut at
     ``ITEM_CHARS``), a line cut at a whole item with "(+N more)"; at most ``limit`` lines, the
     last saying how many more were found; [] when the files define none."""
-    settings = {p.name for p in parameters(files)}
+    # the named settings a test can switch on (a grid's or an array's values are swept, not switched)
+    settings = {p.name for p in parameters(files) if p.kind in ("constant", "option", "environment")}
     lines: list[str] = []
     for path, text in files.items():
         found = (
@@ -237,7 +238,9 @@ def _c(text: str, settings: set[str]) -> dict[str, list[str]]:
     switches = []
     for m in _C_PP.finditer(code):
         cond = m.group(2).strip()
-        if cond and not (m.group(1) == "ifndef" and _GUARD.search(cond)):
+        # an include guard, or a default (``#ifndef N`` / ``#define N 1024``: a parameter), is no switch
+        default = re.match(rf"\s*#\s*define\s+{re.escape(cond)}\b", code[m.end() :].lstrip("\n"))
+        if cond and not (m.group(1) == "ifndef" and (_GUARD.search(cond) or default)):
             switches.append(f"#{m.group(1)} {cond}")
     for m in _C_IF.finditer(code):
         cond = _balanced(code, m.end())
