@@ -3,7 +3,7 @@
 The stage's first working node fixes it (stages 2-4: the node the stage starts from, which its
 own stage compared): the metric it reports (name, direction, dataset) and the *protocol
 parameters* of its code — the parameters (``treesearch/parameters.py``: constants, options,
-environment variables, hard-coded grids, and ``--name value`` flags of its run commands) whose
+environment variables, and ``--name value`` flags of its run commands; not a loop's variable) whose
 name says they define the data, the split, the sizes, the noise, the seed or the evaluation
 (:func:`is_protocol_parameter`). Later nodes are shown it (layer ``evaluation_protocol``) and told
 to keep it. A working node that reports another metric, or gives a protocol parameter the
@@ -121,7 +121,10 @@ def protocol_parameters(answer: AnswerLike) -> tuple[tuple[str, str], ...]:
     answer = code_answer(answer)
     found: dict[str, str] = {}
     for p in parameters(text_files(answer)):
-        if p.kind != "argv" and is_protocol_parameter(p.name) and p.name not in found:
+        # a loop's variable is no parameter of the protocol: ``for n in (256, 512)`` in an analysis
+        # script was listed as "n = (256, 512)" (relay s8 mm2 005-047); the conditions a loop sweeps
+        # are reported under metric names of their own, which the protocol's metric covers
+        if p.kind not in ("argv", "grid") and is_protocol_parameter(p.name) and p.name not in found:
             # an environment variable read with no default (C's getenv("SEED")) has no value in the
             # code: say where it comes from rather than show "SEED = " (a relay run's C program)
             if p.kind == "environment":  # set per run (the seed re-runs change SEED): not a fixed value

@@ -611,7 +611,8 @@ def _seed_mean(view: JournalView, node: Node, why: bool = True) -> str:
 
 
 def _protocol_note(p: Parameter) -> str:
-    if p.kind != "argv" and is_protocol_parameter(p.name):
+    # a loop's variable is no protocol parameter (runloop/protocol.py protocol_parameters)
+    if p.kind not in ("argv", "grid") and is_protocol_parameter(p.name):
         return "evaluation protocol: keep"
     return ""
 
