@@ -150,6 +150,38 @@ def _rerank(run: Path) -> dict[str, Any]:
     return changed[0]
 
 
+def test_a_choice_within_the_seed_noise_does_not_say_it_replaces(run):
+    """When the re-ranking carries a runner-up on by its seed mean while that mean is within the
+    seed noise of the search-run leader's (recomputed from the journal's re-runs: band z x sigma x
+    sqrt(1/n + 1/m), sigma pooled from the re-runs done before the decision), the decision says
+    it is carried on by its mean alone, a tie, not that it "replaces" the leader (relay s8 mm2
+    030: "n0012 replaces n0002" beside "a tie")."""
+    nodes = journal_nodes(run)
+    ev = _rerank(run)
+    leader, chosen = ev["node_id"], ev["chosen"]
+    before = {nid: [float(v) for v in vals] for nid, vals in ev["noise"]["groups"].items()}
+    # the pooled values are the journal's re-runs of the nodes re-run before the decision
+    for nid, vals in before.items():
+        assert vals == [r["metric"]["value"] for r in _reruns(nodes, nid)][: len(vals)]
+    dof = sum(len(v) - 1 for v in before.values() if len(v) > 1)
+    ss = sum(sum((x - sum(v) / len(v)) ** 2 for x in v) for v in before.values() if len(v) > 1)
+    sigma = math.sqrt(ss / dof)
+    lead = [r["metric"]["value"] for r in _reruns(nodes, leader)]
+    won = [r["metric"]["value"] for r in _reruns(nodes, chosen)]
+    band = ev["noise_z"] * sigma * math.sqrt(1 / len(lead) + 1 / len(won))
+    gap = abs(sum(lead) / len(lead) - sum(won) / len(won))
+    assert gap <= band, (gap, band)  # the workload's case: a tie
+    summary = next(
+        rec
+        for rec in prompt_records(run)
+        if rec.get("phase") == "summary" and rec.get("label") == f"stage{ev['stage']}"
+    )
+    decision = next(x for x in record_text(summary).splitlines() if x.startswith("Decision: "))
+    assert f"replaces {leader}" not in decision, decision
+    assert f"in place of {leader} by its higher mean alone" in decision, decision
+    assert f"{gap:.4g} apart" in decision and f"(band {band:.4g}), a tie" in decision, decision
+
+
 def sigma_text(pooled: dict[str, list[dict]]) -> str:
     """The pooled sigma of the re-runs' headline values, as the protocol line prints it."""
     values = {nid: [r["metric"]["value"] for r in rs] for nid, rs in pooled.items()}

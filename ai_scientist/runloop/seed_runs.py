@@ -248,7 +248,7 @@ class SeedRuns:
                     f"{chosen} has the best mean over the seed re-runs of {', '.join(compared)}"
                     + (f" ({', '.join(measured)} re-run before)" if measured else "")
                     + (f", tied with {', '.join(tied)}: the earlier choice wins a tie" if tied else "")
-                    + (f"; it replaces {best.id}" if chosen != best.id else f": {best.id} stays")
+                    + (_replaces(record, best.id) if chosen != best.id else f": {best.id} stays")
                 )
         if record.get("same_as_parent"):
             record["decision"] += "; " + _copies_text(record["same_as_parent"], m.name)
@@ -319,6 +319,22 @@ class SeedRuns:
 
         same = [r.metric for r in self._good_runs(node_id, key) if r.metric is not None]
         return aggregate_seeds(same) if same else None
+
+
+def _replaces(record: dict[str, Any], previous: str) -> str:
+    """How the decision says the chosen node takes ``previous``'s place: "; it replaces n0002"
+    when its mean is beyond the seed noise of ``previous``'s, else that it is carried by its mean
+    alone, level with it — "n0012 replaces n0002" stood beside "a tie" (relay s8 mm2 030)."""
+    from .stage_facts import rerank_tie
+
+    tie = rerank_tie(record)
+    level = next((o for o in (tie or {}).get("level") or [] if o["node_id"] == previous), None)
+    if level is None:
+        return f"; it replaces {previous}"
+    return (
+        f"; it is carried on in place of {previous} by its higher mean alone: {level['gap']:.4g} apart, "
+        f"within the seed noise of {previous}'s (band {level['band']:.4g}), a tie, not a better result"
+    )
 
 
 def _copies_text(copies: dict[str, str], name: str) -> str:
