@@ -182,6 +182,10 @@ def test_a_ranking_of_single_seed_results_says_its_order_and_the_noise(run):
             note = m.group(2)
             assert note.startswith(f"(Ordered by {metric} of each node's search run, one seed each; "), note
             band_m = re.search(r"Two single-seed results closer than ([0-9.e+-]+) ", text)
+            if "rests on" in note:  # a rough band calls no tie or gain (relay s8 mm2 009-019)
+                assert band_m and f"band ({band_m.group(1)}) rests on" in note, note
+                checked += 1
+                continue
             if band_m is None:
                 assert "no seed noise is measured yet" in note
                 checked += 1

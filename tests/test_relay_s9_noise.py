@@ -182,6 +182,46 @@ def test_a_choice_within_the_seed_noise_does_not_say_it_replaces(run):
     assert f"{gap:.4g} apart" in decision and f"(band {band:.4g}), a tie" in decision, decision
 
 
+def test_a_band_from_too_few_reruns_says_so_and_calls_no_tie(run):
+    """The seed noise a stage's prompts get rests on the re-runs of the stages before it (the
+    journal's); with fewer than 3 degrees of freedom its band says how many re-runs of which
+    nodes it rests on, and neither the protocol's noise line nor a tried table's ranking note
+    calls a tie or a gain by it (relay s8 mm2 009-019: a band of 4.17 from two re-runs that
+    happened to agree called ties)."""
+    nodes = journal_nodes(run)
+    checked = 0
+    for rec in prompt_records(run):
+        node = nodes.get(rec["node_id"])
+        text = record_text(rec)
+        if "- seed noise of solve_time_s: sigma" not in text:
+            continue
+        stage = node["stage"] if node else int(re.sub(r"\D", "", str(rec.get("stage") or "0")) or 0)
+        pooled = {
+            nid: _reruns(nodes, nid)
+            for nid, n in nodes.items()
+            if n["operation"] != "seed_eval" and n["stage"] < stage
+        }
+        pooled = {nid: [r for r in rs if r["stage"] < stage] for nid, rs in pooled.items()}
+        pooled = {nid: rs for nid, rs in pooled.items() if len(rs) >= 2}
+        dof = sum(len(rs) - 1 for rs in pooled.values())
+        if dof >= 3:
+            continue
+        runs = sum(len(rs) for rs in pooled.values())
+        basis = f"{runs} re-runs of {', '.join(sorted(pooled))}"
+        dofs = f"{dof} degree{'' if dof == 1 else 's'} of freedom"
+        assert f"sigma {sigma_text(pooled)} (rough: {dofs}, " in text
+        assert f"rests on {basis}: too few to tell a tie from a gain" in text, basis
+        assert "call such a difference a tie" not in text
+        for ids, after in _ranking_notes(text):
+            if len(ids) < 2:
+                continue
+            note = after.splitlines()[0]
+            assert f"rests on {basis} ({dofs}): too few to tell a tie from a gain, so none is called" in note
+            assert "ties, not a ranking" not in note and "beyond the seed noise" not in note, note
+            checked += 1
+    assert checked >= 2, checked
+
+
 def sigma_text(pooled: dict[str, list[dict]]) -> str:
     """The pooled sigma of the re-runs' headline values, as the protocol line prints it."""
     values = {nid: [r["metric"]["value"] for r in rs] for nid, rs in pooled.items()}

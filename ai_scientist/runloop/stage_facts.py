@@ -13,7 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 from ..treesearch.best import ABLATION_STAGE, comparable_metric, count_nodes, primary_metric_key
 from ..treesearch.parameters import settings_text
-from ..treesearch.seeds import concurrency_text, dominance_text, new_metrics, num, ratio_text, too_wide_text
+from ..treesearch.seeds import (
+    basis_text,
+    concurrency_text,
+    dominance_text,
+    is_rough,
+    new_metrics,
+    num,
+    ratio_text,
+    too_wide_text,
+)
 from ..treesearch.seeds import stderr_text as _stderr
 from ..treesearch.stages import STAGES
 from ..treesearch.tried import failure_text, ranked
@@ -415,15 +424,13 @@ def tie_text(record: Mapping[str, Any] | None) -> str:
     if tie is None:
         return ""
     others = ", ".join(f"{o['node_id']}'s {num(o['mean'])}" for o in tie["level"])
+    dof = ((record or {}).get("noise") or {}).get("dof")
+    rough = f"; a rough sigma, {dof} degree{'' if dof == 1 else 's'} of freedom" if is_rough(dof) else ""
     return (
         f"{tie['chosen']}'s mean {num(tie['mean'])} ties {others} within the seed noise ({band_text(tie)} "
-        f"for two means: {num(tie['z'])} x sigma x sqrt(1/n + 1/m), n and m their re-runs): not a gain"
+        f"for two means: {num(tie['z'])} x sigma x sqrt(1/n + 1/m), n and m their re-runs{rough}): not a gain"
+        + (", and with so rough a sigma not a settled tie either" if rough else "")
     )
-
-
-# a seed-noise sigma with fewer degrees of freedom is said to be rough wherever it is shown: pooled
-# from two values (1 degree) it was presented as authoritative (relay s6 mm 009, 010, 019)
-ROUGH_DOF = 3
 
 
 def rerank_lines(
@@ -442,7 +449,7 @@ def rerank_lines(
         return [f"Re-ranking over seeds: {record.get('decision')}."]
     groups = noise.get("groups") or {}
     dof = noise.get("dof")
-    rough = isinstance(dof, int) and dof < ROUGH_DOF
+    rough = is_rough(dof)
     # one node's spread driving the pooled sigma is said, with the sigma of the others (computed
     # from the recorded values, so a record written before this rule reads the same)
     driven = dominance_text({k: [float(x) for x in v] for k, v in groups.items()})
@@ -466,8 +473,11 @@ def rerank_lines(
             f"); {wide}: no single-seed difference between them is a gain or a loss."
             if wide
             else f"); within the noise: a difference up to {num(record['threshold'])} ({how})"
+            # a rough sigma calls neither a tie nor a gain (seeds.ROUGH_DOF): it says what it rests on
             + (
-                "; with so rough a sigma, a difference just beyond it is not settled either."
+                f", but this band rests on {basis_text({k: list(v) for k, v in groups.items()})}: too few "
+                "to call a tie or a gain between single-seed results by it (a 95 % interval for sigma "
+                "spans several times the estimate)."
                 if rough
                 else "."
             )

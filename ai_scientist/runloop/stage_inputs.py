@@ -214,7 +214,14 @@ def with_noise(
     stages before ``stage`` (:func:`.protocol.distinct_seed_groups`): one figure for every call of
     the stage, no repeated draw counted twice. Unchanged without a metric or before any node has
     two distinct re-runs."""
-    from ..treesearch.seeds import concurrency_text, noise_notes, noise_threshold, seed_noise, seed_plan
+    from ..treesearch.seeds import (
+        basis_text,
+        concurrency_text,
+        noise_notes,
+        noise_threshold,
+        seed_noise,
+        seed_plan,
+    )
     from .early_seeds import concurrency
 
     if not protocol:
@@ -260,6 +267,9 @@ def with_noise(
             "sigma": noise.sigma,
             "dof": noise.dof,
             "nodes": pooled,
+            # what it rests on, said wherever the band is (relay s8 mm2 009-019: a band from two
+            # re-runs that happened to agree called ties)
+            "basis": basis_text(groups),
             "z": z,
             "band": noise_threshold(noise.sigma, z),
             # the node driving sigma, a band too wide to rank, whether the re-runs shared the machine

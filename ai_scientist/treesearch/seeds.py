@@ -165,6 +165,28 @@ class SeedNoise:
 # 77.77) while three other nodes' re-runs varied by about 1 (relay s6 mm 019, 028).
 DOMINANT_SHARE = 0.5
 DOMINANT_RATIO = 3.0
+# a seed-noise sigma with fewer degrees of freedom is rough: pooled from two values (1 degree) it
+# was presented as authoritative (relay s6 mm 009, 010, 019), and a band from two re-runs that
+# happened to agree (4.17, while the same prompts showed one kernel at 42-70) called ties (relay s8
+# mm2 009-019). A 95 % interval for sigma from 1 degree of freedom spans 0.45-32 times the
+# estimate, from 2 degrees 0.52-6.3 times: such a band says how many runs it rests on and is
+# used to call neither a tie nor a gain between single-seed results.
+ROUGH_DOF = 3
+
+
+def is_rough(dof: Any) -> bool:
+    """Whether a sigma with ``dof`` degrees of freedom is too rough to call a tie or a gain by."""
+    return isinstance(dof, int) and dof < ROUGH_DOF
+
+
+def basis_text(groups: Mapping[str, Sequence[float]]) -> str:
+    """What a pooled sigma rests on: ``2 re-runs of n0002`` (the nodes with at least two re-runs,
+    the only ones pooled; its degrees of freedom are said beside the sigma)."""
+    pooled = {k: v for k, v in groups.items() if len(v) >= 2}
+    runs = sum(len(v) for v in pooled.values())
+    return f"{runs} re-run{'' if runs == 1 else 's'} of {', '.join(sorted(pooled))}"
+
+
 # A noise band this large against the best's own value ranks nothing: a relay run listed runners-up
 # "within the noise: up to 70.77" beside a best whose mean was 60.08 (relay s6 mm 009).
 TOO_WIDE = 0.5

@@ -20,7 +20,7 @@ from .best import rank_nodes
 from .journal import JournalView
 from .node import Metric, Node
 from .parameters import settings_text
-from .seeds import distinct_digits
+from .seeds import distinct_digits, is_rough
 
 ERROR_CHARS = 400  # a failed row says why in one line (a review's reason needs its sentence)
 SUMMARY_CHARS = 900  # a node's findings whole (review 500 + caveat 300), cut at a sentence end
@@ -182,6 +182,13 @@ def order_note(ranked_nodes: Sequence[Node], noise: Mapping[str, Any] | None) ->
     if (noise or {}).get("too_wide"):
         return (
             head + f"; the seed noise band ({band:.3g}) is too large to rank them: an order, not a ranking.)"
+        )
+    if is_rough((noise or {}).get("dof")):  # calls neither a tie nor a gain (seeds.ROUGH_DOF)
+        dof = (noise or {}).get("dof")
+        basis = f"{(noise or {}).get('basis') or 'its re-runs'} ({dof} degree{'' if dof == 1 else 's'} of freedom)"
+        return (
+            head + f"; the seed noise band ({band:.3g}) rests on {basis}: too few to tell a tie from a "
+            "gain, so none is called: an order, not a ranking.)"
         )
     apart = [
         f"{a.id} over {b.id} by {abs(a.metric.value - b.metric.value):.3g}"
