@@ -239,3 +239,42 @@ def _diff_text(nodes: dict[str, dict], run: Path, nid: str) -> str:
         f"{', '.join(f'{v:+.4g}' for v in values)}: mean {mean:+.4g}, sd {_sd(values):.2g}, "
         f"n={len(values)}, the same sign in {same} of {len(values)}"
     )
+
+
+def test_paired_differences_carry_their_spread_over_the_seeds(run):
+    """A node re-run over seeds whose runs report a within-run difference (``paired_gain_s`` =
+    naive time - time, in every run): the stage summary's facts, the proposals growing it and the
+    tried tables ranking it give that difference's values over the re-runs with mean, sd and n
+    (from the run records), and a proposal gives the node's headline by SEED (relay s8 ln3 009,
+    015, 025: only the headline's seed sigma, so a same-sign paired gain could not be judged)."""
+    nodes = journal_nodes(run)
+    rerun = {
+        nid for nid, n in nodes.items() if n["operation"] != "seed_eval" and len(_reruns(nodes, nid)) >= 2
+    }
+    assert len(rerun) >= 2, rerun
+    summaries = proposals = tables = 0
+    for rec in prompt_records(run):
+        text = record_text(rec)
+        if rec.get("phase") == "summary" and str(rec.get("label", "")).startswith("stage"):
+            stage = int(rec["label"][5:])
+            mine = sorted(nid for nid in rerun if nodes[nid]["stage"] == stage)
+            for nid in mine:
+                assert _diff_text(nodes, run, nid) in text, (nid, rec["label"])
+                summaries += 1
+        if rec.get("phase") == "ideas":  # the proposer's line on the node to grow
+            for nid in sorted(rerun):
+                line = next(
+                    (x for x in text.splitlines() if f" {nid}: " in x and "is its search run" in x), None
+                )
+                if line is None:
+                    continue
+                per_seed = [f"SEED {r['seed']} {r['metric']['value']:.4g}" for r in _reruns(nodes, nid)]
+                assert all(p in line for p in per_seed), (line, per_seed)
+                assert _diff_text(nodes, run, nid) in line, line
+                proposals += 1
+        for ids, after in _ranking_notes(text):
+            for nid in ids:
+                if nid in rerun and len(ids) >= 2:
+                    assert _diff_text(nodes, run, nid) in after, (nid, after)
+                    tables += 1
+    assert summaries >= 2 and proposals >= 1 and tables >= 1, (summaries, proposals, tables)

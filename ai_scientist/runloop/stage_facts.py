@@ -16,10 +16,12 @@ from ..treesearch.parameters import settings_text
 from ..treesearch.seeds import (
     basis_text,
     concurrency_text,
+    differences_line,
     dominance_text,
     is_rough,
     new_metrics,
     num,
+    paired_differences,
     ratio_text,
     too_wide_text,
 )
@@ -761,6 +763,15 @@ def stage_facts(
     if reason:
         head.append(f"Seed re-runs not averaged: {reason}.")
     head += finding_lines(view, (seeds or {}).get("findings"))
+    # each re-run node's within-run paired differences with their spread over its re-runs
+    paired = differences_line(
+        [
+            (n.id, paired_differences(view.seed_runs(n.id), n.metric.key if n.metric else None))
+            for n in ranked(nodes)
+        ]
+    )
+    if paired:
+        head.append(paired)
     compared = list((rerank or {}).get("means") or {})
     metric = (rerank or {}).get("metric")
     head += rerank_lines(rerank, seed_pairs(view, compared, metric) if compared and metric else None)

@@ -44,6 +44,7 @@ from ..treesearch.parameters import (
     machine_sizes,
     parameters,
 )
+from ..treesearch.seeds import differences_line, paired_differences
 from ..treesearch.tried import (
     ablation_plan,
     design_text,
@@ -440,6 +441,16 @@ def proposal_inputs(
             commands=answer_commands(answer),
         )
 
+    # the node's within-run paired differences with their spread over its re-runs (relay s8 ln3
+    # 009, 015, 025): a proposal judging whether its paired gain held needs more than the headline's
+    paired = differences_line(
+        [
+            (
+                parent.id,
+                paired_differences(view.seed_runs(parent.id), parent.metric.key if parent.metric else None),
+            )
+        ]
+    )
     values: dict[str, Any] = {
         "kind": kind,
         # the stage's number and goal, one line (phases/stage_goal.j2 via the brief): the proposer
@@ -452,7 +463,8 @@ def proposal_inputs(
         # those an ablation brief's "Already measured" line gives (below)
         "best_summary": f"{parent.id}: {without_headline(parent.summary, protocol, parent.id)}"
         + f" ({metrics_text(parent, limit=BEST_METRICS_CHARS)})"
-        + _seed_mean(view, parent, why=not said_why),
+        + _seed_mean(view, parent, why=not said_why)
+        + (f". {paired}" if paired else ""),
         # its plan's goal and strategy: the components an ablation can remove (relay run 2's
         # ablation proposer saw only the review's words for them)
         "best_design": design_text(_plan_of(run, parent.id)),
@@ -499,7 +511,9 @@ def proposal_inputs(
             others = metrics_text(parent, limit=BEST_METRICS_CHARS, skip=set(listed))
             values["best_summary"] = (
                 f"{parent.id}: {without_headline(parent.summary, protocol, parent.id)} ({others}; its "
-                f"{len(listed)} ablation metric(s): above)" + _seed_mean(view, parent, why=not said_why)
+                f"{len(listed)} ablation metric(s): above)"
+                + _seed_mean(view, parent, why=not said_why)
+                + (f". {paired}" if paired else "")
             )
         shown = f"{values['best_summary']}\n{values['measured_ablations']}"
         values["components"] = ablation_inventory(parent, answer, shown)
@@ -603,20 +617,28 @@ def _seed_mean(view: JournalView, node: Node, why: bool = True) -> str:
     m = node.metric
     if m is None:
         return ""
-    same = [
-        r.metric
+    reruns = [
+        r
         for r in view.seed_runs(node.id)
         if r.is_good and r.metric is not None and r.metric.key == m.key and r.metric.is_valid
     ]
+    same = [r.metric for r in reruns if r.metric is not None]
     if not same:
         return ""
     agg = aggregate_seeds(same)
     runs = "re-run" if agg.n == 1 else "re-runs"
     d = distinct_digits([m.value, agg.mean])  # the two told apart where they differ past 4 digits
+    # each re-run's value by SEED: a node compared with it seed by seed (the protocol's paired
+    # comparison, an ablation against its base) needs them (relay s8 ln3 009, 015, 025)
+    per_seed = ", ".join(
+        f"SEED {r.seed} {r.metric.value:.{d}g}" if r.seed is not None else f"{r.metric.value:.{d}g}"
+        for r in reruns
+        if r.metric is not None
+    )
     return (
         f"; {m.name}={m.value:.{d}g} is its search run; over its {agg.n} seed {runs}"
         + (f" ({SEARCH_RUN_APART})" if why else "")
-        + f": mean {agg.mean:.{d}g}"
+        + f": mean {agg.mean:.{d}g} ({per_seed})"
     )
 
 

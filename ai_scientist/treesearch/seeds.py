@@ -8,6 +8,7 @@ them is an error, never a silent average.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -519,3 +520,124 @@ def rerun_text(
         shown.append(item)
         used += 2 + len(item)
     return f"{head} {'; '.join(shown)}"
+
+
+# ------------------------------------------------- within-run paired differences --
+# a metric named as a difference of two conditions measured in the same run ("paired_l2_gain",
+# "delta_acc", "speedup_diff"): its spread over the seed re-runs, not the headline's seed sigma,
+# judges it — one run measures both conditions on the same data, so what the seed changes in both
+# cancels (relay s8 ln3 009, 015, 025: only the headline's sigma was given, so a same-sign paired
+# gain over the seeds could not be judged)
+DIFFERENCE_WORDS = frozenset(
+    "gain gains delta deltas diff diffs difference differences improvement advantage minus paired "
+    "lift drop reduction".split()
+)
+DIFFERENCES_SHOWN = 6  # a node's paired differences listed by name; the rest counted
+
+
+def _named_difference(name: str) -> bool:
+    return bool({w for w in re.split(r"[^a-z0-9]+", name.lower()) if w} & DIFFERENCE_WORDS)
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """One within-run difference over a node's seed re-runs: ``values`` one per re-run (in the
+    re-runs' order, ``seeds`` their SEEDs), and the two metrics it is the difference of when every
+    run's values say so (``parts``: (a, b) with value = a - b), else None."""
+
+    name: str
+    dataset: str | None
+    values: tuple[float, ...]
+    seeds: tuple[int | None, ...]
+    parts: tuple[str, str] | None = None
+
+    @property
+    def mean(self) -> float:
+        return math.fsum(self.values) / len(self.values)
+
+    @property
+    def sd(self) -> float:
+        m = self.mean
+        return math.sqrt(math.fsum((v - m) ** 2 for v in self.values) / (len(self.values) - 1))
+
+    @property
+    def same_sign(self) -> int:
+        """How many values share the mean's sign (a zero shares none)."""
+        return sum(1 for v in self.values if v * self.mean > 0)
+
+    def text(self) -> str:
+        """``paired_l2_gain [synthetic] (= val_accuracy - val_accuracy_no_l2) +0.012, +0.008: mean
+        +0.01, sd 0.0028, n=2, the same sign in 2 of 2``."""
+        name = self.name + (f" [{self.dataset}]" if self.dataset else "")
+        parts = f" (= {self.parts[0]} - {self.parts[1]})" if self.parts else ""
+        n = len(self.values)
+        return (
+            f"{name}{parts} {', '.join(f'{v:+.4g}' for v in self.values)}: mean {self.mean:+.4g}, "
+            f"sd {self.sd:.2g}, n={n}, the same sign in {self.same_sign} of {n}"
+        )
+
+
+def paired_differences(
+    runs: Sequence[Node], primary: tuple[str, str, str | None] | None = None
+) -> list[PairedDifference]:
+    """The within-run paired differences of a node's good seed re-runs ``runs`` (two at least):
+    each metric but ``primary`` whose name says it is a difference (:data:`DIFFERENCE_WORDS`) and
+    that every run reports validly, in the first run's order, with the two metrics it equals the
+    difference of in every run (to :data:`RATIO_RTOL` of the larger part) when there are such."""
+    good = [r for r in runs if r.is_good]
+    if len(good) < 2:
+        return []
+    per_run = [
+        {m.key: m for m in (list(r.metrics) or ([r.metric] if r.metric else [])) if m.is_valid} for r in good
+    ]
+    out = []
+    for key, m in per_run[0].items():
+        if key == primary or not _named_difference(m.name) or any(key not in r for r in per_run[1:]):
+            continue
+        values = tuple(r[key].value for r in per_run)
+        out.append(
+            PairedDifference(m.name, m.dataset, values, tuple(r.seed for r in good), _parts(per_run, key))
+        )
+    return out
+
+
+def _parts(per_run: Sequence[Mapping[Any, Metric]], key: Any) -> tuple[str, str] | None:
+    """The (a, b) of the first run's metrics with ``key``'s value = a - b in every run, or None."""
+    keys = [k for k in per_run[0] if k != key and all(k in r for r in per_run[1:])]
+    for a in keys:
+        for b in keys:
+            if a != b and all(
+                math.isclose(
+                    r[a].value - r[b].value,
+                    r[key].value,
+                    rel_tol=0.0,
+                    abs_tol=RATIO_RTOL * max(abs(r[a].value), abs(r[b].value), 1e-12),
+                )
+                for r in per_run
+            ):
+                return (a[0], b[0])
+    return None
+
+
+def differences_text(node_id: str, diffs: Sequence[PairedDifference], limit: int = DIFFERENCES_SHOWN) -> str:
+    """``n0002's over its 2 seed re-runs: paired_l2_gain ...; +1 more`` (:meth:`PairedDifference.text`),
+    "" without one."""
+    if not diffs:
+        return ""
+    n = len(diffs[0].values)
+    shown = "; ".join(d.text() for d in diffs[:limit])
+    more = f"; +{len(diffs) - limit} more" if len(diffs) > limit else ""
+    return f"{node_id}'s over its {n} seed re-runs: {shown}{more}"
+
+
+def differences_line(items: Sequence[tuple[str, Sequence[PairedDifference]]]) -> str:
+    """One sentence for the nodes' within-run paired differences (``items``: node id and its
+    :func:`paired_differences`), the rule for judging them first; "" when none has one."""
+    said = [t for nid, diffs in items if (t := differences_text(nid, diffs))]
+    if not said:
+        return ""
+    return (
+        "Within-run paired differences (mean, sd and n over the seed re-runs; each run measures both "
+        "conditions on the same data, so judge such a difference by its own spread, not by the "
+        "headline's seed noise): " + "; ".join(said) + "."
+    )

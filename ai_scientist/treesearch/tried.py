@@ -20,7 +20,7 @@ from .best import rank_nodes
 from .journal import JournalView
 from .node import Metric, Node
 from .parameters import settings_text
-from .seeds import distinct_digits, is_rough
+from .seeds import differences_line, distinct_digits, is_rough, paired_differences
 
 ERROR_CHARS = 400  # a failed row says why in one line (a review's reason needs its sentence)
 SUMMARY_CHARS = 900  # a node's findings whole (review 500 + caveat 300), cut at a sentence end
@@ -213,7 +213,9 @@ def tried_table(
     noise: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """The stage's tune / ablate nodes (any status) as a table, in creation order, and their
-    ranking (good nodes best first) on its last line; [] when none exists yet.
+    ranking (good nodes best first) on its last line; [] when none exists yet. Under the ranking:
+    how it is ordered (:func:`order_note`) and the ranked nodes' within-run paired differences
+    over their seed re-runs (:func:`.seeds.differences_line`).
 
     ``column`` names the idea column (``setting``, ``ablation``); ``exclude`` leaves one node out
     (the node the prompt is for); ``carried`` is the node the stage started from, shown in the
@@ -244,13 +246,22 @@ def tried_table(
     order = [n for n in ranked([*nodes, *([base] if base is not None else [])]) if n.is_good]
     good = [f"{n.id} (baseline)" if n is base else n.id for n in order]
     note = order_note(order, noise) if len(good) > (base is not None) else ""
+    after = [
+        note,
+        differences_line(
+            [
+                (n.id, paired_differences(view.seed_runs(n.id), n.metric.key if n.metric else None))
+                for n in order
+            ]
+        ),
+    ]
     return [
         "\n".join(lines),
         *rows,
         RANK_LINE
         + (", ".join(good) if len(good) > (base is not None) else "(none has a result yet)")
         + "."
-        + (f"\n{note}" if note else ""),
+        + "".join(f"\n{x}" for x in after if x),
     ]
 
 
