@@ -278,3 +278,31 @@ def test_paired_differences_carry_their_spread_over_the_seeds(run):
                     assert _diff_text(nodes, run, nid) in after, (nid, after)
                     tables += 1
     assert summaries >= 2 and proposals >= 1 and tables >= 1, (summaries, proposals, tables)
+
+
+def test_a_timing_ranking_says_each_nodes_load(run):
+    """A tried table ranking a timing headline (a benchmark) says, under the ranking, each ranked
+    node's machine load during its run commands, lowest-highest as its run record has them (relay
+    s8 mm2 012-016, mm1: timings taken under different loads ranked with only the seed band)."""
+    checked = 0
+    for rec in prompt_records(run):
+        for ids, after in _ranking_notes(record_text(rec)):
+            if len(ids) < 2:
+                continue
+            line = next(
+                x for x in after.splitlines() if x.startswith("Machine load during each one's run commands")
+            )
+            for nid in ids:
+                record = _run_record(run, nid)
+                assert record is not None
+                seen = [
+                    v
+                    for o in record.outputs
+                    for v in ((o.load or {}).get("start"), (o.load or {}).get("end"))
+                    if v is not None
+                ]
+                low, high = f"{min(seen):.1f}", f"{max(seen):.1f}"
+                span = low if low == high else f"{low}-{high}"
+                assert re.search(rf"\b{nid} {re.escape(span)}\b", line), (nid, span, line)
+            checked += 1
+    assert checked >= 2, checked

@@ -95,6 +95,7 @@ def compute_stage_inputs(run: Run, view: JournalView, node: Node, state: StageSt
             exclude=node.id,
             carried=carried,
             noise=(protocol or {}).get("seed_noise"),
+            loads=timing_loads(run, view, node.stage, protocol, carried),
         )
     elif node.stage == 4:
         planned = state.ideas if state is not None and state.stage == 4 else ()
@@ -108,6 +109,7 @@ def compute_stage_inputs(run: Run, view: JournalView, node: Node, state: StageSt
             exclude=node.id,
             carried=carried,
             noise=(protocol or {}).get("seed_noise"),
+            loads=timing_loads(run, view, 4, protocol, carried),
         )
     # a child's plotting call reuses the best working plotting script: its parent's, else the
     # stage's latest that worked (phases/plots.py), chosen now so a resume or replay shows the same
@@ -285,6 +287,32 @@ def with_noise(
     }
 
 
+def timing_loads(
+    run: Run, view: JournalView, stage: int, protocol: dict[str, Any] | None, carried: Node | None
+) -> dict[str, dict[str, Any]]:
+    """Node id -> the machine's load during its run commands (``low``, ``high``, ``others``:
+    :func:`..phases.evidence.load_summary`) for the stage's idea nodes and ``carried``, and
+    ``cores`` -> ``{"count": ...}``: the tried tables' ranking of a timing headline says them
+    (:func:`..treesearch.tried.load_note`; relay s8 mm2 012-016, mm1: timings ranked across runs
+    under different loads). {} unless the protocol's headline is a timing (a benchmark kind,
+    :mod:`..context.kinds`)."""
+    from ..phases.evidence import load_summary
+
+    if "benchmark" not in ((protocol or {}).get("kinds") or []):
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    ids = [*view.ids("idea", stage), *([carried.id] if carried is not None else [])]
+    for nid in dict.fromkeys(ids):
+        record = read_artifact(RunPaths(run.dir).node(nid).file(RUN_FILE), RunRecord)
+        load = load_summary(record.outputs) if record is not None else None
+        if load is None:
+            continue
+        out[nid] = {"low": float(load["low"]), "high": float(load["high"]), "others": load.get("others")}
+        if load.get("cores"):
+            out["cores"] = {"count": load["cores"]}
+    return out
+
+
 def best_sibling_code(run: Run, view: JournalView, node: Node) -> dict[str, Any] | None:
     """The program of the best finished working node of ``node``'s stage (comparable, ranked as
     the stage ranks): as its diff to ``node``'s parent's program when that is much shorter, else
@@ -418,6 +446,7 @@ def proposal_inputs(
         column="setting" if kind == "tune" else "ablation",
         carried=carried,
         noise=(protocol or {}).get("seed_noise"),
+        loads=timing_loads(run, view, state.stage, protocol, carried),
     )
     code = node_answer(run.dir, parent.id)
     answer = code.to_json() if code is not None else None  # as saved: its build goes to build_parameters

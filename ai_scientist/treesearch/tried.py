@@ -211,11 +211,13 @@ def tried_table(
     exclude: str | None = None,
     carried: Node | None = None,
     noise: Mapping[str, Any] | None = None,
+    loads: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[str]:
     """The stage's tune / ablate nodes (any status) as a table, in creation order, and their
     ranking (good nodes best first) on its last line; [] when none exists yet. Under the ranking:
-    how it is ordered (:func:`order_note`) and the ranked nodes' within-run paired differences
-    over their seed re-runs (:func:`.seeds.differences_line`).
+    how it is ordered (:func:`order_note`), the ranked nodes' machine loads when given (``loads``,
+    for a timing headline: :func:`load_note`) and their within-run paired differences over their
+    seed re-runs (:func:`.seeds.differences_line`).
 
     ``column`` names the idea column (``setting``, ``ablation``); ``exclude`` leaves one node out
     (the node the prompt is for); ``carried`` is the node the stage started from, shown in the
@@ -248,6 +250,7 @@ def tried_table(
     note = order_note(order, noise) if len(good) > (base is not None) else ""
     after = [
         note,
+        load_note(order, loads or {}) if note else "",
         differences_line(
             [
                 (n.id, paired_differences(view.seed_runs(n.id), n.metric.key if n.metric else None))
@@ -263,6 +266,46 @@ def tried_table(
         + "."
         + "".join(f"\n{x}" for x in after if x),
     ]
+
+
+# two loads (1-minute averages) this far apart or more are unlike: one core's worth of other work
+LOAD_APART = 1.0
+
+
+def load_note(ranked_nodes: Sequence[Node], loads: Mapping[str, Mapping[str, Any]]) -> str:
+    """The machine's load during each ranked node's run commands (``loads``: node id -> ``low``,
+    ``high`` (1-minute load averages), ``others`` (this run's other commands at once); ``cores``
+    -> the machine's core count), and whether they differed, one line; "" without any. Timings
+    taken under different loads were ranked with only the seed band said (relay s8 mm2 012-016,
+    mm1)."""
+    shown = [(n.id, loads[n.id]) for n in ranked_nodes if isinstance(loads.get(n.id), Mapping)]
+    if not shown:
+        return ""
+
+    def text(load: Mapping[str, Any]) -> str:
+        low, high, others = f"{load['low']:.1f}", f"{load['high']:.1f}", load.get("others")
+        span = low if low == high else f"{low}-{high}"
+        return span + (
+            f" (+{others} other command{'s' if others != 1 else ''} of this run)" if others else ""
+        )
+
+    cores = (loads.get("cores") or {}).get("count")
+    lows, highs = [float(x["low"]) for _, x in shown], [float(x["high"]) for _, x in shown]
+    apart = max(highs) - min(lows)
+    head = "Machine load during each one's run commands (1-minute load average, lowest-highest"
+    head += f", on {cores} cores): " if cores else "): "
+    if apart < LOAD_APART and len(shown) == len(ranked_nodes):
+        verdict = f"alike (within {apart:.1f})"
+        # a load above the cores: every timing shared them, each slower than the machine can do
+        verdict += (
+            f", above the {cores} cores: each timing shared them." if cores and min(lows) > cores else "."
+        )
+    else:
+        verdict = (
+            f"the loads differed (by up to {apart:.1f}): a timing taken under more load is slower for "
+            "that reason alone, so compare timings only under like loads."
+        )
+    return head + ", ".join(f"{nid} {text(x)}" for nid, x in shown) + ": " + verdict
 
 
 def sibling_table(
