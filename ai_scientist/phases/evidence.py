@@ -312,8 +312,8 @@ def run_result_text(
     commands: bool = True,
     builds: Sequence[Any] | None = None,
     from_review: bool = False,
-    series: tuple[list[dict[str, Any]], int] | None = None,
-    steps: tuple[list[dict[str, Any]], int] | None = None,
+    series: Any = None,
+    steps: Any = None,
 ) -> str:
     """The ``run_result`` layer: each build command (``builds``, from ``compile.json``: a
     benchmark's flags matter) and run command with its exit code (``commands``), then every
@@ -322,9 +322,10 @@ def run_result_text(
     value the program claimed that the grader did not confirm; ``series`` (the review's: the
     data files' loss-like lists, :func:`.plots.loss_series`): the first and last values of each;
     ``steps`` (the review's: the other per-step lists, :func:`step_series`): each one's first,
-    last, lowest and highest value and length."""
-    shown, total = series or ([], 0)
-    other, other_total = steps or ([], 0)
+    last, lowest and highest value and length. Each is a :class:`.plots.SeriesView` (or a pair
+    of the lists shown and their count): the lists not shown are named, never only counted."""
+    shown, total, series_left = _view(series)
+    other, other_total, steps_left = _view(steps)
     return render(
         "context/_run_result.j2",
         builds=list(builds or []),
@@ -335,10 +336,21 @@ def run_result_text(
         from_review=from_review,
         series=shown,
         series_more=total - len(shown),
+        series_left=series_left,
         steps=other,
         steps_more=other_total - len(other),
+        steps_left=steps_left,
         headline_name=(headline_metric(metrics) or ("the headline metric",))[0],
     ).strip()
+
+
+def _view(lists: Any) -> tuple[list[dict[str, Any]], int, str]:
+    """(shown, total, the others named) of a :class:`.plots.SeriesView` or a (shown, total) pair."""
+    if lists is None:
+        return [], 0, ""
+    if isinstance(lists, tuple):
+        return list(lists[0]), int(lists[1]), ""
+    return list(lists.shown), int(lists.total), str(lists.left_out)
 
 
 # a tune's code call (one setting changed) sees its parent's output cut to the last lines of each

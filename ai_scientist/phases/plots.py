@@ -34,6 +34,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -205,46 +206,179 @@ def loss_series(
     skip: frozenset[str] = frozenset(),
     parent: Path | None = None,
     headline: tuple[str, float] | None = None,
+    config: str = "",
 ) -> tuple[list[dict[str, Any]], int]:
+    """:func:`loss_lists` as (the lists shown, how many there are in all)."""
+    view = loss_lists(workspace, skip, parent, headline, config)
+    return view.shown, view.total
+
+
+def loss_lists(
+    workspace: Path,
+    skip: frozenset[str] = frozenset(),
+    parent: Path | None = None,
+    headline: tuple[str, float] | None = None,
+    config: str = "",
+) -> SeriesView:
     """The numeric lists of the workspace's JSON data files whose key names a loss, an error or a
     residual (nulls allowed), each as ``{"path", "file", "n", "nulls", "head", "tail"}`` (``tail``
-    empty when the list is short enough to show whole): at most :data:`MAX_SERIES`, and how many
-    there are in all. With ``parent`` (the parent node's workspace), the lists whose file and key
-    the parent's data do not have come first — a child's new conditions are what its review
-    judges (a relay run's digest showed the first 8 lists, all the parent's) — then the rest in
-    file and key order. With ``headline`` (the node's primary metric: name and value), the lists
-    of the record holding that value under that name come before all (``"headline": True``; only
-    when those records are one condition, as conditions tied on the value do not tell which): the
-    condition the node's result measures (relay s7 ln1 012, 027 showed other conditions' losses
-    only). Each list says which condition it is (``"condition"``: its record's name-like field)."""
+    empty when the list is short enough to show whole): at most :data:`MAX_SERIES` with their
+    values and :data:`MAX_BRIEF_SERIES` more one line each, the rest named (``left_out``).
+    The headline condition's lists come first (``"headline": True``, :func:`_headline_records`:
+    the record holding the node's primary metric's value, told from tied ones by the headline's
+    settings — ``config``, the protocol's "l2=0.01, lr=0.1", and a data file's own ``headline``
+    record): the condition the node's result measures (relay s7 ln1 012, 027; s9 ln 006 hid the
+    headline's curve among "30 more such lists"). Then the others in file and key order; with
+    ``parent`` (the parent node's workspace), the lists whose file and key the parent's data do
+    not have are the first to get a place (a child's new conditions are what its review judges),
+    shown in that order too: s9 ln 012's list started at runs[14] and wrapped to runs[0]. Each list
+    says which condition it is (``"condition"``: its record's name-like field)."""
     found = _all_series(workspace, skip)
-    if parent is not None:
-        old = {(f["file"], f["path"]) for f in _all_series(parent, frozenset(), values=False)}
-        found = [f for f in found if (f["file"], f["path"]) not in old] + [
-            f for f in found if (f["file"], f["path"]) in old
-        ]
-    # the headline's records only when they are one condition (a top-level record without a name
-    # and the named run it repeats): conditions that tie on the value (a relay run marked 5 of 13
-    # runs "what val_accuracy measures") say nothing about which one it is
-    # a record without a name-like field is named by where it sits ("runs.grid_l2=0.0_lr=0.01"):
-    # a relay run's grid cells tied on the headline value were all marked as the headline's (s8 ln 002)
-    held = [f for f in found if headline is not None and _holds(f["record"], headline)]
-    where = {_condition(f["record"]) or _record_path(f["path"]) for f in held}
-    holders = {id(f["record"]) for f in held} if len(where - {""}) <= 1 else set()
-    if holders:
-        found = [f for f in found if id(f["record"]) in holders] + [
-            f for f in found if id(f["record"]) not in holders
-        ]
-    for f in found:
-        f["headline"] = id(f["record"]) in holders
-        f["condition"] = _condition(f.pop("record"))
-    found = _same_values_once(found)
-    # past the lists shown with their values, the next ones one line each (first, last, lowest,
-    # highest): a review is asked to judge every condition's curve, and "28 more such lists not
-    # shown" hid the ablations' (s8 ln 002, 006)
+    old = {(f["file"], f["path"]) for f in _all_series(parent, frozenset(), values=False)} if parent else None
+    holders = _headline_records(
+        {id(f["record"]): (f["record"], _condition(f["record"]) or _record_path(f["path"])) for f in found},
+        headline,
+        _headline_settings(workspace, skip, config),
+    )
     for i, f in enumerate(found):
+        f["at"] = i
+        f["headline"] = id(f["record"]) in holders
+        f["new"] = old is not None and (f["file"], f["path"]) not in old
+        f["condition"] = _condition(f.pop("record"))
+    found = _same_values_once(_ranked(found))
+    # the first MAX_SERIES with their values, the next ones one line each (first, last, lowest,
+    # highest): a review is asked to judge every condition's curve (s8 ln 002, 006)
+    shown = _in_order(found[: MAX_SERIES + MAX_BRIEF_SERIES])
+    for i, f in enumerate(shown):
         f["brief"] = i >= MAX_SERIES
-    return found[: MAX_SERIES + MAX_BRIEF_SERIES], len(found)
+    rest = found[MAX_SERIES + MAX_BRIEF_SERIES :]
+    return SeriesView(shown, len(found), left_out_text([(f["file"], f["path"]) for f in _in_order(rest)]))
+
+
+@dataclass(frozen=True)
+class SeriesView:
+    """Per-step lists a review is shown: ``shown`` (the headline condition's first, then file
+    and key order), ``total`` (how many there are) and ``left_out`` (the others, named compactly:
+    "results.json runs[5-13].val_acc"), so a reader knows which ones it does not see."""
+
+    shown: list[dict[str, Any]]
+    total: int
+    left_out: str = ""
+
+
+def _ranked(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Which lists get a place first: the headline's, then a child's new ones, then the rest."""
+    return sorted(found, key=lambda f: (not f["headline"], not f["new"], f["at"]))
+
+
+def _in_order(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The headline's lists first, the others in file and key order."""
+    return sorted(found, key=lambda f: (not f["headline"], f["at"]))
+
+
+def left_out_text(paths: list[tuple[str, str]], max_groups: int = 12) -> str:
+    """(file, key path) pairs named compactly: one entry per file and key pattern, the list
+    indices as ranges — "results.json runs[0-3, 5-13].val_acc, runs[0-13].lr" (s9 ln 006: "30
+    more such lists not shown" did not say that the headline's curve was one of them)."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for rel, path in paths:
+        idx = [int(m) for m in re.findall(r"\[(\d+)\]", path)]
+        pattern = re.sub(r"\[\d+\]", "[{}]", path, count=1) if len(idx) == 1 else path
+        groups.setdefault((rel, pattern), []).extend(idx[:1] if len(idx) == 1 else [])
+    parts: list[str] = []
+    last_file = None
+    for (rel, pattern), idx in list(groups.items())[:max_groups]:
+        name = pattern.replace("{}", _ranges(idx)) if "{}" in pattern else pattern
+        parts.append(name if rel == last_file else f"{rel} {name}")
+        last_file = rel
+    more = len(groups) - max_groups
+    return ", ".join(parts) + (f" and {more} more key patterns" if more > 0 else "")
+
+
+def _ranges(idx: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> "0-2, 5, 7-8"."""
+    out: list[str] = []
+    for i in sorted(set(idx)):
+        if out and i == int(out[-1].rpartition("-")[2]) + 1:
+            out[-1] = f"{out[-1].partition('-')[0]}-{i}"
+        else:
+            out.append(str(i))
+    return ", ".join(out)
+
+
+# a record that names the headline's settings in the data file itself ("headline": {"l2": 0.01, ...})
+HEADLINE_KEYS = re.compile(r"headline|primary|main_config", re.IGNORECASE)
+SETTING = re.compile(r"([A-Za-z_][\w.]*)\s*=\s*([^,;\s()]+)")
+
+
+def _headline_settings(workspace: Path, skip: frozenset[str], config: str) -> dict[str, Any]:
+    """The headline's settings as key -> value: the ``k=v`` pairs of ``config`` (the protocol's
+    headline configuration, from a review), then the scalars of a data file's top-level record
+    named like the headline (``"headline": {"l2": 0.01, "lr": 0.1}``), which win."""
+    out: dict[str, Any] = {k: v for k, v in SETTING.findall(config or "")}
+    for _, data in _json_data(workspace, skip):
+        if not isinstance(data, dict):
+            continue
+        for key, value in data.items():
+            if HEADLINE_KEYS.search(str(key)) and isinstance(value, dict):
+                out.update({str(k): v for k, v in value.items() if isinstance(v, (str, int, float))})
+    return out
+
+
+def _headline_records(
+    records: dict[int, tuple[dict[str, Any], str]],
+    headline: tuple[str, float] | None,
+    settings: dict[str, Any],
+) -> set[int]:
+    """The ids of the records that are the headline's condition, or none when that is not clear:
+    those holding the headline value under the metric's name (or one like it:
+    ``final_val_acc`` for ``val_accuracy``); where several conditions tie on it, those of them
+    that match the most of the headline's ``settings`` (without a holder: the records matching
+    the most settings, when they are one condition). ``records``: id -> (record, its condition:
+    its name-like field or where it sits; "" for a top-level record, which repeats a named one).
+    A tie left unresolved marks none: a relay run marked 5 of 13 runs "what val_accuracy
+    measures" (s8 ln 002)."""
+    holders = [i for i, (r, _) in records.items() if headline is not None and _holds(r, headline)]
+    if headline is None or not (holders or settings):
+        return set()
+    pool = holders or list(records)
+    if settings and (len(_conditions(records, pool)) > 1 or not holders):
+        scores = [_matches(records[i][0], settings) for i in pool]
+        best = max(scores, default=0)
+        pool = [i for i, s in zip(pool, scores, strict=True) if best and s == best]
+    return set(pool) if pool and len(_conditions(records, pool)) <= 1 else set()
+
+
+def _conditions(records: dict[int, tuple[dict[str, Any], str]], ids: list[int]) -> set[str]:
+    return {records[i][1] for i in ids} - {""}
+
+
+def _matches(record: dict[str, Any], settings: dict[str, Any]) -> int:
+    """How many of ``settings`` the record's own scalar fields have (a key may extend the other:
+    ``lr0`` for ``lr``; numbers compared as numbers)."""
+    count = 0
+    for key, want in settings.items():
+        for k, v in record.items():
+            if isinstance(v, (list, dict)) or not _same_key(str(k), key):
+                continue
+            if _same_value(v, want):
+                count += 1
+                break
+    return count
+
+
+def _same_key(a: str, b: str) -> bool:
+    a, b = a.lower(), b.lower()
+    return a == b or (
+        min(len(a), len(b)) >= 2 and (a.startswith(b) or b.startswith(a)) and abs(len(a) - len(b)) <= 1
+    )
+
+
+def _same_value(have: Any, want: Any) -> bool:
+    try:
+        return math.isclose(float(have), float(want), rel_tol=1e-9, abs_tol=1e-12)
+    except (TypeError, ValueError):
+        return str(have).strip().lower() == str(want).strip().lower()
 
 
 def _record_path(path: str) -> str:
@@ -284,29 +418,77 @@ MIN_STEPS = 3  # fewer values are a pair or a triple of conditions, not a course
 
 
 def step_series(
-    workspace: Any, skip: frozenset[str] = frozenset(), parent: Any = None
+    workspace: Any,
+    skip: frozenset[str] = frozenset(),
+    parent: Any = None,
+    headline: tuple[str, float] | None = None,
+    config: str = "",
 ) -> tuple[list[dict[str, Any]], int]:
+    """:func:`step_lists` as (the lists shown, how many there are in all)."""
+    view = step_lists(workspace, skip, parent, headline, config)
+    return view.shown, view.total
+
+
+def step_lists(
+    workspace: Any,
+    skip: frozenset[str] = frozenset(),
+    parent: Any = None,
+    headline: tuple[str, float] | None = None,
+    config: str = "",
+) -> SeriesView:
     """The numeric per-step lists of the workspace's JSON data files that are not named like a
-    loss (those are :func:`loss_series`'s), each as ``{"file", "path", "n", "nulls",
+    loss (those are :func:`loss_lists`'s), each as ``{"file", "path", "n", "nulls",
     "first", "last", "min", "max"}`` (values at 4 significant digits, more where two would read
     alike): a list of :data:`MIN_STEPS` or more numbers whose length is that of a loss-named list
     of the same files, or whose key names a per-step quantity (:data:`STEP_NAME`). At most
-    :data:`MAX_OTHER_SERIES`, and how many there are in all; with ``parent`` (the parent's
-    workspace) the lists its data did not have come first — a child's new measurements."""
-    found = _numeric_lists(workspace, skip)
-    steps = {len(v) for _, path, v in found if SERIES_NAME.search(path.rsplit(".", 1)[-1])}
+    :data:`MAX_OTHER_SERIES`, the rest named (``left_out``); the headline condition's lists first
+    (as :func:`loss_lists` finds it: s9 ln 006 hid the headline's val_acc curve), then the others
+    in file and key order, a child's new lists (not in ``parent``'s data) the first to get a
+    place."""
+    found = [
+        (rel, key, v, record)
+        for rel, data in _json_data(Path(workspace), skip)
+        for key, v, record in _walk_lists(data, lambda _k, v: _all_numbers(v))
+    ]
+    steps = {len(v) for _, path, v, _ in found if SERIES_NAME.search(path.rsplit(".", 1)[-1])}
     out = [
-        (rel, path, v)
-        for rel, path, v in found
+        (rel, path, v, record)
+        for rel, path, v, record in found
         if len(v) >= MIN_STEPS
         and not SERIES_NAME.search(path.rsplit(".", 1)[-1])
         and (len(v) in steps or STEP_NAME.search(re.sub(r"\[\d+\]", "", path.rsplit(".", 1)[-1])))
     ]
-    if parent is not None:
-        old = {(rel, path) for rel, path, _ in _numeric_lists(parent, frozenset())}
-        out = [x for x in out if x[:2] not in old] + [x for x in out if x[:2] in old]
-    shown = [_compact(rel, path, v) for rel, path, v in out[:MAX_OTHER_SERIES]]
-    return shown, len(out)
+    old = (
+        {(rel, path) for rel, path, _ in _numeric_lists(parent, frozenset())} if parent is not None else None
+    )
+    holders = _headline_records(
+        {id(r): (r, _condition(r) or _record_path(path)) for _, path, _, r in out},
+        headline,
+        _headline_settings(Path(workspace), skip, config),
+    )
+    items = [
+        {
+            "file": rel,
+            "path": path,
+            "values": v,
+            "at": i,
+            "headline": id(record) in holders,
+            "condition": _condition(record) if id(record) in holders else "",
+            "new": old is not None and (rel, path) not in old,
+        }
+        for i, (rel, path, v, record) in enumerate(out)
+    ]
+    ranked = _ranked(items)
+    shown = [
+        {
+            **_compact(f["file"], f["path"], f["values"]),
+            "headline": f["headline"],
+            "condition": f["condition"],
+        }
+        for f in _in_order(ranked[:MAX_OTHER_SERIES])
+    ]
+    rest = _in_order(ranked[MAX_OTHER_SERIES:])
+    return SeriesView(shown, len(out), left_out_text([(f["file"], f["path"]) for f in rest]))
 
 
 def _compact(rel: str, path: str, items: list[Any]) -> dict[str, Any]:
@@ -388,17 +570,32 @@ CONDITION_KEYS = ("name", "label", "condition", "config", "method", "variant", "
 
 def _holds(record: dict[str, Any], headline: tuple[str, float]) -> bool:
     """The record reports the headline value under the metric's name (or a field the name
-    extends or that extends it: ``val_accuracy`` for ``val_accuracy_full``)."""
+    extends or that extends it: ``val_accuracy`` for ``val_accuracy_full``; or one naming it
+    shorter: ``final_val_acc`` for ``val_accuracy``, s9 ln 006)."""
     name, value = headline
     for k, v in record.items():
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             continue
         key = str(k)
-        if (key == name or name.startswith(f"{key}_") or key.startswith(f"{name}_")) and math.isclose(
-            float(v), value, rel_tol=1e-9, abs_tol=1e-12
-        ):
+        if (
+            key == name or name.startswith(f"{key}_") or key.startswith(f"{name}_") or _abbreviates(key, name)
+        ) and math.isclose(float(v), value, rel_tol=1e-9, abs_tol=1e-12):
             return True
     return False
+
+
+# words a field adds to a metric's name without changing what it measures
+WHEN_WORDS = frozenset({"final", "last", "end", "best", "mean", "avg"})
+
+
+def _abbreviates(key: str, name: str) -> bool:
+    """``final_val_acc`` names ``val_accuracy``: the same words in order, each a prefix of the
+    other's (at least two letters), past :data:`WHEN_WORDS`."""
+    a = [w for w in key.lower().split("_") if w and w not in WHEN_WORDS]
+    b = [w for w in name.lower().split("_") if w and w not in WHEN_WORDS]
+    return len(a) == len(b) > 0 and all(
+        min(len(x), len(y)) >= 2 and (x.startswith(y) or y.startswith(x)) for x, y in zip(a, b, strict=True)
+    )
 
 
 def _condition(record: dict[str, Any]) -> str:

@@ -40,7 +40,7 @@ from .evidence import (
     shows_machine,
 )
 from .experiment import METRICS_FROM_REVIEW, normalise_metrics
-from .plots import loss_series, step_series
+from .plots import loss_lists, step_lists
 from .schemas import REVIEW_METRICS_SCHEMA, REVIEW_SCHEMA
 
 
@@ -73,6 +73,13 @@ def _review(ctx: NodeContext, answer: CodeAnswer, build: BuildRecord, run_record
     metrics = list(run_record.metrics)
     parse = run_record.metrics_source == METRICS_FROM_REVIEW  # one call for both (merge_calls)
     kinds = node_kinds(ctx, metrics)
+    # which lists are the headline condition's: the record holding the primary metric's value,
+    # told from tied grid cells by the headline configuration the protocol names (s9 ln 006)
+    lists_of: dict[str, Any] = {
+        "parent": _reference_workspace(ctx),
+        "headline": headline_metric(metrics),
+        "config": _headline_config(ctx),
+    }
     values = {
         **node_facts(ctx),
         # what the node set out to do and measure (its plan's goal and strategy): the run is judged
@@ -91,15 +98,10 @@ def _review(ctx: NodeContext, answer: CodeAnswer, build: BuildRecord, run_record
             from_review=parse,
             # the headline condition's lists first (what the node's result measures), then a
             # child's new lists (its new conditions), then the ones its parent had too
-            series=loss_series(
-                ctx.workspace,
-                unmeasured(ctx.dir),
-                parent=_reference_workspace(ctx),
-                headline=headline_metric(metrics),
-            ),
-            # the per-step lists not named like a loss (an accuracy, a weight norm per epoch), a
-            # child's new ones first: the course of what the node measured (relay s7 ln2 023)
-            steps=step_series(ctx.workspace, unmeasured(ctx.dir), parent=_reference_workspace(ctx)),
+            series=loss_lists(ctx.workspace, unmeasured(ctx.dir), **lists_of),
+            # the per-step lists not named like a loss (an accuracy, a weight norm per epoch), the
+            # headline's first: the course of what the node measured (relay s7 ln2 023, s9 ln 006)
+            steps=step_lists(ctx.workspace, unmeasured(ctx.dir), **lists_of),
         ),
         "kinds": kinds,
         # a timing is judged against the machine's load while it ran, and a child's against its
@@ -125,6 +127,13 @@ def _review(ctx: NodeContext, answer: CodeAnswer, build: BuildRecord, run_record
         return Review.from_json(answer)
     except ValueError as exc:  # the client checked the schema: only a backend ignoring it gets here
         raise PhaseFailed("review", f"the review's answer is malformed: {exc}") from exc
+
+
+def _headline_config(ctx: NodeContext) -> str:
+    """The headline configuration the stage's protocol names ("l2=0.01, lr=0.1, ..."), or ""."""
+    protocol = ctx.extra_values.get("evaluation_protocol")
+    head = protocol.get("headline") if isinstance(protocol, dict) else None
+    return str(head.get("config") or "") if isinstance(head, dict) else ""
 
 
 def _loads(ctx: NodeContext, run_record: RunRecord) -> dict[str, Any]:
