@@ -174,3 +174,34 @@ def test_a_review_shows_the_headline_conditions_per_step_lists_first_and_names_t
         assert named == steps - set(shown), sorted(named ^ (steps - set(shown)))
         checked += 1
     assert checked >= 2
+
+
+def test_a_review_keeps_a_cut_results_table_whole(run):
+    """When the run record cut a command's stdout inside a results table, the review's output
+    still holds every row of that table as the command's exec record has it, and says how many
+    lines before it are left out (relay s9 ln 012: the grid's first cells were cut)."""
+    from ai_scientist.phases.evidence import RECORDED_TAIL_CHARS
+
+    checked = 0
+    for rec, node in _records(run, "review"):
+        run_json = json.loads((node / "run.json").read_text())
+        tail = run_json["outputs"][0]["stdout_tail"]
+        exec_rec = next(
+            json.loads(p.read_text())
+            for p in sorted((node / "exec").glob("*_phase4_run1.json"), reverse=True)
+        )
+        full = exec_rec["stdout"]
+        assert len(tail) >= RECORDED_TAIL_CHARS and len(full) > len(tail)  # the record cut it
+        data = json.loads((node / "workspace" / "results.json").read_text())
+        rows = [line for line in full.splitlines() if line.split(" ")[0] in {r["name"] for r in data["runs"]}]
+        assert rows[0] not in tail  # the cut was inside the table
+        text = record_text(rec)
+        output = text[
+            text.index("[stdout") : text.index("## Run result") if "## Run result" in text else None
+        ]
+        for row in rows:
+            assert row in output, row
+        before = full[: full.index(rows[0])].splitlines()
+        assert f"{len(before)} earlier lines not shown" in output
+        checked += 1
+    assert checked >= 2

@@ -360,18 +360,29 @@ TUNE_OUTPUT_LINES = 12
 
 
 def run_output_text(
-    outputs: Sequence[CommandOutput], status: bool = False, last_lines: int | None = None
+    outputs: Sequence[CommandOutput],
+    status: bool = False,
+    last_lines: int | None = None,
+    full_stdout: Sequence[str | None] | None = None,
 ) -> str:
     """The ``run_output`` layer: per command, the last lines of its stderr and then of its stdout
     (the stdout's tail last, where a tail cut keeps it longest); a tail the run record cut
     mid-line starts at its first whole line. ``status``: every command, with its exit code and
     duration (a child's code call sees its parent's run so; plain text, not a JSON string with
     escaped line breaks). ``last_lines``: at most that many lines of each stream, the cut said
-    (a tune's code call, :data:`TUNE_OUTPUT_LINES`)."""
+    (a tune's code call, :data:`TUNE_OUTPUT_LINES`). ``full_stdout`` (the review's: each
+    command's stdout as its exec record holds it, None where unknown): a tail cut inside a
+    results table gets the table's cut rows back (:func:`_table_kept`), and the lines still left
+    out are counted (relay s9 ln 012: the grid's first cells were cut from the table)."""
     shown = [
         replace(o, stdout_tail=_whole_lines(o.stdout_tail), stderr_tail=_whole_lines(o.stderr_tail))
         for o in outputs
     ]
+    notes = [""] * len(shown)
+    for i, full in enumerate(full_stdout or []):
+        if i < len(shown) and full and len(outputs[i].stdout_tail or "") >= RECORDED_TAIL_CHARS:
+            text, notes[i] = _table_kept(full, shown[i].stdout_tail)
+            shown[i] = replace(shown[i], stdout_tail=text)
     cut = 0
     if last_lines is not None:
         cut = sum(
@@ -386,17 +397,67 @@ def run_output_text(
             for o in shown
         ]
     if not status:
-        shown = [o for o in shown if o.stdout_tail.strip() or o.stderr_tail.strip()]
+        keep = [i for i, o in enumerate(shown) if o.stdout_tail.strip() or o.stderr_tail.strip()]
+        shown, notes = [shown[i] for i in keep], [notes[i] for i in keep]
     if not shown:
         return ""
     return render(
         "context/_run_output.j2",
         outputs=shown,
+        notes=notes,
         total=len(outputs),
         status=status,
         last_lines=last_lines,
         cut=cut,
     ).strip()
+
+
+# rows of a results table a cut stdout gets back from its exec record (at most), and their size
+TABLE_ROWS = 60
+TABLE_CHARS = 6000
+
+
+def _table_kept(full: str, tail: str) -> tuple[str, str]:
+    """``tail`` (the recorded end of a stdout, from its first whole line) with the rows of the
+    table it starts inside put back from ``full`` (the whole stdout), up to :data:`TABLE_ROWS`
+    rows and :data:`TABLE_CHARS`, and a note saying what is still left out ("12 earlier lines
+    not shown"; "..., the first 3 rows of the table below among them"); ``(tail, note)`` as it
+    is when ``full`` does not end with it."""
+    at = full.rfind(tail.rstrip()) if tail.strip() else -1
+    if at < 0:
+        return tail, ""
+    before = full[:at].splitlines()
+    lines = tail.splitlines()
+    shape = _row_shape(lines[0]) if lines else None
+    rows = 0
+    while shape and rows < len(before) and _row_shape(before[-1 - rows]) == shape:
+        rows += 1
+    back: list[str] = []
+    for line in reversed(before[len(before) - rows :]):
+        if len(back) >= TABLE_ROWS or sum(len(x) + 1 for x in back) + len(line) > TABLE_CHARS:
+            break
+        back.insert(0, line)
+    left = len(before) - len(back)
+    note = f"{left} earlier line{'s' if left != 1 else ''} not shown" if left else "whole"
+    if rows > len(back):
+        note += f", the first {rows - len(back)} rows of the table below among them"
+    elif back and left:
+        note += "; the table below whole"
+    return "\n".join([*back, *lines]), note
+
+
+def _row_shape(line: str) -> tuple[str, ...] | None:
+    """A results table row's shape: its number of fields and, past the first (the row's label),
+    each field's ``name=`` or kind (number or word); None for a line of fewer than 3 fields."""
+    fields = line.split()
+    if len(fields) < 3:
+        return None
+    return tuple(
+        f.split("=", 1)[0] + "="
+        if "=" in f
+        else ("#" if re.fullmatch(r"[-+]?[\d.]+(e[-+]?\d+)?%?", f) else "w")
+        for f in fields[1:]
+    )
 
 
 def _lines_over(text: str, n: int) -> int:

@@ -88,7 +88,8 @@ def _review(ctx: NodeContext, answer: CodeAnswer, build: BuildRecord, run_record
         # a benchmark is judged against the machine (its cores, caches, peak rate): only then
         "environment": machine_text(ctx.environment) if shows_machine(kinds) else "",
         **program_values(ctx, answer),  # a small change: its diff to the parent's
-        "run_output": run_output_text(run_record.outputs),
+        # a tail cut inside a results table gets its rows back from the exec records (s9 ln 012)
+        "run_output": run_output_text(run_record.outputs, full_stdout=_full_stdout(ctx, run_record)),
         # the data files' per-epoch losses (head and tail): "a loss that never decreases" is
         # judged from them (the output rarely prints them; a relay run's reviewer never saw any)
         "run_result": run_result_text(
@@ -127,6 +128,23 @@ def _review(ctx: NodeContext, answer: CodeAnswer, build: BuildRecord, run_record
         return Review.from_json(answer)
     except ValueError as exc:  # the client checked the schema: only a backend ignoring it gets here
         raise PhaseFailed("review", f"the review's answer is malformed: {exc}") from exc
+
+
+def _full_stdout(ctx: NodeContext, run_record: RunRecord) -> list[str | None]:
+    """Each run command's stdout as its latest exec record (``exec/NNN_phase4_runK.json``) holds
+    it (capped by the executor), None where there is none: the run record keeps only the tail."""
+    import json
+
+    out: list[str | None] = []
+    for k in range(1, len(run_record.outputs) + 1):
+        found = sorted(RunPaths(ctx.run.dir).node(ctx.node.id).exec.glob(f"*_phase4_run{k}.json"))
+        try:
+            data = json.loads(found[-1].read_text(encoding="utf-8")) if found else {}
+        except (OSError, ValueError):
+            data = {}
+        stdout = data.get("stdout") if isinstance(data, dict) else None
+        out.append(stdout if isinstance(stdout, str) else None)
+    return out
 
 
 def _headline_config(ctx: NodeContext) -> str:
