@@ -205,3 +205,26 @@ def test_a_review_keeps_a_cut_results_table_whole(run):
         assert f"{len(before)} earlier lines not shown" in output
         checked += 1
     assert checked >= 2
+
+
+def test_a_plotting_call_lists_the_run_names_and_the_lines_that_build_them(run):
+    """Every node plotting call lists the values of the runs' name field (all of them here: few
+    and short) beside the other string fields, and shows the program lines whose format strings
+    build those names (relay s9 ln 007, 013, 019, 023: the names were left to guess)."""
+    checked = 0
+    for rec, node in _records(run, "phase5_plot"):
+        data = json.loads((node / "workspace" / "results.json").read_text())
+        names = [r["name"] for r in data["runs"]]
+        text = record_text(rec)
+        values = next(
+            line for line in text.splitlines() if line.startswith("The values of the string fields")
+        )
+        field = next(p for p in values.split("; ") if p.split(": ")[0].endswith("name"))
+        assert field.split(": ", 1)[1].split(", ") == list(dict.fromkeys(names)), field
+        program = (node / "workspace" / "experiment.py").read_text().splitlines()
+        builders = [(i + 1, line) for i, line in enumerate(program) if re.search(r'run\(f"', line)]
+        assert builders
+        for number, line in builders:
+            assert re.search(rf"^\s*{number}\| {re.escape(line)}$", text, re.MULTILINE), line
+        checked += 1
+    assert checked >= 1

@@ -8,7 +8,9 @@ every plotting call its tokens for the few lines that matter. :func:`data_lines`
 lines: the ones naming a data file (its name, or a format string that yields it), writing one of
 its fields (``"tile":`` / ``rec["tile"] =``), naming one of its string values (``"naive"``: the
 call that runs that condition, with its arguments), a CSV file's column, or a metric's name
-(``m("speedup_n1024" + sfx, ...)``: the metric's definition) — each with the lines around it.
+(``m("speedup_n1024" + sfx, ...)``: the metric's definition) or the format string a run's name is
+built from (``run(f"grid_l2={lam}_lr={lr}", ...)``) — each with the lines around it. A field naming
+the runs is listed with its values however many there are (compactly past :data:`MAX_NAMES`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,15 @@ MAX_VALUE_CHARS = 40  # longer strings are prose (a "check" description), not a 
 MAX_FILE_BYTES = 5_000_000
 MAX_KEYS = 200
 MAX_CATEGORIES = 12  # a string field with more distinct values names runs, not conditions
+# a field naming the runs (``"name": "grid_l2=0.01_lr=0.1"``): its values are listed too, all of
+# them up to MAX_NAMES (and NAMES_CHARS), else the first NAMES_HEAD and how many there are (relay
+# s9 ln 007, 013, 019, 023: the run names were left to guess)
+NAME_KEYS = frozenset({"name", "label", "condition", "config", "run", "run_name", "variant", "setting", "id"})
+MAX_NAMES = 30
+NAMES_CHARS = 900
+NAMES_HEAD = 8
+MAX_NAME_CHARS = 80
+MAX_NAME_VALUES = 200  # distinct run names counted at most
 
 # a quoted string of the program ("..." or '...'), escapes allowed
 _LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"|\'((?:[^\'\\\n]|\\.)*)\'')
@@ -65,6 +76,7 @@ def data_lines(
     files = list(files)
     names = {f: {f, Path(f).name} for f in files}
     keys, values, categories = _fields(workspace, files)
+    run_names = {v for k, vs in categories if k in NAME_KEYS for v in vs if not v.startswith("... ")}
     metrics = [m for m in dict.fromkeys(metric_names) if m]
     key_writes = [
         re.compile(rf"\\?[\"']{re.escape(k)}\\?[\"']\s*:(?!:)|\[\s*[\"']{re.escape(k)}[\"']\s*\]\s*=(?!=)")
@@ -86,6 +98,11 @@ def data_lines(
                 rank = 2
             if rank is None and any(lit in values for lit in literals):
                 rank = 3
+            if rank is None and any(
+                _FORMAT_FIELD.search(lit) and any(_exact_or_format(lit, n) for n in run_names)
+                for lit in literals
+            ):
+                rank = 3  # the format string a run's name is built from: f"grid_l2={lam}_lr={lr}"
             if rank is None and any(_names_metric(lit, m) for lit in literals for m in metrics):
                 rank = 4
             if rank is not None:
@@ -154,7 +171,8 @@ def _fields(
                     keys.add(str(k))
                 if track[0] and not isinstance(x, (dict, list)) and len(by_key) < MAX_KEYS:
                     seen = by_key.setdefault(str(k), [])
-                    if x not in seen and len(seen) <= MAX_CATEGORIES:
+                    cap = MAX_NAME_VALUES if str(k) in NAME_KEYS else MAX_CATEGORIES
+                    if x not in seen and len(seen) <= cap:
                         seen.append(x)
                 walk(x, depth + 1)
         elif isinstance(v, list):
@@ -184,9 +202,25 @@ def _fields(
         for k, seen in by_key.items()
         if 1 < len(seen) <= MAX_CATEGORIES
         and all(isinstance(x, str) and 0 < len(x) <= MAX_VALUE_CHARS for x in seen)
+    ) + tuple(
+        (k, _names_listed(seen))
+        for k, seen in by_key.items()
+        if k in NAME_KEYS
+        and len(seen) > MAX_CATEGORIES
+        and all(isinstance(x, str) and 0 < len(x) <= MAX_NAME_CHARS for x in seen)
     )
     # a value that is also a field's name is found as the field's write
     return keys, values - keys, categories
+
+
+def _names_listed(seen: list[Any]) -> tuple[str, ...]:
+    """A run-name field's values: all of them when few and short, else the first
+    :data:`NAMES_HEAD` and "... (N in all)" (N counted up to :data:`MAX_NAME_VALUES`)."""
+    names = [str(x) for x in seen]
+    if len(names) <= MAX_NAMES and sum(len(n) + 2 for n in names) <= NAMES_CHARS:
+        return tuple(names)
+    count = f"{len(names)}" if len(names) <= MAX_NAME_VALUES else f"over {MAX_NAME_VALUES}"
+    return (*names[:NAMES_HEAD], f"... ({count} in all)")
 
 
 def _within(program: Mapping[str, str], hits: dict[tuple[str, int], int], max_chars: int) -> tuple[str, int]:
