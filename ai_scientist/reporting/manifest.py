@@ -257,7 +257,8 @@ def _shown(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def build_manifest(view: RunView, dest_root: Path) -> dict[str, Any]:
     """Describe (and copy under ``dest_root``) the data of each stage's best node and its seeds
-    (roles ``best``, ``seed_run``), then of up to :data:`OTHER_NODES_PER_STAGE` other good nodes
+    (roles ``best``, ``seed_run``), of every node the stage summaries name (role ``stage_node``,
+    never left out for room), then of up to :data:`OTHER_NODES_PER_STAGE` other good nodes
     of each stage, best first (role ``stage_node``), each with its seed re-runs; the entries in
     stage order."""
     entries: list[dict[str, Any]] = []
@@ -267,6 +268,14 @@ def build_manifest(view: RunView, dest_root: Path) -> dict[str, Any]:
             continue
         listed.add(best["id"])
         entries += [{**e, "_group": (stage, 0)} for e in _with_seeds(view, best, "best", dest_root)]
+    # the nodes the stage summaries name, whatever their rank or the size limit: a relay run's
+    # summaries highlighted a stage-2 node that the later stages' nodes had crowded out (s8 ln3 032)
+    for nid in view.named_in_summaries():
+        node = view.nodes[nid]
+        if nid not in listed:
+            stage = int(node.get("stage") or 0)
+            entries += [{**e, "_group": (stage, 0)} for e in _with_seeds(view, node, "stage_node", dest_root)]
+            listed.add(nid)
     # every other good node of a stage bears on the idea too (a stage-3 sweep, a control, an
     # ablation): the best few of each stage, so the figures can show more than the winners —
     # while the manifest stays small enough to be shown whole (a previewed list loses its middle

@@ -11,6 +11,7 @@ runs at the end of runs that may have crashed.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ from ..treesearch.best import (
 )
 from ..treesearch.node import Metric, Node, NodeError
 from ..treesearch.seeds import aggregate_seeds
+
+NODE_ID = re.compile(r"\bn\d{4,}\b")  # how a caption or a summary names a node of the run
 
 # the one seed statistic of the run (the orchestrator's ``treesearch.seeds.aggregate_seeds`` over
 # the re-runs): stated in the plots' manifest, the writer's findings and the standard figure
@@ -105,6 +108,30 @@ class RunView:
 
     def node_dir(self, node_id: str) -> Path:
         return RunPaths(self.run_dir).node(node_id).root
+
+    def named_in_summaries(self) -> list[str]:
+        """The good search nodes the stage-end summaries name (``stage_summaries/stage<N>.json``'s
+        prose: tried / worked / failed / next), in stage and text order; a seed re-run named
+        stands for the node it re-ran. What the summaries highlight is what the figures and the
+        paper centre on, whichever node the stage's end chose as best (relay s8 ln3 032, 041)."""
+        paths = RunPaths(self.run_dir)
+        files = sorted(paths.stage_summaries.glob("stage*.json")) if paths.stage_summaries.is_dir() else []
+        out: list[str] = []
+        for file in files:
+            try:
+                data = read_json(file, default=None)
+            except (ValueError, OSError):  # torn: that stage names nothing
+                continue
+            summary = data.get("summary") if isinstance(data, dict) else None
+            text = " ".join(str(v) for v in summary.values()) if isinstance(summary, dict) else ""
+            for nid in NODE_ID.findall(text):
+                node = self.nodes.get(nid) or {}
+                if node.get("operation") == "seed_eval":
+                    node = self.nodes.get(str(node.get("parent_id"))) or {}
+                good = node.get("status") == "good" and node.get("operation") != "seed_eval"
+                if good and node["id"] not in out:
+                    out.append(str(node["id"]))
+        return out
 
     def metrics(self, node_id: str) -> list[dict[str, Any]]:
         """``nodes/<id>/metrics.json`` metrics, else the journal's ``metrics``/``metric``."""

@@ -27,7 +27,7 @@ from . import prompts
 from .errors import StepSkipped
 from .images import image_part
 from .manifest import _compact_metrics
-from .runread import RunView, load_run, read_text
+from .runread import NODE_ID, RunView, load_run, read_text
 
 if TYPE_CHECKING:
     from ..base.config import Config
@@ -168,7 +168,6 @@ def figure_key(path: Path, caption: str) -> str:
     return f"{digest}|{caption}"
 
 
-NODE_ID = re.compile(r"\bn\d{4,}\b")  # how a caption names a node of the run
 MAX_FIGURE_METRICS = 60  # a node's metrics shown to a figure reviewer, headline first
 
 

@@ -1,0 +1,96 @@
+"""Issue 28, relay runs s8 ln2 / ln3 / mm2 (report side, session 9): what the aggregation call, the
+paper's figure reviews and the writer are shown, and what the paper's checks report back. Every
+expectation is read from what a scripted report really sent (its prompt logs) and the files the
+run wrote (the stage summaries, the nodes' programs and data, paper.tex, chktex's own output)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from test_report_support import default_responder, report_cfg
+
+from ai_scientist.base.paths import RunPaths
+from ai_scientist.llm.factory import make_client
+from ai_scientist.llm.scripted_backend import ScriptedBackend
+
+ROOT = Path(__file__).resolve().parents[1]
+LIBRARY = ROOT / "examples" / "label_noise" / "references.bib"
+
+
+def _text(msg: dict[str, Any]) -> str:
+    content = msg["content"]
+    if isinstance(content, list):
+        return "\n\n".join(p.get("text", "") for p in content if p.get("type") == "text")
+    return str(content)
+
+
+def _logs(run: Path) -> set[Path]:
+    return set((run / "nodes").glob("*/prompt_logs/*.json"))
+
+
+def _records(run: Path, before: set[Path]) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted(_logs(run) - before)]
+
+
+def _aggregate(run: Path, tmp_path: Path, respond: Any = None) -> list[dict[str, Any]]:
+    from ai_scientist.execution.subprocess_backend import SubprocessExecutor
+    from ai_scientist.reporting.aggregate import aggregate_plots
+
+    answer = respond or default_responder()
+    cfg = report_cfg(tmp_path, plot_reflection_rounds=0)
+    before = _logs(run)
+    llm = make_client(
+        cfg, run, None, backend=ScriptedBackend(lambda m, s, ctx: answer(m, s, ctx, "plotting"))
+    )
+    aggregate_plots(run, cfg, llm, SubprocessExecutor(python=sys.executable))
+    return _records(run, before)
+
+
+def _summarise(run: Path, stage: int, **fields: str) -> None:
+    """The stage-end summary of ``stage`` with these prose fields (the summary role's answer)."""
+    path = RunPaths(run).stage_summary(stage)
+    data = json.loads(path.read_text())
+    data["summary"] = {**(data.get("summary") or {}), **fields}
+    path.write_text(json.dumps(data))
+
+
+def _manifest_ids(user: str) -> list[str]:
+    block = user[user.index('{"nodes": [') :].split("\n```", 1)[0]
+    return [e["node_id"] for e in json.loads(block)["nodes"]]
+
+
+def test_a_node_the_stage_summaries_name_is_in_the_aggregation_manifest(tmp_path: Path, run_copy):
+    # relay s8 ln3 032: the stage-2 summary highlighted a node the manifest did not list (the later
+    # stages' nodes, chosen first, had filled the manifest's room), so no figure could show it
+    from ai_scientist.reporting.runread import load_run
+
+    run = run_copy(tmp_path)
+    view = load_run(run)
+    bests = {str(n["id"]) for n in view.best_per_stage().values()}
+    stage2 = [str(n["id"]) for n in view.ranked_good(2) if str(n["id"]) not in bests]
+    assert stage2, "the scripted run has a stage-2 node besides the best"
+    named = stage2[-1]  # the lowest ranked: the one a full manifest leaves out first
+    # the later stages' nodes and the named one saved many result files of their own layouts (a
+    # grid's runs): each node's entry takes a good part of the manifest's room
+    later = [str(n["id"]) for s in (3, 4) for n in view.ranked_good(s) if str(n["id"]) not in bests]
+    assert later
+    for k, nid in enumerate([*later, named]):
+        ws = RunPaths(run).node(nid).root / "workspace"
+        for j in range(30):
+            record = {f"cond_{k}_{j}_{i}_accuracy_per_epoch": [0.5 + i / 100] * 3 for i in range(30)}
+            (ws / f"grid_{j}.json").write_text(json.dumps({"runs": record}))
+    _summarise(run, 2, worked=f"{named} (a smaller learning rate) gave the best clean accuracy of the stage.")
+    rec = next(r for r in _aggregate(run, tmp_path) if r["label"].startswith("aggregate"))
+    user = _text(rec["messages"][-1])
+    saved = json.loads((RunPaths(run).figures / "manifest.json").read_text())
+    listed = [e["node_id"] for e in saved["nodes"]]
+    good = [str(n["id"]) for s in view.by_stage() for n in view.ranked_good(s)]
+    left_out = [nid for nid in good if nid not in listed]
+    assert left_out, (listed, good)  # the room was full: nodes of the run were left out
+    assert named in listed
+    shown = _manifest_ids(user)
+    assert named in shown, shown
+    assert f"- Stage 2: worked: {named}" in user  # the summary that names it, in the same call
