@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from test_report_support import default_responder, report_cfg
+from components import needs_latex
+from test_report_support import SECTIONS, default_responder, report_cfg
 
 from ai_scientist.base.paths import RunPaths
 from ai_scientist.llm.factory import make_client
@@ -94,3 +95,57 @@ def test_a_node_the_stage_summaries_name_is_in_the_aggregation_manifest(tmp_path
     shown = _manifest_ids(user)
     assert named in shown, shown
     assert f"- Stage 2: worked: {named}" in user  # the summary that names it, in the same call
+
+
+def _write(run: Path, tmp_path: Path, respond: Any, **report: Any) -> list[dict[str, Any]]:
+    from ai_scientist.reporting.writeup import ReportOptions, write_paper
+
+    cfg = report_cfg(tmp_path, references=[str(LIBRARY)], **report)
+    before = _logs(run)
+    llm = make_client(cfg, run, None, backend=ScriptedBackend(respond))
+    write_paper(run, cfg, llm, options=ReportOptions(environ={}))
+    return _records(run, before)
+
+
+def _sections_answer(messages, schema, ctx):
+    if ctx.label.startswith("citation"):
+        return json.dumps({"queries": ["label noise regularisation"]})
+    return json.dumps(SECTIONS)
+
+
+def _program(run: Path, nid: str) -> dict[str, str]:
+    data = json.loads(RunPaths(run).node(nid).file("code_answer.json").read_text())
+    return {f["path"]: f["content"] for f in data["files"]}
+
+
+@needs_latex(("pdflatex",))
+def test_the_writer_sees_how_the_program_of_a_node_the_summaries_name_differs_from_the_best(
+    tmp_path: Path, run_copy
+):
+    # relay s8 ln2 042, ln3 041: the paper's central result was another node's (a stage-2 setting
+    # the summaries highlighted) and the writer was shown only the best node's program, so the
+    # Method section described the best's settings for it
+    from ai_scientist.reporting.runread import load_run
+
+    run = run_copy(tmp_path)
+    view = load_run(run)
+    best = str(list(view.best_per_stage().values())[-1]["id"])
+    named = next(str(n["id"]) for n in view.ranked_good(2) if str(n["id"]) != best)
+    _summarise(run, 2, worked=f"{named} gave the clearest gain of the stage.")
+    mine, theirs = _program(run, best), _program(run, named)
+    changed = [
+        line
+        for path, text in theirs.items()
+        for line in text.splitlines()
+        if line.strip() and line not in mine.get(path, "").splitlines()
+    ]
+    assert changed, "the scripted tune node changed its parent's program"
+    recs = _write(run, tmp_path, _sections_answer, compile_fix_rounds=0)
+    user = _text(next(r for r in recs if r["label"] == "sections")["messages"][-1])
+    block = user.split(f"# The program of the run's best node ({best})", 1)[1]
+    section = block.split(f"\n## {named}\n", 1)[1]
+    for line in changed:  # every line the named node's program has and the best's does not
+        assert f"+{line}" in section, (line, section[:2000])
+    assert f"how each one's program differs from {best}'s" in block
+    # the writer's inputs (the claims check's source) hold it too
+    assert f"## {named}" in (RunPaths(run).paper / "writer_inputs.md").read_text()

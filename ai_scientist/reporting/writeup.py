@@ -18,6 +18,7 @@ back to the model with the precise log excerpt for up to
 
 from __future__ import annotations
 
+import difflib
 import re
 import shutil
 import time
@@ -148,6 +149,7 @@ class ReportOptions:
 
 MAX_NODES_PER_STAGE = 12  # good nodes listed per stage, best first (the findings layer cuts at its tail)
 METHOD_CODE_CHARS = 12_000  # the best node's program shown to the writer
+OTHER_CODE_CHARS = 3_000  # how the program of another node the summaries name differs from it
 NODE_SUMMARY_CHARS = (
     900  # a node's findings whole (the review's 500, a measurement caveat's 300), cut at a sentence
 )
@@ -525,30 +527,70 @@ def _sections_call(client: LLMClient, template: str, label: str, values: dict) -
     return out
 
 
-def method_code(run_dir: Path, limit: int = METHOD_CODE_CHARS) -> dict[str, str] | None:
+def _program(run_dir: Path, node_id: str) -> dict[str, str]:
+    """A node's program as its code answer wrote it: path -> text (text files only)."""
+    answer = read_artifact(RunPaths(run_dir).node(node_id).file(CODE_FILE), CodeAnswer)
+    return {f.path: f.content for f in (answer.files if answer is not None else ()) if f.is_text}
+
+
+def _difference(best: dict[str, str], theirs: dict[str, str], best_id: str, their_id: str, limit: int) -> str:
+    """How the program ``theirs`` differs from ``best`` (node ``best_id``'s, shown whole): a unified
+    diff of each changed file with one line of context, a file the best has not in full; at most
+    ``limit`` characters, a cut said with what it left out."""
+    parts: list[str] = []
+    for path in sorted(set(best) | set(theirs)):
+        if path not in theirs:
+            parts.append(f"[{path}: not in this program]")
+        elif path not in best:
+            parts.append(f"{path} (not in {best_id}'s program):\n```\n{theirs[path].rstrip()}\n```")
+        elif best[path] != theirs[path]:
+            diff = difflib.unified_diff(
+                best[path].splitlines(),
+                theirs[path].splitlines(),
+                f"{best_id}/{path}",
+                f"{their_id}/{path}",
+                n=1,
+                lineterm="",
+            )
+            parts.append(f"```diff\n{chr(10).join(diff)}\n```")
+    text = "\n".join(parts) or f"(the same program as {best_id}'s)"
+    if len(text) <= limit:
+        return text
+    kept = text[:limit].rsplit("\n", 1)[0]
+    return f"{kept}\n[... {len(text) - len(kept)} more characters of the difference not shown ...]"
+
+
+def method_code(run_dir: Path, limit: int = METHOD_CODE_CHARS) -> dict[str, Any] | None:
     """The run's best node (the last stage's best) and its program's files as fenced blocks, at most
     ``limit`` characters, what does not fit named with its size: the Method section's details (how
     the data are drawn, sizes, the procedure) are in the code, not in the metrics (a relay run's
-    writer had to leave the data description vague). None when no node worked."""
+    writer had to leave the data description vague). ``others``: each other node the stage-end
+    summaries name (:meth:`RunView.named_in_summaries`), with how its program differs from the
+    best's (:data:`OTHER_CODE_CHARS` each): a paper's central result can be another node's (relay
+    s8 ln2 042, ln3 041: the writer saw only the best's program). None when no node worked."""
     view = load_run(run_dir)
     best = list(view.best_per_stage().values())
     if not best:
         return None
     nid = str(best[-1]["id"])
-    answer = read_artifact(RunPaths(run_dir).node(nid).file(CODE_FILE), CodeAnswer)
+    program = _program(run_dir, nid)
     parts, left = [], limit
-    for f in answer.files if answer is not None else ():
-        if not f.is_text:
-            continue
-        text = f.content
+    for path, text in program.items():
         if left <= 0:
-            parts.append(f"[{f.path}: {len(text)} characters not shown]")
+            parts.append(f"[{path}: {len(text)} characters not shown]")
             continue
         shown = text[:left]
         more = f"\n[... {len(text) - len(shown)} more characters not shown ...]" if shown != text else ""
-        parts.append(f"{f.path}:\n```\n{shown.rstrip()}\n```{more}")
+        parts.append(f"{path}:\n```\n{shown.rstrip()}\n```{more}")
         left -= len(shown)
-    return {"node_id": nid, "text": "\n".join(parts)} if parts else None
+    if not parts:
+        return None
+    others = [
+        {"node_id": other, "text": _difference(program, theirs, nid, other, OTHER_CODE_CHARS)}
+        for other in view.named_in_summaries()
+        if other != nid and (theirs := _program(run_dir, other))
+    ]
+    return {"node_id": nid, "text": "\n".join(parts), "others": others}
 
 
 SHOWN_PROBE_CHARS = 60  # a memory note whose first characters the findings already hold repeats them
