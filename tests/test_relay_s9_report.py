@@ -6,6 +6,7 @@ run wrote (the stage summaries, the nodes' programs and data, paper.tex, chktex'
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -149,3 +150,56 @@ def test_the_writer_sees_how_the_program_of_a_node_the_summaries_name_differs_fr
     assert f"how each one's program differs from {best}'s" in block
     # the writer's inputs (the claims check's source) hold it too
     assert f"## {named}" in (RunPaths(run).paper / "writer_inputs.md").read_text()
+
+
+# a capable model's stage-end account (relay s8 mm2: a run of measurements, each with its spread)
+_WORKED = " ".join(
+    f"Tile {t} reached {3.1 + t / 100:.3f} GFLOP/s (best of 3, spread {0.01 * t:.3f}) at n = 1024, "
+    f"a speed-up of {1.5 + t / 50:.4f} over the naive kernel."
+    for t in (8, 16, 32, 64, 128, 256, 512)
+)
+
+
+def test_findings_reach_the_aggregation_call_and_the_writer_uncut_or_cut_at_a_word_with_a_marker(
+    tmp_path: Path, run_copy
+):
+    # relay s8 mm2 037, 048: a stage's findings cut mid-metric without a marker, in the aggregation
+    # call (each stage's "worked" cut to 600 characters) and in the writer's memory notes (an event
+    # cut at 300): never inside a number, and a cut says what it left out
+    from ai_scientist.base.config import validate
+    from ai_scientist.memory.digest import digest_markdown
+    from ai_scientist.memory.store import MemoryStore
+    from ai_scientist.reporting.writeup import ReportOptions, write_paper
+
+    run = run_copy(tmp_path)
+    assert 600 < len(_WORKED) <= 1000  # within the summary schema's bound for "worked"
+    _summarise(run, 2, worked=_WORKED)
+    rec = next(r for r in _aggregate(run, tmp_path) if r["label"].startswith("aggregate"))
+    line = next(x for x in _text(rec["messages"][-1]).splitlines() if x.startswith("- Stage 2:"))
+    assert f"worked: {_WORKED}" in line, line  # whole
+    # the writer's notes: the run's memory, with an event longer than a note is shown
+    state = json.loads((run / "state.json").read_text())
+    best = [v["best"]["node_id"] for _, v in sorted(state["stages"].items()) if v.get("best")][-1]
+    store = MemoryStore.open_run(run, validate(json.loads(json.dumps({"llm": {"backend": "openai"}}))))
+    try:
+        # what an agent noted during the run, not in the stage accounts
+        event = "Timings re-measured under load, " + _WORKED.replace("GFLOP/s", "GFLOP/s under load")
+        store.recall_append(best, "note", event, best)
+        digest = digest_markdown(store, best)
+    finally:
+        store.close()
+    cfg = report_cfg(tmp_path, references=[str(LIBRARY)], compile_fix_rounds=0)
+    before = _logs(run)
+    llm = make_client(cfg, run, None, backend=ScriptedBackend(_sections_answer))
+    write_paper(run, cfg, llm, memory_digest=digest, options=ReportOptions(environ={}))
+    writer = next(r for r in _records(run, before) if r["label"] == "sections")
+    user = _text(writer["messages"][-1])
+    shown = next(x for x in user.splitlines() if "[note] Timings re-measured under load" in x)
+    text = shown.split("[note] ", 1)[1]
+    cut = re.fullmatch(r"(.*) \[\.\.\. (\d+) more characters\]", text)
+    assert cut, text  # the event is longer than a note is shown: cut, and the cut says so
+    kept, more = cut.group(1), int(cut.group(2))
+    assert event.startswith(kept) and event[len(kept)] == " ", (kept, event)  # at a word
+    assert more == len(event) - len(kept)
+    # the stage's own account reaches the writer whole too
+    assert f"- worked: {_WORKED}" in user

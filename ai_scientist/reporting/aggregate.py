@@ -126,12 +126,15 @@ def check_declared(fig_dir: Path, figures: list[dict[str, Any]]) -> tuple[list[d
     return good, rejected
 
 
-FINDINGS_CHARS = 600  # of each stage's "worked" and "failed", for the aggregation call
+# of each stage's "worked" and "failed", for the aggregation call: whole (the summary's schema
+# bounds them at 1,000 and 800), cut only past that and then at a sentence, marked (relay s8 mm2 037:
+# cut at 600 they ended mid-metric)
+FINDINGS_CHARS = 1_200
 
 
 def stage_findings(run_dir: Path) -> list[dict[str, Any]]:
     """What each stage's end summary says worked and failed (``stage_summaries/stage<N>.json``),
-    cut to :data:`FINDINGS_CHARS` each: which comparisons the figures should show. A relay run's
+    whole up to :data:`FINDINGS_CHARS` each: which comparisons the figures should show. A relay run's
     plotter had twelve nodes' hundred metrics and had to guess which mattered."""
     paths = RunPaths(run_dir)
     out = []

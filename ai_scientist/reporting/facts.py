@@ -251,10 +251,22 @@ def idea_parts(run_dir: Path) -> dict[str, str]:
         ("risks", "Risk Factors and Limitations"),
     ):
         text = str(data.get(key) or data.get(alt) or "").strip()
-        parts[key] = text if len(text) <= IDEA_CHARS else text[:IDEA_CHARS] + " [...]"
+        parts[key] = _clip(text, IDEA_CHARS)
     if not parts["hypothesis"] and not parts["abstract"]:
-        parts["abstract"] = md[:IDEA_CHARS]
+        parts["abstract"] = _clip(md, IDEA_CHARS)
     return parts
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` up to ``limit`` characters, cut at a word (never inside a number), the cut saying
+    how much of the idea it left out (relay s8 mm2 037: an unmarked cut mid-metric)."""
+    if len(text) <= limit:
+        return text
+    kept = text[:limit]
+    if not text[limit].isspace() and len(kept.split(None, 1)) > 1:  # inside a word: drop it
+        kept = kept.rsplit(None, 1)[0]
+    kept = kept.rstrip()
+    return f"{kept} [... {len(text) - len(kept)} more characters of the idea not shown]"
 
 
 def limitations(stages: list[StageFacts], figures: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -117,6 +117,7 @@ WRITEUP_SCHEMA: dict[str, Any] = writeup_schema()
 # the queries one citation round searches: the schema, the search and the citer's system message
 # (prompt/reporting/citation_system.j2) say the same number (relay s7 ln1 038: "at most 5" vs 10)
 MAX_QUERIES = 6
+ACCOUNT_CHARS = 1500  # a stage-end summary's field, in the writer's findings
 BEST_SUMMARY_CHARS = 2000  # a stage best's findings, in the writer's and the citer's inputs
 QUERY_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -227,7 +228,9 @@ def stage_summaries(run_dir: Path) -> list[dict[str, Any]]:
         }
         written = read_json(paths.stage_summary(stage))
         if isinstance(written, dict) and isinstance(written.get("summary"), dict):
-            row["account"] = {k: str(v)[:1500] for k, v in written["summary"].items() if v}
+            # whole (the summary's schema bounds each field at 1,200), a longer one cut at a
+            # sentence and marked: never mid-number (relay s8 mm2 048)
+            row["account"] = {k: sentences(str(v), ACCOUNT_CHARS) for k, v in written["summary"].items() if v}
         best_values: dict[str, Any] = {}
         if stage in best:
             b = best[stage]
@@ -640,6 +643,20 @@ def notes_add_something(digest: str, shown: str) -> bool:
     return False
 
 
+NOTES_CHARS = 6000  # the memory notes shown to the writer
+
+
+def _whole_lines(text: str, limit: int) -> str:
+    """``text``'s lines while they fit in ``limit`` characters, then how many were left out: a
+    note is never cut inside (relay s8 mm2 048: cut mid-metric, unmarked)."""
+    lines, size = text.splitlines(), 0
+    for i, line in enumerate(lines):
+        size += len(line) + 1
+        if size > limit:
+            return "\n".join([*lines[:i], f"- ({len(lines) - i} more note lines not shown)"])
+    return text
+
+
 def _default_cfg() -> Config:
     from ..base.config import Config
 
@@ -983,7 +1000,7 @@ def write_paper(
         "template": cfg.report.template,
     }
     shown = prompts.render("writeup_user.j2", **values, papers=[])
-    notes = without_repeats(memory_digest, shown)[:6000]
+    notes = _whole_lines(without_repeats(memory_digest, shown), NOTES_CHARS)
     values["memory_digest"] = notes if notes_add_something(notes, shown) else ""
     papers, notice = gather_citations(run_dir, cfg, client, values, opts)
     if papers:
