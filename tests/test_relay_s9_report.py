@@ -203,3 +203,41 @@ def test_findings_reach_the_aggregation_call_and_the_writer_uncut_or_cut_at_a_wo
     assert more == len(event) - len(kept)
     # the stage's own account reaches the writer whole too
     assert f"- worked: {_WORKED}" in user
+
+
+@needs_latex(("pdflatex",))
+def test_a_number_the_paper_quotes_from_the_idea_as_a_power_of_ten_is_traced_to_the_idea(
+    tmp_path: Path, run_copy
+):
+    # relay s8 mm2: the idea's correctness tolerance (1e-9), printed by the writer as $10^{-9}$, was
+    # read as a 10 and a 9 and flagged as a number no record holds; a number quoted from the idea
+    # is the idea's, and a power of ten is one number
+    from ai_scientist.reporting.claims import check_claims, extract_numbers
+
+    run = run_copy(tmp_path)
+    idea = (ROOT / "examples" / "blocked_matmul" / "idea.md").read_text()
+    (run / "idea.md").write_text(idea)  # a run of the project's benchmark example
+    found = re.search(r"(\d+)e-(\d+)", idea)
+    assert found and found.group(1) == "1", found
+    power = found.group(2)
+    math, prose = f"$10^{{-{power}}}$", f"10^-{power}"
+    results = (
+        f"Every kernel's result agreed with the naive kernel's within {math} of the norm, the "
+        f"tolerance the study set (written {prose} in its plan)."
+    )
+
+    def respond(messages, schema, ctx):
+        if ctx.label.startswith("citation"):
+            return json.dumps({"queries": ["cache blocking matrix multiplication"]})
+        return json.dumps(dict(SECTIONS, results=results))
+
+    _write(run, tmp_path, respond, compile_fix_rounds=0)
+    check_claims(run, "model")  # the report's claims step after the writeup
+    claims = json.loads((RunPaths(run).paper / "claims.json").read_text())
+    said = [c for c in claims["claims"] if "tolerance the study set" in c["context"]]
+    assert len(said) == 2, said  # the two printings, each one number
+    held = {c.value for c in extract_numbers(idea)}
+    for c in said:
+        assert c["kind"] == "idea" and c["source"] == "idea.md", c
+        assert c["value"] == float(f"1e-{power}") and c["value"] in held, c
+    assert not [c for c in claims["claims"] if c["source"] is None and "tolerance" in c["context"]]
