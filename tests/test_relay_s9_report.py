@@ -241,3 +241,43 @@ def test_a_number_the_paper_quotes_from_the_idea_as_a_power_of_ten_is_traced_to_
         assert c["kind"] == "idea" and c["source"] == "idea.md", c
         assert c["value"] == float(f"1e-{power}") and c["value"] in held, c
     assert not [c for c in claims["claims"] if c["source"] is None and "tolerance" in c["context"]]
+
+
+@needs_latex(("pdflatex", "chktex"))
+def test_chktex_warnings_reach_the_writer_only_on_text_it_wrote(tmp_path: Path, run_copy):
+    # relay s8 mm2 047: the writer was told of chktex warnings on text the escaping had made ("…"
+    # set as "...", "×" as "x": "use \ldots", "$\times$ may look prettier"), text it never wrote;
+    # a warning on its own text (straight double quotes) still reaches it
+    from ai_scientist.reporting.latex import unescaped
+    from ai_scientist.reporting.reflection import _token_at
+
+    run = run_copy(tmp_path)
+    results = (
+        "The blocked kernel ran 2.3× faster on 1024×1024 matrices … and the naive kernel stayed "
+        'the slowest, the "reference" of every comparison; see Figure \\ref{fig:1}.'
+    )
+    written = dict(SECTIONS, results=results)
+
+    def respond(messages, schema, ctx):
+        if ctx.label.startswith("citation"):
+            return json.dumps({"queries": ["cache blocking matrix multiplication"]})
+        return json.dumps(written)  # every round: the same sections
+
+    recs = _write(run, tmp_path, respond, compile_fix_rounds=0, writeup_reflections=1)
+    reflect = next(r for r in recs if r["label"] == "reflect_1")
+    user = _text(reflect["messages"][-1])
+    line = next(x for x in user.splitlines() if "LaTeX style warnings (chktex) in your text:" in x)
+    tex = (RunPaths(run).paper / "paper.tex").read_text(encoding="utf-8").splitlines()
+    ours = [str(v) for k, v in written.items()]
+    reported = re.findall(r'on the line "([^"]*(?:"[^"]*"[^"]*)*?)": ((?:column \d+[^|]*)+)', line)
+    assert reported, line
+    for start, found in reported:
+        row = next(x for x in tex if x.strip().startswith(start.removesuffix(" ...")[:60]))
+        for col in map(int, re.findall(r"column (\d+)", found)):
+            piece = unescaped(_token_at(row, col))
+            assert any(piece in x for x in ours), (col, piece, found)  # the writer's own text
+    assert "alternative to `\"'" in line, line  # its straight quotes: its own, reported
+    assert "to achieve an ellipsis" not in line and "may look prettier" not in line, line
+    # the escaping now sets them as LaTeX expects: chktex itself no longer warns of them
+    warnings = json.loads((RunPaths(run).paper / "writeup.json").read_text())["chktex_warnings"]
+    assert not [w for w in warnings if "\\ldots" in w or "\\times" in w], warnings

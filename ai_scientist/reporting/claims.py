@@ -88,7 +88,8 @@ _YEAR = re.compile(r"year\s*=\s*[{\"]?(\d{4})")
 # printed as $10^{-9}$, was flagged as no record of the run)
 _CARET = r"(?:\^|\\textasciicircum\{\})"
 _POWER = re.compile(
-    r"(?<![A-Za-z0-9_.\\])(?:(?P<mant>\d+)(?:\.(?P<frac>\d+))?\s*(?:\\times|\\cdot|x|\u00d7)\s*)?"
+    r"(?<![A-Za-z0-9_.\\])(?:(?P<mant>\d+)(?:\.(?P<frac>\d+))?\s*"
+    r"(?:\\ensuremath\{\\times\}|\\times|\\cdot|x|\u00d7)\s*)?"
     rf"10\s*{_CARET}\s*(?:\{{|\\\{{)?\s*(?P<exp>[-+]?\d+)(?:\s*(?:\}}|\\\}}))?(?![\d.])"
 )
 

@@ -64,9 +64,17 @@ MATH_SPAN = re.compile(r"\$([^$\n]{1,200})\$")
 _REF = re.compile(r"\\(cite|citep|citet|ref)\{([A-Za-z0-9:_,.\- ]+)\}")
 
 
+# characters set as the LaTeX command a typesetter (and chktex) expects: "..." for an ellipsis and
+# an "x" for a times sign drew chktex warnings on text the writer never wrote (relay s8 mm2 047)
+_COMMANDS = {"\u2026": r"\ldots{}", "\u00d7": r"\ensuremath{\times}"}
+
+
 def _plain(text: str) -> str:
     out = []
     for ch in text:
+        if ch in _COMMANDS:
+            out.append(_COMMANDS[ch])
+            continue
         ch = _UNICODE.get(ch, ch)
         if len(ch) == 1 and ord(ch) > 0xFF:  # outside Latin-1: pdflatex+T1 cannot typeset it
             greek = _greek(ch)
@@ -76,6 +84,15 @@ def _plain(text: str) -> str:
             ch = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode() or "?"
         out.append("".join(_ESCAPE.get(c, c) for c in ch))
     return "".join(out)
+
+
+def unescaped(text: str) -> str:
+    """What :func:`latex_text` made of a piece of text, turned back as far as it can be: its
+    escapes undone and a reference's tie (``~\\ref``) a space again. A piece whose result is not in
+    the writer's own text was made by the escaping (``\\ldots{}`` for "…", an accent's command)."""
+    for raw, esc in sorted(_ESCAPE.items(), key=lambda kv: -len(kv[1])):
+        text = text.replace(esc, raw)
+    return re.sub(r"~(?=\\(?:cite|ref)\{)", " ", text)
 
 
 def _greek(ch: str) -> str | None:

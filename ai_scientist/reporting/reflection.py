@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .latex import MATH_SPAN, math_problem
+from .latex import MATH_SPAN, math_problem, unescaped
 
 SECTION_KEYS = ("abstract", "introduction", "related_work", "method", "experiments", "results", "conclusion")
 MAX_CHKTEX = 10
@@ -169,14 +169,37 @@ def writer_lines(tex: str, own_texts: list[str]) -> dict[int, str]:
     return out
 
 
-def chktex_for_writer(warnings: list[str], tex: str, own_texts: list[str]) -> list[str]:
+def _token_at(line: str, col: int) -> str:
+    """The whitespace-delimited piece of ``line`` at ``col`` (1-based; the next one after a space)."""
+    i = min(max(col - 1, 0), len(line))
+    while i < len(line) and line[i].isspace():
+        i += 1
+    start = i
+    while start > 0 and not line[start - 1].isspace():
+        start -= 1
+    end = i
+    while end < len(line) and not line[end].isspace():
+        end += 1
+    return line[start:end]
+
+
+def chktex_for_writer(
+    warnings: list[str], tex: str, own_texts: list[str], written: list[str] | None = None
+) -> list[str]:
     """chktex warnings on lines the writer wrote, one entry per line with its text (the writer
-    never sees paper.tex); warnings on other lines (the template's) are dropped."""
+    never sees paper.tex); warnings on other lines (the template's) are dropped. With ``written``
+    (the writer's strings as it wrote them), so is a warning on a piece of text the escaping made
+    (:func:`latex.unescaped` of it is in none of them): the writer never wrote it (relay s8 mm2
+    047)."""
     own = writer_lines(tex, own_texts)
     raw = tex.splitlines()
     by_line: dict[int, list[str]] = {}
     for w in warnings:
         m = _CHKTEX.match(w)
+        if m and written is not None and int(m.group(1)) in own:
+            piece = unescaped(_token_at(raw[int(m.group(1)) - 1], int(m.group(2))))
+            if piece and not any(piece in x for x in written):
+                continue
         if m and int(m.group(1)) in own:
             message = m.group(4).strip().rstrip(".")
             line, col = raw[int(m.group(1)) - 1], int(m.group(2))

@@ -884,7 +884,12 @@ def _reflect(
     for r in range(1, rounds + 1):
         pages = result.main_pages or result.pages
         tex = read_text(paper_dir / "paper.tex", 2_000_000)
-        chktex = chktex_for_writer(result.chktex, tex, _own_texts(sections, values["figures"], papers))
+        chktex = chktex_for_writer(
+            result.chktex,
+            tex,
+            _own_texts(sections, values["figures"], papers),
+            [str(sections.get(k, "")) for k in ("title", "abstract", *SECTIONS)],
+        )
         feedback = paper_feedback(sections, kept_figures(sections, values["figures"]), vlm, chktex, pages,
                                   _page_limit(cfg), values["figure_problems"], result.figure_pages,
                                   result.last_fill)  # fmt: skip
