@@ -281,3 +281,57 @@ def test_chktex_warnings_reach_the_writer_only_on_text_it_wrote(tmp_path: Path, 
     # the escaping now sets them as LaTeX expects: chktex itself no longer warns of them
     warnings = json.loads((RunPaths(run).paper / "writeup.json").read_text())["chktex_warnings"]
     assert not [w for w in warnings if "\\ldots" in w or "\\times" in w], warnings
+
+
+def test_a_figure_review_gets_the_nodes_and_the_loss_values_the_figures_script_reads(
+    tmp_path: Path, run_copy
+):
+    # relay s8 ln3 034, 038: a report figure review listed only the nodes its caption named, and a
+    # loss-curve figure's review had no loss value to check the curves against; the review now
+    # lists every node whose result files the figure's part of the aggregation script reads, with
+    # each list of numbers it plots (key path, length, first, last, lowest, highest)
+    from ai_scientist.reporting.runread import load_run
+    from ai_scientist.reporting.vlm import review_figures
+
+    run = run_copy(tmp_path)
+    _aggregate(run, tmp_path)  # the pipeline's test plotter: every node's results.json curves
+    fig_dir = RunPaths(run).figures
+    figures = json.loads(RunPaths(run).figures_json.read_text())["figures"]
+    script = (fig_dir / json.loads(RunPaths(run).figures_json.read_text())["script"]).read_text()
+    glob = re.search(r'glob\.glob\("([^"]+)"\)', script).group(1)  # what the script reads
+    read = sorted(p.relative_to(fig_dir).as_posix() for p in fig_dir.glob(glob))
+    assert len(read) > 1, read
+    view = load_run(run)
+    owners = []
+    for rel in read:
+        node = view.nodes[rel.split("/")[1]]
+        nid = node["parent_id"] if node.get("operation") == "seed_eval" else node["id"]
+        if nid not in owners:
+            owners.append(nid)
+    fig = figures[0]
+    caption = f"Training loss per epoch; {owners[0]} is the best run."  # names one node only
+    answer = default_responder()
+    cfg = report_cfg(tmp_path)
+    before = _logs(run)
+    llm = make_client(
+        cfg, run, None, backend=ScriptedBackend(lambda m, s, ctx: answer(m, s, ctx, "vlm_feedback"))
+    )
+    review_figures(run, cfg, llm, [{"file": fig["file"], "caption": caption}], phase="review")
+    (rec,) = _records(run, before)
+    user = _text(rec["messages"][-1])
+    for nid in owners:  # every node whose results the figure draws, not only the caption's
+        assert any(x.startswith(f"- {nid}: ") for x in user.splitlines()), (nid, user[:3000])
+    # the loss values it plots, from each file it reads, as the file holds them
+    for rel in read:
+        data = json.loads((fig_dir / rel).read_text())
+        for key, values in data.items():
+            if not (isinstance(values, list) and len(values) > 2 and "loss" in key):
+                continue
+            line = next(x for x in user.splitlines() if x.startswith(f"- {rel} {key}: "))
+            assert f"{len(values)} values, first " in line, line
+            first = float(line.split("first ", 1)[1].split(",", 1)[0])
+            last = float(line.split("last ", 1)[1].split(",", 1)[0])
+            low = float(line.split("lowest ", 1)[1].split(",", 1)[0])
+            assert abs(first - values[0]) <= 5e-4 * abs(values[0]), (first, values[0])
+            assert abs(last - values[-1]) <= 5e-4 * abs(values[-1]), (last, values[-1])
+            assert abs(low - min(values)) <= 5e-4 * abs(min(values)), (low, min(values))

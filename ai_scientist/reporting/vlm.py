@@ -25,6 +25,7 @@ from ..llm.prompting import Prompter, ask
 from ..llm.vision import is_vision_refusal, vision_skip_reason
 from . import prompts
 from .errors import StepSkipped
+from .figure_data import figure_series, read_files
 from .images import image_part
 from .manifest import _compact_metrics
 from .runread import NODE_ID, RunView, load_run, read_text
@@ -308,18 +309,46 @@ def figure_script(run_dir: Path) -> tuple[str | None, list[str]]:
     return read_text(path, 200_000), files
 
 
-def figure_nodes(run_dir: Path, caption: str, load: bool = False, file: str = "") -> list[str]:
-    """One line per node the caption names: what the node is (stage, operation, parent, idea) and
-    the values it measured that the figure uses (:class:`FigureUse`; the headline always), and
-    those of its seed re-runs labelled by seed, the rest counted, so a figure reviewer can check
-    what is drawn against what was measured (relay s7 ln1 032-037: "n0007"/"n0001" in captions,
-    no value)."""
-    ids = list(dict.fromkeys(NODE_ID.findall(caption or "")))
-    if not ids:
-        return []
-    view = load_run(run_dir)
+def figure_use(run_dir: Path, caption: str, file: str = "") -> tuple[FigureUse, list[str]]:
+    """What the figure ``file`` uses (:class:`FigureUse`, from its caption and its part of the
+    aggregation script) and the copied data files that part reads (:func:`figure_data.read_files`),
+    else those the whole script reads."""
     script, others = figure_script(run_dir) if file else (None, [])
     use = FigureUse(caption, script, file, others)
+    fig_dir = RunPaths(run_dir).figures
+    reads = read_files(fig_dir, use.literals, use.patterns) if script else []
+    if script and not reads:  # read by code the figures share (a loop before the figure's part)
+        whole = FigureUse("", script, "", [])
+        reads = read_files(fig_dir, whole.literals, whole.patterns)
+    return use, reads
+
+
+def _file_nodes(view: RunView, files: list[str]) -> list[str]:
+    """The nodes whose copied files (``data/<node>/...``) these are; a seed re-run stands for the
+    node it re-ran (that node's line shows its re-runs)."""
+    out: list[str] = []
+    for rel in files:
+        nid = rel.split("/")[1] if rel.count("/") >= 2 else ""
+        node = view.nodes.get(nid) or {}
+        if node.get("operation") == "seed_eval" and node.get("parent_id") in view.nodes:
+            nid = str(node["parent_id"])
+        if nid in view.nodes and nid not in out:
+            out.append(nid)
+    return out
+
+
+def figure_nodes(run_dir: Path, caption: str, load: bool = False, file: str = "") -> list[str]:
+    """One line per node the caption names or whose result files the figure's part of the
+    aggregation script reads (relay s8 ln3 034, 038: a review listed only the caption's): what the
+    node is (stage, operation, parent, idea) and the values it measured that the figure uses
+    (:class:`FigureUse`; the headline always), and those of its seed re-runs labelled by seed, the
+    rest counted, so a figure reviewer can check what is drawn against what was measured (relay
+    s7 ln1 032-037: "n0007"/"n0001" in captions, no value)."""
+    use, reads = figure_use(run_dir, caption, file)
+    view = load_run(run_dir)
+    ids = list(dict.fromkeys([*NODE_ID.findall(caption or ""), *_file_nodes(view, reads)]))
+    if not ids:
+        return []
     out = []
     for nid in ids:
         node = view.nodes.get(nid)
@@ -446,6 +475,12 @@ def node_load(view: RunView, node_id: str) -> str:
     return "; ".join(parts)
 
 
+def _series(run_dir: Path, caption: str, file: str) -> list[str]:
+    """The lists of numbers the figure's part of the script reads (:func:`figure_data.figure_series`)."""
+    use, reads = figure_use(run_dir, caption, file)
+    return figure_series(RunPaths(run_dir).figures, reads, use.uses) if reads else []
+
+
 def review_figures(
     run_dir: Path, cfg: Config, client: LLMClient, figures: list[dict[str, Any]], phase: str = "vlm"
 ) -> dict[str, Any]:
@@ -491,6 +526,7 @@ def review_figures(
             caption=caption,
             question=question,
             nodes=figure_nodes(run_dir, caption, load=timed_figure(run_dir, caption, view), file=fig["file"]),
+            series=_series(run_dir, caption, fig["file"]),
             protocols=figure_protocols(run_dir, caption),
             earlier=earlier,
             redrawn=bool(earlier) and str((earlier or {}).get("key", "")).split("|")[0] != key.split("|")[0],
