@@ -221,9 +221,11 @@ def test_a_number_the_paper_quotes_from_the_idea_as_a_power_of_ten_is_traced_to_
     assert found and found.group(1) == "1", found
     power = found.group(2)
     math, prose = f"$10^{{-{power}}}$", f"10^-{power}"
+    # and in Unicode superscripts, which the escaping once printed as "10?9"
+    sup = "10" + "".join("⁻⁰¹²³⁴⁵⁶⁷⁸⁹"["-0123456789".index(c)] for c in f"-{power}")
     results = (
         f"Every kernel's result agreed with the naive kernel's within {math} of the norm, the "
-        f"tolerance the study set (written {prose} in its plan)."
+        f"tolerance the study set (written {prose} in its plan, {sup} in its summary)."
     )
 
     def respond(messages, schema, ctx):
@@ -235,7 +237,11 @@ def test_a_number_the_paper_quotes_from_the_idea_as_a_power_of_ten_is_traced_to_
     check_claims(run, "model")  # the report's claims step after the writeup
     claims = json.loads((RunPaths(run).paper / "claims.json").read_text())
     said = [c for c in claims["claims"] if "tolerance the study set" in c["context"]]
-    assert len(said) == 2, said  # the two printings, each one number
+    assert len(said) == 3, said  # the three printings, each one number
+    assert f"{sup} in its summary" not in (RunPaths(run).paper / "paper.tex").read_text(encoding="utf-8")
+    assert f"10\\textsuperscript{{-{power}}}" in (RunPaths(run).paper / "paper.tex").read_text(
+        encoding="utf-8"
+    )
     held = {c.value for c in extract_numbers(idea)}
     for c in said:
         assert c["kind"] == "idea" and c["source"] == "idea.md", c

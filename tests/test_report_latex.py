@@ -129,7 +129,7 @@ def test_count_pages_from_log_and_raw_pdf(tmp_path):
 def test_latex_text_never_emits_unknown_commands_or_unbalanced_braces(text):
     out = latex.latex_text(text, {"k1"}, {"fig:1"})
     allowed = latex.MATH_COMMANDS | {"textbackslash", "textasciitilde", "textasciicircum", "textless",
-                                      "textgreater", "textbar", "ensuremath", "cite", "ref"}  # fmt: skip
+                                      "textgreater", "textbar", "ensuremath", "textsuperscript", "cite", "ref"}  # fmt: skip
     assert set(re.findall(r"\\([A-Za-z]+)", out)) <= allowed
     unescaped = re.sub(r"\\[{}$%&#_]", "", out)
     assert unescaped.count("{") == unescaped.count("}")

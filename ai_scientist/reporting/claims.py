@@ -74,6 +74,8 @@ _KEY_COMMANDS = (
 _KEY_CMD = re.compile(r"\\(?:" + _KEY_COMMANDS + r")\*?(?:\[[^\]]*\])?(?:\{[^{}]*\})?")
 # a TeX register number (\box0, \ht0: the template's figure measuring), never a claim
 _REGISTER = re.compile(r"\\(?:box|setbox|ht|dp|wd|count|dimen|skip)\d+")
+# an exponent set from a superscript (x², n³): no claim; a power of ten's (10⁻⁹) is read by _POWER
+_EXPONENT = re.compile(r"(?<!10)\\textsuperscript\{[^{}]*\}")
 _OPTIONS = re.compile(r"\\[A-Za-z]+\*?\[[^\]]*\]")  # \begin{figure}[!htbp], \\[2pt]
 _COMMENT = re.compile(r"(?<!\\)%[^\n]*")
 _QUOTE = re.compile(r"\\begin\{quote\}.*?\\end\{quote\}", re.S)
@@ -86,7 +88,7 @@ _YEAR = re.compile(r"year\s*=\s*[{\"]?(\d{4})")
 # a power of ten as a paper (or an idea) prints it: $10^{-9}$, 2.5 \times 10^{-3}, 10^-9 in prose
 # (escaped: 10\textasciicircum{}-9): one number, not a 10 and a 9 (relay s8 mm2: the idea's 1e-9,
 # printed as $10^{-9}$, was flagged as no record of the run)
-_CARET = r"(?:\^|\\textasciicircum\{\})"
+_CARET = r"(?:\^|\\textasciicircum\{\}|\\textsuperscript(?=\{))"
 _POWER = re.compile(
     r"(?<![A-Za-z0-9_.\\])(?:(?P<mant>\d+)(?:\.(?P<frac>\d+))?\s*"
     r"(?:\\ensuremath\{\\times\}|\\times|\\cdot|x|\u00d7)\s*)?"
@@ -163,7 +165,7 @@ def paper_body(tex: str) -> tuple[str, int]:
     for pattern in (_COMMENT, _QUOTE):
         body = _blank_all(body, pattern)
     body = _blank_texttt(body)
-    for pattern in (_KEY_CMD, _REGISTER, _OPTIONS):
+    for pattern in (_KEY_CMD, _REGISTER, _OPTIONS, _EXPONENT):
         body = _blank_all(body, pattern)
     return body, tex.count("\n", 0, start) + 1
 

@@ -69,7 +69,29 @@ _REF = re.compile(r"\\(cite|citep|citet|ref)\{([A-Za-z0-9:_,.\- ]+)\}")
 _COMMANDS = {"\u2026": r"\ldots{}", "\u00d7": r"\ensuremath{\times}"}
 
 
+_SUPERSCRIPT = dict(
+    zip(
+        "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079\u207b\u207a",
+        "0123456789-+",
+        strict=True,
+    )
+)
+_SUPERSCRIPTS = re.compile("[" + "".join(_SUPERSCRIPT) + "]+")
+
+
 def _plain(text: str) -> str:
+    """``text`` escaped; a run of superscript digits set as ``\\textsuperscript{}`` (``10⁻⁹`` was
+    printed ``10?9``: NFKD leaves a minus sign outside ASCII)."""
+    out, pos = [], 0
+    for m in _SUPERSCRIPTS.finditer(text):
+        out.append(_plain_chars(text[pos : m.start()]))
+        out.append("\\textsuperscript{" + "".join(_SUPERSCRIPT[c] for c in m.group(0)) + "}")
+        pos = m.end()
+    out.append(_plain_chars(text[pos:]))
+    return "".join(out)
+
+
+def _plain_chars(text: str) -> str:
     out = []
     for ch in text:
         if ch in _COMMANDS:
