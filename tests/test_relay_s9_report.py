@@ -327,6 +327,19 @@ def test_a_figure_review_gets_the_nodes_and_the_loss_values_the_figures_script_r
     user = _text(rec["messages"][-1])
     for nid in owners:  # every node whose results the figure draws, not only the caption's
         assert any(x.startswith(f"- {nid}: ") for x in user.splitlines()), (nid, user[:3000])
+    # the protocols of those nodes' stages, not only of the caption's node's stage
+    from ai_scientist.base.fileio import read_jsonl
+
+    fixed = {int(e["stage"]) for e in read_jsonl(RunPaths(run).events) if e.get("type") == "eval_protocol"}
+    stages = {int(view.nodes[n]["stage"]) for n in owners} & fixed
+    block = user[user.index("The evaluation protocol") :]
+    said = {
+        int(x)
+        for ln in block.splitlines()
+        if ln.startswith("- stage")
+        for x in re.findall(r"\d+", ln.split("(")[0])
+    }
+    assert len(stages) > 1 and stages <= said, (stages, block[:1500])
     # the loss values it plots, from each file it reads, as the file holds them
     for rel in read:
         data = json.loads((fig_dir / rel).read_text())

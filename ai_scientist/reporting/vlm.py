@@ -399,12 +399,13 @@ def figure_nodes(run_dir: Path, caption: str, load: bool = False, file: str = ""
 MAX_LOAD_COMMANDS = 4  # a node's run commands whose machine load a figure reviewer is shown
 
 
-def figure_protocols(run_dir: Path, caption: str) -> list[dict[str, Any]]:
+def figure_protocols(run_dir: Path, caption: str, read: list[str] | None = None) -> list[dict[str, Any]]:
     """The evaluation protocols the figure's results were measured under (the ``eval_protocol``
     events: each stage's headline metric with its direction and dataset label, and the parameters
     that define its inputs), for the stages of the nodes the caption names, else every stage;
     stages that kept one protocol are merged. A figure reviewer without it read a metric under
-    its own dataset label (an extra condition) as a break of the protocol (relay s7 ln2 008)."""
+    its own dataset label (an extra condition) as a break of the protocol (relay s7 ln2 008).
+    ``read``: the nodes whose files the figure's script reads, counted with the caption's."""
     path = RunPaths(run_dir).events
     try:
         events = read_jsonl(path) if path.exists() else []
@@ -413,7 +414,7 @@ def figure_protocols(run_dir: Path, caption: str) -> list[dict[str, Any]]:
     fixed = {
         int(e["stage"]): e for e in events if e.get("type") == "eval_protocol" and e.get("stage") is not None
     }
-    ids = set(NODE_ID.findall(caption or ""))
+    ids = set(NODE_ID.findall(caption or "")) | set(read or ())
     stages = set()
     if ids:
         view = load_run(run_dir)
@@ -527,7 +528,9 @@ def review_figures(
             question=question,
             nodes=figure_nodes(run_dir, caption, load=timed_figure(run_dir, caption, view), file=fig["file"]),
             series=_series(run_dir, caption, fig["file"]),
-            protocols=figure_protocols(run_dir, caption),
+            protocols=figure_protocols(
+                run_dir, caption, _file_nodes(view, figure_use(run_dir, caption, fig["file"])[1])
+            ),
             earlier=earlier,
             redrawn=bool(earlier) and str((earlier or {}).get("key", "")).split("|")[0] != key.split("|")[0],
         )
