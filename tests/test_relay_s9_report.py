@@ -354,3 +354,41 @@ def test_a_figure_review_gets_the_nodes_and_the_loss_values_the_figures_script_r
             assert abs(first - values[0]) <= 5e-4 * abs(values[0]), (first, values[0])
             assert abs(last - values[-1]) <= 5e-4 * abs(values[-1]), (last, values[-1])
             assert abs(low - min(values)) <= 5e-4 * abs(min(values)), (low, min(values))
+
+
+@needs_latex(("pdflatex",))
+def test_the_programs_of_many_named_nodes_are_bounded_and_the_rest_named(tmp_path: Path, run_copy):
+    # the same finding (ln2 042, ln3 041) at scale: summaries naming every node of a run whose
+    # programs were rewritten show each difference up to its share, and the nodes past the room
+    # are named, not dropped silently
+    from ai_scientist.reporting.runread import load_run
+    from ai_scientist.reporting.writeup import OTHER_CODE_CHARS, OTHER_CODE_TOTAL
+
+    run = run_copy(tmp_path)
+    view = load_run(run)
+    best = str(list(view.best_per_stage().values())[-1]["id"])
+    others = [
+        str(n["id"]) for s in sorted(view.by_stage()) for n in view.ranked_good(s) if str(n["id"]) != best
+    ]
+    assert len(others) * OTHER_CODE_CHARS > OTHER_CODE_TOTAL, others
+    for k, nid in enumerate(others):  # each rewrote its program (a long block of its own)
+        path = RunPaths(run).node(nid).file("code_answer.json")
+        data = json.loads(path.read_text())
+        for f in data["files"]:
+            f["content"] += "".join(
+                f"GRID_{k}_{i} = {0.001 * (i + k):.4f}  # condition {i}\n" for i in range(150)
+            )
+        path.write_text(json.dumps(data))
+    _summarise(run, 4, worked=", ".join(others) + " each measured one condition.")
+    recs = _write(run, tmp_path, _sections_answer, compile_fix_rounds=0)
+    user = _text(next(r for r in recs if r["label"] == "sections")["messages"][-1])
+    block = user.split(f"how each one's program differs from {best}'s", 1)[1]
+    shown = [nid for nid in others if f"\n## {nid}\n" in block]
+    rest = [nid for nid in others if nid not in shown]
+    assert shown and rest, (shown, rest)
+    assert f"(not shown for room: how the programs of {', '.join(rest)} differ)" in block
+    body = block.split("(not shown for room", 1)[0]
+    assert len(body) <= OTHER_CODE_TOTAL + OTHER_CODE_CHARS + 200 * len(shown)
+    for nid in shown:  # a cut difference says what it left out
+        part = body.split(f"\n## {nid}\n", 1)[1].split("\n## ", 1)[0]
+        assert "more characters of the difference not shown" in part or len(part) < OTHER_CODE_CHARS

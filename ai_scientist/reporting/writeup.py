@@ -151,6 +151,7 @@ class ReportOptions:
 MAX_NODES_PER_STAGE = 12  # good nodes listed per stage, best first (the findings layer cuts at its tail)
 METHOD_CODE_CHARS = 12_000  # the best node's program shown to the writer
 OTHER_CODE_CHARS = 3_000  # how the program of another node the summaries name differs from it
+OTHER_CODE_TOTAL = 12_000  # ... for all of them together; the nodes past it are named
 NODE_SUMMARY_CHARS = (
     900  # a node's findings whole (the review's 500, a measurement caveat's 300), cut at a sentence
 )
@@ -588,12 +589,20 @@ def method_code(run_dir: Path, limit: int = METHOD_CODE_CHARS) -> dict[str, Any]
         left -= len(shown)
     if not parts:
         return None
-    others = [
-        {"node_id": other, "text": _difference(program, theirs, nid, other, OTHER_CODE_CHARS)}
-        for other in view.named_in_summaries()
-        if other != nid and (theirs := _program(run_dir, other))
-    ]
-    return {"node_id": nid, "text": "\n".join(parts), "others": others}
+    others: list[dict[str, str]] = []
+    named = [o for o in view.named_in_summaries() if o != nid]
+    room = OTHER_CODE_TOTAL
+    unshown: list[str] = []
+    for i, other in enumerate(named):
+        if room <= 0:  # the rest named, not shown
+            unshown = named[i:]
+            break
+        theirs = _program(run_dir, other)
+        if theirs:
+            text = _difference(program, theirs, nid, other, min(OTHER_CODE_CHARS, room))
+            others.append({"node_id": other, "text": text})
+            room -= len(text)
+    return {"node_id": nid, "text": "\n".join(parts), "others": others, "others_left": unshown}
 
 
 SHOWN_PROBE_CHARS = 60  # a memory note whose first characters the findings already hold repeats them
