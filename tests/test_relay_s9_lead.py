@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 from ai_scientist.context.state import next_state
 
 
@@ -20,3 +23,23 @@ def test_a_fresh_history_says_it_starts_there_not_that_it_is_empty():
         and child.startswith(text.rstrip())
         and child.rstrip().endswith("[n0005] lr=0.05")
     )
+
+
+def test_a_stage_summary_gets_every_problem_of_a_nodes_figure_review(tmp_path):
+    """relay s9 ln 015: the stage summary's facts gave one of a figure review's four problems
+    ("+3 more problems"), so the summary's "why" had only the final numbers; the stage summary is
+    one call a stage, and a capable model's four problems (150-250 characters each) fit whole."""
+    from pipeline_support import prompt_records, record_text, start_run
+    from test_relay_s6_mm_findings import LongCritiques
+
+    code, run_dir, _ = start_run(tmp_path, responder=LongCritiques())
+    assert code == 0
+    rows = 0
+    for rec in prompt_records(run_dir):
+        if rec["phase"] != "summary":
+            continue
+        for nid, cell in re.findall(r"^\| (n\d{4}) \|.*? Figure review: (.*?) \|$", record_text(rec), re.M):
+            problems = json.loads((run_dir / "nodes" / nid / "vlm.json").read_text())["critique"]["problems"]
+            assert "more problem" not in cell and all(p.rstrip(".") in cell for p in problems), cell
+            rows += 1
+    assert rows >= 2

@@ -843,7 +843,7 @@ def ablations_heading(best: Node, nodes: Sequence[Node]) -> str:
     return f"No ablation of {best.id}{m} gave a result to compare with it ({', '.join(why) or 'none ran'}); the stage's nodes:"
 
 
-FIGURE_CHARS = 400  # a node's figure-review cell: the verdict and its first whole problems
+FIGURE_CHARS = 1200  # a node's figure-review cell: the verdict and its whole problems (400 kept one of four: relay s9 ln 015)
 
 
 def figure_finding(critique: Mapping[str, Any] | None) -> str:
