@@ -43,3 +43,21 @@ def test_a_stage_summary_gets_every_problem_of_a_nodes_figure_review(tmp_path):
             assert "more problem" not in cell and all(p.rstrip(".") in cell for p in problems), cell
             rows += 1
     assert rows >= 2
+
+
+def test_a_tuning_proposal_offers_a_hard_coded_grid_only_when_its_code_has_one(tmp_path):
+    """relay s9 ln 010: "A grid the code hard-codes (listed as ...) may be changed too" stood over a
+    parameter list with no such entry, and "one setting per node" beside the two-parameter form
+    left open whether a setting may change several parameters together."""
+    from pipeline_support import prompt_records, record_text, start_run
+
+    code, run_dir, _ = start_run(tmp_path)
+    assert code == 0
+    tunes = [r for r in prompt_records(run_dir) if r["phase"] == "ideas" and r["label"].startswith("tune")]
+    assert tunes
+    for rec in tunes:
+        text = record_text(rec)
+        listed = re.search(r"Parameters its code exposes \(read from its files\):\n((?:- .*\n)+)", text)
+        has_grid = bool(listed) and "(a grid hard-coded in a loop)" in listed.group(1)
+        assert ("A grid the code hard-codes" in text) == has_grid, text[-3000:]
+        assert "one setting: one or more parameters changed together" in text
