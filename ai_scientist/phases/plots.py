@@ -193,8 +193,12 @@ def _outline(path: Path, nullable: frozenset[str] = frozenset()) -> dict[str, An
 
 
 # the loss-like lists of a node's data files a review sees (head and tail of each): "a loss that
-# never decreases" can only be judged from per-epoch values, which the output rarely prints
-SERIES_NAME = re.compile(r"loss|error|residual", re.IGNORECASE)
+# never decreases" can only be judged from per-epoch values, which the output rarely prints; an
+# objective, a negative log-likelihood, a squared error or a cross-entropy ("train_ce_noisy") is
+# one too (relay s9 ln2 002, 006, 012: "train_objective" and "train_ce_noisy" were not reviewed)
+SERIES_NAME = re.compile(
+    r"loss|error|residual|objective|nll|mse|cross_?entropy|(?:^|[_\W])ce(?:$|[_\W])", re.IGNORECASE
+)
 MAX_SERIES = 8
 MAX_BRIEF_SERIES = 24  # further lists, one line each (length, first, last, lowest, highest)
 SERIES_ENDS = 3  # values shown from each end
