@@ -78,3 +78,32 @@ def test_an_objective_or_a_cross_entropy_is_reviewed_as_a_loss(tmp_path):
     shown, total = loss_series(tmp_path)
     keys = {s["path"].rsplit(".", 1)[-1] for s in shown}
     assert keys == {"train_objective", "train_ce_noisy"} and total == 4
+
+
+def test_the_per_seed_line_adds_the_search_runs_paired_values(tmp_path):
+    """relay s9 ln2 015: the stage summary's per-SEED line gave the re-runs' SEEDs 1 and 2 but not
+    the search runs' SEED 0, the same data too (n0007 0.846 beside n0001 0.8475); they are added
+    apart, said to lean towards the node the search chose, each value read from the journal."""
+    from pipeline_support import journal_nodes, prompt_records, record_text, start_run
+
+    code, run_dir, _ = start_run(tmp_path)
+    assert code == 0
+    nodes = journal_nodes(run_dir)
+    found = 0
+    for rec in prompt_records(run_dir):
+        if rec["phase"] != "summary":
+            continue
+        for seed, values, chosen, diffs in re.findall(
+            r"; on the search runs \(SEED (\d+), the same data; [^)]*\): (.*?), from (n\d{4}): (.*?)\.(?=\s|$)",
+            record_text(rec),
+        ):
+            assert seed == "0"
+            shown = dict(v.split(" ") for v in values.split(", "))
+            for nid, value in shown.items():
+                assert float(value) == float(f"{nodes[nid]['metric']['value']:.4g}"), (nid, value)
+            for d in diffs.split(", "):
+                nid, diff = d.split(" ")
+                expected = nodes[nid]["metric"]["value"] - nodes[chosen]["metric"]["value"]
+                assert abs(float(diff) - expected) < 1e-3 * max(1.0, abs(expected)), d
+            found += 1
+    assert found >= 1

@@ -176,10 +176,42 @@ def seed_pairs(view: JournalView, node_ids: Sequence[str], key: Sequence[Any]) -
     }
 
 
-def paired_text(pairs: Mapping[str, Mapping[int, float]], chosen: str | None) -> str:
+def search_values(view: JournalView, node_ids: Sequence[str], key: Sequence[Any]) -> dict[str, float]:
+    """Node id -> the value of metric ``key`` on its search run (the run the search chose on)."""
+    want, out = tuple(key), {}
+    for nid in node_ids:
+        m = view.get(nid).metric
+        if m is not None and m.is_valid and tuple(m.key) == want:
+            out[nid] = m.value
+    return out
+
+
+def _search_pair(search: tuple[int | None, Mapping[str, float]] | None, chosen: str | None) -> str:
+    """The compared nodes on their search runs' SEED, the same data too, and each one's difference
+    from ``chosen``: a paired comparison the per-SEED rows of the re-runs left out (relay s9 ln2
+    015), said to lean towards the node the search chose on it."""
+    seed, values = search if search else (None, {})
+    if len(values) < 2 or chosen is None or chosen not in values:
+        return ""
+    at = f"SEED {seed}" if seed is not None else "their search SEED"
+    diffs = ", ".join(f"{nid} {v - values[chosen]:+.4g}" for nid, v in values.items() if nid != chosen)
+    return (
+        f"; on the search runs ({at}, the same data; the search chose on these values, so a "
+        f"difference there leans towards the node it chose): "
+        + ", ".join(f"{nid} {num(v)}" for nid, v in values.items())
+        + f", from {chosen}: {diffs}"
+    )
+
+
+def paired_text(
+    pairs: Mapping[str, Mapping[int, float]],
+    chosen: str | None,
+    search: tuple[int | None, Mapping[str, float]] | None = None,
+) -> str:
     """The re-ranking's means seed by seed — ``Per SEED (paired: ...): seed 1: n0001 0.742,
     n0002 0.729; seed 2: ...; paired differences from n0001: n0002 -0.013, +0.0045 (mean
-    -0.00425).`` — over the SEEDs at least two of the nodes share; "" when none do."""
+    -0.00425).`` — over the SEEDs at least two of the nodes share; "" when none do. ``search``:
+    the search runs' SEED and the nodes' values on it (:func:`search_values`), added apart."""
     seeds = sorted({s for p in pairs.values() for s in p})
     shared = [s for s in seeds if sum(s in p for p in pairs.values()) >= 2]
     if not shared:
@@ -199,7 +231,7 @@ def paired_text(pairs: Mapping[str, Mapping[int, float]], chosen: str | None) ->
         diffs.append(f"{nid} {', '.join(f'{x:+.4g}' for x in d)} (mean {mean:+.4g})")
     if diffs:
         out += f"; paired differences from {chosen}, seed by seed: " + "; ".join(diffs)
-    return out + "."
+    return out + _search_pair(search, chosen) + "."
 
 
 SEED_TABLE_CHARS = 5000  # a node's metric x seed table: whole rows while they fit, then a count
@@ -436,7 +468,9 @@ def tie_text(record: Mapping[str, Any] | None) -> str:
 
 
 def rerank_lines(
-    record: dict[str, Any] | None, pairs: Mapping[str, Mapping[int, float]] | None = None
+    record: dict[str, Any] | None,
+    pairs: Mapping[str, Mapping[int, float]] | None = None,
+    search: tuple[int | None, Mapping[str, float]] | None = None,
 ) -> list[str]:
     """The re-ranking over seeds at a stage's end as sentences (stage facts, ``logs``): the noise
     estimate with its numbers, the threshold, the candidates, their means and the decision;
@@ -511,7 +545,7 @@ def rerank_lines(
             for nid, a in means.items()
         ]
         out.append("Means over the seed re-runs: " + ", ".join(parts) + ".")
-        paired = paired_text(pairs or {}, record.get("chosen") or record.get("node_id"))
+        paired = paired_text(pairs or {}, record.get("chosen") or record.get("node_id"), search)
         if paired:
             out.append(paired)
     out.append(f"Decision: {_decision_text(record)}.")
@@ -774,7 +808,11 @@ def stage_facts(
         head.append(paired)
     compared = list((rerank or {}).get("means") or {})
     metric = (rerank or {}).get("metric")
-    head += rerank_lines(rerank, seed_pairs(view, compared, metric) if compared and metric else None)
+    if compared and metric:
+        search = (seed_info[0] if seed_info else None, search_values(view, compared, metric))
+        head += rerank_lines(rerank, seed_pairs(view, compared, metric), search)
+    else:
+        head += rerank_lines(rerank)
     bare = no_rerun_text(view, stage, nodes, rerank, (seeds or {}).get("findings"))
     if bare:
         head.append(bare)
