@@ -238,6 +238,8 @@ def _diff_text(nodes: dict[str, dict], run: Path, nid: str) -> str:
         f"{nid}'s over its {len(values)} seed re-runs: paired_gain_s (= solve_time_naive_s - solve_time_s) "
         f"{', '.join(f'{v:+.4g}' for v in values)}: mean {mean:+.4g}, sd {_sd(values):.2g}, "
         f"n={len(values)}, the same sign in {same} of {len(values)}"
+        # the node's own search run apart (relay s9 ln2 025: its value left out overstated the sign)
+        f" (its search run, not in these: {_metric(nid, run, 'paired_gain_s'):+.4g})"
     )
 
 

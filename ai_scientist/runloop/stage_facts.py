@@ -800,7 +800,7 @@ def stage_facts(
     # each re-run node's within-run paired differences with their spread over its re-runs
     paired = differences_line(
         [
-            (n.id, paired_differences(view.seed_runs(n.id), n.metric.key if n.metric else None))
+            (n.id, paired_differences(view.seed_runs(n.id), n.metric.key if n.metric else None, n))
             for n in ranked(nodes)
         ]
     )

@@ -476,7 +476,9 @@ def proposal_inputs(
         [
             (
                 parent.id,
-                paired_differences(view.seed_runs(parent.id), parent.metric.key if parent.metric else None),
+                paired_differences(
+                    view.seed_runs(parent.id), parent.metric.key if parent.metric else None, parent
+                ),
             )
         ]
     )

@@ -550,6 +550,10 @@ class PairedDifference:
     values: tuple[float, ...]
     seeds: tuple[int | None, ...]
     parts: tuple[str, str] | None = None
+    # the node's own search run's value (its SEED too): apart from the re-runs' statistics, which
+    # leave the search run out, but shown (relay s9 ln2 025: a gain of -0.019 on SEED 0 left out
+    # of "+0.0065, +0.0325 ... the same sign in 2 of 2" overstated its consistency)
+    search: tuple[int | None, float] | None = None
 
     @property
     def mean(self) -> float:
@@ -571,19 +575,27 @@ class PairedDifference:
         name = self.name + (f" [{self.dataset}]" if self.dataset else "")
         parts = f" (= {self.parts[0]} - {self.parts[1]})" if self.parts else ""
         n = len(self.values)
-        return (
+        out = (
             f"{name}{parts} {', '.join(f'{v:+.4g}' for v in self.values)}: mean {self.mean:+.4g}, "
             f"sd {self.sd:.2g}, n={n}, the same sign in {self.same_sign} of {n}"
         )
+        if self.search is not None:
+            seed, value = self.search
+            at = f", SEED {seed}" if seed is not None else ""
+            out += f" (its search run{at}, not in these: {value:+.4g})"
+        return out
 
 
 def paired_differences(
-    runs: Sequence[Node], primary: tuple[str, str, str | None] | None = None
+    runs: Sequence[Node],
+    primary: tuple[str, str, str | None] | None = None,
+    search: Node | None = None,
 ) -> list[PairedDifference]:
     """The within-run paired differences of a node's good seed re-runs ``runs`` (two at least):
     each metric but ``primary`` whose name says it is a difference (:data:`DIFFERENCE_WORDS`) and
     that every run reports validly, in the first run's order, with the two metrics it equals the
-    difference of in every run (to :data:`RATIO_RTOL` of the larger part) when there are such."""
+    difference of in every run (to :data:`RATIO_RTOL` of the larger part) when there are such.
+    ``search``: the node itself, whose search run's value is given apart."""
     good = [r for r in runs if r.is_good]
     if len(good) < 2:
         return []
@@ -595,8 +607,16 @@ def paired_differences(
         if key == primary or not _named_difference(m.name) or any(key not in r for r in per_run[1:]):
             continue
         values = tuple(r[key].value for r in per_run)
+        own = next((x for x in (search.metrics if search else ()) if x.key == key and x.is_valid), None)
         out.append(
-            PairedDifference(m.name, m.dataset, values, tuple(r.seed for r in good), _parts(per_run, key))
+            PairedDifference(
+                m.name,
+                m.dataset,
+                values,
+                tuple(r.seed for r in good),
+                _parts(per_run, key),
+                (search.seed, own.value) if search and own else None,
+            )
         )
     return out
 

@@ -253,7 +253,7 @@ def tried_table(
         load_note(order, loads or {}) if note else "",
         differences_line(
             [
-                (n.id, paired_differences(view.seed_runs(n.id), n.metric.key if n.metric else None))
+                (n.id, paired_differences(view.seed_runs(n.id), n.metric.key if n.metric else None, n))
                 for n in order
             ]
         ),
