@@ -44,7 +44,18 @@ from ..treesearch.parameters import (
     machine_sizes,
     parameters,
 )
-from ..treesearch.seeds import differences_line, paired_differences
+from ..treesearch.seeds import (
+    aggregate_seeds,
+    basis_text,
+    concurrency_text,
+    differences_line,
+    distinct_digits,
+    noise_notes,
+    noise_threshold,
+    paired_differences,
+    seed_noise,
+    seed_plan,
+)
 from ..treesearch.tried import (
     ablation_plan,
     design_text,
@@ -217,14 +228,6 @@ def with_noise(
     stages before ``stage`` (:func:`.protocol.distinct_seed_groups`): one figure for every call of
     the stage, no repeated draw counted twice. Unchanged without a metric or before any node has
     two distinct re-runs."""
-    from ..treesearch.seeds import (
-        basis_text,
-        concurrency_text,
-        noise_notes,
-        noise_threshold,
-        seed_noise,
-        seed_plan,
-    )
     from .early_seeds import concurrency
 
     if not protocol:
@@ -643,8 +646,6 @@ def _seed_mean(view: JournalView, node: Node, why: bool = True) -> str:
     """ "; val_accuracy=0.918 is its search run; over its 2 seed re-runs (why the search run is left
     out): mean 0.9085" when the node was re-run over seeds: the stage chose it by that mean, not by
     the search run alone. ``why``: False when the prompt said it before (the protocol's seeds line)."""
-    from ..treesearch.seeds import aggregate_seeds, distinct_digits
-
     m = node.metric
     if m is None:
         return ""
