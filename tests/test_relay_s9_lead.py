@@ -107,3 +107,21 @@ def test_the_per_seed_line_adds_the_search_runs_paired_values(tmp_path):
                 assert abs(float(diff) - expected) < 1e-3 * max(1.0, abs(expected)), d
             found += 1
     assert found >= 1
+
+
+def test_a_learning_rate_schedule_is_the_last_per_step_list_to_get_a_place(tmp_path):
+    """relay s9 ln (summary): per-epoch lr lists, a setting the program sets, filled the review's
+    per-step slots while accuracy curves were left out; measurements get the places first, and
+    the lists shown keep the file's order."""
+    from ai_scientist.phases.plots import MAX_OTHER_SERIES, step_series
+
+    runs = [
+        {"name": f"cell{i}", "lr": [0.1 / (1 + e) for e in range(20)],
+         "val_acc": [0.5 + 0.01 * e + 0.001 * i for e in range(20)]}
+        for i in range(MAX_OTHER_SERIES)
+    ]  # fmt: skip
+    (tmp_path / "results.json").write_text(json.dumps({"runs": runs}))
+    shown, total = step_series(tmp_path)
+    keys = [s["path"] for s in shown]
+    assert total == 2 * MAX_OTHER_SERIES and len(shown) == MAX_OTHER_SERIES
+    assert keys == [f"runs[{i}].val_acc" for i in range(MAX_OTHER_SERIES)], keys

@@ -270,9 +270,18 @@ class SeriesView:
     left_out: str = ""
 
 
+# a per-step list of a setting the program sets (a learning-rate schedule), not a measurement: the
+# last to get a place (relay s9 ln: per-epoch lr lists filled the review's slots while the
+# headline's and the ablations' accuracy curves were among those left out)
+SETTING_NAME = re.compile(
+    r"^(?:lr\d*|learning_rate|step_size|eta|schedule|lr_schedule|momentum)$", re.IGNORECASE
+)
+
+
 def _ranked(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Which lists get a place first: the headline's, then a child's new ones, then the rest."""
-    return sorted(found, key=lambda f: (not f["headline"], not f["new"], f["at"]))
+    """Which lists get a place first: measurements before a setting's schedule; among each, the
+    headline's, then a child's new ones, then the rest."""
+    return sorted(found, key=lambda f: (f.get("setting", False), not f["headline"], not f["new"], f["at"]))
 
 
 def _in_order(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -479,6 +488,7 @@ def step_lists(
             "headline": id(record) in holders,
             "condition": _condition(record) if id(record) in holders else "",
             "new": old is not None and (rel, path) not in old,
+            "setting": bool(SETTING_NAME.match(path.rsplit(".", 1)[-1])),
         }
         for i, (rel, path, v, record) in enumerate(out)
     ]
