@@ -125,3 +125,20 @@ def test_a_learning_rate_schedule_is_the_last_per_step_list_to_get_a_place(tmp_p
     keys = [s["path"] for s in shown]
     assert total == 2 * MAX_OTHER_SERIES and len(shown) == MAX_OTHER_SERIES
     assert keys == [f"runs[{i}].val_acc" for i in range(MAX_OTHER_SERIES)], keys
+
+
+def test_a_raw_data_scale_is_a_protocol_parameter():
+    """relay s9 ln2 005, 006, 010, 016, 026: RAW_SCALE = (1.0, 5.0), which defines the data as
+    RAW_SHIFT does, was offered as a tunable knob; a method's scale keeps its meaning."""
+    from ai_scientist.runloop.protocol import is_protocol_parameter
+    from ai_scientist.treesearch.parameters import parameters
+
+    src = "RAW_SCALE = (1.0, 5.0)\nRAW_SHIFT = 2.0\nINIT_SCALE = 0.01\nLR_SCALE = 0.5\nEPOCHS = 100\n"
+    found = {p.name: is_protocol_parameter(p.name) for p in parameters({"experiment.py": src})}
+    assert found == {
+        "RAW_SCALE": True,
+        "RAW_SHIFT": True,
+        "INIT_SCALE": False,
+        "LR_SCALE": False,
+        "EPOCHS": False,
+    }

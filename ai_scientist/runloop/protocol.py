@@ -46,7 +46,10 @@ PROTOCOL_WORDS = frozenset(
     "reps rep repetitions repeat tol tolerance shift margin "
     # where the raw data sit (a feature offset, the class means or centres): a relay run's tuning
     # call offered OFFSET, and later MEAN0 / MEAN1 (the class separation), as knobs (s8 ln3 010)
-    "offset offsets mean means center centers centre centres".split()
+    "offset offsets mean means center centers centre centres "
+    # the raw data's own properties (RAW_SCALE beside RAW_SHIFT: a relay run offered it as a knob,
+    # s9 ln2 005-026)
+    "raw".split()
 )
 # ... unless another token says it is the method's own knob (N_EPOCHS, TRAIN_STEPS, BATCH_SIZE)
 METHOD_WORDS = frozenset(
