@@ -48,20 +48,44 @@ def read_files(fig_dir: Path, literals: list[str], patterns: list[re.Pattern[str
     return out
 
 
-def _lists(value: Any, path: str = "", depth: int = 0) -> Iterator[tuple[str, list[Any]]]:
-    """(key path, list) of every list of numbers (nulls allowed) under ``value``."""
+# a list that is a setting, not a measurement: a learning-rate schedule, a configuration's grid
+# (relay s9 ln2 033-038: step sizes and config.lr_grid filled a figure review's lists while the
+# values the figure plots were among those not shown)
+SETTING_KEY = re.compile(
+    r"^(?:lr\d*|learning_rate|step_size|eta|schedule|lr_schedule|momentum|.*_grid|grid)$", re.I
+)
+SETTING_PATH = re.compile(r"(?:^|\.)(?:config|configuration|settings|params|hparams|args)(?:\.|\[|$)", re.I)
+# a record's own name, shown with its lists (runs[3] alone said nothing of its condition)
+NAME_KEYS = ("name", "label", "condition", "run", "tag", "variant")
+
+
+def _name(record: Any) -> str:
+    if not isinstance(record, dict):
+        return ""
+    for k in NAME_KEYS:
+        v = record.get(k)
+        if isinstance(v, str) and v.strip():
+            return " ".join(v.split())[:60]
+    return ""
+
+
+def _lists(
+    value: Any, path: str = "", depth: int = 0, owner: Any = None
+) -> Iterator[tuple[str, list[Any], str]]:
+    """(key path, list, its record's name) of every list of numbers (nulls allowed) under
+    ``value``."""
     if depth > MAX_DEPTH:
         return
     if isinstance(value, dict):
         for k, v in value.items():
-            yield from _lists(v, f"{path}.{k}" if path else str(k), depth + 1)
+            yield from _lists(v, f"{path}.{k}" if path else str(k), depth + 1, value)
     elif isinstance(value, list):
         nums = [v for v in value if v is not None]
         if nums and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in nums):
-            yield path, value
+            yield path, value, _name(owner)
         else:
             for i, v in enumerate(value[:50]):
-                yield from _lists(v, f"{path}[{i}]", depth + 1)
+                yield from _lists(v, f"{path}[{i}]", depth + 1, None)
 
 
 def _key(path: str) -> str:
@@ -84,8 +108,9 @@ def _compact(values: list[Any]) -> str:
 def figure_series(fig_dir: Path, files: list[str], used: Any) -> list[str]:
     """One line per list of numbers the figure reads from ``files`` (JSON, under ``fig_dir``):
     those whose key the figure's script uses (``used(key) -> bool``), else those named like a curve
-    (:data:`CURVE_KEY`); at most :data:`MAX_SERIES`, then how many more."""
-    found: list[tuple[str, str, list[Any]]] = []
+    (:data:`CURVE_KEY`); never a setting's list (:data:`SETTING_KEY`, :data:`SETTING_PATH`); each
+    with its record's name; at most :data:`MAX_SERIES`, then how many more."""
+    found: list[tuple[str, str, list[Any], str]] = []
     for rel in files:
         path = fig_dir / rel
         if path.suffix.lower() != ".json" or path.stat().st_size > MAX_FILE_BYTES:
@@ -95,9 +120,16 @@ def figure_series(fig_dir: Path, files: list[str], used: Any) -> list[str]:
         except (OSError, ValueError):
             continue
         found += [
-            (rel, key, v) for key, v in _lists(data) if len([x for x in v if x is not None]) >= MIN_VALUES
+            (rel, key, v, name)
+            for key, v, name in _lists(data)
+            if len([x for x in v if x is not None]) >= MIN_VALUES
+            and not SETTING_KEY.match(_key(key))
+            and not SETTING_PATH.search(key)
         ]
     chosen = [f for f in found if used(_key(f[1]))] or [f for f in found if CURVE_KEY.search(_key(f[1]))]
-    lines = [f"- {rel} {key}: {_compact(v)}" for rel, key, v in chosen[:MAX_SERIES]]
+    lines = [
+        f"- {rel} {key}{f' ({name})' if name else ''}: {_compact(v)}"
+        for rel, key, v, name in chosen[:MAX_SERIES]
+    ]
     more = len(chosen) - len(lines)
     return lines + ([f"- ({more} more such lists not shown)"] if more > 0 else [])
