@@ -120,7 +120,10 @@ def test_a_learning_rate_schedule_is_the_last_per_step_list_to_get_a_place(tmp_p
          "val_acc": [0.5 + 0.01 * e + 0.001 * i for e in range(20)]}
         for i in range(MAX_OTHER_SERIES)
     ]  # fmt: skip
-    (tmp_path / "results.json").write_text(json.dumps({"runs": runs}))
+    # a configuration's grid is no per-step series at all (relay s9 ln2 002-018: config.lr_grid)
+    (tmp_path / "results.json").write_text(
+        json.dumps({"config": {"lr_grid": [0.01, 0.1, 0.5]}, "runs": runs})
+    )
     shown, total = step_series(tmp_path)
     keys = [s["path"] for s in shown]
     assert total == 2 * MAX_OTHER_SERIES and len(shown) == MAX_OTHER_SERIES

@@ -276,6 +276,11 @@ class SeriesView:
 SETTING_NAME = re.compile(
     r"^(?:lr\d*|learning_rate|step_size|eta|schedule|lr_schedule|momentum)$", re.IGNORECASE
 )
+# a configuration's values (config.lr_grid, params.sizes) are no per-step series at all (relay s9
+# ln2 002-018: a 3-value config.lr_grid was reviewed as one)
+CONFIG_LIST = re.compile(
+    r"(?:^|\.)(?:config|configuration|settings|params|hparams|args)(?:\.|\[|$)|(?:^|[._])grid$", re.IGNORECASE
+)
 
 
 def _ranked(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -469,6 +474,7 @@ def step_lists(
         for rel, path, v, record in found
         if len(v) >= MIN_STEPS
         and not SERIES_NAME.search(path.rsplit(".", 1)[-1])
+        and not CONFIG_LIST.search(re.sub(r"\[\d+\]", "", path))
         and (len(v) in steps or STEP_NAME.search(re.sub(r"\[\d+\]", "", path.rsplit(".", 1)[-1])))
     ]
     old = (
