@@ -165,3 +165,24 @@ def test_a_figure_review_lists_measurements_with_their_condition_not_settings(tm
     assert [line.split(":")[0] for line in lines] == [
         f"- {rel} runs[{i}].val_accuracy ({r['name']})" for i, r in enumerate(runs)
     ], lines
+
+
+def test_an_in_run_measurement_of_another_dataset_is_named_with_its_label(tmp_path):
+    """relay s9 ln2 026: an extra dataset's val_accuracy_l2_0.0=0.853 stood beside the headline
+    data's val_accuracy_l2_0.0=0.85 in an ablation proposal, one name with two values."""
+    from ai_scientist.runloop.stage_inputs import measured_ablations
+    from ai_scientist.treesearch.journal import Journal
+    from ai_scientist.treesearch.node import Metric
+
+    j = Journal(tmp_path / "journal.jsonl")
+    node = j.new_node(stage=3, operation="improve")
+    metrics = (
+        Metric("val_accuracy", 0.85, dataset="synthetic"),
+        Metric("val_accuracy_no_l2", 0.848, dataset="synthetic"),
+        Metric("val_accuracy_no_l2", 0.853, dataset="noise0.4"),
+    )
+    node = j.update(node.id, status="good", metric=metrics[0], metrics=metrics)
+    assert (
+        measured_ablations(node)
+        == "its metrics val_accuracy_no_l2=0.848; val_accuracy_no_l2 [noise0.4]=0.853"
+    )

@@ -819,8 +819,11 @@ def measured_ablations(node: Node, record: Any = None, answer: Any = None) -> st
     flags = [p.value for p in build_parameters(answer.get("build") if isinstance(answer, dict) else None)]
     level = next((m.group(1).lower() for f in flags if (m := re.search(r"-(O[0-3sgz]|Ofast)\b", f))), None)
     sizes = problem_sizes(node, answer)
+    # a metric of another dataset label is named with it: an extra dataset's val_accuracy_l2_0.0
+    # stood beside the headline data's under one name with two values (relay s9 ln2 026)
+    home = node.metric.dataset if node.metric is not None else None
     found = [
-        f"{m.name}={m.value:.6g}"
+        f"{m.name}{f' [{m.dataset}]' if m.dataset and m.dataset != home else ''}={m.value:.6g}"
         for m in node.metrics
         if m.name != primary and _ablation_name(m.name, level, sizes)
     ]
