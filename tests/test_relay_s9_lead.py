@@ -186,3 +186,24 @@ def test_an_in_run_measurement_of_another_dataset_is_named_with_its_label(tmp_pa
         measured_ablations(node)
         == "its metrics val_accuracy_no_l2=0.848; val_accuracy_no_l2 [noise0.4]=0.853"
     )
+
+
+def test_a_within_run_ratio_gets_its_spread_over_the_seeds(tmp_path):
+    """relay s9 mm 002-026: the prompts called the within-run kernel ratios the sound comparison
+    (speedup_packed_t128_over_packed_t64) and gave a spread for none of them, only the headline's
+    seed noise; a ratio is listed as a paired difference is, over the node's re-runs."""
+    from ai_scientist.treesearch.journal import Journal
+    from ai_scientist.treesearch.node import Metric
+    from ai_scientist.treesearch.seeds import differences_line, paired_differences
+
+    j = Journal(tmp_path / "journal.jsonl")
+    node = j.new_node(stage=2, operation="tune")
+    values = {1: 0.78, 2: 0.74}
+    runs = []
+    for seed, ratio in values.items():
+        r = j.new_node(stage=2, operation="seed_eval", parent_id=node.id, seed=seed)
+        metrics = (Metric("speedup_n1024", 50.0 + seed), Metric("speedup_nr32_over_nr16", ratio, "none"))
+        runs.append(j.update(r.id, status="good", metric=metrics[0], metrics=metrics))
+    diffs = paired_differences(runs, runs[0].metric.key)
+    assert [(d.name, d.values) for d in diffs] == [("speedup_nr32_over_nr16", (0.78, 0.74))]
+    assert "paired differences and ratios" in differences_line([(node.id, diffs)])

@@ -530,7 +530,10 @@ def rerun_text(
 # gain over the seeds could not be judged)
 DIFFERENCE_WORDS = frozenset(
     "gain gains delta deltas diff diffs difference differences improvement advantage minus paired "
-    "lift drop reduction".split()
+    "lift drop reduction "
+    # a within-run ratio too (speedup_packed_over_naive, time_ratio_t128_vs_t64): a relay run's
+    # prompts called these ratios the sound comparison and gave no spread for them (s9 mm 002-026)
+    "speedup speedups ratio ratios over vs relative".split()
 )
 DIFFERENCES_SHOWN = 6  # a node's paired differences listed by name; the rest counted
 
@@ -657,7 +660,7 @@ def differences_line(items: Sequence[tuple[str, Sequence[PairedDifference]]]) ->
     if not said:
         return ""
     return (
-        "Within-run paired differences (mean, sd and n over the seed re-runs; each run measures both "
-        "conditions on the same data, so judge such a difference by its own spread, not by the "
-        "headline's seed noise): " + "; ".join(said) + "."
+        "Within-run paired differences and ratios (mean, sd and n over the seed re-runs; each run "
+        "measures both conditions on the same data, so judge such a difference by its own spread, "
+        "not by the headline's seed noise): " + "; ".join(said) + "."
     )
