@@ -21,8 +21,8 @@ import pytest
 from ai_scientist_testing.scripted import ExampleResponder
 from pipeline_support import prompt_records, record_text, start_run
 
+from ai_scientist.base.nodedata import SETTING_NAME
 from ai_scientist.base.paths import RunPaths
-from ai_scientist.phases.plots import SETTING_NAME
 
 PROGRAM = """
 import json, os

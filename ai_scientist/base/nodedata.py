@@ -8,7 +8,9 @@ compiled bytecode or the pipeline's own figures are never offered as results to 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path, PurePath, PurePosixPath
+from typing import Any
 
 from .artifacts import RunRecord, read_artifact
 from .paths import RUN_FILE, NodePaths
@@ -42,3 +44,31 @@ def unmeasured(node_dir: Path) -> frozenset[str]:
     except ValueError:
         return frozenset()
     return frozenset(record.unmeasured_files) if record is not None else frozenset()
+
+
+# What a data file's lists and records are, for every reader of them (a review's per-step lists,
+# ``phases/plots.py``; a paper figure review's, ``reporting/figure_data.py``):
+# a list of a setting the program sets (a learning-rate schedule), not a measurement (relay s9 ln:
+# per-epoch lr lists filled a review's slots while the accuracy curves were left out) ...
+SETTING_NAME = re.compile(
+    r"^(?:lr\d*|learning_rate|step_size|eta|schedule|lr_schedule|momentum)$", re.IGNORECASE
+)
+# ... and a configuration's values (config.lr_grid, params.sizes, a *_grid), no series at all (relay
+# s9 ln2 002-018, 033-038: a 3-value config.lr_grid was reviewed as one)
+CONFIG_LIST = re.compile(
+    r"(?:^|\.)(?:config|configuration|settings|params|hparams|args)(?:\.|\[|$)|(?:^|[._])grid$", re.IGNORECASE
+)
+# a record's name-like fields, in the order one is taken: which condition its lists are
+CONDITION_KEYS = ("name", "label", "condition", "config", "method", "variant", "setting", "run", "id")
+
+
+def record_name(record: Any, limit: int = 80) -> str:
+    """The record's first name-like string field (:data:`CONDITION_KEYS`) on one line, cut to
+    ``limit`` characters; "" when it has none or is no record."""
+    if not isinstance(record, dict):
+        return ""
+    for k in CONDITION_KEYS:
+        v = record.get(k)
+        if isinstance(v, str) and v.strip():
+            return " ".join(v.split())[:limit]
+    return ""

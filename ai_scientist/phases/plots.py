@@ -52,7 +52,14 @@ from ..base.artifacts import (
 from ..base.fileio import atomic_write_text, regular_file_inside
 from ..base.images import SAFE_FIGURE_NAME as _SAFE_NAME
 from ..base.images import check_figure, image_part, plot_schema
-from ..base.nodedata import NOT_DATA_DIRS, is_node_data, unmeasured
+from ..base.nodedata import (
+    CONFIG_LIST,
+    NOT_DATA_DIRS,
+    SETTING_NAME,
+    is_node_data,
+    record_name,
+    unmeasured,
+)
 from ..base.paths import PLOTS_FILE, RUN_FILE, VLM_FILE, RunPaths
 from ..base.templates import render
 from ..execution.environment import machine_text
@@ -268,19 +275,6 @@ class SeriesView:
     shown: list[dict[str, Any]]
     total: int
     left_out: str = ""
-
-
-# a per-step list of a setting the program sets (a learning-rate schedule), not a measurement: the
-# last to get a place (relay s9 ln: per-epoch lr lists filled the review's slots while the
-# headline's and the ablations' accuracy curves were among those left out)
-SETTING_NAME = re.compile(
-    r"^(?:lr\d*|learning_rate|step_size|eta|schedule|lr_schedule|momentum)$", re.IGNORECASE
-)
-# a configuration's values (config.lr_grid, params.sizes) are no per-step series at all (relay s9
-# ln2 002-018: a 3-value config.lr_grid was reviewed as one)
-CONFIG_LIST = re.compile(
-    r"(?:^|\.)(?:config|configuration|settings|params|hparams|args)(?:\.|\[|$)|(?:^|[._])grid$", re.IGNORECASE
-)
 
 
 def _ranked(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -585,7 +579,6 @@ def _all_numbers(items: list[Any]) -> bool:
 
 
 # a record's field naming its condition (a run's "name": "asgd l2=0.01,lr0=0.1")
-CONDITION_KEYS = ("name", "label", "condition", "config", "method", "variant", "setting", "run", "id")
 
 
 def _holds(record: dict[str, Any], headline: tuple[str, float]) -> bool:
@@ -620,11 +613,7 @@ def _abbreviates(key: str, name: str) -> bool:
 
 def _condition(record: dict[str, Any]) -> str:
     """The record's name-like string field, cut to 80 characters; "" when it has none."""
-    for k in CONDITION_KEYS:
-        v = record.get(k)
-        if isinstance(v, str) and v.strip():
-            return v.strip()[:80]
-    return ""
+    return record_name(record)
 
 
 def _all_series(workspace: Path, skip: frozenset[str], values: bool = True) -> list[dict[str, Any]]:

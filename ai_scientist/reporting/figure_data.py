@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..base.nodedata import CONFIG_LIST, SETTING_NAME, record_name
 from ..treesearch.seeds import distinct_digits
 from .runread import NODE_ID
 
@@ -48,27 +49,6 @@ def read_files(fig_dir: Path, literals: list[str], patterns: list[re.Pattern[str
     return out
 
 
-# a list that is a setting, not a measurement: a learning-rate schedule, a configuration's grid
-# (relay s9 ln2 033-038: step sizes and config.lr_grid filled a figure review's lists while the
-# values the figure plots were among those not shown)
-SETTING_KEY = re.compile(
-    r"^(?:lr\d*|learning_rate|step_size|eta|schedule|lr_schedule|momentum|.*_grid|grid)$", re.I
-)
-SETTING_PATH = re.compile(r"(?:^|\.)(?:config|configuration|settings|params|hparams|args)(?:\.|\[|$)", re.I)
-# a record's own name, shown with its lists (runs[3] alone said nothing of its condition)
-NAME_KEYS = ("name", "label", "condition", "run", "tag", "variant")
-
-
-def _name(record: Any) -> str:
-    if not isinstance(record, dict):
-        return ""
-    for k in NAME_KEYS:
-        v = record.get(k)
-        if isinstance(v, str) and v.strip():
-            return " ".join(v.split())[:60]
-    return ""
-
-
 def _lists(
     value: Any, path: str = "", depth: int = 0, owner: Any = None
 ) -> Iterator[tuple[str, list[Any], str]]:
@@ -82,7 +62,7 @@ def _lists(
     elif isinstance(value, list):
         nums = [v for v in value if v is not None]
         if nums and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in nums):
-            yield path, value, _name(owner)
+            yield path, value, record_name(owner, 60)
         else:
             for i, v in enumerate(value[:50]):
                 yield from _lists(v, f"{path}[{i}]", depth + 1, None)
@@ -108,7 +88,7 @@ def _compact(values: list[Any]) -> str:
 def figure_series(fig_dir: Path, files: list[str], used: Any) -> list[str]:
     """One line per list of numbers the figure reads from ``files`` (JSON, under ``fig_dir``):
     those whose key the figure's script uses (``used(key) -> bool``), else those named like a curve
-    (:data:`CURVE_KEY`); never a setting's list (:data:`SETTING_KEY`, :data:`SETTING_PATH`); each
+    (:data:`CURVE_KEY`); never a setting's list (``base.nodedata``: a schedule or a configuration's); each
     with its record's name; at most :data:`MAX_SERIES`, then how many more."""
     found: list[tuple[str, str, list[Any], str]] = []
     for rel in files:
@@ -123,8 +103,8 @@ def figure_series(fig_dir: Path, files: list[str], used: Any) -> list[str]:
             (rel, key, v, name)
             for key, v, name in _lists(data)
             if len([x for x in v if x is not None]) >= MIN_VALUES
-            and not SETTING_KEY.match(_key(key))
-            and not SETTING_PATH.search(key)
+            and not SETTING_NAME.match(_key(key))
+            and not CONFIG_LIST.search(re.sub(r"\[\d+\]", "", key))
         ]
     chosen = [f for f in found if used(_key(f[1]))] or [f for f in found if CURVE_KEY.search(_key(f[1]))]
     lines = [
