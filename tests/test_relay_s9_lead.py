@@ -207,3 +207,25 @@ def test_a_within_run_ratio_gets_its_spread_over_the_seeds(tmp_path):
     diffs = paired_differences(runs, runs[0].metric.key)
     assert [(d.name, d.values) for d in diffs] == [("speedup_nr32_over_nr16", (0.78, 0.74))]
     assert "paired differences and ratios" in differences_line([(node.id, diffs)])
+
+
+def test_a_stage_summary_is_not_told_to_call_ties_by_a_band_its_facts_call_rough(tmp_path):
+    """relay s10 ln 009: the stage summary's instruction said to use the seed noise "to say which
+    differences are ties" while its facts said the band rests on 2 re-runs, "too few to tell a tie
+    from a gain": the model was told both to call ties and that it cannot."""
+    from pipeline_support import prompt_records, record_text, start_run
+
+    code, run_dir, _ = start_run(tmp_path)
+    assert code == 0
+    rough = 0
+    for rec in prompt_records(run_dir):
+        if rec["phase"] != "summary":
+            continue
+        text = " ".join(record_text(rec).split())
+        if not re.search(r"too few to (?:tell a tie from|call a tie or) a gain", text):
+            continue
+        rough += 1
+        rule = text[text.index("The facts give the seed") :]
+        rule = rule[: rule.index("later prompts show the current one")]
+        assert "call the band rough" in rule and "neither a tie nor a gain" in rule, rule
+    assert rough >= 1
