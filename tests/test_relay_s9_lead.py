@@ -229,3 +229,43 @@ def test_a_stage_summary_is_not_told_to_call_ties_by_a_band_its_facts_call_rough
         rule = rule[: rule.index("later prompts show the current one")]
         assert "call the band rough" in rule and "neither a tie nor a gain" in rule, rule
     assert rough >= 1
+
+
+def test_a_paired_difference_names_the_cells_its_program_subtracted_or_none(tmp_path):
+    """relay s10 ln 015: gain_l2_vs_none_decay_avg was written "(= decay_avg_l2_0.01_lr_0.1 -
+    decay_avg_l2_0_lr_0.1_ep200)": the 200-epoch no-L2 cell equalled, on these seeds, the 50-epoch
+    one the program subtracted, and the first pair that fitted was named. The search run is one more
+    run the formula must fit; of pairs that all fit, the one whose names the difference's name
+    explains best; none when that does not decide."""
+    from ai_scientist.treesearch.journal import Journal
+    from ai_scientist.treesearch.node import Metric
+    from ai_scientist.treesearch.seeds import paired_differences
+
+    def cells(no_l2: float, no_l2_ep200: float, l2: float) -> tuple[Metric, ...]:
+        return (
+            Metric("val_accuracy", 0.846),
+            Metric("val_accuracy_decay_avg_l2_0.01_lr_0.1", l2),
+            Metric("val_accuracy_decay_avg_l2_0_lr_0.1_ep200", no_l2_ep200),  # first, as in the run
+            Metric("val_accuracy_decay_avg_l2_0_lr_0.1", no_l2),
+            Metric("val_accuracy_gain_l2_vs_none_decay_avg", round(l2 - no_l2, 6), "none"),
+        )
+
+    j = Journal(tmp_path / "journal.jsonl")
+    node = j.update(
+        j.new_node(stage=2, operation="tune").id, status="good", metrics=cells(0.8455, 0.846, 0.8455)
+    )
+    runs = []
+    for seed, (a, b, c) in {1: (0.8315, 0.8315, 0.832), 2: (0.816, 0.816, 0.814)}.items():
+        r = j.new_node(stage=2, operation="seed_eval", parent_id=node.id, seed=seed)
+        runs.append(j.update(r.id, status="good", metrics=cells(a, b, c)))
+    (gain,) = paired_differences(runs, runs[0].metrics[0].key, search=node)
+    # on the re-runs alone both no-L2 cells fit; the search run (0.8455 vs 0.846) decides
+    assert gain.parts == ("val_accuracy_decay_avg_l2_0.01_lr_0.1", "val_accuracy_decay_avg_l2_0_lr_0.1")
+    (alone,) = paired_differences(runs, runs[0].metrics[0].key)  # without it: the names decide
+    assert alone.parts == gain.parts
+    twins = [
+        j.update(r.id, metrics=(*r.metrics, Metric("val_accuracy_lr_0.1_decay_avg_l2_0", r.metrics[3].value)))
+        for r in runs
+    ]
+    (tied,) = paired_differences(twins, twins[0].metrics[0].key)
+    assert tied.parts is None  # two cells the name cannot tell apart: no formula

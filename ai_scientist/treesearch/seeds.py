@@ -611,13 +611,15 @@ def paired_differences(
             continue
         values = tuple(r[key].value for r in per_run)
         own = next((x for x in (search.metrics if search else ()) if x.key == key and x.is_valid), None)
+        # the search run is one more run the formula must fit: fewer cells equal by chance
+        with_search = per_run + ([{x.key: x for x in search.metrics if x.is_valid}] if own and search else [])
         out.append(
             PairedDifference(
                 m.name,
                 m.dataset,
                 values,
                 tuple(r.seed for r in good),
-                _parts(per_run, key),
+                _parts(with_search, key),
                 (search.seed, own.value) if search and own else None,
             )
         )
@@ -625,21 +627,41 @@ def paired_differences(
 
 
 def _parts(per_run: Sequence[Mapping[Any, Metric]], key: Any) -> tuple[str, str] | None:
-    """The (a, b) of the first run's metrics with ``key``'s value = a - b in every run, or None."""
+    """The (a, b) of the first run's metrics with ``key``'s value = a - b in every run, or None.
+    Where several pairs fit every run (cells equal on these seeds: a relay run's formula named the
+    200-epoch no-L2 cell, equal by chance, where the program subtracted the 50-epoch one, s10 ln
+    015), the pair whose names carry the fewest words the difference's own name lacks; None when
+    that does not decide: a wrong formula misleads more than none."""
     keys = [k for k in per_run[0] if k != key and all(k in r for r in per_run[1:])]
-    for a in keys:
-        for b in keys:
-            if a != b and all(
-                math.isclose(
-                    r[a].value - r[b].value,
-                    r[key].value,
-                    rel_tol=0.0,
-                    abs_tol=RATIO_RTOL * max(abs(r[a].value), abs(r[b].value), 1e-12),
-                )
-                for r in per_run
-            ):
-                return (a[0], b[0])
-    return None
+    fits = [
+        (a, b)
+        for a in keys
+        for b in keys
+        if a != b
+        and all(
+            math.isclose(
+                r[a].value - r[b].value,
+                r[key].value,
+                rel_tol=0.0,
+                abs_tol=RATIO_RTOL * max(abs(r[a].value), abs(r[b].value), 1e-12),
+            )
+            for r in per_run
+        )
+    ]
+    if len(fits) <= 1:
+        return (fits[0][0][0], fits[0][1][0]) if fits else None
+    own = set(_WORD.findall(str(key[0]).lower()))
+
+    def foreign(pair: tuple[Any, Any]) -> int:
+        return sum(len(set(_WORD.findall(str(k[0]).lower())) - own) for k in pair)
+
+    ranked = sorted(fits, key=foreign)
+    if foreign(ranked[0]) == foreign(ranked[1]):
+        return None
+    return (ranked[0][0][0], ranked[0][1][0])
+
+
+_WORD = re.compile(r"[a-z]+|\d+(?:\.\d+)?")
 
 
 def differences_text(node_id: str, diffs: Sequence[PairedDifference], limit: int = DIFFERENCES_SHOWN) -> str:
