@@ -269,3 +269,31 @@ def test_a_paired_difference_names_the_cells_its_program_subtracted_or_none(tmp_
     ]
     (tied,) = paired_differences(twins, twins[0].metrics[0].key)
     assert tied.parts is None  # two cells the name cannot tell apart: no formula
+
+
+def test_a_data_files_write_call_keeps_its_fields_in_the_plotting_excerpt(tmp_path):
+    """relay s10 ln 013, 020: the plotting call's excerpt of the lines that write the data showed
+    the per-epoch history's keys from the top of a 320-line program and left the results.json dump
+    at its end "out for room": what the file's fields are was cut. Lines near the line naming the
+    file now come first within their rank."""
+    from ai_scientist.phases.data_lines import data_lines
+
+    hist_keys = [f"k{i:02d}_series" for i in range(60)]
+    record = {k: [0.1, 0.2] for k in hist_keys} | {"settings": {"n_train": 200}, "runs": [{"name": "a"}]}
+    (tmp_path / "results.json").write_text(json.dumps(record))
+    early = "\n".join(
+        f'    hist["{k}"] = compute_{i}(w, b, xtr, ytr, xva, yva)' for i, k in enumerate(hist_keys)
+    )
+    dump = (
+        'with open("results.json", "w") as f:\n'
+        '    json.dump({"settings": {"n_train": N_TRAIN},\n'
+        '               "runs": runs,\n'
+        "               **hist}, f)\n"
+    )
+    program = {"experiment.py": "def train():\n    hist = {}\n" + early + "\n" + "\n" * 30 + dump}
+    got = data_lines(program, tmp_path, ["results.json"], ["val_accuracy"], max_chars=2000)
+    assert got.left_out > 0  # the budget is short: something was left out
+    lines = program["experiment.py"].splitlines()
+    start = next(i for i, ln in enumerate(lines) if "results.json" in ln)
+    for j in range(start, len(lines)):  # every line of the write call, numbered as in the program
+        assert f"{j + 1}| {lines[j]}" in got.text, (j, got.text)
