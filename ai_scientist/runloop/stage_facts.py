@@ -23,6 +23,7 @@ from ..treesearch.seeds import (
     num,
     paired_differences,
     ratio_text,
+    seed_draw,
     too_wide_text,
 )
 from ..treesearch.seeds import stderr_text as _stderr
@@ -471,6 +472,7 @@ def rerank_lines(
     record: dict[str, Any] | None,
     pairs: Mapping[str, Mapping[int, float]] | None = None,
     search: tuple[int | None, Mapping[str, float]] | None = None,
+    draw: str = "",
 ) -> list[str]:
     """The re-ranking over seeds at a stage's end as sentences (stage facts, ``logs``): the noise
     estimate with its numbers, the threshold, the candidates, their means and the decision;
@@ -519,6 +521,8 @@ def rerank_lines(
             )
         )
     ]
+    if draw:  # what one SEED draws, beside the band (:func:`..treesearch.seeds.seed_draw`)
+        out[0] += f" {draw[:1].upper()}{draw[1:]}."
     conc = concurrency_text(record.get("concurrency"))
     if conc:
         out.append(f"Measured: {conc}.")
@@ -810,7 +814,11 @@ def stage_facts(
     metric = (rerank or {}).get("metric")
     if compared and metric:
         search = (seed_info[0] if seed_info else None, search_values(view, compared, metric))
-        head += rerank_lines(rerank, seed_pairs(view, compared, metric), search)
+        mkey = (str(metric[0]), str(metric[1]), None if metric[2] is None else str(metric[2]))
+        drawn = seed_draw([n for n in view.nodes if n.stage <= stage], mkey, search[0])
+        head += rerank_lines(
+            rerank, seed_pairs(view, compared, metric), search, drawn.text() if drawn is not None else ""
+        )
     else:
         head += rerank_lines(rerank)
     bare = no_rerun_text(view, stage, nodes, rerank, (seeds or {}).get("findings"))

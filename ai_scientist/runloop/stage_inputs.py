@@ -53,6 +53,7 @@ from ..treesearch.seeds import (
     noise_notes,
     noise_threshold,
     paired_differences,
+    seed_draw,
     seed_noise,
     seed_plan,
 )
@@ -266,6 +267,15 @@ def with_noise(
         return protocol
     z = run.cfg.agent.multi_seed_eval.noise_z
     pooled = sorted(k for k, v in groups.items() if len(v) >= 2)
+    # what one SEED draws, when a metric the methods share shows it (relay s9 ln2 009-041: the
+    # band's sigma was dataset variation, said only as "where the data are drawn from SEED")
+    draw = (
+        seed_draw([n for n in view.nodes if n.stage < stage], key, run.cfg.agent.seed)
+        if protocol.get("reads_seed") is not False
+        else None
+    )
+    kinds = protocol.get("kinds") or []
+    what = "data" if not kinds or "training" in kinds else "inputs"
     return {
         **protocol,
         "seed_noise": {
@@ -278,6 +288,7 @@ def with_noise(
             "basis": basis_text(groups),
             "z": z,
             "band": noise_threshold(noise.sigma, z),
+            **({"draw": draw.text(what)} if draw is not None else {}),
             # the node driving sigma, a band too wide to rank, whether the re-runs shared the machine
             # (relay s6 mm 009, 019, 028: a 70.77 band beside a mean of 60.08, a sigma 99% one node)
             **noise_notes(groups, noise_threshold(noise.sigma, z), ref_id),

@@ -686,3 +686,94 @@ def differences_line(items: Sequence[tuple[str, Sequence[PairedDifference]]]) ->
         "measures both conditions on the same data, so judge such a difference by its own spread, "
         "not by the headline's seed noise): " + "; ".join(said) + "."
     )
+
+
+# ------------------------------------------------------ what one SEED draws --
+# The headline's seed sigma holds whatever the program draws from SEED: where SEED draws the data
+# (a relay run's synthetic dataset and its label flips), it measures the data's variation, not
+# only the method's — the judges wanted that said beside the band wherever a tie is called (relay
+# s9 ln2 009-041). The run knows it when a metric is the same for two different methods on one
+# SEED (their headlines differ there) and differs between SEEDs: a property of the SEED's draw.
+
+
+@dataclass(frozen=True)
+class SeedDraw:
+    """A metric that one SEED's draw sets and no method changes: ``values`` SEED -> its value
+    (the same in every run of that SEED that reports it), ``nodes`` two nodes whose headlines differ on
+    one SEED while this metric agrees (two methods)."""
+
+    name: str
+    dataset: str | None
+    values: dict[int, float]
+    nodes: tuple[str, ...]
+
+    def text(self, what: str = "data") -> str:
+        """``one SEED draws new data here (bayes_val_accuracy [synthetic], alike for n0001 and n0002
+        on one SEED though their headlines differ: 0.8535, 0.861, 0.8385 on SEED 0, 1, 2): this spread holds the
+        data's variation, which a paired difference within one run (both conditions on one SEED's
+        data) is free of`` — said once beside the band (relay s9 ln2 009-041); ``what``: "inputs" for a
+        benchmark or a simulation."""
+        seeds = sorted(self.values)
+        label = f" [{self.dataset}]" if self.dataset else ""
+        whose = what + ("'" if what.endswith("s") else "'s")
+        return (
+            f"one SEED draws new {what} here ({self.name}{label}, alike for {' and '.join(self.nodes)} "
+            f"on one SEED though their headlines differ: {', '.join(num(self.values[s]) for s in seeds)} "
+            f"on SEED {', '.join(str(s) for s in seeds)}): this spread holds the {whose} variation, which "
+            f"a paired difference within one run (both conditions on one SEED's {what}) is free of"
+        )
+
+
+def seed_draw(
+    nodes: Iterable[Node], primary: tuple[str, str, str | None], search_seed: int | None
+) -> SeedDraw | None:
+    """The first metric (in the runs' order) that shows what one SEED draws: over every good run
+    (search runs at ``search_seed``, seed re-runs at their SEED), every run of one SEED that
+    reports it has the same value, two runs of one SEED whose ``primary`` values differ (two
+    methods) report it, and its value differs between SEEDs; None when no metric does (the run
+    does not know what its SEED varies, and nothing is said)."""
+    # SEED -> program (the node a re-run repeats) -> (primary value, metric key -> value)
+    runs: dict[int, dict[str, tuple[float | None, dict[tuple[str, str, str | None], float]]]] = {}
+    order: list[tuple[str, str, str | None]] = []
+    for n in nodes:
+        seed = n.seed if n.is_seed_eval else (n.seed if n.seed is not None else search_seed)
+        program = n.parent_id if n.is_seed_eval else n.id
+        if not n.is_good or seed is None or not program:
+            continue
+        values = {m.key: m.value for m in n.metrics if m.is_valid}
+        order += [k for k in values if k not in order]
+        head = (
+            n.metric.value if n.metric is not None and n.metric.key == primary and n.metric.is_valid else None
+        )
+        runs.setdefault(seed, {})[program] = (head, values)
+    for key in order:
+        if key == primary:
+            continue
+        per_seed: dict[int, float] = {}
+        pair: tuple[str, str] | None = None  # two methods: their headlines differ on one SEED
+        alike = True
+        for seed, programs in runs.items():
+            have = {p: (h, v[key]) for p, (h, v) in programs.items() if key in v}
+            if not have:
+                continue
+            first = next(iter(have.values()))[1]
+            if any(not math.isclose(x, first, rel_tol=1e-9, abs_tol=1e-12) for _, x in have.values()):
+                alike = False
+                break
+            per_seed[seed] = first
+            heads = [(p, h) for p, (h, _) in have.items() if h is not None]
+            pair = pair or next(
+                (
+                    (p, o)
+                    for i, (p, h) in enumerate(heads)
+                    for o, g in heads[i + 1 :]
+                    if not math.isclose(h, g, rel_tol=1e-9, abs_tol=1e-12)
+                ),
+                None,
+            )
+        if not alike or pair is None or len(per_seed) < 2:
+            continue
+        if len({num(v, 12) for v in per_seed.values()}) < 2:
+            continue
+        return SeedDraw(key[0], key[2], per_seed, pair)
+    return None
