@@ -164,3 +164,39 @@ def test_the_seed_band_says_what_one_seed_draws_once_beside_it(run):
         assert "Where the data are drawn from SEED" not in text
         checked += 1
     assert checked >= 2 and kinds == {"protocol", "stage facts"}, (checked, kinds)
+
+
+def test_an_extra_condition_is_told_how_to_draw_its_data_and_name_its_metrics(run):
+    """Every code call of a node that may add a condition (not a tune or an ablation) and is shown
+    the evaluation protocol is told, in the protocol's extra-condition sentence, to draw the extra
+    condition's data from a generator of its own seeded from SEED apart from and after the
+    protocol's draws, so the headline's numbers stay the same, and to put the condition's label in
+    its metric names (the protocol's metric name as the example), so none shares the headline's
+    name; a tune or an ablation keeps the short sentence (relay s9 ln2 021: a stage-3 node adding a
+    noise rate and a training size was not told how to draw them)."""
+    nodes = journal_nodes(run)
+    seen: dict[str, int] = {}
+    for rec in prompt_records(run):
+        node = nodes.get(rec.get("node_id") or "")
+        text = record_text(rec)
+        if node is None or rec.get("phase") != "phase2" or "Keep this protocol:" not in text:
+            continue
+        metric = re.search(r"^- metric: (\S+) \(", text, re.M)
+        assert metric, "the protocol names its metric"
+        rule = (
+            "To study another setting, measure it as an extra condition after the unchanged one: draw its "
+            "data from a random generator of its own (seeded from SEED, apart from the protocol's, used "
+            "after the protocol's draws), so the headline's numbers stay the same to the last digit; put "
+            f"the condition's label in its metric names (e.g. {metric.group(1)}_<label>), so none shares "
+            "a name with the headline's."
+        )
+        if node["operation"] in ("tune", "ablate"):
+            assert rule not in text
+            assert (
+                "measure it as an extra metric (its own name or dataset label) after the unchanged one"
+                in text
+            )
+        else:
+            assert text.count(rule) == 1, node["id"]
+        seen[node["operation"]] = seen.get(node["operation"], 0) + 1
+    assert seen.get("improve") and seen.get("tune"), seen
