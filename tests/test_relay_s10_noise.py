@@ -36,6 +36,14 @@ _sm["metrics"] = [
 ] + _sm["metrics"]
 with open("metrics.json", "w") as _sf:
     _sj.dump(_sm, _sf)
+# per-epoch lists of one run name on the headline's data and on an extra dataset (its own label)
+_curve = lambda a, b: [round(a + (b - a) * e / 9, 4) for e in range(10)]  # noqa: E731
+with open("conditions.json", "w") as _sf:
+    _sj.dump({{"runs": [
+        {{"name": "l2_0.1", "train_loss": _curve(0.7, 0.5), "val_acc": _curve(0.6, _A)}},
+        {{"name": "l2_0.1", "dataset": "synthetic_noise0.4", "train_loss": _curve(0.75, 0.6),
+          "val_acc": _curve(0.55, _A - 0.02)}},
+    ]}}, _sf)
 print(f"val_accuracy={{_A}} bayes={{_B}}")
 """
 
@@ -200,3 +208,26 @@ def test_an_extra_condition_is_told_how_to_draw_its_data_and_name_its_metrics(ru
             assert text.count(rule) == 1, node["id"]
         seen[node["operation"]] = seen.get(node["operation"], 0) + 1
     assert seen.get("improve") and seen.get("tune"), seen
+
+
+def test_every_per_step_list_of_a_review_names_its_condition_and_dataset(run):
+    """In an execution review, every per-step list (loss-like or other) of a run record says which
+    condition it is: the record's name, and its dataset label when the record has one — an extra
+    dataset's runs repeat the headline data's run names (relay s9 ln2 022: runs[11-16] of the
+    extra datasets were listed by index alone, and their names were the headline data's)."""
+    nodes = journal_nodes(run)
+    checked = 0
+    for rec in prompt_records(run):
+        node = nodes.get(rec.get("node_id") or "")
+        if node is None or rec.get("label") != "exec_review":
+            continue
+        data = json.loads((run / "nodes" / node["id"] / "workspace" / "conditions.json").read_text())
+        for line in record_text(rec).splitlines():
+            m = re.match(r"- conditions\.json runs\[(\d+)\]\.(\w+) \(", line)
+            if not m:
+                continue
+            record = data["runs"][int(m.group(1))]
+            want = record["name"] + (f" [{record['dataset']}]" if record.get("dataset") else "")
+            assert f'(condition "{want}"' in line, line
+            checked += 1
+    assert checked >= 4, checked

@@ -486,7 +486,9 @@ def step_lists(
             "values": v,
             "at": i,
             "headline": id(record) in holders,
-            "condition": _condition(record) if id(record) in holders else "",
+            # every list's condition, not only the headline's: runs[11-16] of an extra dataset were
+            # shown by index alone (relay s9 ln2 022)
+            "condition": _condition(record),
             "new": old is not None and (rel, path) not in old,
             "setting": bool(SETTING_NAME.match(path.rsplit(".", 1)[-1])),
         }
@@ -612,8 +614,12 @@ def _abbreviates(key: str, name: str) -> bool:
 
 
 def _condition(record: dict[str, Any]) -> str:
-    """The record's name-like string field, cut to 80 characters; "" when it has none."""
-    return record_name(record)
+    """The record's name-like string field, cut to 80 characters, with its dataset label when it
+    has one (``l2_0.1 [synthetic_noise0.4]``: an extra condition's record repeats the headline
+    data's run names, relay s9 ln2 022); "" when it has neither."""
+    name, data = record_name(record), record.get("dataset")
+    label = " ".join(data.split())[:80] if isinstance(data, str) and data.strip() else ""
+    return f"{name} [{label}]" if name and label else name or label
 
 
 def _all_series(workspace: Path, skip: frozenset[str], values: bool = True) -> list[dict[str, Any]]:
