@@ -297,3 +297,34 @@ def test_a_data_files_write_call_keeps_its_fields_in_the_plotting_excerpt(tmp_pa
     start = next(i for i, ln in enumerate(lines) if "results.json" in ln)
     for j in range(start, len(lines)):  # every line of the write call, numbered as in the program
         assert f"{j + 1}| {lines[j]}" in got.text, (j, got.text)
+
+
+def test_a_tie_by_a_rough_band_is_said_unsettled_wherever_it_is_called_a_tie(tmp_path):
+    """relay s10 ln 009, 015: the stage facts said "Node kept (a tie within the seed noise)", the
+    choice "a tie, not a better result", the decision "a tie" and then "not a settled tie either":
+    with a sigma of 1 degree of freedom every "a tie" now says it is by a rough band, not settled."""
+    from pipeline_support import prompt_records, record_text, start_run
+
+    from ai_scientist.runloop.stage_facts import rerank_tie
+    from ai_scientist.treesearch.seeds import is_rough
+
+    code, run_dir, _ = start_run(tmp_path)
+    assert code == 0
+    records = prompt_records(run_dir)
+    checked = 0
+    for path in sorted((run_dir / "stage_summaries").glob("stage*.json")):
+        data = json.loads(path.read_text())
+        rr = data.get("seed_rerank") or {}
+        if not rerank_tie(rr):
+            continue
+        rough = is_rough((rr.get("noise") or {}).get("dof"))
+        (call,) = [
+            r for r in records if r.get("phase") == "summary" and r.get("label") == f"stage{data['stage']}"
+        ]
+        facts = " ".join(record_text(call).split())
+        # the facts' calls (followed by "," or ")"), not the instruction's example or "call a tie or"
+        ties = re.findall(r"a tie(?: within the seed noise)?( by a rough band, not settled)?(?=[,)])", facts)
+        assert len(ties) >= 2, facts[-2000:]
+        assert all(bool(t) is rough for t in ties), (rough, ties)
+        checked += rough
+    assert checked >= 1  # the scripted run's two re-runs give a rough band

@@ -204,7 +204,7 @@ def test_a_winner_inside_the_seed_noise_is_called_a_tie(tmp_path):
         (call,) = [r for r in records if r.get("phase") == "summary" and r.get("label") == f"stage{stage}"]
         facts = record_text(call)
         assert ("Within noise:" in facts) is tie, stage
-        assert ("(a tie within the seed noise)" in facts) is tie, stage
+        assert ("(a tie within the seed noise" in facts) is tie, stage
         later = [r for r in records if f"### Stage {stage} (" in record_text(r)]
         assert later or stage == 4
         for r in later:

@@ -325,7 +325,7 @@ def _replaces(record: dict[str, Any], previous: str) -> str:
     """How the decision says the chosen node takes ``previous``'s place: "; it replaces n0002"
     when its mean is beyond the seed noise of ``previous``'s, else that it is carried by its mean
     alone, level with it — "n0012 replaces n0002" stood beside "a tie" (relay s8 mm2 030)."""
-    from .stage_facts import rerank_tie
+    from .stage_facts import rerank_tie, rough_note
 
     tie = rerank_tie(record)
     level = next((o for o in (tie or {}).get("level") or [] if o["node_id"] == previous), None)
@@ -333,7 +333,8 @@ def _replaces(record: dict[str, Any], previous: str) -> str:
         return f"; it replaces {previous}"
     return (
         f"; it is carried on in place of {previous} by its higher mean alone: {level['gap']:.4g} apart, "
-        f"within the seed noise of {previous}'s (band {level['band']:.4g}), a tie, not a better result"
+        f"within the seed noise of {previous}'s (band {level['band']:.4g}), a tie{rough_note(record)}, "
+        "not a better result"
     )
 
 

@@ -445,6 +445,14 @@ def rerank_tie(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return {"chosen": chosen, "mean": float(won["mean"]), "z": float(z), "level": level}
 
 
+def rough_note(record: Mapping[str, Any] | None) -> str:
+    """``" by a rough band, not settled"`` beside "a tie" when the band's sigma is rough
+    (:func:`~ai_scientist.treesearch.seeds.is_rough`), else "": a stage's facts called a choice "a
+    tie" three times and then "not a settled tie either" (relay s10 ln 009, 015)."""
+    dof = ((record or {}).get("noise") or {}).get("dof")
+    return " by a rough band, not settled" if is_rough(dof) else ""
+
+
 def band_text(tie: Mapping[str, Any]) -> str:
     """The noise band(s) of a tie, once: ``band 0.0495`` or ``bands 0.0444-0.0495``."""
     bands = sorted({num(o["band"]) for o in tie["level"]}, key=float)
@@ -733,7 +741,7 @@ def _decided_by(best: Node, seeds: dict | None, rerank: dict | None) -> str:
     if rerank.get("means"):
         # chosen inside the noise band: not "the best" by a margin
         tie = (
-            ", within the seed noise of another node's mean: a tie, not a better result"
+            f", within the seed noise of another node's mean: a tie{rough_note(rerank)}, not a better result"
             if rerank_tie(rerank)
             else ""
         )
@@ -776,7 +784,8 @@ def stage_facts(
         label = "Best node of the run" if last else "Best node handed to the next stage"
         if rerank_tie(rerank):  # kept inside the seed noise of another node: no "best" by a margin
             label = (
-                f"Node kept {'for the run' if last else 'for the next stage'} (a tie within the seed noise)"
+                f"Node kept {'for the run' if last else 'for the next stage'} (a tie within the seed noise"
+                f"{rough_note(rerank)})"
             )
         where = ""
         if stage == ABLATION_STAGE and best.stage < stage:

@@ -33,7 +33,7 @@ from ..llm.call import LLMError
 from ..treesearch.best import count_nodes
 from ..treesearch.seeds import num, seed_plan
 from ..treesearch.stages import STAGES
-from .stage_facts import SEARCH_RUN_APART, band_text, figure_finding, rerank_tie, stage_facts
+from .stage_facts import SEARCH_RUN_APART, band_text, figure_finding, rerank_tie, rough_note, stage_facts
 
 if TYPE_CHECKING:
     from ..base.run import Run
@@ -181,7 +181,7 @@ def render_summary(data: dict[str, Any], why: bool = True) -> str:
     if tie is not None:  # a winner inside the noise band is no "best": a tie, said with the band
         level = ", ".join(f"{o['node_id']}'s {num(o['mean'])}" for o in tie["level"])
         head += (
-            f"; kept {best} ({shown}), a tie within the seed noise: its mean {num(tie['mean'])} vs "
+            f"; kept {best} ({shown}), a tie within the seed noise{rough_note(rerank)}: its mean {num(tie['mean'])} vs "
             f"{level} ({band_text(tie)}"
             + (f"; means over the seed re-runs, {SEARCH_RUN_APART})" if why else ")")
         )
