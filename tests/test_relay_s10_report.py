@@ -123,3 +123,56 @@ def test_a_figure_critic_is_told_the_captions_are_the_plotters_claims_to_check(c
         checks = _claims_to_check(_framing(text, captions))
         assert any("image" in s and "number" in s for s in checks), _framing(text, captions)
         assert not any("only by what is visible" in s for s in _sentences(text))
+
+
+def _notes(text: str) -> str:
+    """The writer's memory notes: the block after its heading, up to the next top-level heading."""
+    head = "# Notes the agents kept during the run"
+    if head not in text:
+        return ""
+    return text.split(head, 1)[1].split("\n# ", 1)[0]
+
+
+@needs_latex(("pdflatex",))
+def test_the_writer_gets_of_the_memory_only_what_its_findings_do_not_say_and_the_idea_once(
+    claimed_run: Path,
+):
+    # s9 ln2 041 and issue 28 item 6: the writer got the best node's whole memory digest once it
+    # held one core fact — the node's creation, its metric and its success (the stage results say
+    # them), the lineage, "(none)" headings — and the research idea in every call
+    from ai_scientist.memory.digest import digest_markdown
+    from ai_scientist.memory.store import MemoryStore
+
+    run = claimed_run
+    state = json.loads((run / "state.json").read_text())
+    best = [v["best"]["node_id"] for _, v in sorted(state["stages"].items()) if v and v.get("best")][-1]
+    store = MemoryStore(run / "memory.sqlite")
+    digest = digest_markdown(store, best)  # what the run's reporting passed to the writer
+    facts = [e.value for e in store.core_entries(best)]
+    assert facts, digest  # the first code call's fact is on the best node's lineage
+    events = re.findall(r"^- (r\d+ \[(?:node_created|metric)\] .*)$", digest, re.M)
+    assert events, digest
+    idea = (run / "idea.md").read_text()
+    hypothesis = " ".join(idea.split("## Hypothesis", 1)[1].split("##", 1)[0].split())
+    writer = [r for r in prompt_records(run) if r["phase"] == "writeup" and "citation" not in r["label"]]
+    assert writer
+    for rec in writer:
+        text = record_text(rec)
+        flat = " ".join(text.split())
+        assert flat.count(hypothesis) == 1, rec["label"]  # the idea once per request
+        notes = _notes(text)
+        if rec["label"] == "sections":
+            assert notes, "the memory holds a fact the findings do not"
+        for fact in facts:
+            assert flat.count(" ".join(fact.split())) == 1, fact  # a fact the findings lack, once
+        for event in events:
+            assert event not in text, event  # the stage results say a node's creation and metric
+        assert "Lineage:" not in notes and "(none)" not in notes and "(importance" not in notes, notes
+        # entries under their headings: no count of lessons other branches kept, which it cannot see
+        entries = [x for x in notes.splitlines()[2:] if x.strip()]
+        assert all(x.startswith(("- ", "## ")) for x in entries), entries
+        # no line of the notes says what the rest of the request already says
+        rest = " ".join(text.replace(notes, " ").split())
+        for line in notes.splitlines():
+            body = " ".join(line.partition(": ")[2].split())
+            assert not body or body not in rest, line

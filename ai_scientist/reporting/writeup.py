@@ -607,49 +607,51 @@ def method_code(run_dir: Path, limit: int = METHOD_CODE_CHARS) -> dict[str, Any]
 
 SHOWN_PROBE_CHARS = 60  # a memory note whose first characters the findings already hold repeats them
 
-
-SHOWN_MARK = "(its text is in the stage results above)"
-
-
-def without_repeats(digest: str, shown: str) -> str:
-    """The memory digest less what the findings already show: a note (``- r3 [phase] node
-    succeeded: <text>``) whose text's first :data:`SHOWN_PROBE_CHARS` characters are in ``shown``
-    keeps its head and says where the text is. A capable model's writer prompt held the best
-    node's caveat in its stage record and again, cut mid-sentence, in the notes."""
-    out = []
-    for line in digest.splitlines():
-        head, sep, body = line.partition(": ")
-        probe = " ".join(body.split())[:SHOWN_PROBE_CHARS]
-        if sep and len(probe) == SHOWN_PROBE_CHARS and probe in " ".join(shown.split()):
-            out.append(f"{head}: {SHOWN_MARK}")
-        else:
-            out.append(line)
-    return "\n".join(out)
-
-
-# the memory events the journal holds too: a digest of only these, with no core fact, summary of
-# earlier events or lesson, tells the writer nothing the stage results do not (relay s7 ln1 040/042:
-# "Core facts: (none)" and the best node's creation, metric and success, sent in every writer call)
+# the memory events the journal holds too (a node's creation, its metric): the stage results say them
 JOURNAL_EVENTS = ("node_created", "metric")
 _EVENT_LINE = re.compile(r"^- \S+ \[(\w+)\] (.*)$")
+_IMPORTANCE = re.compile(r" \(importance \d+\)$")  # the store's ranking of a core fact, not a fact
+_LESSON_ID = re.compile(r"^- a\d+: ")  # an archival id the writer cannot look up
 
 
-def notes_add_something(digest: str, shown: str) -> bool:
-    """Whether the memory digest (after :func:`without_repeats`) says anything the findings
-    ``shown`` do not: a core fact, a lesson, a summary of earlier events, or an event other than
-    the journal's own whose text the findings do not hold."""
+def _repeats(line: str, held: str) -> bool:
+    """Whether the digest line ``line`` says nothing the findings ``held`` (whitespace folded) do
+    not: a journal event, or a note whose text (or its first :data:`SHOWN_PROBE_CHARS`
+    characters) the findings hold."""
+    event = _EVENT_LINE.match(line)
+    if event and event.group(1) in JOURNAL_EVENTS:
+        return True
+    body = " ".join((event.group(2) if event else line.partition(": ")[2]).split())
+    # a phase event: "node succeeded: <findings>"
+    said = body.partition(": ")[2] if event and event.group(1) == "phase" else body
+    probe = said[:SHOWN_PROBE_CHARS]
+    return bool(said) and (said in held or (len(probe) == SHOWN_PROBE_CHARS and probe in held))
+
+
+def writer_notes(digest: str, shown: str) -> str:
+    """The memory digest's lines that tell the writer something the findings ``shown`` do not —
+    core facts, lessons, summaries of earlier events, events other than the journal's own — under
+    their headings; "" when none is left. Left out: the digest's title and lineage, "(none)", the
+    count of other branches' lessons, the journal's events, a note whose text the findings hold, a
+    core fact's importance, a lesson's id and a heading left empty. A relay run's writer got the
+    best node's whole digest once it held one core fact: its lineage, creation, metric and success
+    beside the stage results that say them (relay s9 ln2 041)."""
     held = " ".join(shown.split())
+    out: list[str] = []
+    heading = ""
     for line in digest.splitlines():
         text = line.strip()
-        if not text or text.startswith("#") or text.startswith("Lineage:") or text == "- (none)":
+        if not text.startswith("- ") or text == "- (none)":
+            if text.startswith("## "):
+                heading = text
+            continue  # the title, the lineage, a count of other branches' lessons it cannot see
+        if _repeats(text, held):
             continue
-        event = _EVENT_LINE.match(text)
-        body = " ".join(event.group(2).split()) if event else ""
-        said = body.partition(": ")[2]  # a phase event: "node succeeded: <the node's findings>"
-        if event and (event.group(1) in JOURNAL_EVENTS or SHOWN_MARK in body or (said and said in held)):
-            continue
-        return True
-    return False
+        if heading:
+            out.append(heading)
+            heading = ""
+        out.append(_LESSON_ID.sub("- ", _IMPORTANCE.sub("", text)))
+    return "\n".join(out)
 
 
 NOTES_CHARS = 6000  # the memory notes shown to the writer
@@ -1014,8 +1016,7 @@ def write_paper(
         "template": cfg.report.template,
     }
     shown = prompts.render("writeup_user.j2", **values, papers=[])
-    notes = _whole_lines(without_repeats(memory_digest, shown), NOTES_CHARS)
-    values["memory_digest"] = notes if notes_add_something(notes, shown) else ""
+    values["memory_digest"] = _whole_lines(writer_notes(memory_digest, shown), NOTES_CHARS)
     papers, notice = gather_citations(run_dir, cfg, client, values, opts)
     if papers:
         atomic_write_text(paper_dir / "references.bib", "".join(to_bibtex(p["key"], p) for p in papers))
