@@ -73,7 +73,7 @@ def claimed_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _sentences(text: str) -> list[str]:
-    return [s for s in re.split(r"(?<=[.:;])\s+", " ".join(text.split())) if s]
+    return [s for s in re.split(r"(?<=[.])\s+", " ".join(text.split())) if s]
 
 
 def _framing(text: str, captions: list[str]) -> list[str]:
