@@ -328,3 +328,37 @@ def test_a_tie_by_a_rough_band_is_said_unsettled_wherever_it_is_called_a_tie(tmp
         assert all(bool(t) is rough for t in ties), (rough, ties)
         checked += rough
     assert checked >= 1  # the scripted run's two re-runs give a rough band
+
+
+def test_a_constant_the_data_making_function_reads_is_a_protocol_parameter():
+    """relay s10 ln 005, 010, 016: FEAT_SCALE = [1.0, 4.0], read in make_data beside FEAT_OFFSET,
+    was left out of the protocol's parameters and offered as a knob to tune (its name has no data
+    word): a constant the data-making function reads is the protocol's, a method's word apart."""
+    from ai_scientist.phases.base import code_answer
+    from ai_scientist.runloop.protocol import protocol_parameters
+
+    src = (
+        "import os, random\n"
+        "SEED = int(os.environ.get('SEED', '0'))\n"
+        "N_TRAIN = 200\n"
+        "FEAT_SCALE = [1.0, 4.0]\n"
+        "FEAT_OFFSET = [2.0, -3.0]\n"
+        "EPOCHS = 50\n"
+        "LR = 0.1\n"
+        "def make_data(rng):\n"
+        "    def sample(n):\n"
+        "        return [[rng.gauss(0, 1) * FEAT_SCALE[j] + FEAT_OFFSET[j] for j in range(2)] for _ in range(n)]\n"
+        "    return sample(N_TRAIN)\n"
+        "def train(xs):\n"
+        "    for _ in range(EPOCHS):\n"
+        "        pass\n"
+    )
+    answer = code_answer(
+        {"files": [{"path": "experiment.py", "content": src}], "run": {"commands": ["python3 experiment.py"]}}
+    )
+    names = [n for n, _ in protocol_parameters(answer)]
+    # every upper-case name make_data's body reads (from the program's own text) is in the protocol
+    body = src[src.index("def make_data") : src.index("def train")]
+    read = {w for w in re.findall(r"\b[A-Z][A-Z_]+\b", body)}
+    assert read == {"FEAT_SCALE", "FEAT_OFFSET", "N_TRAIN"} and read <= set(names), names
+    assert "EPOCHS" not in names and "LR" not in names

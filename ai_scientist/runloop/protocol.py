@@ -18,6 +18,7 @@ Detection is pure and deterministic (recorded files and metrics only), so ``resu
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import re
@@ -75,16 +76,50 @@ _FLAG = re.compile(r"(?:^|\s)--?([A-Za-z][\w-]*)(?:=|\s+)([^\s-][^\s]*)")
 VALUE_CHARS = 60
 
 
-def is_protocol_parameter(name: str) -> bool:
+def is_protocol_parameter(name: str, data: frozenset[str] = frozenset()) -> bool:
     """Whether a parameter named ``name`` defines the data, split, sizes, noise, seed or metric
     (by its name's tokens: ``N_TRAIN``, ``noise``, ``NOISE_RATE``, ``testSize``, ``SEED`` yes;
     ``N_EPOCHS``, ``BATCH_SIZE``, ``LR``, ``LEARNING_RATE`` no). A quantity word (rate, fraction,
-    level, ...) takes the meaning of the other tokens: it neither makes nor vetoes one."""
+    level, ...) takes the meaning of the other tokens: it neither makes nor vetoes one. ``data``:
+    the constants the program's data-making functions read (:func:`data_constants`), protocol
+    parameters whatever their names but a method's word (EPOCHS in a data loader stays a knob)."""
     words = {t.lower() for t in _TOKEN.findall(name)}
     if words and words <= DATA_QUANTITIES:
         return True
     tokens = words - QUANTITY_WORDS
+    if name in data:
+        return not tokens & METHOD_WORDS
     return bool(tokens & PROTOCOL_WORDS) and not tokens & METHOD_WORDS
+
+
+# a Python function whose name says it makes or draws the data (make_data, generate_dataset,
+# sample_points, synth_task, load_inputs)
+_DATA_FUNCTION = re.compile(
+    r"(?:^|_)(?:data|dataset|datasets|synth|synthetic|points|problem|task|inputs?|blobs|moons)(?:_|$)", re.I
+)
+
+
+def data_constants(files: dict[str, str]) -> frozenset[str]:
+    """The upper-case names the program's data-making Python functions read (``make_data`` reading
+    ``FEAT_SCALE``): a constant that shapes the data is the protocol's whatever its name — a relay
+    run's FEAT_SCALE = [1.0, 4.0], read in make_data, was offered as a knob to tune and left out of
+    the protocol while FEAT_OFFSET beside it was in (s10 ln 005, 010, 016)."""
+    names: set[str] = set()
+    for path, text in files.items():
+        if not path.endswith(".py"):
+            continue
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and _DATA_FUNCTION.search(fn.name):
+                names.update(
+                    n.id
+                    for n in ast.walk(fn)
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id.isupper() and len(n.id) > 1
+                )
+    return frozenset(names)
 
 
 @dataclass(frozen=True)
@@ -123,11 +158,13 @@ def protocol_parameters(answer: AnswerLike) -> tuple[tuple[str, str], ...]:
     ``--name value`` flags whose names :func:`is_protocol_parameter` accepts, each name once."""
     answer = code_answer(answer)
     found: dict[str, str] = {}
-    for p in parameters(text_files(answer)):
+    files = text_files(answer)
+    data = data_constants(files)
+    for p in parameters(files):
         # a loop's variable is no parameter of the protocol: ``for n in (256, 512)`` in an analysis
         # script was listed as "n = (256, 512)" (relay s8 mm2 005-047); the conditions a loop sweeps
         # are reported under metric names of their own, which the protocol's metric covers
-        if p.kind not in ("argv", "grid") and is_protocol_parameter(p.name) and p.name not in found:
+        if p.kind not in ("argv", "grid") and is_protocol_parameter(p.name, data) and p.name not in found:
             # an environment variable read with no default (C's getenv("SEED")) has no value in the
             # code: say where it comes from rather than show "SEED = " (a relay run's C program)
             if p.kind == "environment":  # set per run (the seed re-runs change SEED): not a fixed value

@@ -67,7 +67,13 @@ from ..treesearch.tried import (
     tried_table,
     untried,
 )
-from .protocol import distinct_seed_groups, headline_config, is_protocol_parameter, node_answer
+from .protocol import (
+    data_constants,
+    distinct_seed_groups,
+    headline_config,
+    is_protocol_parameter,
+    node_answer,
+)
 from .stage_facts import SEARCH_RUN_APART
 from .stage_summary import summaries_text
 
@@ -685,9 +691,9 @@ def _seed_mean(view: JournalView, node: Node, why: bool = True) -> str:
     )
 
 
-def _protocol_note(p: Parameter) -> str:
+def _protocol_note(p: Parameter, data: frozenset[str] = frozenset()) -> str:
     # a loop's variable is no protocol parameter (runloop/protocol.py protocol_parameters)
-    if p.kind not in ("argv", "grid") and is_protocol_parameter(p.name):
+    if p.kind not in ("argv", "grid") and is_protocol_parameter(p.name, data):
         return "evaluation protocol: keep"
     return ""
 
@@ -703,16 +709,17 @@ def _fixed_note(
     )
     headline = (str(metric[0]), str(metric[2] or "")) if metric else ("", "")
     config = str(((protocol or {}).get("headline") or {}).get("config") or "")
+    data = data_constants(files)
     numbers = {
         float(w)
         for p in parameters(files)
-        if p.kind in ("constant", "array", "grid") and is_protocol_parameter(p.name)
+        if p.kind in ("constant", "array", "grid") and is_protocol_parameter(p.name, data)
         for w in re.findall(r"-?\d+(?:\.\d+)?", p.value)
     }
     argv = argv_values(commands)
 
     def note(p: Parameter) -> str:
-        return _protocol_note(p) or headline_fixes(
+        return _protocol_note(p, data) or headline_fixes(
             p, argv=argv, headline=headline, config=config, protocol_numbers=numbers
         )
 
