@@ -362,3 +362,27 @@ def test_a_constant_the_data_making_function_reads_is_a_protocol_parameter():
     read = {w for w in re.findall(r"\b[A-Z][A-Z_]+\b", body)}
     assert read == {"FEAT_SCALE", "FEAT_OFFSET", "N_TRAIN"} and read <= set(names), names
     assert "EPOCHS" not in names and "LR" not in names
+
+
+def test_a_difference_that_is_zero_in_every_run_gets_no_formula(tmp_path):
+    """relay s10 ln 026: flipped_fit_reduction_l2_vs_none_ep200, 0 in every run, was written
+    "(= val_accuracy_decay_avg_l2_0_lr_0.1_ep200 - val_accuracy_decay_avg_l2_0_lr_0.1)": any two
+    equal cells fit a zero."""
+    from ai_scientist.treesearch.journal import Journal
+    from ai_scientist.treesearch.node import Metric
+    from ai_scientist.treesearch.seeds import paired_differences
+
+    j = Journal(tmp_path / "journal.jsonl")
+    node = j.new_node(stage=3, operation="improve")
+    runs = []
+    for seed, acc in ((1, 0.83), (2, 0.81)):
+        r = j.new_node(stage=3, operation="seed_eval", parent_id=node.id, seed=seed)
+        metrics = (
+            Metric("val_accuracy", acc),
+            Metric("val_accuracy_decay_avg_l2_0_lr_0.1", acc),
+            Metric("val_accuracy_decay_avg_l2_0_lr_0.1_ep200", acc),
+            Metric("flipped_fit_reduction_l2_vs_none_ep200", 0.0, "none"),
+        )
+        runs.append(j.update(r.id, status="good", metric=metrics[0], metrics=metrics))
+    (diff,) = paired_differences(runs, runs[0].metric.key)
+    assert diff.values == (0.0, 0.0) and diff.parts is None

@@ -632,6 +632,8 @@ def _parts(per_run: Sequence[Mapping[Any, Metric]], key: Any) -> tuple[str, str]
     200-epoch no-L2 cell, equal by chance, where the program subtracted the 50-epoch one, s10 ln
     015), the pair whose names carry the fewest words the difference's own name lacks; None when
     that does not decide: a wrong formula misleads more than none."""
+    if all(r[key].value == 0 for r in per_run):
+        return None  # any two equal cells "fit" a zero: a fit diagnostic was written as two accuracies (s10 ln 026)
     keys = [k for k in per_run[0] if k != key and all(k in r for r in per_run[1:])]
     fits = [
         (a, b)
