@@ -8,6 +8,7 @@ compiled bytecode or the pipeline's own figures are never offered as results to 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
@@ -15,7 +16,12 @@ from typing import Any
 from .artifacts import RunRecord, read_artifact
 from .paths import RUN_FILE, NodePaths
 
-DATA_SUFFIXES = (".npy", ".npz", ".json", ".csv", ".tsv")
+# ``.jsonl`` (one record a line) and plain-text tables (``.dat``, ``.txt``) are what a C program
+# writes (relay s9 mm 023: the raw n=4096 records ``res_big_a.jsonl`` were not offered to plot)
+DATA_SUFFIXES = (".npy", ".npz", ".json", ".jsonl", ".csv", ".tsv", ".dat", ".txt")
+# plain-text files that are data only when they hold numeric columns (not a requirements.txt or a log)
+TABLE_SUFFIXES = (".dat", ".txt")
+TABLE_PROBE_LINES = 20  # lines read to tell a numeric table from prose
 # folders whose files are never the experiment's data: caches and installed packages a tool left
 # in the working directory, and the figures the pipeline itself makes (node_plots/, plots/)
 NOT_DATA_DIRS = frozenset({"__pycache__", "site-packages", "node_modules", "node_plots", "plots"})
@@ -33,6 +39,54 @@ def is_node_data(rel_path: str | PurePath) -> bool:
     if path.suffix.lower() not in DATA_SUFFIXES:
         return False
     return not any(p.startswith(".") or p in NOT_DATA_DIRS for p in parts)
+
+
+def holds_node_data(workspace: Path, rel_path: str | PurePath) -> bool:
+    """:func:`is_node_data`, and for a plain-text file (:data:`TABLE_SUFFIXES`) that it is a table
+    of numbers (:func:`numeric_table`)."""
+    if not is_node_data(rel_path):
+        return False
+    return PurePosixPath(rel_path).suffix.lower() not in TABLE_SUFFIXES or numeric_table(workspace / rel_path)
+
+
+_NUMBER = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$|^(?:nan|inf|-inf)$", re.IGNORECASE)
+
+
+def numeric_table(path: Path) -> bool:
+    """Whether the text file's first :data:`TABLE_PROBE_LINES` lines (comments ``#`` and a header
+    line aside) are rows of numbers split by spaces, tabs or commas, at least one such row."""
+    rows = headers = 0
+    try:
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            for i, line in enumerate(fh):
+                if i >= TABLE_PROBE_LINES:
+                    break
+                words = [w for w in re.split(r"[\s,;]+", line.strip()) if w]
+                if not words or line.lstrip().startswith(("#", "%")):
+                    continue
+                if all(_NUMBER.match(w) for w in words):
+                    rows += 1
+                elif rows or headers:  # one header line may come first, no prose after it
+                    return False
+                else:
+                    headers = 1
+    except OSError:
+        return False
+    return rows > 0
+
+
+def jsonl_records(path: Path) -> list[Any]:
+    """The JSON values of a ``.jsonl`` file, one a non-empty line; ``ValueError`` naming the first
+    line that is no JSON."""
+    out: list[Any] = []
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for i, line in enumerate(fh, start=1):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except ValueError as exc:
+                    raise ValueError(f"line {i} is no JSON ({exc})") from None
+    return out
 
 
 def unmeasured(node_dir: Path) -> frozenset[str]:

@@ -56,7 +56,9 @@ from ..base.nodedata import (
     CONFIG_LIST,
     NOT_DATA_DIRS,
     SETTING_NAME,
-    is_node_data,
+    TABLE_SUFFIXES,
+    holds_node_data,
+    jsonl_records,
     record_name,
     unmeasured,
 )
@@ -131,7 +133,7 @@ def make_plots(ctx: NodeContext, answer: CodeAnswer, metrics: Any = None, caveat
 def data_files(
     workspace: Path, skip: frozenset[str] = frozenset(), nullable: frozenset[str] = frozenset()
 ) -> list[dict[str, Any]]:
-    """The data files the experiment saved (:func:`~ai_scientist.base.nodedata.is_node_data`: no
+    """The data files the experiment saved (:func:`~ai_scientist.base.nodedata.holds_node_data`: no
     cache, hidden or pipeline folder; up to :data:`DATA_DEPTH` levels deep), each with an outline,
     in path order; the first :data:`MAX_DATA_FILES` (:func:`count_data_files` counts them all).
     ``skip``: files the run did not produce (phase 4's ``unmeasured_files``); ``nullable``: see
@@ -172,7 +174,7 @@ def data_paths(workspace: Path) -> list[str]:
             if depth + 1 >= DATA_DEPTH
             else sorted(d for d in dirs if not d.startswith(".") and d not in NOT_DATA_DIRS)
         )
-        found += [(rel_root / f).as_posix() for f in files if is_node_data(rel_root / f)]
+        found += [(rel_root / f).as_posix() for f in files if holds_node_data(workspace, rel_root / f)]
     return sorted(found)
 
 
@@ -183,6 +185,13 @@ def _outline(path: Path, nullable: frozenset[str] = frozenset()) -> dict[str, An
             data = json.loads(path.read_text(encoding="utf-8"))
             top = list(data) if isinstance(data, dict) else []
             return {"structure": json_outline(data, nullable), "top_keys": top}
+        if suffix == ".jsonl" and path.stat().st_size <= 5_000_000:
+            records = jsonl_records(path)  # outlined as the list of its records
+            return {"records": len(records), "structure": json_outline(records, nullable)}
+        if suffix in TABLE_SUFFIXES:  # a numeric text table: its first line and its line count
+            with path.open(encoding="utf-8", errors="replace") as fh:
+                first = fh.readline().strip()[:300]
+                return {"first_line": first, "lines": 1 + sum(1 for _ in fh)}
         if suffix in (".npy", ".npz"):
             import numpy as np
 

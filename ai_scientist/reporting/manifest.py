@@ -7,7 +7,7 @@ npz members, JSON structure, CSV headers), the node's metrics, and which node
 and seed produced each file. The files are copied under the aggregation
 workspace (``figures/data/<node_id>/...``) so the sandboxed script reads
 them by the relative path the manifest names, and nothing outside. Which files are the
-experiment's data is :func:`ai_scientist.base.nodedata.is_node_data` (the node's own plotting call
+experiment's data is :func:`ai_scientist.base.nodedata.holds_node_data` (the node's own plotting call
 uses it too): nothing under a hidden or cache directory (matplotlib's font cache), bytecode or
 the pipeline's own figures. The seed statistic the
 manifest states (``seed_statistic``) is the one the writeup and the run's last lines report.
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..base.fileio import regular_file_inside
-from ..base.nodedata import is_node_data, unmeasured
+from ..base.nodedata import TABLE_SUFFIXES, holds_node_data, jsonl_records, unmeasured
 from ..base.paths import NodePaths
 from ..treesearch.tried import sentences
 from .runread import SEED_STATISTIC, RunView
@@ -51,6 +51,12 @@ def describe_file(path: Path) -> dict[str, Any]:
                 info["arrays"] = {k: {"shape": list(z[k].shape), "dtype": str(z[k].dtype)} for k in z.files}
         elif suffix == ".json":
             info["structure"] = _json_outline(json.loads(path.read_text(encoding="utf-8")))
+        elif suffix == ".jsonl":  # one record a line: outlined as the list of them
+            info["structure"] = _json_outline(jsonl_records(path))
+        elif suffix in TABLE_SUFFIXES:  # a numeric text table (base.nodedata.numeric_table)
+            with path.open(encoding="utf-8", errors="replace") as fh:
+                info["first_line"] = fh.readline().strip()[:300]
+                info["rows"] = sum(1 for _ in fh)
         else:
             delim = "\t" if suffix == ".tsv" else ","
             with path.open(newline="", encoding="utf-8", errors="replace") as fh:
@@ -155,7 +161,7 @@ def _node_entry(view: RunView, node: dict[str, Any], role: str, dest_root: Path)
         found = sorted(
             p
             for p in workspace.rglob("*")
-            if is_node_data(p.relative_to(workspace))
+            if holds_node_data(workspace, p.relative_to(workspace))
             and p.relative_to(workspace).as_posix() not in skip
             and regular_file_inside(workspace, p)
         )

@@ -1,0 +1,140 @@
+"""Issue 28, relay run s9 mm (blocked matrix multiplication in C, a capable model answering each
+request alone): the compiled-program findings — a C program's raw ``.jsonl`` records and text
+tables left out of the plotting call's data files (023); a compile-time constant shared by every
+condition and a value set in two places offered as one-line tunables (010, 011, 015).
+
+One scripted run whose every node builds a small C kernel program with gcc (``#define NR`` used
+by two kernels, tiles from ``argv[1]``, one record a line into ``res_mm.jsonl``, a text table)
+beside the example's Python experiment, which fixes ``HEADLINE_TILE`` to the first tile the run
+command passes. Each test derives its expectation from the run's own files (workspaces, code
+answers), never from a constant of its own."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ai_scientist_testing.scripted import ExampleResponder
+from pipeline_support import prompt_records, record_text, start_run
+
+from ai_scientist.base.paths import RunPaths
+
+MM_C = r"""#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#define NR 4
+#define SIZE 48
+
+static void pack_b(int n, int t, const double *B, double *P) {
+    for (int k = 0; k < t; k++)
+        for (int j = 0; j < NR; j++) P[k * NR + j] = B[k * n + j];
+}
+
+static void kernel_packed(int n, int t, const double *A, const double *P, double *C) {
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < t; k++)
+            for (int j = 0; j < NR; j++) C[i * n + j] += A[i * n + k] * P[k * NR + j];
+}
+
+int main(int argc, char **argv) {
+    int tiles[16], nt = 0;
+    for (char *s = strtok(argv[1], ","); s && nt < 16; s = strtok(NULL, ",")) tiles[nt++] = atoi(s);
+    int n = SIZE;
+    double *A = calloc(n * n, sizeof *A), *B = calloc(n * n, sizeof *B), *C = calloc(n * n, sizeof *C);
+    double *P = calloc(n * NR, sizeof *P);
+    FILE *jf = fopen("res_mm.jsonl", "w"), *tf = fopen("timing.dat", "w");
+    fprintf(tf, "# tile seconds\n");
+    for (int i = 0; i < nt; i++) {
+        int t = tiles[i] < n ? tiles[i] : n;
+        clock_t c0 = clock();
+        pack_b(n, t, B, P);
+        kernel_packed(n, t, A, P, C);
+        double sec = (double)(clock() - c0) / CLOCKS_PER_SEC;
+        fprintf(jf, "{\"n\": %d, \"kernel\": \"packed\", \"tile\": %d, \"seconds\": %.6f}\n", n, tiles[i], sec);
+        fprintf(tf, "%d %.6f\n", tiles[i], sec);
+    }
+    fclose(jf);
+    fclose(tf);
+    printf("%d tiles timed\n", nt);
+    return 0;
+}
+"""
+TILES = "8,4,16"  # the run command's argv[1]: its first tile is the headline's (HEADLINE_TILE)
+EXTRA = """
+import pathlib
+HEADLINE_TILE = 8  # the tile the headline reads from res_mm.jsonl: the first of ./mm's argv[1]
+rows = [json.loads(line) for line in open("res_mm.jsonl") if line.strip()]
+print("headline tile", HEADLINE_TILE, [r["seconds"] for r in rows if r["tile"] == HEADLINE_TILE])
+pathlib.Path("notes.txt").write_text("These are notes on the run, prose and not a table.\\nSecond line.\\n")
+pathlib.Path(".cache").mkdir(exist_ok=True)
+pathlib.Path(".cache/fonts.jsonl").write_text('{"font": "x"}\\n')
+"""
+
+
+class KernelResponder(ExampleResponder):
+    """The example's answers, each working one with the C kernel program built and run first."""
+
+    def _phase2(self, text: str, ctx: Any) -> str:
+        answer = json.loads(super()._phase2(text, ctx))
+        for f in answer["files"]:
+            if f["path"] == "experiment.py" and "HEADLINE_TILE" not in f["content"]:
+                f["content"] = "import json\n" + f["content"] + EXTRA
+        answer["files"].append({"path": "mm.c", "content": MM_C, "encoding": "utf-8"})
+        answer["build"] = {"language": "c", "compiler": "gcc", "commands": ["gcc -O2 -o mm mm.c"]}
+        answer["run"]["commands"] = [f"./mm {TILES}", *answer["run"]["commands"]]
+        return json.dumps(answer)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    code, run_dir, _ = start_run(
+        tmp_path_factory.mktemp("s10_hpc"),
+        "agent.stages.stage1_max_iters=1",
+        "agent.search.num_drafts=1",
+        "agent.stages.stage2_max_iters=1",
+        "agent.stages.stage3_max_iters=0",
+        "agent.stages.stage4_max_iters=0",
+        responder=KernelResponder(buggy_nodes=()),
+    )
+    assert code == 0
+    return run_dir
+
+
+def _data_listing(text: str) -> str:
+    m = re.search(r"\d+ data files? in the working directory, by relative path:\n((?:- .*\n)+)", text)
+    assert m, text[-4000:]
+    return m.group(1)
+
+
+def test_a_plotting_call_lists_a_jsonl_and_a_text_table_but_no_prose_or_cache(run):
+    """relay s9 mm 023: the plotting call's data files left out the run's raw ``res_big_a.jsonl``
+    (no ``.jsonl`` suffix was data). A ``.jsonl`` is outlined as its records (how many, each
+    record's keys), a numeric text table is listed with its size and first line; a prose ``.txt``
+    and any file under a hidden folder are not data."""
+    checked = 0
+    for rec in prompt_records(run):
+        if rec.get("phase") != "phase5_plot":
+            continue
+        ws = RunPaths(run).node(rec["node_id"]).workspace
+        if not (ws / "res_mm.jsonl").is_file():
+            continue
+        listing = _data_listing(record_text(rec))
+        records = [
+            json.loads(line) for line in (ws / "res_mm.jsonl").read_text().splitlines() if line.strip()
+        ]
+        jsonl = next(line for line in listing.splitlines() if line.startswith("- res_mm.jsonl "))
+        assert f"({(ws / 'res_mm.jsonl').stat().st_size} bytes)" in jsonl, jsonl
+        assert f"one JSON record a line, {len(records)} lines" in jsonl, jsonl
+        assert all(f'"{k}"' in jsonl for k in records[0]), jsonl
+        table = (ws / "timing.dat").read_text().splitlines()
+        dat = next(line for line in listing.splitlines() if line.startswith("- timing.dat "))
+        assert f"({(ws / 'timing.dat').stat().st_size} bytes)" in dat and table[0] in dat, dat
+        assert f"{len(table)} lines" in dat, dat
+        assert (ws / "notes.txt").is_file() and (ws / ".cache" / "fonts.jsonl").is_file()
+        assert "notes.txt" not in listing and "fonts.jsonl" not in listing, listing
+        checked += 1
+    assert checked, "no plotting call of a node that wrote res_mm.jsonl"
