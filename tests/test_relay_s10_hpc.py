@@ -96,7 +96,7 @@ def run(tmp_path_factory) -> Path:
         "agent.stages.stage1_max_iters=1",
         "agent.search.num_drafts=1",
         "agent.stages.stage2_max_iters=1",
-        "agent.stages.stage3_max_iters=0",
+        "agent.stages.stage3_max_iters=1",
         "agent.stages.stage4_max_iters=0",
         responder=KernelResponder(buggy_nodes=()),
     )
@@ -138,3 +138,55 @@ def test_a_plotting_call_lists_a_jsonl_and_a_text_table_but_no_prose_or_cache(ru
         assert "notes.txt" not in listing and "fonts.jsonl" not in listing, listing
         checked += 1
     assert checked, "no plotting call of a node that wrote res_mm.jsonl"
+
+
+def _parent_answer(run: Path, rec: dict) -> dict:
+    return _parent(run, rec)[1]
+
+
+def _parent(run: Path, rec: dict) -> tuple[str, dict]:
+    """The node a proposal grows (named just before its parameter lines) and its code answer."""
+    text = record_text(rec)
+    ids = re.findall(r"\bn\d{4}\b", text[text.index("Parameters its code exposes") - 3000 :])
+    for nid in dict.fromkeys(ids):
+        path = RunPaths(run).node(nid).root / "code_answer.json"
+        if path.is_file():
+            return nid, json.loads(path.read_text())
+    raise AssertionError("no parent code answer found")
+
+
+def test_a_tunable_says_what_else_it_changes(run):
+    """relay s9 mm 010, 011, 015: ``#define NR 16``, used by the packed kernel every packed
+    condition runs, and ``HEADLINE_TILE``, set again as the first tile of mm.c's ``argv[4]``, were
+    offered as one-line tunables. The parameter lines now name the functions a compile-time
+    constant reaches, and both places of a value set twice."""
+    tunes = [r for r in prompt_records(run) if r["phase"] == "ideas" and r["label"].startswith("tune")]
+    assert tunes
+    for rec in tunes:
+        text = record_text(rec)
+        lines = re.findall(r"^- .*$", text[text.index("Parameters its code exposes") :], re.M)
+        answer = _parent_answer(run, rec)
+        files = {f["path"]: f["content"] for f in answer["files"]}
+        c = files["mm.c"]
+        # the oracle: each function definition's body (up to the next unindented "}")
+        bodies = re.findall(r"^\w[^\n]*?(\w+)\(([^)]*)\)\s*\{\n(.*?)^\}", c, re.M | re.S)
+        for name, value in re.findall(r"^#define (\w+) (\S+)$", c, re.M):
+            users = [f for f, params, body in bodies if re.search(rf"\b{name}\b", params + body)]
+            line = next(ln for ln in lines if ln.startswith(f"- {name} = {value} [mm.c]"))
+            if users and users != ["main"]:
+                assert f"compile-time, used in {', '.join(users)}" in line, line
+                assert "changes every condition" in line, line
+            else:
+                assert "compile-time" not in line, line
+        # a value set in two places: the Python constant and the first of ./mm's argument
+        tile = re.search(r"^HEADLINE_TILE = (\d+)", files["experiment.py"], re.M).group(1)
+        mm = next(c.split() for c in answer["run"]["commands"] if c.startswith("./mm "))
+        k, arg = next((k, a) for k, a in enumerate(mm[1:], 1) if a.split(",")[0] == tile)
+        head = next(ln for ln in lines if ln.startswith(f"- HEADLINE_TILE = {tile} "))
+        assert f"{tile} is set again as argv[{k}] of ./mm (the first of {arg}): change both together" in head
+        argv = next(ln for ln in lines if ln.startswith(f"- argv[{k}] (command-line argument) [mm.c]"))
+        assert f"its first value {tile} is also HEADLINE_TILE in experiment.py" in argv, argv
+        # no other constant is said to be set twice unless its value is the same
+        for ln in lines:
+            if "is set again as" in ln and not ln.startswith("- HEADLINE_TILE"):
+                assert re.match(rf"- \w+ = {tile} ", ln), ln

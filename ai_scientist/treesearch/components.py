@@ -251,6 +251,22 @@ def _c(text: str, settings: set[str]) -> dict[str, list[str]]:
     return {"functions": functions, "switches": switches}
 
 
+def c_functions_using(text: str, name: str) -> list[str]:
+    """The functions of a C / C++ source ``text`` whose body names ``name`` (a ``#define`` or a
+    ``const``), in file order: the code a compile-time constant's value reaches."""
+    code = re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    out = []
+    for m in _C_FUNC.finditer(code):
+        depth, i = 1, m.end()
+        while depth and i < len(code):
+            depth += {"{": 1, "}": -1}.get(code[i], 0)
+            i += 1
+        if m.group(1) not in _C_KEYWORDS and word.search(code, m.start(2), i):
+            out.append(m.group(1))
+    return out
+
+
 def _balanced(text: str, start: int) -> str | None:
     """The text from ``start`` to the ``)`` that closes the ``(`` before it, or None."""
     depth = 1

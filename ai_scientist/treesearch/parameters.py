@@ -164,12 +164,87 @@ def code_parameters(
     ]
     seen = {(p.name, p.kind) for p in found}
     found += [p for p in build_parameters(build) if (p.name, p.kind) not in seen]
+    shared = sharing_notes(found, files, commands or [])
     if note is not None and fixed is not None:  # each list holds its own kind
         found = [p for p in found if bool(note(p)) == fixed]
-    lines = [p.line() + (f" — {n}" if note and (n := note(p)) else "") for p in found[:limit]]
+    lines = [
+        p.line() + "".join(f" — {n}" for n in (note(p) if note else "", shared.get(p, "")) if n)
+        for p in found[:limit]
+    ]
     if len(found) > limit:
         lines.append(f"... {len(found) - limit} more parameters not listed")
     return lines
+
+
+_C_SOURCES = (".c", ".h", ".cc", ".cpp", ".hpp", ".cxx", ".cu", ".cuh")
+
+
+def _stem(path: str) -> str:
+    return path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+
+
+def sharing_notes(found: list[Parameter], files: dict[str, str], commands: list[str]) -> dict[Parameter, str]:
+    """What a one-line change of a parameter also changes, by parameter ("" none): a C / C++
+    compile-time constant names the functions that use it (every condition running them gets the
+    new value: relay s9 mm 015 offered ``#define NR 16``, shared by every packed condition, as a
+    one-line tunable); a constant whose value a run command also passes to another program (the
+    whole argument or the first of a comma list) names both places, which must change together
+    (010, 011: ``HEADLINE_TILE = 64`` in make_metrics.py and the first of mm.c's ``argv[4]``)."""
+    notes: dict[Parameter, list[str]] = {}
+    from .components import c_functions_using  # components reads parameters: imported here
+
+    for p in found:
+        if p.kind == "constant" and p.path.endswith(_C_SOURCES):
+            users = c_functions_using(files.get(p.path, ""), p.name)
+            if users and users != ["main"]:
+                them = "them" if len(users) > 1 else "it"
+                notes.setdefault(p, []).append(
+                    f"compile-time, used in {', '.join(users)}: a new value changes every condition that runs {them}"
+                )
+    constants = [p for p in found if p.kind == "constant" and _number(p.value) not in (None, 0, 1)]
+    sources = _program_sources(files, commands)
+    for line in commands:
+        words = _run_words(line)
+        source = sources.get(_stem(words[0])) if words else None
+        for k, word in enumerate(words[1:], start=1):
+            first = word.split(",")[0]
+            reads = " ".join(ln for ln in files.get(source or "", "").splitlines() if f"argv[{k}]" in ln)
+            for p in constants:
+                if p.path == source or _number(first) != _number(p.value) or not _same_thing(p.name, reads):
+                    continue
+                at = f"argv[{k}] of {words[0]}" + (f" (the first of {word})" if first != word else "")
+                notes.setdefault(p, []).append(f"{first} is set again as {at}: change both together")
+                for q in found:
+                    if q.kind == "argv" and q.name == f"argv[{k}]" and q.path == source:
+                        which = "first value" if first != word else "value"
+                        notes.setdefault(q, []).append(
+                            f"its {which} {first} is also {p.name} in {p.path}: change both together"
+                        )
+    return {p: "; ".join(dict.fromkeys(n)) for p, n in notes.items()}
+
+
+def _program_sources(files: dict[str, str], commands: list[str]) -> dict[str, str]:
+    """Program stem -> the source file it runs: a file of that stem, or the source a build line
+    compiles into it (``build: gcc -O3 -o mm_native mm.c``)."""
+    out = {_stem(path): path for path in files}
+    for line in commands:
+        if not line.startswith("build: "):
+            continue
+        try:
+            words = shlex.split(line.removeprefix("build: "))
+        except ValueError:
+            continue
+        built = [w for w in words if w in files]
+        if "-o" in words[:-1] and len(built) == 1:
+            out[_stem(words[words.index("-o") + 1])] = built[0]
+    return out
+
+
+def _same_thing(name: str, text: str) -> bool:
+    """Whether a word of the constant ``name`` (``HEADLINE_TILE``: "headline", "tile") names the
+    variable the program reads the argument into (``parse_csv(argv[4], tiles, 16)``)."""
+    words = {w.rstrip("s") for w in re.split(r"[_\W\d]+", name.lower()) if len(w.rstrip("s")) >= 3}
+    return any(re.search(rf"\b{re.escape(w)}", text, re.I) for w in words)
 
 
 _FILE_ARG = re.compile(r"/|\.[A-Za-z][A-Za-z0-9]{0,4}$")
@@ -263,11 +338,14 @@ def parameters(files: dict[str, str]) -> list[Parameter]:
     """Every parameter the ``files`` expose, in file order, each (name, kind) once (unbounded:
     the evaluation protocol compares them, runloop/protocol.py)."""
     found: list[Parameter] = []
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()
     for path, text in files.items():
         for p in _python(path, text) if path.endswith(".py") else _generic(path, text):
-            if (p.name, p.kind) not in seen:
-                seen.add((p.name, p.kind))
+            # each program's argv[k] is its own (relay s9 mm: mm.c's argv[1] was hidden behind a
+            # Python script's)
+            key = (p.name, p.kind, p.path if p.kind == "argv" else "")
+            if key not in seen:
+                seen.add(key)
                 found.append(p)
     return found
 
