@@ -190,3 +190,24 @@ def test_a_tunable_says_what_else_it_changes(run):
         for ln in lines:
             if "is set again as" in ln and not ln.startswith("- HEADLINE_TILE"):
                 assert re.match(rf"- \w+ = {tile} ", ln), ln
+
+
+def test_a_research_proposal_gets_each_run_lines_time_and_the_limit(run):
+    """relay s9 mm 020, 021: a stage-3 proposal added an out-of-L3 size (n=4096) with no word on
+    what it costs — the per-command limit was only in the node prompts, and the parent's measured
+    times nowhere. Each run line now carries the wall time it took in the parent's run
+    (run.json), under the limit of the run's configuration."""
+    import yaml
+
+    research = [r for r in prompt_records(run) if r["phase"] == "ideas" and r["label"].startswith("research")]
+    assert research
+    limit = yaml.safe_load((run / "config.resolved.yaml").read_text())["exec"]["timeout"]
+    for rec in research:
+        text = record_text(rec)
+        head = re.search(r"How it is built and run \((.*)\):\n((?:- .*\n)+)", text)
+        assert head and f"of at most {int(limit)} s a command may run" in head.group(1), text[-3000:]
+        nid, answer = _parent(run, rec)
+        outputs = json.loads((RunPaths(run).node(nid).root / "run.json").read_text())["outputs"]
+        took = {o["command"]: o["duration_s"] for o in outputs}
+        for cmd in answer["run"]["commands"]:
+            assert f"- run: {cmd} (took {took[cmd]:.3g} s)\n" in head.group(2), head.group(2)

@@ -43,6 +43,7 @@ from ..treesearch.parameters import (
     headline_fixes,
     machine_sizes,
     parameters,
+    timed_commands,
 )
 from ..treesearch.seeds import (
     aggregate_seeds,
@@ -542,6 +543,12 @@ def proposal_inputs(
         # what was measured: a research idea is what no node of the run measured yet (relay s6 mm2
         # 020, 024: two stage-3 nodes re-ran the same study)
         values["research_measured"] = research_measured(run, view, state)
+        # what an extra, larger size costs (relay s9 mm 020, 021): each run line's measured time
+        # and the per-command limit
+        record = read_artifact(RunPaths(run.dir).node(parent.id).file(RUN_FILE), RunRecord)
+        took = [(o.command, o.duration_s) for o in record.outputs] if record is not None else []
+        values["commands"] = timed_commands(values["commands"], took)
+        values["command_timeout_s"] = run.cfg.exec.timeout if took else None
         best = values["research_measured"].get("best")
         if best and best["id"] == parent.id:  # its metrics are on the best-node line: named once
             best["metrics"], best["listed_below"] = [], True

@@ -294,6 +294,18 @@ def argv_values(commands: list[str]) -> dict[str, list[str]]:
     return out
 
 
+def timed_commands(commands: list[str], took: list[tuple[str, float | None]]) -> list[str]:
+    """``commands`` (``"run: ./mm 256,512,1024"``, as :func:`argv_values` reads them) with the
+    wall time each run line took (``took``: (command, seconds) as the node's run record has them):
+    what an extra, larger size would cost can only be estimated from what the present ones took
+    (relay s9 mm 020, 021: a stage-3 proposal added n=4096 without its cost)."""
+    seconds = {cmd: s for cmd, s in took if s is not None}
+    return [
+        f"{c} (took {seconds[c[5:]]:.3g} s)" if c.startswith("run: ") and c[5:] in seconds else c
+        for c in commands
+    ]
+
+
 def headline_fixes(
     p: Parameter,
     *,
