@@ -211,3 +211,61 @@ def test_a_research_proposal_gets_each_run_lines_time_and_the_limit(run):
         took = {o["command"]: o["duration_s"] for o in outputs}
         for cmd in answer["run"]["commands"]:
             assert f"- run: {cmd} (took {took[cmd]:.3g} s)\n" in head.group(2), head.group(2)
+
+
+@pytest.fixture(scope="module")
+def mm_run(tmp_path_factory) -> Path:
+    """A stage-1-only scripted run of the blocked matrix multiplication idea (examples/)."""
+    from pipeline_support import ScriptedBackend, execute, run_args, setup_run
+
+    args = run_args(
+        tmp_path_factory.mktemp("s10_mm"),
+        "agent.stages.stage1_max_iters=1",
+        "agent.search.num_drafts=1",
+        "agent.stages.stage2_max_iters=0",
+        "agent.stages.stage3_max_iters=0",
+        "agent.stages.stage4_max_iters=0",
+    )
+    args.idea = str(Path(__file__).resolve().parents[1] / "examples" / "blocked_matmul" / "idea.md")
+    run, resources = setup_run(args)
+    execute(run, resources=resources, backend=ScriptedBackend(KernelResponder(buggy_nodes=())))
+    return run.dir
+
+
+def _size(b: float) -> str:
+    return f"{b / 2**20:.3g} MiB" if b >= 2**20 else f"{b / 2**10:.3g} KiB"
+
+
+def test_the_machine_facts_set_the_ideas_matrix_sizes_against_the_caches(mm_run):
+    """relay s9 mm 001: the idea's n=1024 (3 x 8 MiB = 24 MiB) fit the 320 MiB L3 while its
+    hypothesis is about matrices too large for the last-level cache; the prompt gave the L3 and
+    the sizes far apart. The environment now says, per size the idea names, the three double
+    matrices' working set and the first data cache that holds it (or that none does)."""
+    idea = (mm_run / "idea.md").read_text() if (mm_run / "idea.md").is_file() else ""
+    idea = idea or json.loads((mm_run / "idea.json").read_text()).get("experiments", "")
+    env = json.loads(RunPaths(mm_run).environment.read_text())
+    caches = ((env.get("sandbox") or {}).get("cpu") or {}).get("caches") or (env.get("cpu") or {}).get(
+        "caches"
+    )
+    if not caches:
+        pytest.skip("this machine reports no caches")
+    data = sorted((c["bytes"], name) for name, c in caches.items() if not name.endswith("i"))
+    sizes = sorted(
+        {int(x) for m in re.findall(r"\bn\s*=\s*([\d, and]+\d)", idea) for x in re.findall(r"\d+", m)}
+    )
+    assert sizes, idea
+    system = [
+        m["content"]
+        for rec in prompt_records(mm_run)
+        if rec.get("phase") == "phase2"
+        for m in rec["messages"]
+        if m["role"] == "system"
+    ]
+    assert system
+    line = next(ln for ln in system[0].splitlines() if ln.startswith("- Working sets of the idea's sizes"))
+    for n in sizes:
+        total = 3 * 8 * n * n
+        holder = next((f"within {name} ({_size(b)})" for b, name in data if b >= total), "memory-bound")
+        assert f"n={n}: {_size(8 * n * n)} a matrix, {_size(total)} for three — " in line, line
+        part = line.split(f"n={n}: ")[1].split(";")[0]
+        assert holder in part, (n, part)

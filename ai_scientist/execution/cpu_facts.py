@@ -215,3 +215,51 @@ def read_sys_cpu(root: Path = Path("/")) -> dict[str, Any]:
         "base_khz": _read(root / CPUFREQ_ROOT / "base_frequency"),
         "max_khz": _read(root / CPUFREQ_ROOT / "cpuinfo_max_freq"),
     }
+
+
+# the square matrix sizes an idea names ("matrices of n = 256, 512 and 1024", "at n=4096")
+_MATRIX_SIZES = re.compile(r"\bn\s*=\s*(\d+(?:\s*(?:,|and|or)\s*\d+)*)", re.IGNORECASE)
+MAX_WORKING_SETS = 6
+
+
+def working_sets(idea: str, caches: dict[str, dict[str, Any]] | None) -> str:
+    """The working set of each square matrix size the ``idea`` names (``n = 256, 512 and 1024``)
+    against the data caches, one line: ``"n=1024: 8 MiB a matrix, 24 MiB for three — above L2
+    (2 MiB), within L3 (320 MiB)"``; "" when the idea names no matrix sizes with an element
+    type (double / float) or no cache is known. A matrix product (multiplication, GEMM) holds
+    three matrices. Relay s9 mm 001: n=1024's 24 MiB fit a 320 MiB L3 while the hypothesis was
+    about matrices too large for it, and no prompt put the two side by side."""
+    text = idea.lower()
+    element = 8 if re.search(r"\bdouble", text) else 4 if re.search(r"\b(?:float|single)", text) else 0
+    levels = sorted(
+        (
+            (int(n[1:].rstrip("du")), n, int(c["bytes"]))
+            for n, c in (caches or {}).items()
+            if not n.endswith("i") and n[1:].rstrip("du").isdigit() and c.get("bytes")
+        ),
+    )
+    if not element or "matri" not in text or not levels:
+        return ""
+    sizes = sorted({int(x) for m in _MATRIX_SIZES.finditer(idea) for x in re.findall(r"\d+", m.group(1))})
+    sizes = [n for n in sizes if n >= 16][:MAX_WORKING_SETS]
+    if not sizes:
+        return ""
+    count = 3 if re.search(r"multipl|product|gemm|matmul", text) else 1
+    parts = []
+    for n in sizes:
+        one = element * n * n
+        total = count * one
+        inside = [f"{name} ({_mib(b)})" for _, name, b in levels if b >= total]
+        above = [f"{name} ({_mib(b)})" for _, name, b in levels if b < total]
+        where = f"above {above[-1]}" if above else ""
+        where += (", " if above else "") + f"within {inside[0]}" if inside else ": memory-bound"
+        amount = f"{_mib(one)} a matrix, {_mib(total)} for three" if count == 3 else f"{_mib(one)} a matrix"
+        parts.append(f"n={n}: {amount} — {where}")
+    kind = "double" if element == 8 else "float"
+    return f"Working sets of the idea's sizes ({kind} n×n matrices): " + "; ".join(parts)
+
+
+def _mib(b: float) -> str:
+    if b >= 2**20:
+        return f"{b / 2**20:.3g} MiB"
+    return f"{b / 2**10:.3g} KiB"

@@ -30,7 +30,7 @@ import psutil
 from ..base.fileio import atomic_write_json, read_json
 from ..base.paths import RunPaths
 from .base import SYSTEM_PATH
-from .cpu_facts import cpu_facts, last_level_cache, read_sys_cpu
+from .cpu_facts import cpu_facts, last_level_cache, read_sys_cpu, working_sets
 from .hpc_facts import MAX_MODULES, modules_view, mpi_summary, numa_layout, parse_modules
 from .sandbox_probe import GPU_TOOLS, NOTABLE_LIBS, TOOLS, gpu_visible
 
@@ -400,11 +400,12 @@ def machine_text(env: dict[str, Any] | None) -> str:
 
 
 def render_environment(
-    env: dict[str, Any], budget_chars: int | None = None, python_only: bool = False
+    env: dict[str, Any], budget_chars: int | None = None, python_only: bool = False, idea: str = ""
 ) -> str:
     """The environment prompt layer; shortened (compact form, then cut) to ``budget_chars`` if given.
     ``python_only``: a pure-Python task (``context.kinds.needs_machine_details``), without build
-    tools, MPI, modules, native libraries, caches and vector units.
+    tools, MPI, modules, native libraries, caches and vector units. ``idea``: the research idea's
+    text, whose matrix sizes are set against the caches (:func:`.cpu_facts.working_sets`).
 
     With the sandbox probe's facts (``env["sandbox"]``, see :mod:`.sandbox_probe`) the layer
     describes the sandbox first and the host only where the sandbox shares it; an environment
@@ -419,7 +420,8 @@ def render_environment(
         versions = {k: short_version(v) for k, v in tools.items() if v and v != "present"}
         extra |= {
             "key_packages": KEY_PACKAGES,
-            "cpu": cpu_view(env),
+            "cpu": (cpu := cpu_view(env)),
+            "working_sets": working_sets(idea, cpu["caches"]),
             "versions": versions,
             "modules": modules_view(env["sandbox"].get("modules") if env["sandbox"].get("ok") else None),
         }

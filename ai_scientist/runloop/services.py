@@ -236,6 +236,7 @@ def build_services(
                 and not needs_machine_details(run.idea.to_markdown(), run.idea.code_file)
                 and not (cfg.exec.backend == "slurm" and cfg.exec.slurm.max_ntasks > 1)
             ),
+            idea=run.idea.to_markdown(),  # its matrix sizes against the caches (relay s9 mm 001)
         ),
         resources_dir=res_dir,
         resource_index=index,
