@@ -387,16 +387,21 @@ def cpu_view(env: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
-def machine_text(env: dict[str, Any] | None) -> str:
+def machine_text(env: dict[str, Any] | None, idea: str = "") -> str:
     """The machine a benchmark ran on, in a few lines (CPU, cores, clock, caches, vector width and
     peak rate): what a review or critique of its timings is judged against. "" when the run
     recorded no CPU. A relay run's judges called the whole environment block (sandbox, tools, 41
-    Python packages) in every review and critique waste: only the machine bears on a result."""
+    Python packages) in every review and critique waste: only the machine bears on a result.
+    ``idea``: the research idea's text (:func:`.cpu_facts.working_sets`)."""
     from ..base.templates import render
 
     if not isinstance(env, dict) or not env.get("cpu"):
         return ""
-    return render("environment/machine.md.j2", cpu=cpu_view(env)).strip()
+    cpu = cpu_view(env)
+    # the idea's matrix sizes against the caches: a review judges an "out-of-cache" claim by it
+    return render(
+        "environment/machine.md.j2", cpu=cpu, working_sets=working_sets(idea, cpu["caches"])
+    ).strip()
 
 
 def render_environment(

@@ -1293,7 +1293,7 @@ def _figure_facts(ctx: NodeContext, kinds: list[str]) -> dict[str, Any]:
     machine = shows_machine(kinds)
     protocol = ctx.extra_values.get("evaluation_protocol")
     return {
-        "environment": machine_text(ctx.environment) if machine else "",
+        "environment": machine_text(ctx.environment, ctx.run.idea.to_markdown()) if machine else "",
         "run_load": _run_load(ctx) if machine else [],
         "evaluation_protocol": judged_protocol(protocol) if isinstance(protocol, dict) else None,
         # what the node set out to show and how: its figures are drawn and judged against it

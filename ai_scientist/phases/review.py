@@ -86,7 +86,9 @@ def _review(ctx: NodeContext, answer: CodeAnswer, build: BuildRecord, run_record
         # against it, not guessed from the code (relay s6 mm2 006, 021, 025)
         "own_plan": own_plan(ctx),
         # a benchmark is judged against the machine (its cores, caches, peak rate): only then
-        "environment": machine_text(ctx.environment) if shows_machine(kinds) else "",
+        "environment": machine_text(ctx.environment, ctx.run.idea.to_markdown())
+        if shows_machine(kinds)
+        else "",
         **program_values(ctx, answer),  # a small change: its diff to the parent's
         # a tail cut inside a results table gets its rows back from the exec records (s9 ln 012)
         "run_output": run_output_text(run_record.outputs, full_stdout=_full_stdout(ctx, run_record)),
