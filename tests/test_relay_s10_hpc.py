@@ -288,3 +288,22 @@ def _check_working_sets(text: str, sizes: list[int], data: list[tuple[int, str]]
         assert f"n={n}: {_size(8 * n * n)} a matrix, {_size(total)} for three — " in line, line
         part = line.split(f"n={n}: ")[1].split(";")[0]
         assert holder in part, (n, part)
+
+
+def test_a_text_table_is_judged_and_outlined_from_a_bounded_read(tmp_path):
+    """A C program's ``.dat`` may be binary (NUL bytes) or a table far larger than a prompt needs:
+    whether it is a table is read from its first bytes, and its lines are counted only up to
+    ``TABLE_COUNT_BYTES`` (the first line is always shown)."""
+    from ai_scientist.base import nodedata
+    from ai_scientist.phases.plots import data_files
+
+    (tmp_path / "raw.dat").write_bytes(b"\x00\x01\x02\n" * 100)
+    row = "1024 0.125 17.1\n"
+    (tmp_path / "big.dat").write_text(
+        "n seconds gflops\n" + row * (nodedata.TABLE_COUNT_BYTES // len(row) + 1)
+    )
+    (tmp_path / "small.txt").write_text("n seconds\n" + row * 3)
+    listed = {f["file"]: f for f in data_files(tmp_path)}
+    assert "raw.dat" not in listed, listed
+    assert listed["big.dat"]["first_line"] == "n seconds gflops" and "lines" not in listed["big.dat"]
+    assert listed["small.txt"]["lines"] == len((tmp_path / "small.txt").read_text().splitlines())

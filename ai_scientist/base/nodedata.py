@@ -21,7 +21,9 @@ from .paths import RUN_FILE, NodePaths
 DATA_SUFFIXES = (".npy", ".npz", ".json", ".jsonl", ".csv", ".tsv", ".dat", ".txt")
 # plain-text files that are data only when they hold numeric columns (not a requirements.txt or a log)
 TABLE_SUFFIXES = (".dat", ".txt")
-TABLE_PROBE_LINES = 20  # lines read to tell a numeric table from prose
+TABLE_PROBE_LINES = 20  # lines read to tell a numeric table from prose ...
+TABLE_PROBE_BYTES = 8192  # ... within this many bytes
+TABLE_COUNT_BYTES = 5_000_000  # a larger table's lines are not counted
 # folders whose files are never the experiment's data: caches and installed packages a tool left
 # in the working directory, and the figures the pipeline itself makes (node_plots/, plots/)
 NOT_DATA_DIRS = frozenset({"__pycache__", "site-packages", "node_modules", "node_plots", "plots"})
@@ -54,25 +56,41 @@ _NUMBER = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$|^(?:nan|inf|-
 
 def numeric_table(path: Path) -> bool:
     """Whether the text file's first :data:`TABLE_PROBE_LINES` lines (comments ``#`` and a header
-    line aside) are rows of numbers split by spaces, tabs or commas, at least one such row."""
+    line aside; within :data:`TABLE_PROBE_BYTES`, no NUL byte) are rows of numbers split by spaces,
+    tabs or commas, at least one such row."""
     rows = headers = 0
     try:
-        with path.open(encoding="utf-8", errors="replace") as fh:
-            for i, line in enumerate(fh):
-                if i >= TABLE_PROBE_LINES:
-                    break
-                words = [w for w in re.split(r"[\s,;]+", line.strip()) if w]
-                if not words or line.lstrip().startswith(("#", "%")):
-                    continue
-                if all(_NUMBER.match(w) for w in words):
-                    rows += 1
-                elif rows or headers:  # one header line may come first, no prose after it
-                    return False
-                else:
-                    headers = 1
+        with path.open("rb") as fh:  # a bounded read: a binary .dat may hold no line break at all
+            head = fh.read(TABLE_PROBE_BYTES)
     except OSError:
         return False
+    if b"\0" in head:
+        return False
+    lines = head.decode("utf-8", errors="replace").splitlines()
+    if len(head) == TABLE_PROBE_BYTES and len(lines) > 1:
+        lines = lines[:-1]  # the last one may be cut mid-number
+    for line in lines[:TABLE_PROBE_LINES]:
+        words = [w for w in re.split(r"[\s,;]+", line.strip()) if w]
+        if not words or line.lstrip().startswith(("#", "%")):
+            continue
+        if all(_NUMBER.match(w) for w in words):
+            rows += 1
+        elif rows or headers:  # one header line may come first, no prose after it
+            return False
+        else:
+            headers = 1
     return rows > 0
+
+
+def table_outline(path: Path) -> dict[str, Any]:
+    """A numeric text table's first line (at most 300 characters) and, up to
+    :data:`TABLE_COUNT_BYTES`, its line count (``lines``)."""
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        out: dict[str, Any] = {"first_line": fh.readline(300).strip()}
+        if path.stat().st_size <= TABLE_COUNT_BYTES:
+            fh.seek(0)
+            out["lines"] = sum(1 for _ in fh)
+    return out
 
 
 def jsonl_records(path: Path) -> list[Any]:

@@ -60,6 +60,7 @@ from ..base.nodedata import (
     holds_node_data,
     jsonl_records,
     record_name,
+    table_outline,
     unmeasured,
 )
 from ..base.paths import PLOTS_FILE, RUN_FILE, VLM_FILE, RunPaths
@@ -189,9 +190,7 @@ def _outline(path: Path, nullable: frozenset[str] = frozenset()) -> dict[str, An
             records = jsonl_records(path)  # outlined as the list of its records
             return {"records": len(records), "structure": json_outline(records, nullable)}
         if suffix in TABLE_SUFFIXES:  # a numeric text table: its first line and its line count
-            with path.open(encoding="utf-8", errors="replace") as fh:
-                first = fh.readline().strip()[:300]
-                return {"first_line": first, "lines": 1 + sum(1 for _ in fh)}
+            return table_outline(path)
         if suffix in (".npy", ".npz"):
             import numpy as np
 

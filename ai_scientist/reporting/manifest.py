@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..base.fileio import regular_file_inside
-from ..base.nodedata import TABLE_SUFFIXES, holds_node_data, jsonl_records, unmeasured
+from ..base.nodedata import TABLE_SUFFIXES, holds_node_data, jsonl_records, table_outline, unmeasured
 from ..base.paths import NodePaths
 from ..treesearch.tried import sentences
 from .runread import SEED_STATISTIC, RunView
@@ -54,9 +54,7 @@ def describe_file(path: Path) -> dict[str, Any]:
         elif suffix == ".jsonl":  # one record a line: outlined as the list of them
             info["structure"] = _json_outline(jsonl_records(path))
         elif suffix in TABLE_SUFFIXES:  # a numeric text table (base.nodedata.numeric_table)
-            with path.open(encoding="utf-8", errors="replace") as fh:
-                info["first_line"] = fh.readline().strip()[:300]
-                info["rows"] = sum(1 for _ in fh)
+            info.update(table_outline(path))
         else:
             delim = "\t" if suffix == ".tsv" else ","
             with path.open(newline="", encoding="utf-8", errors="replace") as fh:
