@@ -160,7 +160,8 @@ def code_parameters(
     found = [
         p
         for p in parameters(files)
-        if not not_a_knob(p, machine or set(), labels or set()) and not _names_files(p, commands or [])
+        if not not_a_knob(p, machine or set(), labels or set())
+        and not _names_files(p, commands or [], _program_sources(files, commands or []))
     ]
     seen = {(p.name, p.kind) for p in found}
     found += [p for p in build_parameters(build) if (p.name, p.kind) not in seen]
@@ -203,6 +204,7 @@ def sharing_notes(found: list[Parameter], files: dict[str, str], commands: list[
                 )
     constants = [p for p in found if p.kind == "constant" and _number(p.value) not in (None, 0, 1)]
     sources = _program_sources(files, commands)
+    places: dict[Parameter, list[str]] = {}  # a constant -> where a run command sets it again
     for line in commands:
         words = _run_words(line)
         source = sources.get(_stem(words[0])) if words else None
@@ -212,14 +214,19 @@ def sharing_notes(found: list[Parameter], files: dict[str, str], commands: list[
             for p in constants:
                 if p.path == source or _number(first) != _number(p.value) or not _same_thing(p.name, reads):
                     continue
-                at = f"argv[{k}] of {words[0]}" + (f" (the first of {word})" if first != word else "")
-                notes.setdefault(p, []).append(f"{first} is set again as {at}: change both together")
+                places.setdefault(p, []).append(
+                    f"argv[{k}] of {words[0]}" + (f" (the first of {word})" if first != word else "")
+                )
                 for q in found:
                     if q.kind == "argv" and q.name == f"argv[{k}]" and q.path == source:
-                        which = "first value" if first != word else "value"
                         notes.setdefault(q, []).append(
-                            f"its {which} {first} is also {p.name} in {p.path}: change both together"
+                            f"its value {first} is also {p.name} in {p.path}: change both together"
                         )
+    for p, where in places.items():
+        notes.setdefault(p, []).append(
+            f"{p.value.strip()} is set again as {', '.join(dict.fromkeys(where))}: "
+            + ("change both together" if len(set(where)) == 1 else "change them together")
+        )
     return {p: "; ".join(dict.fromkeys(n)) for p, n in notes.items()}
 
 
@@ -250,18 +257,20 @@ def _same_thing(name: str, text: str) -> bool:
 _FILE_ARG = re.compile(r"/|\.[A-Za-z][A-Za-z0-9]{0,4}$")
 
 
-def _names_files(p: Parameter, commands: list[str]) -> bool:
+def _names_files(p: Parameter, commands: list[str], sources: dict[str, str] | None = None) -> bool:
     """A command-line argument whose every value in the run commands that run ``p``'s file (by
     name: ``python3 analyze.py``, ``./mm`` for ``mm.c``) is a file name (``results.json``,
     ``out/x.csv``): where the program reads or writes, not a setting (relay s8 mm 010 offered an
-    analysis script's input and output files as knobs)."""
+    analysis script's input and output files as knobs; s9 mm 010, 020: ``./mm_native res.json``
+    of ``mm.c``)."""
     if p.kind != "argv" or not commands:
         return False
-    stem = p.path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    # the program's own name, or a binary a build line compiles from it (``-o mm_native mm.c``)
     mine = [
         line
         for line in commands
-        if (words := _run_words(line)) and words[0].rsplit("/", 1)[-1].rsplit(".", 1)[0] == stem
+        if (words := _run_words(line))
+        and _stem((sources or {}).get(_stem(words[0]), words[0])) == _stem(p.path)
     ]
     values = argv_values(mine).get(p.name, [])
     return bool(values) and all(_number(v) is None and _FILE_ARG.search(v) for v in values)
@@ -275,9 +284,18 @@ def _run_words(line: str) -> list[str]:
         words = shlex.split(line.removeprefix("run: "))
     except ValueError:
         return []
+    # one command: up to the first shell operator (``|| echo skipped``, ``> log``), after a
+    # ``timeout [options] DURATION`` guard (relay s9 mm: ``timeout 300 ./mm_generic ...``)
+    words = words[: next((i for i, w in enumerate(words) if _SHELL_OP.match(w)), len(words))]
+    if words and words[0] == "timeout":
+        rest = [w for w in words[1:] if not w.startswith("-")]
+        words = rest[1:] if rest else []
     if words and re.search(r"(?:^|/)(?:python[\d.]*|bash|sh|perl|Rscript|julia|node)$", words[0]):
         words = words[1:]
     return words
+
+
+_SHELL_OP = re.compile(r"^(?:\|\|?|&&?|;|\d?>>?|<|2>&1)$")
 
 
 def argv_values(commands: list[str]) -> dict[str, list[str]]:
