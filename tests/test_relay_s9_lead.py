@@ -386,3 +386,23 @@ def test_a_difference_that_is_zero_in_every_run_gets_no_formula(tmp_path):
         runs.append(j.update(r.id, status="good", metric=metrics[0], metrics=metrics))
     (diff,) = paired_differences(runs, runs[0].metric.key)
     assert diff.values == (0.0, 0.0) and diff.parts is None
+
+
+def test_a_dict_setting_is_offered_whole_to_a_tuning_or_ablation_proposal():
+    """relay s10 ln 010, 027: HEADLINE = {'l2': 0.01, 'lr': 0.1, 'bias': True, 'standardize':
+    True, 'schedule': 'decay_avg'} was listed as "{'l2': 0.01, ... 'standardize': True..." among
+    the parameters and "{... 'schedu..." among an ablation's variants: a proposal naming a new
+    value for it could not write the whole setting."""
+    from ai_scientist.treesearch.components import components
+    from ai_scientist.treesearch.parameters import code_parameters
+
+    value = "{'l2': 0.01, 'lr': 0.1, 'bias': True, 'standardize': True, 'schedule': 'decay_avg'}"
+    src = (
+        f"HEADLINE = {value}\n"
+        "def train(cfg):\n    return cfg['l2']\n"
+        "for cfg in ({**HEADLINE, 'schedule': 'const'}, HEADLINE):\n    train(cfg)\n"
+    )
+    listed = code_parameters({"experiment.py": src})
+    assert any(line.startswith(f"HEADLINE = {value} [experiment.py]") for line in listed), listed
+    parts = " ".join(components({"experiment.py": src}))
+    assert f"HEADLINE = {value}" in parts and "..." not in parts, parts

@@ -28,8 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-ENTRY_CHARS = 120
-VALUE_CHARS = 60
+# a setting a tune writes whole (HEADLINE = {'l2': 0.01, ..., 'schedule': 'decay_avg'}) fits: at 60
+# characters its last key was cut, and a proposal could not name the whole value (relay s10 ln 010)
+ENTRY_CHARS = 240
+VALUE_CHARS = 180
 LIMIT = 40
 
 _UPPER = re.compile(r"^[A-Z][A-Z0-9_]*$")
