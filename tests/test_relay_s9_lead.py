@@ -406,3 +406,22 @@ def test_a_dict_setting_is_offered_whole_to_a_tuning_or_ablation_proposal():
     assert any(line.startswith(f"HEADLINE = {value} [experiment.py]") for line in listed), listed
     parts = " ".join(components({"experiment.py": src}))
     assert f"HEADLINE = {value}" in parts and "..." not in parts, parts
+
+
+def test_a_review_with_no_seed_noise_estimate_is_told_how_to_judge_a_difference(tmp_path):
+    """relay s10 ln 002, mm 002: the first run's review was told to "call a difference within the
+    seed noise a tie" while no estimate existed yet ("later calls are shown the current estimate")."""
+    from pipeline_support import prompt_records, record_text, start_run
+
+    code, run_dir, _ = start_run(tmp_path)
+    assert code == 0
+    without = 0
+    for rec in prompt_records(run_dir):
+        if not str(rec.get("label", "")).startswith("exec_review"):
+            continue
+        text = " ".join(record_text(rec).split())
+        if "seed noise of" in text:  # the protocol's estimate: "- seed noise of val_accuracy: sigma ..."
+            continue
+        without += 1
+        assert "Where this prompt gives no seed-noise estimate" in text and "unsettled, not a gain" in text
+    assert without >= 1  # the stage's first reviews come before any re-run
