@@ -175,10 +175,10 @@ def test_the_stage_summary_is_told_to_name_ties_with_the_noise_its_facts_give(ru
     with_sigma = [r for r in recs if re.search(r"seed noise sigma \d", record_text(r))]
     assert with_sigma, [r["label"] for r in recs]
     for rec in with_sigma:
-        text = record_text(rec)
+        text = " ".join(record_text(rec).split())
         assert "do not restate sigma" not in text
-        assert "The facts give the seed\nnoise (sigma, and the band a difference must exceed)" in text
-        assert "say which\ndifferences are ties (name the nodes and their values" in text
+        assert "the facts give the seed noise (sigma, and the band a difference must exceed" in text
+        assert "say which differences are ties (name the nodes and their values" in text
 
 
 def test_a_research_proposal_lists_what_other_nodes_of_the_run_measured(run):

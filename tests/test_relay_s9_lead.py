@@ -225,9 +225,14 @@ def test_a_stage_summary_is_not_told_to_call_ties_by_a_band_its_facts_call_rough
         if not re.search(r"too few to (?:tell a tie from|call a tie or) a gain", text):
             continue
         rough += 1
-        rule = text[text.index("The facts give the seed") :]
+        rule = text[text.index("the facts give the seed") :]
         rule = rule[: rule.index("later prompts show the current one")]
         assert "call the band rough" in rule and "neither a tie nor a gain" in rule, rule
+        # relay s10 mm 009: told "the facts give the seed noise" where they gave none (no re-run
+        # of the node yet), and that the headline never ranks a new method, beside a protocol
+        # telling a node that replaces the method to report it under the headline
+        assert "none before any seed re-run, and then call no single-run difference a gain or a tie" in rule
+        assert "a node that replaced the method reports its own method under the headline metric" in text
     assert rough >= 1
 
 
@@ -323,7 +328,9 @@ def test_a_tie_by_a_rough_band_is_said_unsettled_wherever_it_is_called_a_tie(tmp
         ]
         facts = " ".join(record_text(call).split())
         # the facts' calls (followed by "," or ")"), not the instruction's example or "call a tie or"
-        ties = re.findall(r"a tie(?: within the seed noise)?( by a rough band, not settled)?(?=[,)])", facts)
+        ties = re.findall(
+            r"(?<!or )a tie(?: within the seed noise)?( by a rough band, not settled)?(?=[,)])", facts
+        )
         assert len(ties) >= 2, facts[-2000:]
         assert all(bool(t) is rough for t in ties), (rough, ties)
         checked += rough
