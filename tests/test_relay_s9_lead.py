@@ -432,3 +432,14 @@ def test_a_review_with_no_seed_noise_estimate_is_told_how_to_judge_a_difference(
         without += 1
         assert "Where this prompt gives no seed-noise estimate" in text and "unsettled, not a gain" in text
     assert without >= 1  # the stage's first reviews come before any re-run
+
+
+def test_a_load_above_the_cores_without_the_runs_own_commands_is_said_to_come_from_outside():
+    """relay s10 mm 006: "load 4.4 -> 5.2 on 2 cores; no other command of this run running" read
+    as a contradiction: the load came from outside the run."""
+    from ai_scientist.base.artifacts import usage_line
+
+    for start, end, cores, others in ((4.4, 5.2, 2, 0), (0.3, 0.9, 2, 0), (4.4, 5.2, 2, 1)):
+        line = usage_line(1.0, 1.1, {"start": start, "end": end, "cores": cores, "others": others})
+        outside = others == 0 and max(start, end) > cores
+        assert ("the load is from outside this run" in line) is outside, line

@@ -111,10 +111,14 @@ def usage_line(
             parts.append(f"load {start:.1f} -> {end:.1f}{where}")
         others = load.get("others")
         if others is not None:
+            busy = n and start is not None and end is not None and max(start, end) > n
             parts.append(
                 f"{others} other command{'s' if others != 1 else ''} of this run running"
                 if others
+                # a load above the cores with none of the run's own commands beside it comes from
+                # outside the run (relay s10 mm 006 read the two as contradicting each other)
                 else "no other command of this run running"
+                + (": the load is from outside this run" if busy else "")
             )
     return "; ".join(parts)
 
