@@ -159,7 +159,7 @@ def aggregate_plots(run_dir: Path, cfg: Config, client: LLMClient, executor: Exe
     """
     fig_dir = RunPaths(run_dir).figures
     fig_dir.mkdir(parents=True, exist_ok=True)
-    manifest = build_manifest(load_run(run_dir), fig_dir)
+    manifest = build_manifest(load_run(run_dir), fig_dir, cfg.agent.seed)
     atomic_write_json(fig_dir / "manifest.json", manifest)
     if not any(e["files"] or e["metrics"] for e in manifest["nodes"]):
         raise StepSkipped("no good node with saved data or metrics: nothing to plot")

@@ -29,7 +29,7 @@ from ..base.fileio import regular_file_inside
 from ..base.nodedata import TABLE_SUFFIXES, holds_node_data, jsonl_records, table_outline, unmeasured
 from ..base.paths import NodePaths
 from ..treesearch.tried import sentences
-from .runread import SEED_STATISTIC, RunView
+from .runread import RunView, seed_statistic
 
 MAX_FILES_PER_NODE = 40
 OTHER_NODES_PER_STAGE = 3  # good nodes of a stage besides its best (role "stage_node")
@@ -259,7 +259,7 @@ def _shown(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def build_manifest(view: RunView, dest_root: Path) -> dict[str, Any]:
+def build_manifest(view: RunView, dest_root: Path, search_seed: int | None = None) -> dict[str, Any]:
     """Describe (and copy under ``dest_root``) the data of each stage's best node and its seeds
     (roles ``best``, ``seed_run``), of every node the stage summaries name (role ``stage_node``,
     never left out for room), then of up to :data:`OTHER_NODES_PER_STAGE` other good nodes
@@ -297,7 +297,7 @@ def build_manifest(view: RunView, dest_root: Path) -> dict[str, Any]:
     return {
         "nodes": _shown(entries),
         "data_root": "data",
-        "seed_statistic": SEED_STATISTIC,
+        "seed_statistic": seed_statistic(view, search_seed),
     }
 
 

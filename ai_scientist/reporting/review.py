@@ -37,7 +37,7 @@ from .claims import SELF_REPORTED, check_claims, grade_record
 from .errors import StepFailed, StepSkipped
 from .fewshot import FewShot, budget_examples, load_examples
 from .images import image_part
-from .runread import SEED_STATISTIC, load_run, read_text
+from .runread import load_run, read_text, seed_statistic
 from .vlm import NoVision, review_figures, run_kinds, vision_skip_reason
 from .writeup import stage_summaries
 
@@ -220,7 +220,7 @@ def paper_view(run_dir: Path, cfg: Config, client: LLMClient) -> PaperView:
     values = {
         "venue": venue(cfg.report.template, run_kinds(run_dir)),
         "figures": [{k: f.get(k) for k in ("label", "file", "caption")} for f in figures],
-        "measured": measured_facts(run_dir),
+        "measured": measured_facts(run_dir, cfg.agent.seed),
     }
     return PaperView(values, images)
 
@@ -242,7 +242,7 @@ def paper_claims(run_dir: Path) -> tuple[dict[str, Any] | None, str]:
         return None, f"{type(exc).__name__}: {exc}"
 
 
-def measured_facts(run_dir: Path) -> str:
+def measured_facts(run_dir: Path, search_seed: int | None = None) -> str:
     """The ``measured`` layer of every review prompt: what the run measured (per stage: node
     counts, the best node's metrics and seed statistic, every other good node's metrics, from
     :func:`writeup.stage_summaries`) and the check of the paper's numbers against it
@@ -275,7 +275,7 @@ def measured_facts(run_dir: Path) -> str:
         mismatches_more=max(0, len(mismatches) - MAX_UNTRACED),
         stages=stages,
         stages_error=stages_error,
-        seed_statistic=SEED_STATISTIC,
+        seed_statistic=seed_statistic(view, search_seed),
     )
 
 

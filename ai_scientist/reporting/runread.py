@@ -32,11 +32,32 @@ from ..treesearch.seeds import aggregate_seeds
 NODE_ID = re.compile(r"\bn\d{4,}\b")  # how a caption or a summary names a node of the run
 
 # the one seed statistic of the run (the orchestrator's ``treesearch.seeds.aggregate_seeds`` over
-# the re-runs): stated in the plots' manifest, the writer's findings and the standard figure
+# the re-runs): stated in the plots' manifest, the writer's findings and the standard figure; a
+# prompt gets it with the run's SEED values (:func:`seed_statistic`), never a config key's name (a
+# relay run's plotter was told "seeds agent.seed+1 .. agent.seed+N", a name it never saw: s10 ln 033)
 SEED_STATISTIC = (
-    "mean ± standard error over the seed re-runs only (seeds agent.seed+1 .. agent.seed+N); "
+    "mean ± standard error over the seed re-runs only (each with a SEED other than the search run's); "
     "the node's own search run is not one of them"
 )
+
+
+def seed_statistic(view: RunView, search_seed: int | None) -> str:
+    """:data:`SEED_STATISTIC` with the SEED values the run used: those of its seed re-runs (the
+    journal's) and the search runs' one (``agent.seed``)."""
+    reruns = sorted(
+        {
+            int(n["seed"])
+            for n in view.nodes.values()
+            if n.get("operation") == "seed_eval" and isinstance(n.get("seed"), int)
+        }
+    )
+    if not reruns:
+        return SEED_STATISTIC
+    search = f" (SEED {search_seed})" if search_seed is not None else ""
+    return (
+        f"mean ± standard error over the seed re-runs only (SEED {', '.join(map(str, reruns))}); "
+        f"the node's own search run{search} is not one of them"
+    )
 
 
 @dataclass

@@ -60,7 +60,7 @@ from .reflection import (
     room_message,
     word_count,
 )
-from .runread import SEED_STATISTIC, load_run, read_text, seed_statistics
+from .runread import load_run, read_text, seed_statistic, seed_statistics
 from .vlm import machine_facts
 
 if TYPE_CHECKING:
@@ -1002,6 +1002,7 @@ def write_paper(
     paths = RunPaths(run_dir)
     paper_dir = paths.paper
     figures, duplicates = stage_paper_figures(run_dir, opts)
+    view = load_run(run_dir)
     values: dict[str, Any] = {
         "idea": read_text(paths.idea_md, 8000),
         "stages": stage_summaries(run_dir),
@@ -1010,8 +1011,8 @@ def write_paper(
         "memory_digest": "",
         "method_code": method_code(run_dir),
         # a benchmark's machine (cores, caches, vector width, peak): what its numbers are judged by
-        "machine": machine_facts(run_dir, load_run(run_dir)),
-        "seed_statistic": SEED_STATISTIC,
+        "machine": machine_facts(run_dir, view),
+        "seed_statistic": seed_statistic(view, cfg.agent.seed),
         "page_limit": cfg.report.page_limit,
         "template": cfg.report.template,
     }
