@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from test_report_support import default_responder, report_cfg
+from components import needs_latex
+from test_report_support import SECTIONS, default_responder, report_cfg
 
 from ai_scientist.base.fileio import read_jsonl
 from ai_scientist.base.paths import RunPaths
@@ -82,3 +83,43 @@ def test_the_report_calls_are_told_the_seeds_the_run_used_not_a_config_key(tmp_p
         said = re.search(r"seed re-runs only \(SEED ([\d, ]+)\)", line)
         assert said and [int(s) for s in said.group(1).split(",")] == reruns, line
         assert f"search run (SEED {search})" in line, line
+
+
+def _write(run: Path, tmp_path: Path, respond: Any, **report: Any) -> list[dict[str, Any]]:
+    from ai_scientist.reporting.writeup import ReportOptions, write_paper
+
+    cfg = report_cfg(tmp_path, references=[str(LIBRARY)], **report)
+    before = _logs(run)
+    llm = make_client(cfg, run, None, backend=ScriptedBackend(respond))
+    write_paper(run, cfg, llm, options=ReportOptions(environ={}))
+    return _records(run, before)
+
+
+@needs_latex(("pdflatex", "chktex"))
+def test_the_writer_is_not_told_chktex_spacing_hints_its_allowed_text_cannot_follow(tmp_path: Path, run_copy):
+    # relay s10 ln 043: the writer was told "Interword spacing should perhaps be used" for "et al.",
+    # which only "\ " or "~" fixes, and the escaping prints both as characters; such hints are
+    # left out, a warning its text can act on (straight quotes) still reaches it
+    run = run_copy(tmp_path)
+    results = (
+        "Earlier work (Zhang et al. on noisy labels) trained with plain SGD. The "
+        '"reference" model is the unregularised one; see Figure \\ref{fig:1}.'
+    )
+    written = dict(SECTIONS, results=results)
+
+    def respond(messages, schema, ctx):
+        if ctx.label.startswith("citation"):
+            return json.dumps({"queries": ["label noise regularisation"]})
+        return json.dumps(written)
+
+    recs = _write(run, tmp_path, respond, compile_fix_rounds=0, writeup_reflections=1)
+    warnings = json.loads((RunPaths(run).paper / "writeup.json").read_text())["chktex_warnings"]
+    tex = (RunPaths(run).paper / "paper.tex").read_text(encoding="utf-8").splitlines()
+    ours = {i for i, x in enumerate(tex, 1) if "Zhang et al." in x}
+    spacing = [w for w in warnings if int(w.split(":")[1]) in ours and w.split(":")[3] in ("12", "13")]
+    assert spacing, warnings  # chktex did warn of the spacing on the writer's own line
+    user = _text(next(r for r in recs if r["label"] == "reflect_1")["messages"][-1])
+    line = next(x for x in user.splitlines() if "LaTeX style warnings (chktex) in your text:" in x)
+    for w in spacing:
+        assert w.split(":", 4)[4].strip().rstrip(".") not in line, line
+    assert "alternative to `\"'" in line, line  # its straight quotes: its own, still reported
