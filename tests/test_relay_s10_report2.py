@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+import test_relay_s10_hpc
 import yaml
 from components import needs_latex
 from test_report_support import SECTIONS, default_responder, report_cfg
@@ -123,3 +125,45 @@ def test_the_writer_is_not_told_chktex_spacing_hints_its_allowed_text_cannot_fol
     for w in spacing:
         assert w.split(":", 4)[4].strip().rstrip(".") not in line, line
     assert "alternative to `\"'" in line, line  # its straight quotes: its own, still reported
+
+
+mm_run = test_relay_s10_hpc.mm_run  # the fixture: a scripted run of the blocked matmul idea
+
+
+def test_a_benchmarks_figure_review_sets_the_ideas_matrix_sizes_against_the_caches(mm_run, tmp_path: Path):
+    # M14's note on relay s10 mm: the node critique's machine block now sets the idea's matrix
+    # sizes against the caches (machine_text's idea); the report's figure review of a benchmark
+    # gave the machine without them, so an "out of cache" caption could not be checked
+    import shutil
+
+    from ai_scientist.reporting.vlm import review_figures
+
+    run = Path(shutil.copytree(mm_run, tmp_path / "run", ignore=shutil.ignore_patterns("run.lock")))
+    idea = (run / "idea.md").read_text()
+    env = json.loads(RunPaths(run).environment.read_text())
+    caches = ((env.get("sandbox") or {}).get("cpu") or {}).get("caches") or (env.get("cpu") or {}).get(
+        "caches"
+    )
+    if not caches:
+        pytest.skip("this machine reports no caches")
+    data = sorted((c["bytes"], name) for name, c in caches.items() if not name.endswith("i"))
+    sizes = sorted(
+        {int(x) for m in re.findall(r"\bn\s*=\s*([\d, and]+\d)", idea) for x in re.findall(r"\d+", m)}
+    )
+    assert sizes, idea
+    plot = next(iter(sorted((run / "nodes").glob("*/plots/*.png"))))  # a figure of the run's own
+    RunPaths(run).figures.mkdir(parents=True, exist_ok=True)
+    shutil.copy(plot, RunPaths(run).figures / "timings.png")
+    answer = default_responder()
+    cfg = report_cfg(tmp_path)
+    before = _logs(run)
+    llm = make_client(
+        cfg, run, None, backend=ScriptedBackend(lambda m, s, ctx: answer(m, s, ctx, "vlm_feedback"))
+    )
+    review_figures(
+        run, cfg, llm, [{"file": "timings.png", "caption": "Blocked kernel timings."}], phase="review"
+    )
+    (rec,) = _records(run, before)
+    text = "\n".join(_text(m) for m in rec["messages"])
+    assert "The machine the experiments ran on" in text, text[:2000]
+    test_relay_s10_hpc._check_working_sets(text, sizes, data)

@@ -92,14 +92,15 @@ def machine_facts(run_dir: Path, view: RunView) -> str:
     ``environment`` layer of the figure calls), from the run's ``environment.json``; "" when the
     run's metrics or idea say it is no benchmark (training, simulation), or nothing was recorded.
     A figure of timings or GFLOP/s is judged against it (a rate above the machine's peak, a
-    working set that crosses a cache size)."""
+    working set that crosses a cache size): with the idea's matrix sizes set against the caches,
+    as the node critique has them (``machine_text``'s ``idea``; relay s10 mm)."""
     if not shows_machine(run_kinds(run_dir, view)):
         return ""
     try:
         env = read_json(RunPaths(run_dir).environment, default=None)
     except ValueError:  # torn: the figures are reviewed without the machine
         return ""
-    return machine_text(env if isinstance(env, dict) else None)
+    return machine_text(env if isinstance(env, dict) else None, read_text(RunPaths(run_dir).idea_md))
 
 
 def critique_node_plots(run_dir: Path, cfg: Config, client: LLMClient) -> dict[str, Any]:
