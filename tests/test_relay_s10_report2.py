@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import test_relay_s10_hpc
+import test_relay_s10_noise
 import yaml
 from components import needs_latex
 from test_report_support import SECTIONS, default_responder, report_cfg
@@ -167,3 +168,39 @@ def test_a_benchmarks_figure_review_sets_the_ideas_matrix_sizes_against_the_cach
     text = "\n".join(_text(m) for m in rec["messages"])
     assert "The machine the experiments ran on" in text, text[:2000]
     test_relay_s10_hpc._check_working_sets(text, sizes, data)
+
+
+seeded_run = test_relay_s10_noise.run  # the fixture: a run whose data one SEED draws (bayes_val_accuracy)
+
+
+@needs_latex(("pdflatex",))
+def test_the_writer_is_told_what_one_seed_draws_once_beside_the_seed_noise(seeded_run, tmp_path: Path):
+    # N10's note: the search prompts give beside their seed noise band what one SEED draws (a
+    # metric alike for two methods on one SEED); the writer's "Seed noise at this stage's end" line
+    # did not, so a paper could read the band as a bound on within-run differences
+    import shutil
+
+    run = Path(shutil.copytree(seeded_run, tmp_path / "run", ignore=shutil.ignore_patterns("run.lock")))
+    nodes = test_relay_s10_noise.journal_nodes(run)
+    search = int(yaml.safe_load(RunPaths(run).config.read_text())["agent"]["seed"])
+    drawn = test_relay_s10_noise._drawn(run, nodes, search, 99)
+    assert drawn is not None  # the run's records show what one SEED draws
+    name, per_seed = drawn
+
+    def respond(messages, schema, ctx):
+        if ctx.label.startswith("citation"):
+            return json.dumps({"queries": ["label noise regularisation"]})
+        return json.dumps(SECTIONS)
+
+    recs = _write(run, tmp_path, respond, compile_fix_rounds=0)
+    write = next(r for r in recs if not r["label"].startswith("citation"))
+    text = "\n".join(_text(m) for m in write["messages"])
+    assert text.count("one SEED draws new data here") == 1, text.count("one SEED draws new data here")
+    line = next(x for x in text.splitlines() if "one SEED draws new data here" in x)
+    assert line.startswith("Seed noise at this stage's end: sigma "), line  # beside the band
+    said = line[line.index("one SEED draws new data here") :]
+    assert said.startswith(f"one SEED draws new data here ({name}"), said
+    values, seeds = re.search(r"headlines differ: ([\d., ]+) on SEED ([\d, ]+)\)", said).groups()
+    for value, seed in zip(values.split(", "), seeds.split(", "), strict=True):
+        assert abs(float(value) - per_seed[int(seed)]) < 5e-4, (seed, value, per_seed)
+    assert "a paired difference within one run" in said

@@ -257,7 +257,7 @@ def measured_facts(run_dir: Path, search_seed: int | None = None) -> str:
     view = load_run(run_dir)
     grades = {nid: grade_record(view, nid) for nid in view.nodes}
     try:
-        stages, stages_error = stage_summaries(run_dir), ""
+        stages, stages_error = stage_summaries(run_dir, search_seed), ""
     except (OSError, ValueError) as exc:  # a torn state.json: the review goes on without them
         stages, stages_error = [], f"{type(exc).__name__}: {exc}"
     mismatches = [{"node": nid, **m} for nid, g in grades.items() for m in g.get("mismatches") or []]

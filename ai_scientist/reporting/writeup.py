@@ -31,6 +31,7 @@ from ..base.artifacts import CodeAnswer, read_artifact
 from ..base.errors import ConfigError
 from ..base.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json, read_jsonl
 from ..base.paths import CODE_FILE, RunPaths
+from ..context.kinds import experiment_kinds
 from ..literature.cascade import Machine, build
 from ..literature.sources import SourceError, SourceOffline
 from ..llm.call import CallContext
@@ -43,6 +44,7 @@ from ..treesearch.seeds import (
     dominance_text,
     ratio_text,
     rerun_text,
+    seed_draw,
     too_wide_text,
 )
 from ..treesearch.tried import sentences
@@ -60,7 +62,7 @@ from .reflection import (
     room_message,
     word_count,
 )
-from .runread import load_run, read_text, seed_statistic, seed_statistics
+from .runread import RunView, load_run, read_text, seed_statistic, seed_statistics
 from .vlm import machine_facts
 
 if TYPE_CHECKING:
@@ -192,7 +194,7 @@ def _alike(node: dict[str, Any], row: dict[str, Any], shown: dict[str, str]) -> 
     return (best, shown[best]) if best and node.get("parent_id") == best and best in shown else None
 
 
-def stage_summaries(run_dir: Path) -> list[dict[str, Any]]:
+def stage_summaries(run_dir: Path, search_seed: int | None = None) -> list[dict[str, Any]]:
     """Per stage: node counts (search nodes; seed re-runs apart), the best node the stage's end
     chose (its metrics and seed statistic), every good search node best first (summary and all
     its metrics: a control or a sweep point bears on the idea even when it is not the best; the
@@ -200,7 +202,8 @@ def stage_summaries(run_dir: Path) -> list[dict[str, Any]]:
     re-runs (``reruns``: every metric as the run's one seed statistic, :data:`SEED_STATISTIC`), and
     (``account``) what the summary role wrote at the stage's end (``stage_summaries/stage<N>.json``:
     tried / worked / failed / next), when the stage has one. The same counts and best node as the
-    status line, the stage facts and the run's last lines (:mod:`ai_scientist.treesearch.best`)."""
+    status line, the stage facts and the run's last lines (:mod:`ai_scientist.treesearch.best`).
+    ``search_seed``: the search runs' SEED, for what one SEED draws beside the first noise band."""
     view = load_run(run_dir)
     best = view.best_per_stage()
     counts = view.counts()
@@ -218,7 +221,7 @@ def stage_summaries(run_dir: Path) -> list[dict[str, Any]]:
         return rerun_text(node, seeds, same_as=same_as, parent=parent)
 
     shown_reruns: dict[str, str] = {}  # the best nodes' re-run texts, by id
-    noise = _stage_noise(paths)
+    noise = _stage_noise(paths, view, search_seed)
 
     out = []
     for stage in sorted(set(counts) | set(best)):
@@ -275,12 +278,17 @@ def stage_summaries(run_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _stage_noise(paths: RunPaths) -> dict[int, str]:
+def _stage_noise(paths: RunPaths, view: RunView, search_seed: int | None = None) -> dict[int, str]:
     """Per stage, the seed-noise estimate its end re-ranked with (its last ``seed_rerank`` event),
     as one sentence: sigma, what it was pooled from, and the largest difference of two single runs
     inside it. A relay run's writer saw the stage summaries quote the band, never the sigma the
-    node prompts had given, so a paper quoting it was flagged."""
+    node prompts had given, so a paper quoting it was flagged. Beside the first band whose runs
+    show it, once, what one SEED draws (:func:`~ai_scientist.treesearch.seeds.seed_draw`, the
+    sentence the search prompts give beside their band): the band holds the data's variation."""
     out: dict[int, str] = {}
+    drawn, drawn_at = "", None  # what one SEED draws: said once, beside the first band that has it
+    idea = read_text(paths.idea_md, 8000)
+    nodes = view.typed()
     for e in read_jsonl(paths.events):
         noise = e.get("noise") if e.get("type") == "seed_rerank" else None
         if not isinstance(noise, dict) or not isinstance(noise.get("sigma"), (int, float)):
@@ -321,6 +329,18 @@ def _stage_noise(paths: RunPaths) -> dict[int, str]:
         ratios: dict[str, Any] = e["ratios"] if isinstance(e.get("ratios"), dict) else {}
         for nid, parts in ratios.items():
             text += f"; {ratio_text(str(nid), parts)}"
+        metric = e.get("metric")
+        if not drawn and isinstance(metric, list) and len(metric) == 3:
+            key = (str(metric[0]), str(metric[1]), None if metric[2] is None else str(metric[2]))
+            draw = seed_draw([n for n in nodes if n.stage <= int(e["stage"])], key, search_seed)
+            if draw is not None:
+                kinds = experiment_kinds([key[0]], idea)
+                drawn, drawn_at = (
+                    draw.text("data" if not kinds or "training" in kinds else "inputs"),
+                    e["stage"],
+                )
+        if drawn and drawn_at == e["stage"]:  # a stage's later re-rank replaces its line: kept there
+            text += f"; {drawn}"
         out[int(e["stage"])] = text
     return out
 
@@ -1005,7 +1025,7 @@ def write_paper(
     view = load_run(run_dir)
     values: dict[str, Any] = {
         "idea": read_text(paths.idea_md, 8000),
-        "stages": stage_summaries(run_dir),
+        "stages": stage_summaries(run_dir, cfg.agent.seed),
         "figures": figures,
         "figure_problems": duplicates,
         "memory_digest": "",
