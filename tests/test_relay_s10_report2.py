@@ -204,3 +204,50 @@ def test_the_writer_is_told_what_one_seed_draws_once_beside_the_seed_noise(seede
     for value, seed in zip(values.split(", "), seeds.split(", "), strict=True):
         assert abs(float(value) - per_seed[int(seed)]) < 5e-4, (seed, value, per_seed)
     assert "a paired difference within one run" in said
+
+
+def test_the_second_citation_round_is_told_what_each_query_found(tmp_path: Path, run_copy):
+    # relay s10 ln 041: round 2 got the references found as titles and years only, so the model
+    # could not tell which of round 1's queries had failed (nothing on Polyak averaging came back);
+    # each query is now listed with what it found, or "nothing"
+    from ai_scientist.literature.cascade import build
+    from ai_scientist.reporting.writeup import ReportOptions
+
+    run = run_copy(tmp_path)
+    first = ["learning with noisy labels", "memorization in deep networks", "quasar polyak zzqx averaging"]
+
+    def respond(messages, schema, ctx):
+        if ctx.label.startswith("citation"):
+            return json.dumps(
+                {"queries": first if "Propose the search queries" in _text(messages[-1]) else []}
+            )
+        return json.dumps(SECTIONS)
+
+    recs = _write(run, tmp_path, respond, compile_fix_rounds=0)
+    calls = [r for r in recs if r["label"].startswith("citation")]
+    assert len(calls) == 2, [r["label"] for r in calls]
+    user = _text(calls[1]["messages"][-1])
+    # what each query finds in the run's sources, the first query to find a paper owning it
+    cfg = report_cfg(tmp_path, references=[str(LIBRARY)])
+    cascade = build(cfg, RunPaths(run).s2_cache, ReportOptions(environ={}).machine())
+    owned: set[str] = set()
+    bib = (RunPaths(run).paper / "references.bib").read_text()
+    for q in first:
+        results = [str(p.get("title")) for p in cascade.search(q, cfg.report.citations.max_results)]
+        new = [t for t in results if t not in owned]
+        owned |= set(results)
+        line = next(x for x in user.splitlines() if x.startswith(f'- "{q}": '))
+        if not results:
+            assert line == f'- "{q}": nothing', line
+            continue
+        if not new:  # its papers were another query's: said so, with how many it returned
+            assert (
+                line
+                == f'- "{q}": nothing new (its {len(results)} result{"s" if len(results) != 1 else ""} found by an earlier query)'
+            ), line
+            continue
+        for t in new:
+            assert t in line and t in bib, (t, line)
+        assert len(line.split("; ")) == len(new), line
+    assert any(x.endswith(": nothing") for x in user.splitlines()), user
+    assert "References found so far" not in user  # not a second, unattributed list

@@ -304,7 +304,7 @@ def test_the_citer_sees_each_result_once_whole_and_one_query_limit(tmp_path: Pat
     # the first round said "what earlier rounds found follow" above nothing)
     for k, rec in enumerate(cites):
         text = "\n".join(_text(m) for m in rec["messages"])
-        assert ("Queries already searched:" in text) == (k > 0), k
+        assert ("The queries searched so far" in text) == (k > 0), k
         assert "what earlier rounds found follow" not in text and (
             "from the second round on" in text or "earlier round" not in text
         ), k

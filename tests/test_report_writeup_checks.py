@@ -103,8 +103,9 @@ def test_rounds_deduplicate_papers_and_queries(tmp_path, s2, run_copy):
     assert s2.queries == ["survey", "warm-up", "adam", "schedules"]  # probe, then no query searched twice
     assert notice == "4 reference(s) from Semantic Scholar for 3 queries in 3 round(s)"
     second = client.calls[1]["messages"][-1]["content"]
-    assert "Round 2 of 3" in second and "Queries already searched: warm-up; adam" in second
-    assert "- Adam revisited (2020)" in second and "Cosine" not in second  # round 2 saw round 1's papers
+    assert "Round 2 of 3" in second and '\n- "warm-up": ' in second and '\n- "adam": ' in second
+    adam = next(x for x in second.splitlines() if x.startswith('- "adam": '))
+    assert "Adam revisited (2020)" in adam and "Cosine" not in second  # round 2 saw round 1's papers
     assert len(client.calls) == 3
 
 

@@ -86,16 +86,21 @@ def collect(
     max_results: int,
     seen: set[str] | None = None,
     keys: set[str] | None = None,
+    hits: dict[str, int] | None = None,
 ) -> list[dict[str, Any]]:
     """Search each query (``client``: a :class:`~ai_scientist.literature.cascade.Cascade` or one
     source); papers not in ``seen`` (by DOI, arXiv id or title: a preprint and its published
     version are one paper) with a bibtex key not in ``keys``, in first-seen order. Pass the same
-    ``seen`` and ``keys`` to later rounds to deduplicate across them."""
+    ``seen`` and ``keys`` to later rounds to deduplicate across them; ``hits`` gets, per query, how
+    many papers the search returned (new or not)."""
     seen = set() if seen is None else seen
     keys = set() if keys is None else keys
     out: list[dict[str, Any]] = []
     for query in queries:
-        for paper in client.search(query, max_results):
+        results = client.search(query, max_results)
+        if hits is not None:
+            hits[query] = len(results)
+        for paper in results:
             ids = identities(paper)
             if not ids or ids & seen:
                 continue

@@ -399,6 +399,7 @@ def gather_citations(
             return [], f"citations skipped: {cascade.unavailable_reason()}"
     papers: list[dict[str, Any]] = []
     asked: list[str] = []
+    hits: dict[str, int] = {}  # query -> the papers its search returned, new or not
     seen: set[str] = set()
     keys: set[str] = set()
     rounds = 0
@@ -409,8 +410,19 @@ def gather_citations(
         "findings": prompts.render("citation_user.j2", **ctx_values),
     }
     for rnd in range(1, ccfg.rounds + 1):
-        found = [{"title": p.get("title"), "year": p.get("year")} for p in papers]
-        brief = prompts.render("citation_round.j2", found=found, asked=asked, round=rnd, rounds=ccfg.rounds)
+        # each query with what it found (relay s10 ln 041: titles alone did not tell which of
+        # round 1's queries had failed, e.g. nothing on Polyak averaging came back)
+        searched = [
+            {
+                "query": q,
+                "found": [
+                    {"title": p.get("title"), "year": p.get("year")} for p in papers if p.get("query") == q
+                ],
+                "hits": hits.get(q, 0),
+            }
+            for q in asked
+        ]
+        brief = prompts.render("citation_round.j2", searched=searched, round=rnd, rounds=ccfg.rounds)
         ctx = CallContext(node_id="run", phase="writeup", label="citation_queries")
         answer = ask(
             client,
@@ -428,7 +440,7 @@ def gather_citations(
             break  # the model has nothing new to look for
         asked += queries[:MAX_QUERIES]
         try:
-            new = collect(cascade, queries[:MAX_QUERIES], ccfg.max_results, seen, keys)
+            new = collect(cascade, queries[:MAX_QUERIES], ccfg.max_results, seen, keys, hits)
         except SourceOffline:
             break  # every source is skipped now: keep what earlier rounds found
         papers += new
