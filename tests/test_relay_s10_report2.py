@@ -251,3 +251,45 @@ def test_the_second_citation_round_is_told_what_each_query_found(tmp_path: Path,
         assert len(line.split("; ")) == len(new), line
     assert any(x.endswith(": nothing") for x in user.splitlines()), user
     assert "References found so far" not in user  # not a second, unattributed list
+
+
+def test_a_figure_re_review_gives_each_earlier_issue_whole_on_its_own_line(tmp_path: Path, run_copy):
+    # relay s10 ln 046: the re-review of a revised caption quoted the earlier review's issues joined
+    # with "; " into one line of ~1,900 characters ("..no information.."), which the critic saw cut
+    # mid-word ("the vis"); each issue is now given whole on its own line
+    import shutil
+
+    from ai_scientist.reporting.vlm import review_figures
+
+    run = run_copy(tmp_path)
+    png = sorted(run.glob("nodes/*/plots/*.png"))[0]
+    RunPaths(run).figures.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(png, RunPaths(run).figures / "headline.png")
+    # a capable reviewer's issues: long sentences, each ending with a full stop (the idea's own)
+    idea = " ".join(RunPaths(run).idea_md.read_text().split())
+    sentences = [x for x in re.split(r"(?<=\.) ", idea) if len(x) > 80 and x.endswith(".")][:8]
+
+    def respond(messages, schema, ctx):
+        return json.dumps(
+            {
+                "description": "validation accuracy per node",
+                "caption_matches": False,
+                "issues": [f"The caption leaves out: {x}" for x in sentences],
+                "suggested_caption": "Validation accuracy per node.",
+                "score": 6,
+            }
+        )
+
+    cfg = report_cfg(tmp_path)
+    llm = make_client(cfg, run, None, backend=ScriptedBackend(respond))
+    before = _logs(run)
+    for caption in ("Accuracy per node.", "Validation accuracy of each stage's best node."):
+        review_figures(run, cfg, llm, [{"file": "headline.png", "caption": caption}], phase="review")
+    first, second = _records(run, before)
+    issues = json.loads(first["response"]["raw"])["issues"]
+    assert len(" ; ".join(issues)) > 1000  # long enough that one line of them is a long line
+    lines = _text(second["messages"][-1]).splitlines()
+    for issue in issues:
+        assert f"- {issue}" in lines, issue  # whole, on its own line
+    said = next(x for x in lines if x.startswith("Reviewed before"))
+    assert not any(i in said for i in issues) and ".." not in said, said

@@ -126,9 +126,11 @@ def test_a_second_figure_review_after_a_caption_revision_says_only_the_caption_c
     assert "the image is the same file, unchanged; only its caption was revised" in line, line
     assert f'(it was: "{earlier["caption"]}")' in line
     assert f"That review scored it {earlier['review']['score']}" in line
+    block = user[user.index(line) :].splitlines()  # the earlier issues follow, one a line (s10 ln 046)
     for issue in earlier["review"]["issues"]:
-        assert issue in line, issue
-    assert "The image is not redrawn at this point" in line and "only the caption can still change" in line
+        assert f"- {issue}" in block, issue
+    rest = next(x for x in block if x.startswith("The image is not redrawn at this point"))
+    assert "only the caption can still change" in rest
     # a redrawn image (new bytes): its review says so and does not call the image final
     _plot_png(fig_dir / "fig_a.png", seed=11)
     third = _review(run, tmp_path, "fig_a.png", "Clean validation accuracy per configuration (seed 0).")
