@@ -204,6 +204,13 @@ def test_the_writer_is_told_what_one_seed_draws_once_beside_the_seed_noise(seede
     for value, seed in zip(values.split(", "), seeds.split(", "), strict=True):
         assert abs(float(value) - per_seed[int(seed)]) < 5e-4, (seed, value, per_seed)
     assert "a paired difference within one run" in said
+    # and the seed statistic with the run's SEED values, no config key (relay s10 ln 033)
+    reruns = _run_seeds(run)[1]
+    assert (
+        f"seed re-runs only (SEED {', '.join(map(str, reruns))}); the node's own search run (SEED {search})"
+        in text
+    )
+    assert "agent.seed" not in text
 
 
 def test_the_second_citation_round_is_told_what_each_query_found(tmp_path: Path, run_copy):
