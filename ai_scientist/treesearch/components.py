@@ -23,20 +23,13 @@ import ast
 import re
 from collections.abc import Iterator
 
-from .parameters import parameters
+from .parameters import _C_FUNC, _C_KEYWORDS, parameters
 
 LINE_CHARS = 500
 ITEM_CHARS = 180  # a dict setting whole (relay s10 ln 027 cut HEADLINE at "schedu...")
 LIMIT = 12
 
 _C_FILES = (".c", ".h", ".cc", ".cpp", ".hpp", ".cxx", ".cu", ".cuh")
-_C_KEYWORDS = frozenset({"if", "for", "while", "switch", "return", "sizeof", "do", "else", "case", "defined"})
-# a C / C++ function definition: a line starting (no indentation) with its return type, its name,
-# its parameters (possibly over several lines) and the opening brace
-_C_FUNC = re.compile(
-    r"^(?![ \t#])(?:[A-Za-z_][\w:<>,*& \t]*?[\s*&])([A-Za-z_]\w*)\s*\(([^;{}()]*)\)\s*(?:const\s*)?\{",
-    re.M,
-)
 _C_PP = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif)\b[ \t]*([^\n]*?)\s*(?://[^\n]*|/\*[^\n]*)?$", re.M)
 _C_IF = re.compile(r"\bif\s*\(")
 _GUARD = re.compile(r"_H_?$|_HPP_?$|^__")
@@ -249,22 +242,6 @@ def _c(text: str, settings: set[str]) -> dict[str, list[str]]:
         ):
             switches.append(f"if ({cond})")
     return {"functions": functions, "switches": switches}
-
-
-def c_functions_using(text: str, name: str) -> list[str]:
-    """The functions of a C / C++ source ``text`` whose body names ``name`` (a ``#define`` or a
-    ``const``), in file order: the code a compile-time constant's value reaches."""
-    code = re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
-    word = re.compile(rf"\b{re.escape(name)}\b")
-    out = []
-    for m in _C_FUNC.finditer(code):
-        depth, i = 1, m.end()
-        while depth and i < len(code):
-            depth += {"{": 1, "}": -1}.get(code[i], 0)
-            i += 1
-        if m.group(1) not in _C_KEYWORDS and word.search(code, m.start(2), i):
-            out.append(m.group(1))
-    return out
 
 
 def _balanced(text: str, start: int) -> str | None:

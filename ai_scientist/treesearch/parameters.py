@@ -194,7 +194,6 @@ def sharing_notes(found: list[Parameter], files: dict[str, str], commands: list[
     whole argument or the first of a comma list) names both places, which must change together
     (010, 011: ``HEADLINE_TILE = 64`` in make_metrics.py and the first of mm.c's ``argv[4]``)."""
     notes: dict[Parameter, list[str]] = {}
-    from .components import c_functions_using  # components reads parameters: imported here
 
     for p in found:
         if p.kind == "constant" and p.path.endswith(_C_SOURCES):
@@ -670,3 +669,28 @@ def settings_text(text: str) -> str:
     if not pairs or not any(re.search(r"[\s,;]", v) for _, v in pairs):
         return text
     return "; ".join(f"{k} = {v}" for k, v in pairs)
+
+
+_C_KEYWORDS = frozenset({"if", "for", "while", "switch", "return", "sizeof", "do", "else", "case", "defined"})
+# a C / C++ function definition: a line starting (no indentation) with its return type, its name,
+# its parameters (possibly over several lines) and the opening brace
+_C_FUNC = re.compile(
+    r"^(?![ \t#])(?:[A-Za-z_][\w:<>,*& \t]*?[\s*&])([A-Za-z_]\w*)\s*\(([^;{}()]*)\)\s*(?:const\s*)?\{",
+    re.M,
+)
+
+
+def c_functions_using(text: str, name: str) -> list[str]:
+    """The functions of a C / C++ source ``text`` whose body names ``name`` (a ``#define`` or a
+    ``const``), in file order: the code a compile-time constant's value reaches."""
+    code = re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    out = []
+    for m in _C_FUNC.finditer(code):
+        depth, i = 1, m.end()
+        while depth and i < len(code):
+            depth += {"{": 1, "}": -1}.get(code[i], 0)
+            i += 1
+        if m.group(1) not in _C_KEYWORDS and word.search(code, m.start(2), i):
+            out.append(m.group(1))
+    return out
