@@ -443,3 +443,26 @@ def test_a_load_above_the_cores_without_the_runs_own_commands_is_said_to_come_fr
         line = usage_line(1.0, 1.1, {"start": start, "end": end, "cores": cores, "others": others})
         outside = others == 0 and max(start, end) > cores
         assert ("the load is from outside this run" in line) is outside, line
+
+
+def test_no_search_or_report_prompt_names_a_config_key(tmp_path):
+    """relay s10 ln 033 and R15's scan: prompts said "seeds agent.seed+1 .. agent.seed+N",
+    "(agent.num_workers 1)" and "(agent.stages.stage3_max_iters)": names of a config the model never
+    sees. Every dotted key path of the run's resolved config is looked for in every prompt."""
+    import yaml
+    from pipeline_support import prompt_records, record_text, start_run
+
+    code, run_dir, _ = start_run(tmp_path)
+    assert code == 0
+    cfg = yaml.safe_load((run_dir / "config.resolved.yaml").read_text())
+
+    def paths(node: object, prefix: str = "") -> list[str]:
+        if not isinstance(node, dict):
+            return [prefix] if prefix.count(".") >= 1 else []
+        return [p for k, v in node.items() for p in paths(v, f"{prefix}.{k}" if prefix else str(k))]
+
+    keys = sorted({p for p in paths(cfg)} | {p.rsplit(".", 1)[0] for p in paths(cfg) if p.count(".") >= 2})
+    assert "agent.num_workers" in keys and "agent.stages.stage3_max_iters" in keys
+    pattern = re.compile(r"(?<![\w.])(?:" + "|".join(re.escape(k) for k in keys) + r")(?![\w])")
+    found = {(rec["phase"], m) for rec in prompt_records(run_dir) for m in pattern.findall(record_text(rec))}
+    assert not found, sorted(found)

@@ -530,7 +530,6 @@ def proposal_inputs(
         # its build and run commands: what a command-line argument (argv[1], $2) stands for
         "commands": answer_commands(answer),
         "iterations_left": iterations_left(run, view, state.stage),
-        "stage_max_iters_key": f"agent.stages.stage{state.stage}_max_iters",
         "planned_left": len(untried(view, state.stage, state.ideas)),
         ("tried_hyperparams" if kind == "tune" else "tried_ablations"): table,
         "ablation_plan": ablation_plan(view, state.stage, state.ideas) if kind == "ablate" else [],

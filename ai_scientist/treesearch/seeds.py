@@ -351,13 +351,14 @@ def concurrency_text(facts: Mapping[str, Any] | None) -> str:
     early = list(facts.get("early_reruns") or [])
     if workers <= 1:
         text = (
-            "this run's nodes and seed re-runs ran one at a time (agent.num_workers 1); "
+            "this run's nodes and seed re-runs ran one at a time; "
             "other jobs on the machine are not excluded"
         )
     else:
         text = (
-            f"up to {workers} nodes of this run, seed re-runs included, ran at the same time "
-            f"(agent.num_workers {workers}): pooled re-runs may have been measured under different load"
+            # no config key names in a prompt: the model never sees the config (relay s10 ln 033)
+            f"up to {workers} nodes of this run, seed re-runs included, ran at the same time: "
+            "pooled re-runs may have been measured under different load"
         )
     if early:
         beside = list(facts.get("beside") or [])

@@ -421,7 +421,8 @@ def ablation_plan(
         header += "; none still to do"
     if iterations_left is not None:
         after = " after this one" if current is not None else ""
-        header += f"; the stage may create {iterations_left} more node(s){after} (agent.stages.stage{stage}_max_iters)"
+        # no config key names: the model never sees the config (relay s10 ln 033)
+        header += f"; the stage may create {iterations_left} more node(s){after}"
         if to_do > iterations_left:
             header += f": {to_do - iterations_left} planned ablation(s) will not run"
     return [header + ":", *rows]
