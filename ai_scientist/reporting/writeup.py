@@ -278,7 +278,9 @@ def stage_summaries(run_dir: Path, search_seed: int | None = None) -> list[dict[
     return out
 
 
-def _stage_noise(paths: RunPaths, view: RunView, search_seed: int | None = None) -> dict[int, str]:
+def _stage_noise(
+    paths: RunPaths, view: RunView | None = None, search_seed: int | None = None
+) -> dict[int, str]:
     """Per stage, the seed-noise estimate its end re-ranked with (its last ``seed_rerank`` event),
     as one sentence: sigma, what it was pooled from, and the largest difference of two single runs
     inside it. A relay run's writer saw the stage summaries quote the band, never the sigma the
@@ -288,7 +290,7 @@ def _stage_noise(paths: RunPaths, view: RunView, search_seed: int | None = None)
     out: dict[int, str] = {}
     drawn, drawn_at = "", None  # what one SEED draws: said once, beside the first band that has it
     idea = read_text(paths.idea_md, 8000)
-    nodes = view.typed()
+    nodes = view.typed() if view is not None else {}  # no view: no SEED-draw sentence
     for e in read_jsonl(paths.events):
         noise = e.get("noise") if e.get("type") == "seed_rerank" else None
         if not isinstance(noise, dict) or not isinstance(noise.get("sigma"), (int, float)):
