@@ -239,9 +239,9 @@ def test_a_stage_summary_is_not_told_to_call_ties_by_a_band_its_facts_call_rough
 def test_a_paired_difference_names_the_cells_its_program_subtracted_or_none(tmp_path):
     """relay s10 ln 015: gain_l2_vs_none_decay_avg was written "(= decay_avg_l2_0.01_lr_0.1 -
     decay_avg_l2_0_lr_0.1_ep200)": the 200-epoch no-L2 cell equalled, on these seeds, the 50-epoch
-    one the program subtracted, and the first pair that fitted was named. The search run is one more
-    run the formula must fit; of pairs that all fit, the one whose names the difference's name
-    explains best; none when that does not decide."""
+    one the program subtracted, and the first pair that fitted was named (and in s10 ln2 016 a choice
+    by the names' words named the headline, equal by chance to the no-L2 cell). The search run is
+    one more run the formula must fit; a formula only where one pair fits."""
     from ai_scientist.treesearch.journal import Journal
     from ai_scientist.treesearch.node import Metric
     from ai_scientist.treesearch.seeds import paired_differences
@@ -266,14 +266,27 @@ def test_a_paired_difference_names_the_cells_its_program_subtracted_or_none(tmp_
     (gain,) = paired_differences(runs, runs[0].metrics[0].key, search=node)
     # on the re-runs alone both no-L2 cells fit; the search run (0.8455 vs 0.846) decides
     assert gain.parts == ("val_accuracy_decay_avg_l2_0.01_lr_0.1", "val_accuracy_decay_avg_l2_0_lr_0.1")
-    (alone,) = paired_differences(runs, runs[0].metrics[0].key)  # without it: the names decide
-    assert alone.parts == gain.parts
+    (alone,) = paired_differences(runs, runs[0].metrics[0].key)  # without it both fit: no formula
+    assert alone.parts is None
     twins = [
         j.update(r.id, metrics=(*r.metrics, Metric("val_accuracy_lr_0.1_decay_avg_l2_0", r.metrics[3].value)))
         for r in runs
     ]
     (tied,) = paired_differences(twins, twins[0].metrics[0].key)
     assert tied.parts is None  # two cells the name cannot tell apart: no formula
+    # s10 ln2 016: the headline (L2=0.001) equal to the no-L2 cell on every seed
+    twin_runs = []
+    for seed, (head, l2) in {1: (0.8473, 0.8478), 2: (0.8410, 0.8402)}.items():
+        r = j.new_node(stage=2, operation="seed_eval", parent_id=node.id, seed=seed)
+        ms = (
+            Metric("val_accuracy", head),
+            Metric("val_accuracy_l2_0.01", l2),
+            Metric("val_accuracy_no_l2", head),
+            Metric("val_accuracy_gain_l2_vs_none", round(l2 - head, 6), "none"),
+        )
+        twin_runs.append(j.update(r.id, status="good", metric=ms[0], metrics=ms))
+    (headline_twin,) = paired_differences(twin_runs, twin_runs[0].metric.key)
+    assert headline_twin.parts is None
 
 
 def test_a_data_files_write_call_keeps_its_fields_in_the_plotting_excerpt(tmp_path):

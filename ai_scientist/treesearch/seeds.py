@@ -351,8 +351,7 @@ def concurrency_text(facts: Mapping[str, Any] | None) -> str:
     early = list(facts.get("early_reruns") or [])
     if workers <= 1:
         text = (
-            "this run's nodes and seed re-runs ran one at a time; "
-            "other jobs on the machine are not excluded"
+            "this run's nodes and seed re-runs ran one at a time; other jobs on the machine are not excluded"
         )
     else:
         text = (
@@ -629,12 +628,13 @@ def paired_differences(
 
 def _parts(per_run: Sequence[Mapping[Any, Metric]], key: Any) -> tuple[str, str] | None:
     """The (a, b) of the first run's metrics with ``key``'s value = a - b in every run, or None.
-    Where several pairs fit every run (cells equal on these seeds: a relay run's formula named the
-    200-epoch no-L2 cell, equal by chance, where the program subtracted the 50-epoch one, s10 ln
-    015), the pair whose names carry the fewest words the difference's own name lacks; None when
-    that does not decide: a wrong formula misleads more than none."""
+    Only one pair may fit: where several do (cells equal on these seeds), None — a relay run's
+    formula named the 200-epoch no-L2 cell, equal by chance, where the program subtracted the
+    50-epoch one (s10 ln 015), and a choice by the names' words picked the headline, equal by chance
+    to the no-L2 cell the program subtracted (s10 ln2 016): a wrong formula misleads more than none.
+    A difference that is 0 in every run gets none (any two equal cells fit it: s10 ln 026)."""
     if all(r[key].value == 0 for r in per_run):
-        return None  # any two equal cells "fit" a zero: a fit diagnostic was written as two accuracies (s10 ln 026)
+        return None
     keys = [k for k in per_run[0] if k != key and all(k in r for r in per_run[1:])]
     fits = [
         (a, b)
@@ -651,20 +651,7 @@ def _parts(per_run: Sequence[Mapping[Any, Metric]], key: Any) -> tuple[str, str]
             for r in per_run
         )
     ]
-    if len(fits) <= 1:
-        return (fits[0][0][0], fits[0][1][0]) if fits else None
-    own = set(_WORD.findall(str(key[0]).lower()))
-
-    def foreign(pair: tuple[Any, Any]) -> int:
-        return sum(len(set(_WORD.findall(str(k[0]).lower())) - own) for k in pair)
-
-    ranked = sorted(fits, key=foreign)
-    if foreign(ranked[0]) == foreign(ranked[1]):
-        return None
-    return (ranked[0][0][0], ranked[0][1][0])
-
-
-_WORD = re.compile(r"[a-z]+|\d+(?:\.\d+)?")
+    return (fits[0][0][0], fits[0][1][0]) if len(fits) == 1 else None
 
 
 def differences_text(node_id: str, diffs: Sequence[PairedDifference], limit: int = DIFFERENCES_SHOWN) -> str:
