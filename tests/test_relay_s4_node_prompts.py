@@ -194,7 +194,7 @@ def test_a_review_sees_the_head_and_tail_of_each_loss_list(run):
         shown = _section(rec, "Run result")
         # the file's record reporting the node's headline value is said to be what it measures
         head = json.loads((run / "nodes" / rec["node_id"] / "run.json").read_text())["metrics"][0]
-        what = f"what {head['name']} measures; " if data.get(head["name"]) == head["value"] else ""
+        what = f"the condition {head['name']} reports; " if data.get(head["name"]) == head["value"] else ""
         for key in ("train_loss", "val_loss"):
             values = data[key]
             nulls = sum(v is None for v in values)

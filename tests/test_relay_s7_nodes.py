@@ -92,7 +92,7 @@ def test_a_review_shows_the_loss_list_of_the_condition_its_headline_measures(run
             expected.insert(0, "- results.json train_loss")
         assert expected and expected[-1].startswith("- runs.json"), expected
         lines = _series_lines(record_text(rec))
-        marked = [line for line in lines if f"what {head['name']} measures; " in line]
+        marked = [line for line in lines if f"the condition {head['name']} reports; " in line]
         assert [line.split(" (")[0] for line in lines[: len(expected)]] == expected, lines
         assert marked == lines[: len(expected)], lines
         for line in lines:

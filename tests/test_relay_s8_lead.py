@@ -137,7 +137,7 @@ def test_a_reviews_loss_lists_mark_no_tied_cell_show_an_alias_once_and_brief_the
         lines = [ln for ln in text.splitlines() if ln.startswith("- grid.json runs.")]
         assert lines, text[-2000:]
         # the cells tie on the headline's value: none is said to be what it measures
-        assert not any("what val_accuracy measures" in ln for ln in lines), lines
+        assert not any("the condition val_accuracy reports" in ln for ln in lines), lines
         # "main" holds the same list as the cell it copies: one line, naming both
         alias = [ln for ln in lines if "runs.main.train_loss" in ln]
         assert len(alias) == 1 and "runs.grid_l2=0.03_lr=0.01.train_loss" in alias[0], alias

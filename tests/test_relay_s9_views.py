@@ -171,7 +171,7 @@ def test_a_review_shows_the_headline_conditions_per_step_lists_first_and_names_t
         group = list(itertools.takewhile(lambda p, prefix=prefix: p.startswith(prefix), shown))
         assert set(own) <= set(group), shown
         for line in lines[: len(group)]:
-            assert data["runs"][head]["name"] in line and "what val_accuracy measures" in line, line
+            assert data["runs"][head]["name"] in line and "the condition val_accuracy reports" in line, line
         rest = [(int(re.search(r"\[(\d+)\]", p).group(1)), p.rsplit(".", 1)[1]) for p in shown[len(group) :]]
         # the others in file order: by run, then by the record's own key order
         keys = list(data["runs"][0])
