@@ -117,7 +117,10 @@ def data_constants(files: dict[str, str]) -> frozenset[str]:
                 names.update(
                     n.id
                     for n in ast.walk(fn)
-                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id.isupper() and len(n.id) > 1
+                    if isinstance(n, ast.Name)
+                    and isinstance(n.ctx, ast.Load)
+                    and n.id.isupper()
+                    and len(n.id) > 1
                 )
     return frozenset(names)
 
