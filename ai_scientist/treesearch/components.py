@@ -23,7 +23,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from .parameters import _C_FUNC, _C_KEYWORDS, parameters
+from .parameters import C_FUNC, C_KEYWORDS, parameters
 
 LINE_CHARS = 500
 ITEM_CHARS = 180  # a dict setting whole (relay s10 ln 027 cut HEADLINE at "schedu...")
@@ -220,8 +220,8 @@ def _source(text: str, node: ast.AST) -> str:
 def _c(text: str, settings: set[str]) -> dict[str, list[str]]:
     code = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
     functions = []
-    for m in _C_FUNC.finditer(code):
-        if m.group(1) in _C_KEYWORDS or m.group(1) == "main":
+    for m in C_FUNC.finditer(code):
+        if m.group(1) in C_KEYWORDS or m.group(1) == "main":
             continue
         params = [p.strip() for p in m.group(2).split(",") if p.strip() and p.strip() != "void"]
         names = [

@@ -671,10 +671,10 @@ def settings_text(text: str) -> str:
     return "; ".join(f"{k} = {v}" for k, v in pairs)
 
 
-_C_KEYWORDS = frozenset({"if", "for", "while", "switch", "return", "sizeof", "do", "else", "case", "defined"})
+C_KEYWORDS = frozenset({"if", "for", "while", "switch", "return", "sizeof", "do", "else", "case", "defined"})
 # a C / C++ function definition: a line starting (no indentation) with its return type, its name,
 # its parameters (possibly over several lines) and the opening brace
-_C_FUNC = re.compile(
+C_FUNC = re.compile(
     r"^(?![ \t#])(?:[A-Za-z_][\w:<>,*& \t]*?[\s*&])([A-Za-z_]\w*)\s*\(([^;{}()]*)\)\s*(?:const\s*)?\{",
     re.M,
 )
@@ -686,11 +686,11 @@ def c_functions_using(text: str, name: str) -> list[str]:
     code = re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
     word = re.compile(rf"\b{re.escape(name)}\b")
     out = []
-    for m in _C_FUNC.finditer(code):
+    for m in C_FUNC.finditer(code):
         depth, i = 1, m.end()
         while depth and i < len(code):
             depth += {"{": 1, "}": -1}.get(code[i], 0)
             i += 1
-        if m.group(1) not in _C_KEYWORDS and word.search(code, m.start(2), i):
+        if m.group(1) not in C_KEYWORDS and word.search(code, m.start(2), i):
             out.append(m.group(1))
     return out
