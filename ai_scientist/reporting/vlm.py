@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.artifacts import Critique, RunRecord, read_artifact
 from ..base.fileio import atomic_write_json, read_json, read_jsonl
 from ..base.paths import RUN_FILE, VLM_FILE, NodePaths, RunPaths
+from ..base.pysource import parse_python
 from ..context.kinds import experiment_kinds, shows_machine
 from ..execution.environment import machine_text
 from ..llm.call import CallContext, LLMError
@@ -209,9 +210,8 @@ class FigureUse:
             self._read(script, file, others)
 
     def _read(self, script: str, file: str, others: list[str]) -> None:
-        try:
-            tree = ast.parse(script)
-        except SyntaxError:
+        tree = parse_python(script)
+        if tree is None:
             self.text = script
             return
         others = [o for o in others if o and o != file]

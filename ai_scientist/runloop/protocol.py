@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.artifacts import CodeAnswer, Review, RunRecord, read_artifact
 from ..base.fileio import read_jsonl
 from ..base.paths import CODE_FILE, REVIEW_FILE, RUN_FILE, RunPaths
+from ..base.pysource import parse_python
 from ..phases.base import AnswerLike, code_answer
 from ..phases.edits import text_files
 from ..treesearch.parameters import parameters
@@ -108,9 +109,8 @@ def data_constants(files: dict[str, str]) -> frozenset[str]:
     for path, text in files.items():
         if not path.endswith(".py"):
             continue
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError):
+        tree = parse_python(text)
+        if tree is None:
             continue
         for fn in ast.walk(tree):
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and _DATA_FUNCTION.search(fn.name):

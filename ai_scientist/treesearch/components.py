@@ -23,6 +23,7 @@ import ast
 import re
 from collections.abc import Iterator
 
+from ..base.pysource import parse_python
 from .parameters import C_FUNC, C_KEYWORDS, parameters
 
 LINE_CHARS = 500
@@ -79,9 +80,8 @@ def _clip(text: str) -> str:
 
 
 def _python(text: str, settings: set[str]) -> dict[str, list[str]]:
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    tree = parse_python(text)
+    if tree is None:
         return {}
     # a function nothing refers to is no component of what runs (a realistic program carries
     # dozens of unused helpers): counted, not listed

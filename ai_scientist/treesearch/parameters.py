@@ -28,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..base.pysource import parse_python
+
 # a setting a tune writes whole (HEADLINE = {'l2': 0.01, ..., 'schedule': 'decay_avg'}) fits: at 60
 # characters its last key was cut, and a proposal could not name the whole value (relay s10 ln 010)
 ENTRY_CHARS = 240
@@ -382,9 +384,8 @@ def parameters(files: dict[str, str]) -> list[Parameter]:
 
 
 def _python(path: str, text: str) -> list[Parameter]:
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    tree = parse_python(text)
+    if tree is None:
         return _generic(path, text)
     out: list[Parameter] = []
     for stmt in tree.body:  # module-level constants: NAME = literal, A, B = 1, 2
